@@ -1,0 +1,42 @@
+# HomeAgent developer entry points. Each target bootstraps .venv itself.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+DATA   ?= ./.homeagent
+# A CPU build of torch; a bare `torch` resolves a multi-GB CUDA build.
+CONSTRAINTS := -c constraints-cpu.txt
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
+export TRANSFORMERS_VERBOSITY ?= error
+
+.PHONY: run test bench lint typecheck clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PIP) install --quiet $(CONSTRAINTS) -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml constraints-cpu.txt | $(PY)
+	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,multimodal]"
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	$(VENV)/bin/homeagent serve --data $(DATA)
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed-dev
+	$(PY) bench/run_all.py
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

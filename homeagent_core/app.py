@@ -1,0 +1,171 @@
+"""Assembles a running HomeAgent from a data directory: the only place parts are wired.
+
+``App`` owns the config store, the event bus and the plugin host, starts plugins in the
+discovery order, hands each its scoped SDK, and stops everything in reverse order. The
+daemon (``homeagent serve``) and the library ``Agent`` both run an ``App``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import logging.handlers
+import os
+import signal
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from homeagent_core.config import ConfigStore
+from homeagent_core.datadir import prepare_data_dir
+from homeagent_core.events import EventBus
+from homeagent_core.plugins.manager import PluginHost, create_plugin_manager
+from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
+from homeagent_core.plugins.sdk import ScopedSDK, Services
+
+__all__ = ["App", "configure_logging"]
+
+log = logging.getLogger(__name__)
+
+
+def configure_logging(data_dir: Path | None, level: str = "info") -> None:
+    """Log to stderr and, with a data dir, to ``<data>/log/homeagent.log`` (rotated)."""
+    numeric = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING}.get(level, logging.ERROR)
+    root = logging.getLogger()
+    root.setLevel(numeric)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not any(getattr(h, "_homeagent", False) for h in root.handlers):
+        stream = logging.StreamHandler()
+        stream.setFormatter(fmt)
+        stream._homeagent = True  # type: ignore[attr-defined]
+        root.addHandler(stream)
+        if data_dir is not None:
+            file = logging.handlers.RotatingFileHandler(
+                data_dir / "log" / "homeagent.log", maxBytes=10 * 1024 * 1024, backupCount=5, encoding="utf-8"
+            )
+            file.setFormatter(fmt)
+            file._homeagent = True  # type: ignore[attr-defined]
+            root.addHandler(file)
+
+
+class App:
+    """One HomeAgent instance over one data directory."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        load_entrypoints: bool = True,
+        builtins: Sequence[str] | None = None,
+        plugins: Iterable[object] = (),
+        block: Iterable[str] = (),
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.data_dir = prepare_data_dir(data_dir)
+        self.config = ConfigStore(self.data_dir / "config.db")
+        self.bus = EventBus()
+        self.host: PluginHost = create_plugin_manager(
+            load_entrypoints=load_entrypoints,
+            builtins=builtins,
+            plugins=plugins,
+            block=[*block, *self.config.disabled_plugins()],
+        )
+        self.overrides = dict(overrides or {})
+        self.services = Services(config=self.config, bus=self.bus, data_dir=self.data_dir)
+        self.settings: dict[str, PluginSettings] = {}
+        self.embedding_factories: dict[str, EmbeddingFactories] = {}
+        self.adapter_folders: dict[str, AdapterFolders] = {}
+        self._unsubscribe: list[Any] = []
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def declare_settings(self) -> None:
+        """Run ``register_settings`` so every plugin key is known (also used by the CLI)."""
+        self.settings = self.host.call_register(
+            "register_settings", lambda name: PluginSettings(name, self.config, self.host)
+        )
+
+    def register_contributions(self) -> None:
+        """Collect what plugins contribute besides tools and channels (also used by the CLI)."""
+        self.embedding_factories = self.host.call_register(
+            "register_embedding_providers", lambda name: EmbeddingFactories(name, host=self.host)
+        )
+        self.adapter_folders = self.host.call_register("register_adapters", AdapterFolders)
+
+    def sdk_for(self, name: str) -> ScopedSDK:
+        info = self.host.info(name)
+        privileged = info is not None and info.kind == "builtin"
+        return ScopedSDK.for_plugin(name, self.services, privileged=privileged)
+
+    async def start(self) -> None:
+        """Declare settings, start every plugin, subscribe ``on_event`` impls."""
+        if self.started:
+            return
+        for key, value in self.overrides.items():
+            self.config.set(key, value)
+        self.declare_settings()
+        self.register_contributions()
+        await self.host.startup(self.sdk_for)
+        for handler in self.host.event_handlers():
+            self._unsubscribe.append(
+                self.bus.subscribe(
+                    lambda event, h=handler: self.host.deliver_event(h, event), label=handler.plugin_name
+                )
+            )
+        self.started = True
+        self.bus.publish("system", {"type": "started", "plugins": self.host.plugin_names()})
+
+    async def stop(self) -> None:
+        """Shut plugins down in reverse start order, then close the bus and the config."""
+        if not self.started:
+            self.config.close()
+            return
+        self.started = False
+        self.bus.publish("system", {"type": "stopping"})
+        await self.host.shutdown()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        await self.bus.aclose()
+        self.config.close()
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def status(self) -> dict[str, Any]:
+        """What is running: plugins by status."""
+        plugins = [p.to_dict() for p in self.host.plugins()]
+        return {
+            "data_dir": str(self.data_dir),
+            "plugins": plugins,
+            "started": [p["name"] for p in plugins if p["status"] == "started"],
+            "failed": [p["name"] for p in plugins if p["status"] == "failed"],
+        }
+
+    async def run_until_signalled(self) -> None:
+        """Start, run until SIGINT/SIGTERM, then stop cleanly."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await self.start()
+            status = self.status()
+            log.info(
+                "HomeAgent running on %s — %d plugins started (%s)%s",
+                self.data_dir,
+                len(status["started"]),
+                ", ".join(status["started"]),
+                f"; failed: {', '.join(status['failed'])}" if status["failed"] else "",
+            )
+            await stop.wait()
+            log.info("stopping")
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+            log.info("stopped")

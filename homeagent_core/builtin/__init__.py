@@ -1,0 +1,1 @@
+"""Built-in plugins, registered through DEFAULT_PLUGINS exactly like third-party ones."""

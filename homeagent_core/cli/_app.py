@@ -1,0 +1,54 @@
+"""The root typer app and its entry point."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from homeagent_core.cli import config_cmd, doctor, plugins_cmd, serve
+from homeagent_sdk._version import __version__
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="homeagent",
+    no_args_is_help=True,
+    help="HomeAgent: a self-hosted personal agent with long-term memory.",
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"homeagent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """HomeAgent command line."""
+
+
+app.command("serve")(serve.serve)
+app.add_typer(plugins_cmd.app, name="plugins")
+app.add_typer(config_cmd.app, name="config")
+app.command("doctor")(doctor.doctor)
+
+
+def _add_plugin_commands() -> None:
+    """Let installed plugins add sub-commands (``register_commands``)."""
+    from homeagent_core.plugins.manager import create_plugin_manager
+
+    host = create_plugin_manager()
+    host.register_commands(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _add_plugin_commands()
+    app()

@@ -1,0 +1,39 @@
+"""``homeagent serve``: run the daemon until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from homeagent_core.cli._common import DataOption, handle_errors
+
+__all__ = ["serve"]
+
+
+@handle_errors
+def serve(
+    data: DataOption = None,
+    host: Annotated[
+        str,
+        typer.Option(help="Address the web UI binds to. Keep 127.0.0.1 unless a reverse proxy with TLS fronts it."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the web UI (0 picks a free one).", min=0, max=65535)] = 8080,
+) -> None:
+    """Start the HomeAgent daemon: load plugins, run until SIGINT/SIGTERM, shut down cleanly."""
+    from homeagent_core.app import App, configure_logging
+
+    app = App(data)
+    app.services.listen_host, app.services.listen_port = host, port
+    configure_logging(app.data_dir, app.config.get("core.daemon.log_level"))
+    _run(app.run_until_signalled())
+
+
+def _run(coro: object) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)  # type: ignore[arg-type]
+    else:
+        uvloop.run(coro)  # type: ignore[arg-type]

@@ -1,0 +1,430 @@
+"""The configuration registry: typed settings in ``<data>/config.db``.
+
+Keys live in two namespaces: ``core.*`` (the kernel's, declared in :data:`CORE_DEFS`) and
+``plugin.<name>.*`` (declared by each plugin through ``register_settings``). Values are stored
+as strings in SQLite (WAL): ``core.*`` in the ``config`` table, each plugin's keys in its own
+``config_<name>`` table. Defaults are never written, so upgrading changes them; only what a
+user set is stored.
+
+Every write is validated against its :class:`~homeagent_sdk.types.ConfigDef`; a wrong type,
+an out-of-range number or an unknown option raises :class:`ConfigValueError` naming the key
+and what was expected. A key nobody declared raises :class:`UnknownConfigKey`, except inside
+the free-form namespace ``core.llm.sources.<source>.<field>``.
+
+Reads come from an in-memory cache, so they are cheap on the event loop; writes are rare and
+go straight to SQLite.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from homeagent_core.durations import format_duration, parse_duration
+from homeagent_sdk.errors import ConfigValueError, UnknownConfigKey
+from homeagent_sdk.types import ConfigDef
+
+__all__ = [
+    "CONFIG_TYPES",
+    "CORE_DEFS",
+    "LLM_API_KEY_ENV",
+    "ConfigStore",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_TYPES = frozenset({"string", "int", "float", "bool", "duration", "password", "select", "text", "json"})
+
+#: Environment variables consulted, in order, when ``core.llm.api_key`` is empty.
+LLM_API_KEY_ENV = ("HOMEAGENT_LLM_API_KEY", "LLM_API_KEY", "DEEPSEEK_API_KEY")
+
+_SOURCE_KEY = re.compile(r"^core\.llm\.sources\.([A-Za-z0-9_-]{1,64})\.([a-z_]+)$")
+_SOURCE_FIELDS: dict[str, str] = {
+    "base_url": "string",
+    "model": "string",
+    "api_key": "password",
+    "adapter": "string",
+    "adapter_path": "string",
+    "context_window": "int",
+    "max_concurrent": "int",
+    "priority": "int",
+    "thinking_enabled": "bool",
+    "vision": "bool",
+    "audio": "bool",
+    "temperature": "float",
+    "max_tokens": "int",
+}
+_PLUGIN_KEY = re.compile(r"^plugin\.([A-Za-z0-9_-]+)\.(.+)$")
+
+DEFAULT_SYSTEM_PROMPT = (
+    "你是「小宅」，一个住在这个家里的私人助理。你记得和主人相处的点滴，"
+    "回答简洁、真诚、有温度；需要时主动使用工具和记忆，不编造事实。"
+    "表情只用颜文字，不用 emoji。输出给同步通道（网页、终端）时直接回答文字；"
+    "需要发到异步通道时，调用对应的 output_send__<通道> 工具。"
+)
+
+
+def _d(key: str, type_: str, default: Any, description: str, **kw: Any) -> ConfigDef:
+    return ConfigDef(key=key, type=type_, default=default, description=description, **kw)
+
+
+CORE_DEFS: tuple[ConfigDef, ...] = (
+    _d("core.daemon.log_level", "select", "info", "Log level of the daemon.",
+       options=["debug", "info", "warn", "error"], category="daemon"),
+    _d("core.llm.provider", "string", "deepseek", "Name of the default LLM source.", category="llm"),
+    _d("core.llm.model", "string", "deepseek-v4-flash", "Default model name.", category="llm"),
+    _d("core.llm.base_url", "string", "https://api.deepseek.com", "Default API base URL.", category="llm"),
+    _d("core.llm.api_key", "password", "",
+       "API key of the default source; empty = env HOMEAGENT_LLM_API_KEY, LLM_API_KEY or DEEPSEEK_API_KEY.",
+       secret=True, category="llm"),
+    _d("core.llm.adapter", "string", "deepseek", "Lua adapter of the default source.", category="llm"),
+    _d("core.llm.temperature", "float", 0.7, "Sampling temperature.", min=0.0, max=2.0, category="llm"),
+    _d("core.llm.max_tokens", "int", 4096, "Maximum tokens per reply.", min=1, max=1_000_000, category="llm"),
+    _d("core.llm.thinking_enabled", "bool", False, "Ask reasoning models to think.", category="llm"),
+    _d("core.agent.max_tool_turns", "int", 10, "Maximum model rounds with tool calls per turn.",
+       min=1, max=100, category="agent"),
+    _d("core.agent.tool_timeout", "duration", "60s", "Hard timeout of one tool call.", category="agent"),
+    _d("core.agent.stage_timeout", "duration", "30s", "Timeout of one stage handler.", category="agent"),
+    _d("core.agent.max_context_size", "int", 30, "Events kept in the context window (L0).",
+       min=11, max=10_000, category="agent"),
+    _d("core.agent.distill_interval", "duration", "30m", "Context prune into documents.", category="memory"),
+    _d("core.agent.archive_interval", "duration", "60m", "Cold documents into graph triples.", category="memory"),
+    _d("core.agent.merge_interval", "duration", "120m", "Similar-entity merge review.", category="memory"),
+    _d("core.agent.review_interval", "duration", "120m", "Relation review.", category="memory"),
+    _d("core.agent.workdir", "string", "", "Default working directory of command tools.", category="agent"),
+    _d("core.agent.embedding_model_path", "string", "",
+       "Comma-separated word-vector files or model2vec folders.", restart_required=True, category="memory"),
+    _d("core.agent.system_prompt", "text", DEFAULT_SYSTEM_PROMPT, "The agent's system prompt.",
+       restart_required=True, category="agent"),
+    _d("core.agent.personal_prompt", "text", "",
+       "Persona text; the file <data>/personal/personal.md overrides it.", category="agent"),
+    _d("core.embeddings.provider", "select", "chineseclip", "Dense embedding provider (tier 1).",
+       options=["chineseclip", "openclip", "sentence-transformers", "http", "none"], category="memory",
+       restart_required=True),
+    _d("core.embeddings.model", "string", "", "Model id or local path of the dense provider.",
+       category="memory", restart_required=True),
+    _d("core.embeddings.allow_download", "bool", False,
+       "Allow fetching model weights from the Hugging Face hub.", category="memory"),
+    _d("core.memory.media.enabled", "bool", True, "Store media attachments (false = text only).",
+       category="memory"),
+    _d("core.memory.media.max_blob_bytes", "int", 50 * 1024 * 1024, "Largest media blob accepted.",
+       min=1, category="memory"),
+    _d("core.input_processing.image.fallback_provider", "string", "",
+       "Source that describes images when the main model has no vision.", category="input"),
+    _d("core.input_processing.image.fallback_model", "string", "", "Model of that source.", category="input"),
+    _d("core.input_processing.image.describe_prompt", "text", "请详细描述这张图片的内容。",
+       "Prompt used to describe images.", category="input"),
+    _d("core.input_processing.image.ocr_enabled", "bool", True, "Enable the ocr_image tool.", category="input"),
+    _d("core.llm.sources.deepseek.base_url", "string", "https://api.deepseek.com", "", category="llm"),
+    _d("core.llm.sources.deepseek.model", "string", "deepseek-v4-flash", "", category="llm"),
+    _d("core.llm.sources.deepseek.adapter", "string", "deepseek", "", category="llm"),
+)
+
+
+def _table_for(plugin: str) -> str:
+    return "config_" + re.sub(r"[^a-z0-9_]", "_", plugin.lower())
+
+
+class ConfigStore:
+    """Typed, validated settings backed by SQLite; see the module docstring."""
+
+    def __init__(self, path: Path | str, defs: Iterable[ConfigDef] = CORE_DEFS) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS config (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS disabled_plugins "
+            "(name TEXT PRIMARY KEY, disabled_at REAL NOT NULL, disabled_by TEXT NOT NULL)"
+        )
+        self._defs: dict[str, ConfigDef] = {}
+        self._values: dict[str, str] = {}
+        self._listeners: list[Callable[[str], None]] = []
+        for definition in defs:
+            self.define(definition)
+        for key, value in self._db.execute("SELECT key, value FROM config"):
+            self._values[key] = value
+        for (table,) in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'config\\_%' ESCAPE '\\'"
+        ):
+            for key, value in self._db.execute(f'SELECT key, value FROM "{table}"'):
+                self._values[key] = value
+
+    # ------------------------------------------------------------------ definitions
+
+    def define(self, definition: ConfigDef) -> None:
+        """Declare a setting (idempotent; a later definition of the same key replaces it).
+
+        Raises:
+            ConfigValueError: the definition itself is invalid (unknown type, bad default).
+        """
+        if definition.type not in CONFIG_TYPES:
+            raise ConfigValueError(
+                f"setting {definition.key}: unknown type {definition.type!r}; "
+                f"use one of {', '.join(sorted(CONFIG_TYPES))}",
+                key=definition.key,
+            )
+        if definition.default is not None:
+            self._convert(definition, definition.default)
+        self._defs[definition.key] = definition
+        match = _PLUGIN_KEY.match(definition.key)
+        if match:
+            with self._lock:
+                self._db.execute(
+                    f'CREATE TABLE IF NOT EXISTS "{_table_for(match.group(1))}" '
+                    "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+                )
+
+    def define_plugin(self, plugin: str, definition: ConfigDef) -> ConfigDef:
+        """Declare a plugin setting given relative to ``plugin.<plugin>.``; returns the full def."""
+        key = definition.key
+        prefix = f"plugin.{plugin}."
+        if not key.startswith(prefix):
+            key = prefix + key
+        full = ConfigDef.from_dict({**definition.to_dict(), "key": key, "plugin": plugin})
+        self.define(full)
+        return full
+
+    def definition(self, key: str) -> ConfigDef | None:
+        """The ConfigDef of ``key``, including the implicit ones of LLM source fields."""
+        found = self._defs.get(key)
+        if found is not None:
+            return found
+        match = _SOURCE_KEY.match(key)
+        if match and match.group(2) in _SOURCE_FIELDS:
+            type_ = _SOURCE_FIELDS[match.group(2)]
+            return ConfigDef(key=key, type=type_, default=None, secret=type_ == "password", category="llm")
+        return None
+
+    def definitions(self, prefix: str = "") -> list[ConfigDef]:
+        return [d for k, d in sorted(self._defs.items()) if k.startswith(prefix)]
+
+    def is_known(self, key: str) -> bool:
+        return self.definition(key) is not None
+
+    # ------------------------------------------------------------------ values
+
+    def _convert(self, definition: ConfigDef, value: Any) -> Any:
+        """Validate ``value`` (a typed value or its string form) and return the typed value."""
+        key, type_ = definition.key, definition.type
+
+        def bad(expected: str) -> ConfigValueError:
+            return ConfigValueError(f"{key}: expected {expected}, got {value!r}", key=key)
+
+        if type_ in ("string", "password", "text"):
+            if not isinstance(value, str):
+                raise bad("a string")
+            typed: Any = value
+        elif type_ == "select":
+            if not isinstance(value, str) or (definition.options and value not in definition.options):
+                raise bad(f"one of {', '.join(definition.options)}")
+            typed = value
+        elif type_ == "bool":
+            if isinstance(value, bool):
+                typed = value
+            elif isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"):
+                typed = True
+            elif isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off", ""):
+                typed = False
+            else:
+                raise bad("a boolean (true/false)")
+        elif type_ == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise bad("an integer")
+            try:
+                typed = int(value)
+            except (TypeError, ValueError):
+                raise bad("an integer") from None
+        elif type_ == "float":
+            if isinstance(value, bool):
+                raise bad("a number")
+            try:
+                typed = float(value)
+            except (TypeError, ValueError):
+                raise bad("a number") from None
+        elif type_ == "duration":
+            try:
+                typed = float(value) if isinstance(value, int | float) else parse_duration(str(value))
+            except ValueError:
+                raise bad("a duration such as 30s, 5m, 2h or 1h30m") from None
+        elif type_ == "json":
+            if isinstance(value, str):
+                try:
+                    typed = json.loads(value) if value.strip() else None
+                except json.JSONDecodeError as exc:
+                    raise ConfigValueError(f"{key}: expected JSON, {exc}", key=key) from None
+            else:
+                typed = value
+        else:  # pragma: no cover - define() rejects unknown types
+            raise bad(type_)
+        if type_ in ("int", "float", "duration"):
+            if definition.min is not None and typed < definition.min:
+                raise ConfigValueError(f"{key}: {typed} is below the minimum {definition.min:g}", key=key)
+            if definition.max is not None and typed > definition.max:
+                raise ConfigValueError(f"{key}: {typed} is above the maximum {definition.max:g}", key=key)
+        return typed
+
+    def validate(self, key: str, value: Any) -> Any:
+        """Check ``value`` for ``key`` without storing it; returns the typed value.
+
+        Raises:
+            UnknownConfigKey: nobody declared ``key``.
+            ConfigValueError: the value has the wrong type, range or option.
+        """
+        return self._convert(self._require(key), value)
+
+    @staticmethod
+    def _to_text(definition: ConfigDef, typed: Any) -> str:
+        if definition.type == "bool":
+            return "true" if typed else "false"
+        if definition.type == "duration":
+            return format_duration(typed)
+        if definition.type == "json":
+            return json.dumps(typed, ensure_ascii=False)
+        return str(typed)
+
+    def _require(self, key: str) -> ConfigDef:
+        definition = self.definition(key)
+        if definition is not None:
+            return definition
+        hint = ""
+        similar = difflib.get_close_matches(key, list(self._defs), n=3, cutoff=0.8)
+        if similar:
+            hint = f"; did you mean {', '.join(similar)}?"
+        elif key.startswith("plugin."):
+            hint = "; is the plugin installed and enabled? `homeagent plugins list` shows its settings"
+        raise UnknownConfigKey(f"unknown config key {key!r}{hint} (`homeagent config list` shows all keys)", key=key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The typed value of ``key``: what was set, else the declared default, else ``default``.
+
+        An empty ``core.llm.api_key`` falls back to the environment (:data:`LLM_API_KEY_ENV`).
+        """
+        definition = self.definition(key)
+        raw = self._values.get(key)
+        if raw is None:
+            value = definition.default if definition is not None and definition.default is not None else default
+        elif definition is None:
+            value = raw
+        else:
+            try:
+                value = self._convert(definition, raw)
+            except ConfigValueError:
+                log.warning("stored value of %s is invalid; using the default", key)
+                value = definition.default if definition.default is not None else default
+        if key == "core.llm.api_key" and not value:
+            value = next((os.environ[e] for e in LLM_API_KEY_ENV if os.environ.get(e)), value)
+        if definition is not None and definition.type == "duration" and isinstance(value, str):
+            value = parse_duration(value)
+        return value
+
+    def source(self, key: str) -> str:
+        """Where the value comes from: ``set``, ``env`` or ``default``."""
+        if key in self._values:
+            return "set"
+        if key == "core.llm.api_key" and any(os.environ.get(e) for e in LLM_API_KEY_ENV):
+            return "env"
+        return "default"
+
+    def set(self, key: str, value: Any) -> Any:
+        """Validate and store ``value``; returns the typed value. Listeners are notified.
+
+        Raises:
+            UnknownConfigKey: nobody declared ``key``.
+            ConfigValueError: the value has the wrong type, range or option.
+        """
+        definition = self._require(key)
+        typed = self._convert(definition, value)
+        text = self._to_text(definition, typed)
+        match = _PLUGIN_KEY.match(key)
+        table = _table_for(match.group(1)) if match else "config"
+        with self._lock:
+            self._db.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
+            self._db.execute(f'INSERT OR REPLACE INTO "{table}" (key, value) VALUES (?, ?)', (key, text))
+            self._values[key] = text
+        self._notify(key)
+        return typed
+
+    def unset(self, key: str) -> bool:
+        """Forget a stored value (the default applies again); returns whether one was stored.
+
+        Raises:
+            UnknownConfigKey: the key is neither declared nor stored.
+        """
+        if key not in self._values:
+            self._require(key)
+            return False
+        match = _PLUGIN_KEY.match(key)
+        table = _table_for(match.group(1)) if match else "config"
+        with self._lock:
+            self._db.execute(f'DELETE FROM "{table}" WHERE key = ?', (key,))
+            del self._values[key]
+        self._notify(key)
+        return True
+
+    def items(self, prefix: str = "") -> dict[str, Any]:
+        """Typed values of every declared or stored key starting with ``prefix``."""
+        keys = {k for k in self._defs if k.startswith(prefix)} | {k for k in self._values if k.startswith(prefix)}
+        return {k: self.get(k) for k in sorted(keys)}
+
+    def describe(self, prefix: str = "") -> list[dict[str, Any]]:
+        """Rows for listings: key, value (secrets masked), default, type, source, description."""
+        rows = []
+        for key, value in self.items(prefix).items():
+            definition = self.definition(key)
+            secret = definition is not None and (definition.secret or definition.type == "password")
+            shown = ("****" if value else "") if secret else value
+            rows.append({
+                "key": key,
+                "value": shown,
+                "default": None if definition is None or secret else definition.default,
+                "type": definition.type if definition else "string",
+                "source": self.source(key),
+                "description": definition.description if definition else "",
+                "restart_required": bool(definition and definition.restart_required),
+            })
+        return rows
+
+    # ------------------------------------------------------------------ listeners & plugins
+
+    def on_change(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(key)`` after every set/unset; returns an unsubscribe function."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _notify(self, key: str) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback(key)
+            except Exception:
+                log.exception("config listener failed for %s", key)
+
+    def disabled_plugins(self) -> set[str]:
+        return {row[0] for row in self._db.execute("SELECT name FROM disabled_plugins")}
+
+    def set_plugin_disabled(self, name: str, disabled: bool, *, by: str = "user") -> None:
+        import time
+
+        with self._lock:
+            if disabled:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO disabled_plugins (name, disabled_at, disabled_by) VALUES (?, ?, ?)",
+                    (name, time.time(), by),
+                )
+            else:
+                self._db.execute("DELETE FROM disabled_plugins WHERE name = ?", (name,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

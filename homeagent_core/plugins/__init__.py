@@ -1,0 +1,1 @@
+"""Plugin hosting: discovery, the hook facade, registries and scoped SDKs."""

@@ -1,0 +1,105 @@
+"""The scoped SDK each plugin's ``startup(sdk)`` receives.
+
+Every plugin gets its own object: its settings table (``plugin.<name>.*``), its data dir
+``<data>/plugin_data/<name>/``, a logger named after it, and the shared services (input
+injection, events, memory, documents, knowledge, people, the model). A service the running
+agent does not have raises a :class:`HomeAgentError` saying which one and why, instead of
+silently doing nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.datadir import plugin_data_dir
+from homeagent_sdk.errors import HomeAgentError
+
+if TYPE_CHECKING:
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.events import EventBus
+
+__all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
+
+
+class PluginSettingsView:
+    """A plugin's own settings; keys are relative (``"addr"`` means ``plugin.<name>.addr``)."""
+
+    def __init__(self, plugin: str, config: ConfigStore) -> None:
+        self._prefix = f"plugin.{plugin}."
+        self._config = config
+
+    def _key(self, key: str) -> str:
+        return key if key.startswith(self._prefix) else self._prefix + key
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._config.get(self._key(key), default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._config.set(self._key(key), value)
+
+    def all(self) -> dict[str, Any]:
+        n = len(self._prefix)
+        return {k[n:]: v for k, v in self._config.items(self._prefix).items()}
+
+
+class _Missing:
+    """Stands in for a service this agent does not run; any use raises a clear error."""
+
+    def __init__(self, service: str, reason: str) -> None:
+        self._service, self._reason = service, reason
+
+    def __getattr__(self, attr: str) -> Any:
+        raise HomeAgentError(f"sdk.{self._service}.{attr}: {self._service} is not available here ({self._reason})")
+
+
+@dataclass
+class Services:
+    """The shared services the app hands to plugins (None = not running in this agent)."""
+
+    config: ConfigStore
+    bus: EventBus
+    data_dir: Path
+    io: Any = None
+    memory: Any = None
+    doc: Any = None
+    knowledge: Any = None
+    social: Any = None
+    llm: Any = None
+    #: Where network-facing built-ins listen, from ``homeagent serve --host/--port``.
+    listen_host: str = "127.0.0.1"
+    listen_port: int | None = None
+
+
+class _Events:
+    def __init__(self, bus: EventBus, plugin: str) -> None:
+        self._bus, self._plugin = bus, plugin
+
+    def publish(self, name: str, data: dict[str, Any]) -> None:
+        self._bus.publish(name, data, source=self._plugin)
+
+    def subscribe(self, callback: Any, *names: str) -> Any:
+        return self._bus.subscribe(callback, *names, label=self._plugin)
+
+
+class ScopedSDK:
+    """What one plugin sees; built by :meth:`for_plugin`."""
+
+    def __init__(self, name: str, services: Services, *, privileged: bool = False) -> None:
+        self.name = name
+        self.data_dir = plugin_data_dir(services.data_dir, name)
+        self.log = logging.getLogger(f"homeagent.plugin.{name}")
+        self.settings = PluginSettingsView(name, services.config)
+        self.events = _Events(services.bus, name)
+        for service in ("io", "memory", "doc", "knowledge", "social", "llm"):
+            value = getattr(services, service)
+            setattr(self, service, value if value is not None else _Missing(service, "the kernel is not running"))
+        # Built-ins are granted the whole config store explicitly (cfgmgr, webui settings).
+        self.config: ConfigStore | None = services.config if privileged else None
+        self.services = services if privileged else None
+
+    @classmethod
+    def for_plugin(cls, name: str, services: Services, *, privileged: bool = False) -> ScopedSDK:
+        return cls(name, services, privileged=privileged)

@@ -1,0 +1,5 @@
+"""The single source of the package version."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

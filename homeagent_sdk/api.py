@@ -1,0 +1,222 @@
+"""What a plugin is handed: the scoped SDK facade and the registries of the ``register_*`` hooks.
+
+These are Protocols: the host implements them, plugins only call them. Every method that
+talks to the kernel is ``async``; settings accessors are sync (they read an in-memory cache).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from homeagent_sdk.embeddings import EmbeddingProvider
+    from homeagent_sdk.types import (
+        ChannelDef,
+        ConfigDef,
+        Doc,
+        Entity,
+        Event,
+        InjectOptions,
+        MediaAttachment,
+        Relation,
+        ToolDef,
+        Triple,
+    )
+
+__all__ = [
+    "IOAPI",
+    "LLMAPI",
+    "AdapterRegistry",
+    "ChannelRegistry",
+    "ChatProvider",
+    "CommandApp",
+    "DocAPI",
+    "EmbeddingRegistry",
+    "EventsAPI",
+    "KnowledgeAPI",
+    "MemoryAPI",
+    "PluginSDK",
+    "RouteRegistry",
+    "SettingsAPI",
+    "SettingsRegistry",
+    "SocialAPI",
+    "ToolRegistryProtocol",
+]
+
+
+@runtime_checkable
+class ChatProvider(Protocol):
+    """A language model reached through the unified request/response shapes.
+
+    ``request`` is the unified request (``model``, ``messages``, ``tools``, ``temperature``,
+    ``max_tokens``, ``stream``...); ``chat`` returns the unified response (``content``,
+    ``reasoning_content``, ``finish_reason``, ``token_usage``, ``tool_calls`` with decoded
+    ``arguments``); ``chat_stream`` yields unified chunks (``content``, ``reasoning_content``,
+    ``tool_calls`` fragments with ``stream_index`` and ``raw_arguments``, ``usage``, ``done``,
+    and ``reset`` when earlier partial text must be discarded).
+    """
+
+    name: str
+
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+    def chat_stream(self, request: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
+
+
+# --------------------------------------------------------------------------- registries
+
+
+class ToolRegistryProtocol(Protocol):
+    """Handed to ``register_tools``."""
+
+    def add(
+        self,
+        tool: ToolDef | Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        no_memory: bool = False,
+        parallel_safe: bool = False,
+        serial: bool = False,
+        timeout: float | None = None,
+    ) -> ToolDef: ...
+
+
+class ChannelRegistry(Protocol):
+    """Handed to ``register_input_channels`` and ``register_output_channels``."""
+
+    def add(self, channel: ChannelDef) -> None: ...
+
+
+class EmbeddingRegistry(Protocol):
+    """Handed to ``register_embedding_providers``."""
+
+    def add(self, name: str, factory: Callable[[dict[str, Any]], EmbeddingProvider]) -> None: ...
+
+
+class SettingsRegistry(Protocol):
+    """Handed to ``register_settings``; keys are relative to ``plugin.<name>.``."""
+
+    def add(self, definition: ConfigDef) -> None: ...
+
+
+class RouteRegistry(Protocol):
+    """Handed to ``register_routes``."""
+
+    def add(self, path: str, endpoint: Callable[..., Any], *, methods: list[str] | None = None) -> None: ...
+
+
+class CommandApp(Protocol):
+    """Handed to ``register_commands``: the root typer application."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[..., Any]: ...
+
+    def add_typer(self, *args: Any, **kwargs: Any) -> None: ...
+
+
+class AdapterRegistry(Protocol):
+    """Handed to ``register_adapters``."""
+
+    def add(self, folder: Path | str) -> None: ...
+
+
+# --------------------------------------------------------------------------- the SDK facade
+
+
+class SettingsAPI(Protocol):
+    """The plugin's own settings table (``plugin.<name>.*``)."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any) -> None: ...
+
+    def all(self) -> dict[str, Any]: ...
+
+
+class IOAPI(Protocol):
+    """Inject inputs into the agent."""
+
+    async def inject_text(self, text: str, channel: str, options: InjectOptions | None = None) -> None: ...
+
+    async def inject_media(
+        self,
+        text: str,
+        attachments: list[MediaAttachment],
+        channel: str,
+        options: InjectOptions | None = None,
+    ) -> None: ...
+
+    async def inject_interrupt(self, text: str, channel: str, options: InjectOptions | None = None) -> None: ...
+
+    async def inject_input_sync(
+        self, text: str, channel: str, options: InjectOptions | None = None, *, timeout: float = 300
+    ) -> str: ...
+
+
+class MemoryAPI(Protocol):
+    """The memory graph."""
+
+    async def recall(self, keywords: list[str], depth: int = 2) -> dict[str, Any]: ...
+
+    async def commit(self, triples: list[Triple]) -> dict[str, Any]: ...
+
+    async def entities(self, query: str = "", limit: int = 50) -> list[Entity]: ...
+
+    async def relations(self, entity: str) -> list[Relation]: ...
+
+
+class DocAPI(Protocol):
+    """The document store."""
+
+    async def query(self, text: str, top_k: int = 5) -> list[Doc]: ...
+
+    async def commit(self, title: str, content: str) -> str: ...
+
+
+class KnowledgeAPI(Protocol):
+    """The knowledge base."""
+
+    async def search(self, query: str, limit: int = 5) -> list[Doc]: ...
+
+    async def create(self, name: str, content: str) -> str: ...
+
+
+class SocialAPI(Protocol):
+    """People and their relations (read only for out-of-process plugins)."""
+
+    async def person(self, name: str) -> dict[str, Any]: ...
+
+
+class LLMAPI(Protocol):
+    """Direct model access outside a turn."""
+
+    async def chat(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]: ...
+
+    async def quick_chat(self, prompt: str) -> str: ...
+
+
+class EventsAPI(Protocol):
+    """The event bus."""
+
+    def publish(self, name: str, data: dict[str, Any]) -> None: ...
+
+    def subscribe(self, callback: Callable[[Event], Awaitable[None] | None], *names: str) -> Callable[[], None]: ...
+
+
+class PluginSDK(Protocol):
+    """Everything a started plugin may use, scoped to that plugin."""
+
+    name: str
+    data_dir: Path
+    log: logging.Logger
+    settings: SettingsAPI
+    io: IOAPI
+    events: EventsAPI
+    memory: MemoryAPI
+    doc: DocAPI
+    knowledge: KnowledgeAPI
+    social: SocialAPI
+    llm: LLMAPI

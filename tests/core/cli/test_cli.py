@@ -1,0 +1,139 @@
+"""The command line: every command answers --help, settings round-trip, errors are clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from homeagent_core.cli import app
+from homeagent_core.plugins import manager
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["serve"], ["plugins"], ["plugins", "list"], ["config"], ["config", "get"], ["config", "set"],
+     ["config", "list"], ["config", "unset"], ["doctor"]],
+)
+def test_every_command_answers_help(command: list[str]):
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage" in result.output
+
+
+def test_version_prints_the_package_version():
+    from homeagent_sdk import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"homeagent {__version__}"
+
+
+def test_config_set_get_list_unset_round_trip(tmp_path: Path):
+    data = str(tmp_path / "d")
+    assert invoke("config", "set", "core.agent.max_tool_turns", "6", "--data", data).exit_code == 0
+    assert invoke("config", "get", "core.agent.max_tool_turns", "--data", data).output.strip() == "6"
+    listed = json.loads(invoke("config", "list", "core.agent.", "--data", data, "--json").output)
+    row = next(r for r in listed if r["key"] == "core.agent.max_tool_turns")
+    assert (row["value"], row["source"]) == (6, "set")
+    assert "reset to its default" in invoke("config", "unset", "core.agent.max_tool_turns", "--data", data).output
+    assert invoke("config", "get", "core.agent.max_tool_turns", "--data", data).output.strip() == "10"
+
+
+def test_config_errors_are_one_clean_line_and_exit_non_zero(tmp_path: Path):
+    data = str(tmp_path / "d")
+    result = runner.invoke(app, ["config", "set", "core.agent.max_tool_turns", "lots", "--data", data])
+    assert result.exit_code == 1
+    assert "Error: core.agent.max_tool_turns: expected an integer, got 'lots'" in result.output
+    assert "Traceback" not in result.output
+    unknown = runner.invoke(app, ["config", "get", "core.nope", "--data", data])
+    assert unknown.exit_code == 1 and "unknown config key 'core.nope'" in unknown.output
+
+
+def test_secrets_are_masked_on_set_and_get(tmp_path: Path):
+    data = str(tmp_path / "d")
+    assert "****" in invoke("config", "set", "core.llm.api_key", "sk-secret", "--data", data).output
+    assert invoke("config", "get", "core.llm.api_key", "--data", data).output.strip() == "****"
+
+
+def test_an_unwritable_data_dir_is_a_clear_error(tmp_path: Path):
+    if os.geteuid() == 0:
+        target = "/proc/homeagent-cannot-exist"  # even root cannot create directories in /proc
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = str(locked / "data")
+    result = runner.invoke(app, ["config", "list", "--data", target])
+    assert result.exit_code != 0
+    assert "is not usable" in result.output and "--data" in result.output
+
+
+def test_plugins_list_reports_builtins_and_plugin_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(manager, "DEFAULT_PLUGINS", (*manager.DEFAULT_PLUGINS, "tests.plugins.greeter"))
+    result = invoke("plugins", "list", "--json", "--data", str(tmp_path / "d"))
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert rows["cfgmgr"]["kind"] == "builtin"
+    assert rows["greeter"]["contributions"]["settings"] == ["plugin.greeter.greeting", "plugin.greeter.times"]
+    assert "register_settings" in rows["greeter"]["hooks"]
+
+
+def test_hook_register_commands(monkeypatch: pytest.MonkeyPatch):
+    import typer
+
+    from homeagent_core.cli import _app
+
+    fresh = typer.Typer()
+    fresh.registered_commands = list(_app.app.registered_commands)
+    fresh.registered_groups = list(_app.app.registered_groups)
+    monkeypatch.setattr(_app, "app", fresh)
+    monkeypatch.setattr(manager, "DEFAULT_PLUGINS", ("tests.plugins.greeter",))
+    _app._add_plugin_commands()
+    result = runner.invoke(fresh, ["greet", "Ada"])
+    assert result.exit_code == 0 and "hello Ada" in result.output
+
+
+def test_doctor_reports_missing_api_key_with_a_fix(tmp_path: Path):
+    result = invoke("doctor", "--json", "--data", str(tmp_path / "d"))
+    findings = json.loads(result.output)
+    warn = next(f for f in findings if f["area"] == "llm" and f["status"] == "warn")
+    assert "api_key" in warn["fix"]
+    assert result.exit_code == 0
+
+
+def test_serve_starts_plugins_and_exits_zero_on_sigterm(tmp_path: Path):
+    data = tmp_path / "served"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""},
+    )
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "HomeAgent running" in line:
+                break
+        assert any("plugins started" in line for line in lines), "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, "".join(lines) + rest
+    assert "stopped" in rest
+    assert (data / "config.db").exists()
+    assert (data.stat().st_mode & 0o777) == 0o700
