@@ -16,12 +16,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from homeagent_core.agent.kernel import Kernel, KernelSettings
 from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
+from homeagent_core.memory.facades import LLMFacade
 from homeagent_core.plugins.manager import PluginHost, create_plugin_manager
 from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
+from homeagent_sdk.api import ChatProvider
+from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = ["App", "configure_logging"]
 
@@ -60,6 +64,9 @@ class App:
         plugins: Iterable[object] = (),
         block: Iterable[str] = (),
         overrides: dict[str, Any] | None = None,
+        provider: ChatProvider | None = None,
+        memory: bool = True,
+        embedder: EmbeddingProvider | None = None,
     ) -> None:
         self.data_dir = prepare_data_dir(data_dir)
         self.config = ConfigStore(self.data_dir / "config.db")
@@ -71,7 +78,12 @@ class App:
             block=[*block, *self.config.disabled_plugins()],
         )
         self.overrides = dict(overrides or {})
-        self.services = Services(config=self.config, bus=self.bus, data_dir=self.data_dir)
+        self.provider: Any = provider
+        self.memory: Any = None
+        self.with_memory = memory
+        self.embedder = embedder
+        self.kernel: Kernel | None = None
+        self.services = Services(config=self.config, bus=self.bus, data_dir=self.data_dir, host=self.host)
         self.settings: dict[str, PluginSettings] = {}
         self.embedding_factories: dict[str, EmbeddingFactories] = {}
         self.adapter_folders: dict[str, AdapterFolders] = {}
@@ -93,6 +105,50 @@ class App:
         )
         self.adapter_folders = self.host.call_register("register_adapters", AdapterFolders)
 
+    def kernel_settings(self) -> KernelSettings:
+        """Kernel tunables from ``core.agent.*`` / ``core.llm.*``."""
+        get = self.config.get
+        return KernelSettings(
+            max_tool_turns=get("core.agent.max_tool_turns"),
+            tool_timeout=get("core.agent.tool_timeout"),
+            stage_timeout=get("core.agent.stage_timeout"),
+            max_context_size=get("core.agent.max_context_size"),
+            system_prompt=get("core.agent.system_prompt"),
+            personal_prompt=get("core.agent.personal_prompt"),
+            temperature=get("core.llm.temperature"),
+            max_tokens=get("core.llm.max_tokens"),
+        )
+
+    async def _open_memory(self) -> None:
+        from homeagent_core.memory.facades import DocFacade, KnowledgeFacade, MemoryFacade, SocialFacade
+        from homeagent_core.memory.system import MemorySystem
+
+        factories = {n: f for registry in self.embedding_factories.values() for n, f in registry.factories.items()}
+        self.memory = await MemorySystem.open(
+            self.data_dir, self.config, extra_factories=factories, embedder=self.embedder
+        )
+        self.services.memory = MemoryFacade(self.memory)
+        self.services.doc = DocFacade(self.memory)
+        self.services.knowledge = KnowledgeFacade(self.memory)
+        self.services.social = SocialFacade(self.memory)
+        self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
+
+    def _build_kernel(self) -> Kernel:
+        if self.provider is None:
+            from homeagent_core.providers import ProviderManager, deploy_bundled_adapters
+
+            deploy_bundled_adapters(self.data_dir)
+            folders = [f for registry in self.adapter_folders.values() for f in registry.folders]
+            self.provider = ProviderManager.from_config(self.config, self.data_dir, adapter_dirs=folders)
+        return Kernel(
+            self.host,
+            self.bus,
+            self.provider,
+            settings=self.kernel_settings(),
+            memory=self.memory,
+            data_dir=self.data_dir,
+        )
+
     def sdk_for(self, name: str) -> ScopedSDK:
         info = self.host.info(name)
         privileged = info is not None and info.kind == "builtin"
@@ -106,6 +162,14 @@ class App:
             self.config.set(key, value)
         self.declare_settings()
         self.register_contributions()
+        if self.with_memory:
+            await self._open_memory()
+        self.kernel = self._build_kernel()
+        self.services.kernel = self.kernel
+        self.services.llm = LLMFacade(self.provider)
+        await self.kernel.start()
+        if self.memory is not None:
+            self.memory.attach(self.kernel, self.config)
         await self.host.startup(self.sdk_for)
         for handler in self.host.event_handlers():
             self._unsubscribe.append(
@@ -124,6 +188,12 @@ class App:
         self.started = False
         self.bus.publish("system", {"type": "stopping"})
         await self.host.shutdown()
+        if self.kernel is not None:
+            await self.kernel.aclose()
+        if self.memory is not None:
+            await self.memory.aclose()
+        if self.provider is not None and hasattr(self.provider, "aclose"):
+            await self.provider.aclose()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self.bus.aclose()

@@ -3,6 +3,8 @@
 Enable it with ``pytest_plugins = ["homeagent_sdk.testing"]`` (it is also registered through
 the ``pytest11`` entry point). It provides deterministic doubles that never touch the network:
 
+* :class:`FakeModel` — a scripted chat model (replies, tool calls, streaming, delays) that
+  records every request it was sent.
 * :class:`FakeEmbedder` — a character n-gram hashing embedder: similar texts get similar
   vectors, equal texts equal vectors, so recall and ranking can be tested without a model.
 """
@@ -14,13 +16,14 @@ import itertools
 import re
 from typing import TYPE_CHECKING
 
+from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput, make_fingerprint
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["FakeEmbedder"]
+__all__ = ["FakeEmbedder", "FakeModel", "FakeReply", "ToolCallReply"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 

@@ -16,10 +16,22 @@ __all__ = ["serve"]
 def serve(
     data: DataOption = None,
     host: Annotated[
-        str,
-        typer.Option(help="Address the web UI binds to. Keep 127.0.0.1 unless a reverse proxy with TLS fronts it."),
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port of the web UI (0 picks a free one).", min=0, max=65535)] = 8080,
+        str | None,
+        typer.Option(
+            help="Address the web UI binds to [default: 127.0.0.1, or plugin.webui.addr]. "
+            "Keep 127.0.0.1 unless a reverse proxy with TLS fronts it.",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port of the web UI; 0 picks a free one [default: 8080, or plugin.webui.addr].",
+            min=0,
+            max=65535,
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the HomeAgent daemon: load plugins, run until SIGINT/SIGTERM, shut down cleanly."""
     from homeagent_core.app import App, configure_logging

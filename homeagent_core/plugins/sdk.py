@@ -68,9 +68,15 @@ class Services:
     knowledge: Any = None
     social: Any = None
     llm: Any = None
+    #: The running kernel (tools, channels, io) for privileged wrappers of proc/Lua/skill plugins.
+    kernel: Any = None
     #: Where network-facing built-ins listen, from ``homeagent serve --host/--port``.
-    listen_host: str = "127.0.0.1"
+    listen_host: str | None = None
     listen_port: int | None = None
+    #: Extra status for status pages (memory counts, tiers): a callable returning a dict.
+    status_extra: Any = None
+    #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
+    host: Any = None
 
 
 class _Events:
@@ -95,6 +101,8 @@ class ScopedSDK:
         self.events = _Events(services.bus, name)
         for service in ("io", "memory", "doc", "knowledge", "social", "llm"):
             value = getattr(services, service)
+            if service == "io" and services.kernel is not None:
+                value = services.kernel.io_for(name)
             setattr(self, service, value if value is not None else _Missing(service, "the kernel is not running"))
         # Built-ins are granted the whole config store explicitly (cfgmgr, webui settings).
         self.config: ConfigStore | None = services.config if privileged else None

@@ -6,16 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_sdk import ConfigDef, hookimpl
-from homeagent_sdk.errors import HomeAgentError, PluginValidationError
-from homeagent_sdk.testing import FakeEmbedder
-
 from homeagent_core.app import App
 from homeagent_core.plugins.registries import PluginRoutes
+from homeagent_sdk import ConfigDef, hookimpl
+from homeagent_sdk.errors import HomeAgentError, PluginValidationError
+from homeagent_sdk.testing import FakeEmbedder, FakeModel
 
 
-def make_app(tmp_path: Path, *plugins: object, builtins: tuple[str, ...] = ()) -> App:
-    return App(tmp_path / "data", load_entrypoints=False, builtins=builtins, plugins=plugins)
+def make_app(tmp_path: Path, *plugins: object, builtins: tuple[str, ...] = (), memory: bool = False) -> App:
+    return App(
+        tmp_path / "data",
+        load_entrypoints=False,
+        builtins=builtins,
+        plugins=plugins,
+        provider=FakeModel(default="ok"),
+        memory=memory,
+    )
 
 
 async def test_hook_register_settings(tmp_path: Path):
@@ -54,8 +60,31 @@ async def test_hook_startup(tmp_path: Path):
         assert sdk.data_dir == app.data_dir / "plugin_data" / "scoped" and sdk.data_dir.is_dir()
         assert sdk.log.name == "homeagent.plugin.scoped"
         assert sdk.config is None, "third-party plugins do not get the whole config store"
-        with pytest.raises(HomeAgentError, match="sdk.memory.recall: memory is not available"):
+        with pytest.raises(HomeAgentError, match=r"sdk\.memory\.recall: memory is not available"):
             sdk.memory.recall(["x"])
+
+
+async def test_plugins_reach_memory_through_their_sdk(tmp_path: Path):
+    from homeagent_sdk.types import Triple
+
+    class P:
+        name = "reader"
+
+        @hookimpl
+        async def startup(self, sdk):
+            self.sdk = sdk
+
+    plugin = P()
+    async with make_app(tmp_path, plugin, memory=True):
+        sdk = plugin.sdk
+        committed = await sdk.memory.commit([Triple("小王", "住在", "杭州")])
+        assert committed["added"] == 1
+        recalled = await sdk.memory.recall(["小王"])
+        assert [r["target"] for r in recalled["relations"]] == ["杭州"]
+        doc_id = await sdk.doc.commit("笔记", "小王喜欢喝龙井茶")
+        assert [d.id for d in await sdk.doc.query("龙井茶")] == [doc_id]
+        assert await sdk.knowledge.create("饮品/龙井", "杭州的绿茶") == "饮品/龙井"
+        assert (await sdk.knowledge.search("绿茶"))[0]["name"] == "饮品/龙井"
 
 
 async def test_hook_shutdown(tmp_path: Path):

@@ -24,8 +24,18 @@ def invoke(*args: str):
 
 @pytest.mark.parametrize(
     "command",
-    [[], ["serve"], ["plugins"], ["plugins", "list"], ["config"], ["config", "get"], ["config", "set"],
-     ["config", "list"], ["config", "unset"], ["doctor"]],
+    [
+        [],
+        ["serve"],
+        ["plugins"],
+        ["plugins", "list"],
+        ["config"],
+        ["config", "get"],
+        ["config", "set"],
+        ["config", "list"],
+        ["config", "unset"],
+        ["doctor"],
+    ],
 )
 def test_every_command_answers_help(command: list[str]):
     result = invoke(*command, "--help")

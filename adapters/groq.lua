@@ -1,0 +1,28 @@
+-- groq (OpenAI-compatible): https://console.groq.com/docs/api-reference#chat-create
+-- Defaults: model llama3-70b-8192, temperature 0.7, max_tokens 4096; strips disable_thinking,
+-- extra_body and per-message reasoning_content.
+return {
+  name = "groq",
+  version = "2.0.0",
+  endpoint = "/openai/v1/chat/completions",
+  headers = {},
+
+  transform_request = function(raw)
+    local req = compat.request(raw, { model = "llama3-70b-8192" })
+    return json.encode(req)
+  end,
+
+  transform_response = function(raw)
+    return json.encode(compat.response(raw))
+  end,
+
+  transform_stream_chunk = function(line)
+    local chunk = compat.chunk(line)
+    if chunk == nil then return "" end
+    return json.encode(chunk)
+  end,
+
+  transform_error = function(status, body)
+    return compat.error_reason(status, body)
+  end,
+}

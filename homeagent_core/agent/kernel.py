@@ -1,0 +1,533 @@
+"""The kernel object: scheduler, event loop, stages, tools, channels, prompt and sub-agents.
+
+``Kernel(host, bus, provider, settings=..., memory=..., data_dir=...)`` needs no config
+store: the app maps config keys onto :class:`KernelSettings`. ``await kernel.start()`` runs
+the registration hooks (tools, input and output channels), adds the kernel's own tools and
+starts the event loop; ``await kernel.aclose()`` cancels what is in flight and fails what is
+still waiting. ``kernel.io`` is the IO facade for the kernel and built-ins (``io_for(name,
+external=True)`` gives an out-of-process plugin its clamped one); ``ask`` / ``stream`` are
+the library entry points.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from homeagent_core.agent.channels import (
+    CONSOLIDATION_CHANNEL,
+    SEND_PREFIX,
+    ChannelRegistry,
+    PluginChannelRegistry,
+)
+from homeagent_core.agent.loop import AgentClosed, EventLoop, KernelIO
+from homeagent_core.agent.prompt import DEFAULT_SYSTEM_PROMPT, PromptBuilder, Timeline
+from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
+from homeagent_core.agent.stages import StageRunner
+from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, SubAgents
+from homeagent_core.agent.tools import PluginToolRegistry, ToolRegistry
+from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
+from homeagent_core.aio import await_me_maybe
+from homeagent_core.events import EventBus
+from homeagent_core.plugins.manager import PluginHost
+from homeagent_sdk.api import ChatProvider
+from homeagent_sdk.errors import ConfigValueError, PluginError, UsageError
+from homeagent_sdk.types import ChannelDef, InjectOptions, MediaAttachment, ToolDef
+
+__all__ = ["KERNEL_PLUGIN", "Kernel", "KernelSettings", "SourceSwitcher", "TurnMemory"]
+
+log = logging.getLogger(__name__)
+
+#: Owner name of the kernel's own tools.
+KERNEL_PLUGIN = "kernel"
+CHILD_CHANNEL = "_child_"
+
+
+@dataclass
+class KernelSettings:
+    """Kernel tunables (the app fills them from ``core.agent.*`` / ``core.llm.*`` config).
+
+    :param max_tool_turns: model rounds with tool calls per turn (``core.agent.max_tool_turns``).
+    :param tool_timeout: seconds a tool call may run unless the tool declares its own.
+    :param stage_timeout: seconds each stage handler may run.
+    :param max_context_size: events the kernel's own timeline keeps.
+    :param context_window: the model's context window in tokens (prompt budget).
+    :param llm_timeout: seconds one model call may take (None = no limit).
+    """
+
+    max_tool_turns: int = 10
+    tool_timeout: float = 60.0
+    stage_timeout: float = 30.0
+    max_context_size: int = 30
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    personal_prompt: str = ""
+    context_window: int = 128_000
+    model: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool = True
+    llm_timeout: float | None = 300.0
+    queue_capacity: int = 256
+    preempt_cooldown: float = 2.0
+    dedup_window: float = 10.0
+    max_children: int = 8
+    consolidation_max_turns: int = 5
+
+    def __post_init__(self) -> None:
+        positive = (
+            "max_tool_turns",
+            "tool_timeout",
+            "stage_timeout",
+            "max_context_size",
+            "context_window",
+            "queue_capacity",
+        )
+        for f in fields(self):
+            if f.name in positive and not getattr(self, f.name) > 0:
+                raise ConfigValueError(
+                    f"KernelSettings.{f.name} must be > 0, got {getattr(self, f.name)!r}", key=f.name
+                )
+
+
+@runtime_checkable
+class SourceSwitcher(Protocol):
+    """What a provider offers for the ``llm_list_sources`` / ``llm_set_source`` tools."""
+
+    def list_sources(self) -> Any: ...
+
+    def set_source(self, name: str) -> Any: ...
+
+
+class Kernel:
+    """The agent kernel. See the module docstring."""
+
+    def __init__(
+        self,
+        host: PluginHost,
+        bus: EventBus,
+        provider: ChatProvider,
+        *,
+        settings: KernelSettings | None = None,
+        memory: TurnMemory | None = None,
+        data_dir: Path | str | None = None,
+    ) -> None:
+        self.host = host
+        self.bus = bus
+        self.provider = provider
+        self.settings = settings or KernelSettings()
+        self.memory = memory
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        s = self.settings
+        self.tools = ToolRegistry(default_timeout=s.tool_timeout, on_add=self._noted, on_remove=self._dropped)
+        self.channels = ChannelRegistry()
+        self.scheduler = Scheduler(capacity=s.queue_capacity, cooldown=s.preempt_cooldown, dedup_window=s.dedup_window)
+        self.stages = StageRunner(host, timeout=s.stage_timeout, bus=bus)
+        self.timeline = Timeline(s.max_context_size)
+        self.prompt = PromptBuilder(
+            system_prompt=s.system_prompt, persona=s.personal_prompt, context_window=s.context_window
+        )
+        self.children = SubAgents(self._run_child, max_running=s.max_children)
+        self.io = KernelIO(self, KERNEL_PLUGIN, max_level=4)
+        self._library_io = KernelIO(self, "library", max_level=4)
+        self.loop = EventLoop(self.scheduler, self._run_item)
+        self.own_timeline = memory is None or not hasattr(memory, "timeline")
+        self.turn: Turn | None = None
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Collect plugin tools and channels, add the kernel tools, start the event loop."""
+        if self.started:
+            return
+        await self._load_persona()
+        registrations: list[tuple[str, Callable[[str], Any]]] = [
+            ("register_tools", lambda name: PluginToolRegistry(self.tools, name)),
+            (
+                "register_input_channels",
+                lambda name: PluginChannelRegistry(self.channels, name, "input", self._on_channel("input")),
+            ),
+            (
+                "register_output_channels",
+                lambda name: PluginChannelRegistry(self.channels, name, "output", self._on_channel("output")),
+            ),
+        ]
+        for hook, make in registrations:
+            made: list[str] = []
+
+            def factory(name: str, make: Callable[[str], Any] = make, made: list[str] = made) -> Any:
+                made.append(name)
+                return make(name)
+
+            registered = self.host.call_register(hook, factory)
+            for name in made:
+                if name not in registered:  # failed: the host marked it; remove what it left
+                    self.detach_plugin(name)
+        self._add_kernel_tools()
+        self.loop.start()
+        self.started = True
+
+    async def aclose(self) -> None:
+        """Cancel the turn and children in flight; fail inputs still waiting."""
+        if not self.started:
+            self.stages.close()
+            return
+        self.started = False
+        await self.children.aclose()
+        await self.loop.aclose()
+        self.stages.close()
+
+    async def __aenter__(self) -> Kernel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _load_persona(self) -> None:
+        if self.data_dir is None:
+            return
+        path = self.data_dir / "personal" / "personal.md"
+        text = await asyncio.to_thread(_read_text, path)
+        if text is not None and text.strip():
+            self.prompt.persona = text
+
+    # ------------------------------------------------------------------ plugins
+
+    def _noted(self, tool: ToolDef) -> None:
+        self.host.note_contribution(tool.plugin, "tools", tool.name)
+
+    def _dropped(self, tool: ToolDef) -> None:
+        self.host.drop_contribution(tool.plugin, "tools", tool.name)
+
+    def _on_channel(self, kind: str) -> Callable[[ChannelDef], None]:
+        def added(channel: ChannelDef) -> None:
+            self.host.note_contribution(channel.plugin, f"{kind}_channels", channel.name)
+            if kind == "output":
+                for tool in self.channels.tools_for(channel.name):
+                    self.tools.add(tool, plugin=channel.plugin)
+
+        return added
+
+    def attach_plugin(self, name: str) -> None:
+        """Run ``register_tools`` / ``register_input_channels`` / ``register_output_channels`` of one plugin.
+
+        For a plugin (re)loaded after start. A plugin whose registration fails has everything
+        it registered removed again and is marked failed on the host.
+
+        Raises:
+            PluginError: registration failed.
+        """
+        hooks: list[tuple[str, Callable[[], Any]]] = [
+            ("register_tools", lambda: PluginToolRegistry(self.tools, name)),
+            (
+                "register_input_channels",
+                lambda: PluginChannelRegistry(self.channels, name, "input", self._on_channel("input")),
+            ),
+            (
+                "register_output_channels",
+                lambda: PluginChannelRegistry(self.channels, name, "output", self._on_channel("output")),
+            ),
+        ]
+        for hook, make in hooks:
+            for handler in self.host.handlers(hook):
+                if handler.plugin_name != name:
+                    continue
+                try:
+                    result = handler.function(*([make()] if handler.argnames else []))
+                    if asyncio.iscoroutine(result):
+                        result.close()
+                        raise PluginError(f"plugin {name!r}: hook {hook} must be sync", plugin_name=name)
+                except Exception as exc:
+                    self.detach_plugin(name)
+                    self.host.record_failure(name, exc)
+                    raise PluginError(f"plugin {name!r}: {hook} failed: {exc}", plugin_name=name) from exc
+
+    def detach_plugin(self, name: str) -> list[str]:
+        """Remove every tool and channel of ``name`` (before a reload, or after a crash)."""
+        self.channels.remove_plugin(name)
+        return self.tools.remove_plugin(name)
+
+    def add_tools(self, plugin: str, tools: Iterable[ToolDef | Callable[..., Any]]) -> list[ToolDef]:
+        """Register tools on behalf of ``plugin`` (kernel-side memory tools and the like)."""
+        return [self.tools.add(t, plugin=plugin) for t in tools]
+
+    # ------------------------------------------------------------------ kernel tools
+
+    def _add_kernel_tools(self) -> None:
+        tools = self.tools
+        channels = self.channels
+
+        def get_plugin_tools(plugin: str) -> str:
+            """返回某个插件的全部工具定义（名称、描述、参数 JSON Schema）。
+
+            Args:
+                plugin: 插件名（见系统提示中的工具目录）
+            """
+            groups = tools.by_plugin()
+            if plugin not in groups:
+                raise ValueError(f"unknown plugin {plugin!r}; plugins with tools: {', '.join(groups)}")
+            return json.dumps(
+                [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in groups[plugin]],
+                ensure_ascii=False,
+            )
+
+        def output_list_channels() -> str:
+            """列出所有输出通道及其能力、是否同步、对应的发送工具。"""
+            return json.dumps(channels.describe_outputs(), ensure_ascii=False)
+
+        def input_channels() -> str:
+            """列出所有输入通道及其记忆策略。"""
+            return json.dumps(channels.describe_inputs(), ensure_ascii=False)
+
+        for fn in (get_plugin_tools, output_list_channels, input_channels):
+            if fn.__name__ not in tools:
+                tools.add(fn, plugin=KERNEL_PLUGIN, parallel_safe=True)
+        for child_tool in self.children.tool_functions():
+            if getattr(child_tool, "__name__", "") not in tools:
+                tools.add(child_tool, plugin=KERNEL_PLUGIN)
+        provider = self.provider
+        if isinstance(provider, SourceSwitcher) and "llm_list_sources" not in tools:
+
+            async def llm_list_sources() -> str:
+                """列出已配置的 LLM 源及其状态。"""
+                return _json(await await_me_maybe(provider.list_sources()))
+
+            async def llm_set_source(name: str) -> str:
+                """切换当前使用的 LLM 源。
+
+                Args:
+                    name: 源名称（见 llm_list_sources）
+                """
+                result = await await_me_maybe(provider.set_source(name))
+                return _json(result) if result not in (None, True) else f"已切换到 LLM 源 {name}"
+
+            tools.add(llm_list_sources, plugin=KERNEL_PLUGIN, parallel_safe=True)
+            tools.add(llm_set_source, plugin=KERNEL_PLUGIN, serial=True)
+
+    # ------------------------------------------------------------------ inputs
+
+    def io_for(self, source: str, *, external: bool = False) -> KernelIO:
+        """The IO facade of one plugin; out-of-process ones are clamped to L3."""
+        return KernelIO(self, source, max_level=3 if external else 4)
+
+    def make_item(
+        self,
+        text: str,
+        channel: str,
+        *,
+        source: str,
+        level: int = 0,
+        options: InjectOptions | None = None,
+        attachments: list[MediaAttachment] | None = None,
+        reply: bool = False,
+        sink: asyncio.Queue[Any] | None = None,
+    ) -> InputItem:
+        """An input with its channel's memory policy applied (options win over the channel)."""
+        ch = self.channels.input(channel)
+        opts = options or InjectOptions()
+        cleaner = ch.cleaner if ch is not None else None
+        if opts.cleaner_name:
+            named = self.channels.input(opts.cleaner_name)
+            if named is not None and named.cleaner is not None:
+                cleaner = named.cleaner
+        return InputItem(
+            text=text,
+            channel=channel,
+            source=source,
+            level=level,
+            attachments=list(attachments or ()),
+            no_memory=opts.no_memory or (ch.no_memory if ch is not None else False),
+            context_policy=opts.context_policy or (ch.context_policy if ch is not None else ""),
+            recall_policy=opts.recall_policy or (ch.recall_policy if ch is not None else ""),
+            cleaner=cleaner,
+            reply=_reply_future() if reply or sink is not None else None,
+            sink=sink,
+        )
+
+    def submit(self, item: InputItem) -> InputItem:
+        """Hand an input to the scheduler.
+
+        Raises:
+            UsageError: the kernel is not started.
+            InputQueueFull: backpressure.
+        """
+        if not self.started:
+            raise UsageError("the kernel is not running: `await kernel.start()` first (or use `async with`)")
+        return self.scheduler.submit(item)
+
+    def submit_self_input(self, text: str) -> asyncio.Future[Reply]:
+        """Queue an internal job (memory consolidation); the future gets the model's answer.
+
+        It runs on the pseudo output channel ``_consolidation_``, after waiting user inputs,
+        is never recorded in memory and never sent to a channel.
+        """
+        if not self.started:
+            raise UsageError("the kernel is not running: `await kernel.start()` first")
+        future: asyncio.Future[Reply] = _reply_future()
+        item = InputItem(text=text, channel=CONSOLIDATION_CHANNEL, source=KERNEL_PLUGIN, no_memory=True, reply=future)
+        self.scheduler.submit_self(item)
+        return future
+
+    def stop(self) -> int:
+        """Stop the running turn and drop what is queued now; returns how many inputs were dropped."""
+        return self.scheduler.stop()
+
+    # ------------------------------------------------------------------ library API
+
+    async def ask(
+        self, text: str, channel: str = "library", *, options: InjectOptions | None = None, timeout: float | None = None
+    ) -> Reply:
+        """Send ``text`` and wait for the reply (``str(reply)`` is its text)."""
+        return await self._library_io.inject_input_sync(text, channel, options, timeout=timeout)  # type: ignore[return-value]
+
+    async def stream(
+        self, text: str, channel: str = "library", *, options: InjectOptions | None = None
+    ) -> AsyncIterator[str]:
+        """Send ``text`` and yield the reply's content deltas as they stream in.
+
+        When the provider restarts a reply (a stream ``reset``), text already yielded is not
+        repeated. Raises what the turn raised, after the deltas it produced.
+        """
+        sink: asyncio.Queue[Any] = asyncio.Queue()
+        item = self.submit(
+            self.make_item(text, channel, source="library", level=_level(options), options=options, sink=sink)
+        )
+        assert item.reply is not None
+        emitted = ""
+        replay: str | None = None
+        anything = False
+        while True:
+            delta = await sink.get()
+            if delta is END_OF_STREAM:
+                break
+            if delta is ROUND:
+                emitted, replay = "", None
+                continue
+            if delta is RESET:
+                replay = ""
+                continue
+            if replay is None:
+                emitted += delta
+                anything = True
+                yield delta
+                continue
+            replay += delta
+            if emitted.startswith(replay):
+                continue
+            common = len(emitted) if replay.startswith(emitted) else 0
+            emitted, replay = replay, None
+            anything = True
+            yield emitted[common:]
+        reply = await item.reply
+        if not anything and str(reply):
+            yield str(reply)
+
+    # ------------------------------------------------------------------ running inputs
+
+    async def _run_item(self, item: InputItem) -> None:
+        if item.self_input:
+            await self._run_consolidation(item)
+            return
+        turn = Turn(self, item)
+        self.turn = turn
+        self.scheduler.running = turn
+        try:
+            reply = await turn.run()
+        except asyncio.CancelledError:
+            for injected in turn.injected:
+                _settle(injected, AgentClosed("the turn this interrupt was injected into was cancelled"))
+            raise
+        except Exception as exc:
+            for injected in turn.injected:
+                _settle(injected, exc)
+            self.bus.publish("agent_error", {"error": f"{type(exc).__name__}: {exc}", "channel": item.channel})
+            raise
+        finally:
+            self.scheduler.running = None
+            self.turn = None
+            self.scheduler.finished(item)
+            for injected in turn.injected:
+                self.scheduler.finished(injected)
+        _settle(item, reply)
+        for injected in turn.injected:
+            _settle(injected, reply)
+
+    async def _run_consolidation(self, item: InputItem) -> None:
+        turn = Turn(self, item)
+        self.scheduler.running = turn
+        try:
+            names = [n for n in self.tools.names() if not n.startswith(SEND_PREFIX) and n not in CHILD_EXCLUDED_TOOLS]
+            system = (
+                f"{self.prompt.head()}\n\n（内部整理任务：输出通道 {CONSOLIDATION_CHANNEL}，"
+                "不要向用户发送消息，直接给出结论。）"
+            )
+            text = await turn.run_plain(system, self.tools.schemas(names), self.settings.consolidation_max_turns)
+        finally:
+            self.scheduler.running = None
+        _settle(item, Reply(text, channel=CONSOLIDATION_CHANNEL, errors=turn.ctx.errors))
+
+    async def _run_child(self, task: str, max_turns: int) -> str:
+        item = InputItem(text=task, channel=CHILD_CHANNEL, source="spawn_child", no_memory=True)
+        turn = Turn(self, item)
+        names = [n for n in self.tools.names() if n not in CHILD_EXCLUDED_TOOLS]
+        system = (
+            f"{self.prompt.head()}\n\n你是一个子代理：独立完成下面的任务（看不到主对话），完成后用文本给出最终结果。"
+        )
+        return await turn.run_plain(system, self.tools.schemas(names), max_turns)
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for status pages: queue, turns, tools, channels."""
+        return {
+            "running": self.loop.running,
+            "busy": self.turn is not None,
+            "queued": len(self.scheduler),
+            "self_queued": self.scheduler.pending_self,
+            "turns": self.loop.turns,
+            "failed_turns": self.loop.failures,
+            "rejected_inputs": self.scheduler.rejected,
+            "tools": len(self.tools),
+            "input_channels": sorted(self.channels.inputs),
+            "output_channels": sorted(self.channels.outputs),
+            "children": {k: c.status for k, c in self.children.children.items()},
+        }
+
+
+def _settle(item: InputItem, outcome: Reply | BaseException) -> None:
+    item.result = outcome
+    if item.reply is not None and not item.reply.done():
+        if isinstance(outcome, BaseException):
+            item.reply.set_exception(outcome)
+        else:
+            item.reply.set_result(outcome)
+    if item.sink is not None:
+        item.sink.put_nowait(END_OF_STREAM)
+
+
+def _reply_future() -> asyncio.Future[Any]:
+    """A future for a reply; its exception counts as seen even if the waiter gave up."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.add_done_callback(lambda f: None if f.cancelled() else f.exception())
+    return future
+
+
+def _level(options: InjectOptions | None) -> int:
+    if options is None or options.priority is None:
+        return 0
+    return min(options.priority.rank, 4)
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,325 @@
+"""Input scheduling: which input runs next, and when an interrupt preempts a running turn.
+
+Two classes of input. *Queued* inputs carry no level and run first-in first-out. *Interrupts*
+carry a level L1-L4 (default L1; out-of-process plugins are clamped to L3 by the IO facade,
+L4 is for the kernel and built-ins) and are picked before queued inputs, highest level first.
+
+While a turn runs, an interrupt whose level is strictly higher than the turn's level (a queued
+turn has level 0) preempts it: the turn's in-flight model call is cancelled and the interrupt
+text is injected before its next model call. Preemption has a cooldown (2 s by default); an
+interrupt that may not preempt waits in the ready queue and becomes its own turn.
+
+Starvation: an older waiting input that is passed over by newer ones gains one level for
+every ``promote_after`` (3) times it was passed over, at most two levels
+(``level + min(passed_over // promote_after, 2)``, capped at L4), so a steady stream of
+interrupts cannot starve queued inputs forever, while one burst does not reorder itself.
+
+Stop: cancels the running turn's model call and short-circuits every input that was already
+queued at that moment (a snapshot budget; repeated stops take the latest snapshot, so budgets
+do not add up); inputs arriving later are unaffected.
+
+De-duplication: an input identical (text, source, channel) to the previous input of that
+source is not run again while the previous one is pending or within ``dedup_window``
+seconds after it finished; its caller gets the earlier reply, marked ``skipped``.
+
+The ready queue holds at most ``capacity`` (256) inputs; beyond that :meth:`submit` raises
+:class:`InputQueueFull` (backpressure is logged once when it starts and once when it ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.types import MediaAttachment
+
+__all__ = ["END_OF_STREAM", "InputItem", "InputQueueFull", "RunningTurn", "Scheduler"]
+
+log = logging.getLogger(__name__)
+
+MAX_LEVEL = 4
+
+
+class InputQueueFull(HomeAgentError):
+    """The ready queue is at capacity; the input was not accepted (retry later)."""
+
+
+@dataclass(eq=False)
+class InputItem:
+    """One input waiting for (or running) a turn.
+
+    ``level`` 0 = queued input, 1-4 = interrupt. ``reply`` (when set) is resolved with the
+    turn's :class:`~homeagent_core.agent.turn.Reply`; ``sink`` (when set) receives streamed
+    content deltas. ``result`` holds the turn's reply (or the exception it ended with) once
+    it finished.
+    """
+
+    text: str
+    channel: str
+    source: str = ""
+    level: int = 0
+    attachments: list[MediaAttachment] = field(default_factory=list)
+    no_memory: bool = False
+    context_policy: str = ""
+    recall_policy: str = ""
+    cleaner: Callable[[str], str] | None = None
+    self_input: bool = False
+    timestamp: float = field(default_factory=time.time)
+    seq: int = 0
+    passed_over: int = 0
+    stopped: bool = False
+    skipped: bool = False
+    reply: asyncio.Future[Any] | None = None
+    sink: asyncio.Queue[Any] | None = None
+    result: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def interrupt(self) -> bool:
+        return self.level > 0
+
+    def effective_level(self, promote_after: int = 3) -> int:
+        """The level used for picking: base level plus starvation promotion."""
+        return min(MAX_LEVEL, self.level + min(self.passed_over // max(1, promote_after), 2))
+
+
+class RunningTurn(Protocol):
+    """What the scheduler needs of the turn in progress."""
+
+    level: int
+
+    def accepts_interrupts(self) -> bool: ...
+
+    def interrupt(self, item: InputItem) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Scheduler:
+    """Ready queue + self-input queue + preemption decisions.
+
+    :param capacity: most inputs waiting at once (interrupt injections into a running turn
+        and self-inputs do not count).
+    :param cooldown: seconds after a preemption during which no other preemption happens.
+    :param dedup_window: seconds after an input finished during which an identical next
+        input from the same source is still treated as a duplicate.
+    :param promote_after: passes over an input that earn it one level of promotion.
+    :param clock: monotonic clock (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        capacity: int = 256,
+        cooldown: float = 2.0,
+        dedup_window: float = 10.0,
+        promote_after: int = 3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.capacity = capacity
+        self.promote_after = promote_after
+        self.cooldown = cooldown
+        self.dedup_window = dedup_window
+        self._clock = clock
+        self._ready: list[InputItem] = []
+        self._self: collections.deque[InputItem] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._seq = itertools.count(1)
+        self._last_seq = 0
+        self._stop_mark = 0
+        self._last_preempt = float("-inf")
+        self._last_by_source: dict[str, tuple[InputItem, float | None]] = {}
+        self._backpressure = False
+        self.rejected = 0
+        self.running: RunningTurn | None = None
+
+    # ------------------------------------------------------------------ state
+
+    def __len__(self) -> int:
+        return len(self._ready)
+
+    @property
+    def pending_self(self) -> int:
+        return len(self._self)
+
+    def waiting(self) -> list[InputItem]:
+        """The ready queue, oldest first (a copy)."""
+        return list(self._ready)
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, item: InputItem) -> InputItem:
+        """Accept an input; returns it (marked ``skipped`` when it was a duplicate).
+
+        Raises:
+            InputQueueFull: the ready queue already holds ``capacity`` inputs.
+        """
+        if self._dedup(item):
+            return item
+        running = self.running
+        if item.level > 0 and running is not None and running.accepts_interrupts():
+            now = self._clock()
+            if item.level > running.level and now - self._last_preempt >= self.cooldown:
+                self._last_preempt = now
+                item.seq = self._next_seq()
+                self._remember(item)
+                running.interrupt(item)
+                return item
+        if len(self._ready) >= self.capacity:
+            self.rejected += 1
+            if not self._backpressure:
+                self._backpressure = True
+                log.warning("input queue full (%d waiting): rejecting new inputs until it drains", self.capacity)
+            raise InputQueueFull(
+                f"the agent's input queue is full ({self.capacity} inputs waiting); "
+                "the input from {!r} on channel {!r} was not accepted, retry later".format(item.source, item.channel)
+            )
+        item.seq = self._next_seq()
+        self._remember(item)
+        self._ready.append(item)
+        self._wakeup.set()
+        return item
+
+    def submit_self(self, item: InputItem) -> InputItem:
+        """Queue an internal self-input (consolidation); runs when no user input waits."""
+        item.self_input = True
+        item.seq = self._next_seq()
+        self._self.append(item)
+        self._wakeup.set()
+        return item
+
+    def _next_seq(self) -> int:
+        self._last_seq = next(self._seq)
+        return self._last_seq
+
+    def _remember(self, item: InputItem) -> None:
+        self._last_by_source[item.source] = (item, None)
+
+    def finished(self, item: InputItem) -> None:
+        """Note that ``item``'s turn ended (starts its de-duplication window)."""
+        last = self._last_by_source.get(item.source)
+        if last is not None and last[0] is item:
+            self._last_by_source[item.source] = (item, self._clock())
+
+    def _dedup(self, item: InputItem) -> bool:
+        last = self._last_by_source.get(item.source)
+        if last is None:
+            return False
+        previous, finished_at = last
+        if (
+            previous.text != item.text
+            or previous.channel != item.channel
+            or previous.attachments != item.attachments
+            or previous.stopped
+        ):
+            return False
+        if isinstance(previous.result, BaseException) or (
+            finished_at is not None and (previous.result is None or self._clock() - finished_at > self.dedup_window)
+        ):
+            return False
+        item.skipped = True
+        item.seq = previous.seq
+        log.info("duplicate input from %s on %s skipped", item.source, item.channel)
+        if item.reply is not None:
+            _chain_reply(previous, item)
+        if item.sink is not None:
+            item.sink.put_nowait(END_OF_STREAM)
+        return True
+
+    # ------------------------------------------------------------------ pick
+
+    async def next(self) -> InputItem:
+        """Wait for and remove the next input to run."""
+        while True:
+            item = self.pop()
+            if item is not None:
+                return item
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def pop(self) -> InputItem | None:
+        """Remove and return the next input, or None when nothing waits."""
+        ready = self._ready
+        if ready:
+            best_index = 0
+            best = ready[0]
+            promote = self.promote_after
+            best_level = best.effective_level(promote)
+            for index in range(1, len(ready)):
+                candidate = ready[index]
+                level = candidate.effective_level(promote)
+                if level > best_level:
+                    best_index, best, best_level = index, candidate, level
+            for index in range(best_index):
+                ready[index].passed_over += 1
+            del ready[best_index]
+            if best.seq <= self._stop_mark:
+                best.stopped = True
+            if self._backpressure and len(ready) < self.capacity:
+                self._backpressure = False
+                log.warning("input queue has room again (%d rejected while full)", self.rejected)
+            return best
+        if self._self:
+            return self._self.popleft()
+        return None
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self) -> int:
+        """Stop the running turn and short-circuit everything queued now; returns how many."""
+        if self.running is not None:
+            self.running.stop()
+        self._stop_mark = max(self._stop_mark, self._last_seq)
+        return sum(1 for item in self._ready if item.seq <= self._stop_mark)
+
+    def drain(self) -> list[InputItem]:
+        """Remove and return everything waiting (used at shutdown)."""
+        items = [*self._ready, *self._self]
+        self._ready.clear()
+        self._self.clear()
+        return items
+
+
+class _End:
+    """End-of-stream marker put on an item's sink."""
+
+
+#: Put on an item's sink when its turn ended (no more deltas).
+END_OF_STREAM = _End()
+
+
+def _chain_reply(previous: InputItem, item: InputItem) -> None:
+    assert item.reply is not None
+    target = item.reply
+
+    def copy(source: asyncio.Future[Any]) -> None:
+        if target.done():
+            return
+        if source.cancelled():
+            target.cancel()
+        elif source.exception() is not None:
+            target.set_exception(source.exception())  # type: ignore[arg-type]
+        else:
+            value = source.result()
+            mark = getattr(value, "as_skipped", None)
+            target.set_result(mark() if callable(mark) else value)
+
+    if previous.result is not None:
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if isinstance(previous.result, BaseException):
+            done.set_exception(previous.result)
+            done.exception()  # retrieved here; the duplicate's caller gets it through ``target``
+        else:
+            done.set_result(previous.result)
+        copy(done)
+        return
+    if previous.reply is None:
+        previous.reply = asyncio.get_running_loop().create_future()
+    previous.reply.add_done_callback(copy)

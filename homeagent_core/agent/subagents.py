@@ -1,0 +1,154 @@
+"""Sub-agents: ``spawn_child(task, max_turns)`` runs a child tool loop in the background.
+
+A child gets the task as its only input, the kernel's tools except the ones that would let
+it spawn further children or switch the model source, no memory and no output channel of
+its own (it may still call ``output_send__*`` tools). ``child_result(task_id)`` reports
+whether it is still running, its answer, or why it failed. Task ids are ``child_1``,
+``child_2``, ... per kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+__all__ = ["CHILD_EXCLUDED_TOOLS", "ChildTask", "SubAgents"]
+
+log = logging.getLogger(__name__)
+
+#: Tools a child may not call.
+CHILD_EXCLUDED_TOOLS = frozenset({"spawn_child", "child_result", "llm_set_source"})
+
+MIN_TURNS, MAX_TURNS, DEFAULT_TURNS = 1, 30, 5
+
+
+@dataclass
+class ChildTask:
+    """One spawned child and its outcome."""
+
+    task_id: str
+    task: str
+    max_turns: int
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+    result: str | None = None
+    error: str | None = None
+    runner: asyncio.Task[str] | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "failed"
+        if self.result is not None:
+            return "done"
+        return "running"
+
+
+class SubAgents:
+    """Spawns and tracks child runs.
+
+    :param run_child: ``run_child(task, max_turns) -> answer`` (the kernel's child runner).
+    :param max_running: most children running at once.
+    """
+
+    def __init__(self, run_child: Callable[[str, int], Awaitable[str]], *, max_running: int = 8) -> None:
+        self._run_child = run_child
+        self.max_running = max_running
+        self.children: dict[str, ChildTask] = {}
+        self._ids = itertools.count(1)
+
+    def running(self) -> int:
+        return sum(1 for c in self.children.values() if c.status == "running")
+
+    def spawn(self, task: str, max_turns: int = DEFAULT_TURNS) -> ChildTask:
+        """Start a child for ``task``.
+
+        Raises:
+            ValueError: ``max_turns`` outside 1..30, empty task, or too many children running.
+        """
+        if not task.strip():
+            raise ValueError("task must describe what the child should do")
+        if not MIN_TURNS <= max_turns <= MAX_TURNS:
+            raise ValueError(f"max_turns must be between {MIN_TURNS} and {MAX_TURNS}, got {max_turns}")
+        if self.running() >= self.max_running:
+            raise ValueError(f"{self.max_running} children are already running; wait for one with child_result")
+        child = ChildTask(f"child_{next(self._ids)}", task, max_turns)
+        child.runner = asyncio.get_running_loop().create_task(self._run(child), name=child.task_id)
+        self.children[child.task_id] = child
+        return child
+
+    async def _run(self, child: ChildTask) -> str:
+        try:
+            answer = await self._run_child(child.task, child.max_turns)
+        except asyncio.CancelledError:
+            child.error = "cancelled"
+            raise
+        except Exception as exc:
+            log.error("child %s failed", child.task_id, exc_info=True)
+            child.error = f"{type(exc).__name__}: {exc}"
+            answer = ""
+        else:
+            child.result = answer
+        finally:
+            child.finished = time.monotonic()
+        return answer
+
+    def report(self, task_id: str) -> str:
+        """What ``child_result`` answers for ``task_id``."""
+        child = self.children.get(task_id)
+        if child is None:
+            known = ", ".join(self.children) or "none"
+            raise KeyError(f"unknown task_id {task_id!r} (known: {known})")
+        if child.status == "running":
+            return f"{task_id} 仍在运行（已运行 {time.monotonic() - child.started:.0f} 秒），稍后再查询"
+        if child.status == "failed":
+            return f"{task_id} 失败：{child.error}"
+        return child.result or ""
+
+    async def wait(self, task_id: str, timeout: float = 30.0) -> ChildTask:
+        """Wait (bounded) for a child to finish; returns it."""
+        child = self.children[task_id]
+        if child.runner is not None and not child.runner.done():
+            async with asyncio.timeout(timeout):
+                await asyncio.wait((child.runner,))
+        return child
+
+    async def aclose(self) -> None:
+        """Cancel every running child."""
+        tasks = [c.runner for c in self.children.values() if c.runner is not None and not c.runner.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    # ------------------------------------------------------------------ tools
+
+    def tool_functions(self) -> list[Callable[..., object]]:
+        """The ``spawn_child`` and ``child_result`` tool functions."""
+
+        async def spawn_child(
+            task: Annotated[str, "子任务的完整描述（子代理看不到当前对话）"],
+            max_turns: Annotated[int, {"minimum": MIN_TURNS, "maximum": MAX_TURNS}] = DEFAULT_TURNS,
+        ) -> str:
+            """启动一个子代理在后台执行任务，立即返回任务 ID；用 child_result(task_id) 取结果。
+
+            Args:
+                task: 子任务的完整描述（子代理看不到当前对话）
+                max_turns: 子代理最多的工具调用轮数（1-30，默认 5）
+            """
+            child = self.spawn(task, max_turns)
+            return (
+                f"已启动子代理 {child.task_id}（最多 {max_turns} 轮）；"
+                f'稍后调用 child_result(task_id="{child.task_id}") 获取结果'
+            )
+
+        async def child_result(task_id: Annotated[str, "spawn_child 返回的任务 ID，例如 child_1"]) -> str:
+            """查询子代理任务的状态或结果。"""
+            return self.report(task_id)
+
+        return [spawn_child, child_result]

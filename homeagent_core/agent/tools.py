@@ -1,0 +1,618 @@
+"""The tool registry: tools from plugins, schemas for the model, validated execution.
+
+A tool is either an explicit :class:`~homeagent_sdk.types.ToolDef` or a plain typed function:
+the name comes from ``__name__``, the description from the docstring (up to its ``Args:`` /
+``:param`` section, whose entries describe the parameters) and the JSON schema from the
+signature. Calls are validated against the schema before the handler runs; a wrong or
+missing argument, a timeout or an exception becomes a failed :class:`ToolResult` the model
+can read, never an exception that ends the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import inspect
+import json
+import logging
+import re
+import time
+import types
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from homeagent_core.aio import call_maybe_async
+from homeagent_sdk.errors import PluginValidationError, UsageError
+from homeagent_sdk.types import ToolCall, ToolDef, ToolResult
+
+__all__ = [
+    "TOOL_NAME_RE",
+    "PluginToolRegistry",
+    "ToolRegistry",
+    "run_batch",
+    "tool_from_function",
+    "validate_arguments",
+]
+
+log = logging.getLogger(__name__)
+
+#: What LLM APIs accept as a function name.
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+_MAX_RESULT_LOG = 200
+
+
+# --------------------------------------------------------------------------- schema derivation
+
+
+def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into (description, {param: description}).
+
+    Understands Google style (``Args:`` / ``Arguments:`` / ``Parameters:`` blocks with
+    ``name (type): text`` entries) and Sphinx style (``:param name: text``).
+    """
+    doc = inspect.cleandoc(doc or "")
+    params: dict[str, str] = {}
+    desc_lines: list[str] = []
+    section = ""
+    current = ""
+    for line in doc.splitlines():
+        stripped = line.strip()
+        sphinx = re.match(r":param\s+(?:[\w\[\], |]+\s+)?(\w+)\s*:\s*(.*)", stripped)
+        if sphinx:
+            section, current = "sphinx", sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if re.match(r"^(Args|Arguments|Parameters|Params)\s*:\s*$", stripped):
+            section, current = "args", ""
+            continue
+        if re.match(r"^(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$", stripped) or stripped.startswith(
+            (":return", ":raises", ":rtype")
+        ):
+            section, current = "other", ""
+            continue
+        if section == "args":
+            entry = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if entry and not line.startswith(" " * 8):
+                current = entry.group(1)
+                params[current] = entry.group(2).strip()
+            elif current and stripped:
+                params[current] = f"{params[current]} {stripped}".strip()
+            continue
+        if section == "sphinx":
+            if current and stripped:
+                params[current] = f"{params[current]} {stripped}".strip()
+            continue
+        if section == "other":
+            continue
+        desc_lines.append(line)
+    return "\n".join(desc_lines).strip(), params
+
+
+def _type_schema(hint: Any, where: str) -> dict[str, Any]:
+    """JSON schema of one annotation.
+
+    Raises:
+        UsageError: the annotation has no JSON equivalent (the message names ``where``).
+    """
+    if hint is inspect.Parameter.empty or hint is Any:
+        return {}
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    schema: dict[str, Any]
+    if origin is typing.Annotated:
+        schema = dict(_type_schema(args[0], where))
+        for meta in args[1:]:
+            if isinstance(meta, str):
+                schema["description"] = meta
+            elif isinstance(meta, dict):
+                schema.update(meta)
+        return schema
+    if hint is None or hint is type(None):
+        return {"type": "null"}
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1:
+            return _type_schema(members[0], where)
+        return {"anyOf": [_type_schema(a, where) for a in members]}
+    if origin is typing.Literal:
+        schema = {"enum": list(args)}
+        kinds = {type(a) for a in args}
+        if len(kinds) == 1:
+            only = _type_schema(kinds.pop(), where)
+            schema.update({k: v for k, v in only.items() if k == "type"})
+        return schema
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [m.value for m in hint]}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if hint is float:
+        return {"type": "number"}
+    if hint is str:
+        return {"type": "string"}
+    container = origin or hint
+    if container in (list, tuple, set, frozenset) or (
+        isinstance(container, type) and issubclass(container, Sequence) and container not in (str, bytes)
+    ):
+        schema = {"type": "array"}
+        if args and not (container is tuple and len(args) == 2 and args[1] is Ellipsis):
+            if container is tuple and len(args) > 1:
+                schema["prefixItems"] = [_type_schema(a, where) for a in args]
+            else:
+                schema["items"] = _type_schema(args[0], where)
+        elif args:
+            schema["items"] = _type_schema(args[0], where)
+        return schema
+    if container is dict or (isinstance(container, type) and issubclass(container, Mapping)):
+        schema = {"type": "object"}
+        if len(args) == 2 and args[1] is not Any:
+            schema["additionalProperties"] = _type_schema(args[1], where)
+        return schema
+    raise UsageError(
+        f"{where}: type {hint!r} has no JSON schema equivalent; use str, int, float, bool, "
+        "list, dict, Literal, an Enum, or register an explicit ToolDef with `parameters`"
+    )
+
+
+def tool_from_function(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    plugin: str = "",
+    no_memory: bool = False,
+    parallel_safe: bool = False,
+    serial: bool = False,
+    timeout: float | None = None,
+) -> ToolDef:
+    """Build a :class:`ToolDef` from a typed function (sync or ``async def``).
+
+    Raises:
+        UsageError: a lambda without ``name``, an invalid tool name, a positional-only
+            parameter, or an annotation without a JSON equivalent.
+    """
+    fn_name = getattr(fn, "__name__", "")
+    if name is None:
+        if not fn_name or fn_name == "<lambda>":
+            raise UsageError(
+                "a lambda (or a callable without __name__) cannot name a tool: pass name='...' "
+                "to registry.add(), e.g. registry.add(lambda x: x, name='echo')"
+            )
+        name = fn_name
+    _check_name(name, plugin)
+    doc_desc, param_docs = _doc_sections(inspect.getdoc(fn) or "")
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise UsageError(f"tool {name!r}: cannot resolve its type hints ({exc})") from exc
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra_allowed = False
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            extra_allowed = True
+            continue
+        if param.kind is param.VAR_POSITIONAL or param.name in ("self", "cls"):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise UsageError(
+                f"tool {name!r}: parameter {param.name!r} is positional-only; tools are called with keyword arguments"
+            )
+        schema = dict(_type_schema(hints.get(param.name, param.annotation), f"tool {name!r} parameter {param.name!r}"))
+        if param.name in param_docs and "description" not in schema:
+            schema["description"] = param_docs[param.name]
+        if param.default is param.empty:
+            required.append(param.name)
+        elif param.default is not None and _jsonable(param.default):
+            schema["default"] = param.default.value if isinstance(param.default, enum.Enum) else param.default
+        properties[param.name] = schema
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    if not extra_allowed:
+        parameters["additionalProperties"] = False
+    return ToolDef(
+        name=name,
+        description=description if description is not None else (doc_desc or name),
+        parameters=parameters,
+        plugin=plugin,
+        no_memory=no_memory,
+        parallel_safe=parallel_safe,
+        serial=serial,
+        timeout=timeout,
+        handler=fn,
+    )
+
+
+def _jsonable(value: Any) -> bool:
+    if isinstance(value, enum.Enum):
+        return True
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_name(name: str, plugin: str) -> None:
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        owner = f" of plugin {plugin!r}" if plugin else ""
+        raise UsageError(f"tool name {name!r}{owner} is invalid: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'")
+
+
+# --------------------------------------------------------------------------- validation
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate_arguments(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
+    """Check ``value`` against a JSON schema; return readable problems (empty = valid).
+
+    Covers the keywords tool schemas use: ``type`` (one or a list), ``enum``, ``const``,
+    ``properties``, ``required``, ``additionalProperties``, ``items``, ``prefixItems``,
+    ``minItems``/``maxItems``, ``minimum``/``maximum`` (and exclusive forms),
+    ``minLength``/``maxLength``, ``pattern``, ``anyOf``/``oneOf``/``allOf``. Unknown keywords
+    are ignored, as JSON Schema requires.
+    """
+    where = path or "arguments"
+    problems: list[str] = []
+    expected = schema.get("type")
+    if expected is not None:
+        kinds = expected if isinstance(expected, list) else [expected]
+        if not any(_JSON_TYPES.get(k, lambda _v: True)(value) for k in kinds):
+            return [f"{where} must be {' or '.join(kinds)}, got {_describe(value)}"]
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{where} must be one of {_describe(schema['enum'])}, got {_describe(value)}")
+    if "const" in schema and value != schema["const"]:
+        problems.append(f"{where} must be {_describe(schema['const'])}")
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            matches = sum(1 for sub in schema[key] if not validate_arguments(sub, value, path))
+            if matches == 0 or (key == "oneOf" and matches > 1):
+                problems.append(f"{where} does not match any allowed form ({_describe(schema[key])})")
+    for sub in schema.get("allOf", ()):
+        problems.extend(validate_arguments(sub, value, path))
+    if isinstance(value, dict):
+        props: Mapping[str, Any] = schema.get("properties", {})
+        for name in schema.get("required", ()):
+            if name not in value:
+                kind = props.get(name, {}).get("type", "")
+                problems.append(f"missing required argument {_join(path, name)!r}" + (f" ({kind})" if kind else ""))
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in props:
+                problems.extend(validate_arguments(props[name], item, _join(path, name)))
+            elif extra is False:
+                allowed = ", ".join(props) or "none"
+                problems.append(f"unexpected argument {_join(path, name)!r} (allowed: {allowed})")
+            elif isinstance(extra, dict):
+                problems.extend(validate_arguments(extra, item, _join(path, name)))
+    elif isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            problems.append(f"{where} needs at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            problems.append(f"{where} allows at most {schema['maxItems']} items")
+        prefix = schema.get("prefixItems", ())
+        for i, item in enumerate(value):
+            sub = prefix[i] if i < len(prefix) else schema.get("items")
+            if isinstance(sub, dict):
+                problems.extend(validate_arguments(sub, item, f"{where}[{i}]"))
+    elif isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(f"{where} must have at least {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{where} must have at most {schema['maxLength']} characters")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            problems.append(f"{where} must match the pattern {schema['pattern']!r}")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
+        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+            problems.append(f"{where} must be < {schema['exclusiveMaximum']}, got {value}")
+    return problems
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _signature_hint(schema: Mapping[str, Any]) -> str:
+    props: Mapping[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    parts = []
+    for name, sub in props.items():
+        kind = sub.get("type", "any") if isinstance(sub, dict) else "any"
+        parts.append(f"{name} ({kind}{', required' if name in required else ''})")
+    return ", ".join(parts) or "none"
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _result_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "to_dict"):
+        value = value.to_dict()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ToolRegistry:
+    """Every tool the model can call, owned by plugins (the kernel's own are owned by ``kernel``).
+
+    :param default_timeout: seconds a call may run when its tool declares no ``timeout``.
+    :param on_add: called with each tool after it was added (e.g. to note the
+        contribution on the plugin host).
+    :param on_remove: called with each tool after it was removed.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_timeout: float = 60.0,
+        on_add: Callable[[ToolDef], None] | None = None,
+        on_remove: Callable[[ToolDef], None] | None = None,
+    ) -> None:
+        self.default_timeout = default_timeout
+        self._tools: dict[str, ToolDef] = {}
+        self._on_add = on_add
+        self._on_remove = on_remove
+        self.version = 0
+        self._schemas: tuple[int, list[dict[str, Any]]] = (-1, [])
+
+    # ------------------------------------------------------------------ contents
+
+    def add(
+        self,
+        tool: ToolDef | Callable[..., Any],
+        *,
+        plugin: str,
+        name: str | None = None,
+        description: str | None = None,
+        no_memory: bool = False,
+        parallel_safe: bool = False,
+        serial: bool = False,
+        timeout: float | None = None,
+    ) -> ToolDef:
+        """Register one tool for ``plugin``; returns the stored :class:`ToolDef`.
+
+        Raises:
+            PluginValidationError: the name is taken (both owners are named), or a
+                ``ToolDef`` has no handler.
+            UsageError: the function cannot become a tool (see :func:`tool_from_function`).
+        """
+        if isinstance(tool, ToolDef):
+            if tool.handler is None:
+                raise PluginValidationError(
+                    f"tool {tool.name!r} of plugin {plugin!r} has no handler; set ToolDef(handler=...)",
+                    plugin_name=plugin,
+                )
+            changes: dict[str, Any] = {"plugin": plugin}
+            if name is not None:
+                changes["name"] = name
+            if description is not None:
+                changes["description"] = description
+            if timeout is not None:
+                changes["timeout"] = timeout
+            changes["no_memory"] = tool.no_memory or no_memory
+            changes["parallel_safe"] = tool.parallel_safe or parallel_safe
+            changes["serial"] = tool.serial or serial
+            definition = dataclasses.replace(tool, **changes)
+            _check_name(definition.name, plugin)
+        elif callable(tool):
+            definition = tool_from_function(
+                tool,
+                name=name,
+                description=description,
+                plugin=plugin,
+                no_memory=no_memory,
+                parallel_safe=parallel_safe,
+                serial=serial,
+                timeout=timeout,
+            )
+        else:
+            raise UsageError(
+                f"plugin {plugin!r}: registry.add() takes a ToolDef or a function, got {type(tool).__name__}"
+            )
+        existing = self._tools.get(definition.name)
+        if existing is not None:
+            raise PluginValidationError(
+                f"tool {definition.name!r} of plugin {plugin!r} is already registered by plugin "
+                f"{existing.plugin!r}; rename one of them (registry.add(fn, name='...'))",
+                plugin_name=plugin,
+            )
+        self._tools[definition.name] = definition
+        self.version += 1
+        if self._on_add is not None:
+            self._on_add(definition)
+        return definition
+
+    def remove(self, name: str) -> ToolDef | None:
+        """Unregister one tool by name; returns it (None when unknown)."""
+        tool = self._tools.pop(name, None)
+        if tool is not None:
+            self.version += 1
+            if self._on_remove is not None:
+                self._on_remove(tool)
+        return tool
+
+    def remove_plugin(self, plugin: str) -> list[str]:
+        """Unregister every tool of ``plugin``; returns their names."""
+        names = [n for n, t in self._tools.items() if t.plugin == plugin]
+        for name in names:
+            self.remove(name)
+        return names
+
+    def get(self, name: str) -> ToolDef | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def tools(self) -> list[ToolDef]:
+        return list(self._tools.values())
+
+    def by_plugin(self) -> dict[str, list[ToolDef]]:
+        """Tools grouped by owning plugin, in registration order."""
+        out: dict[str, list[ToolDef]] = {}
+        for tool in self._tools.values():
+            out.setdefault(tool.plugin, []).append(tool)
+        return out
+
+    def schemas(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """OpenAI ``tools[]`` entries (all tools cached per registry version, or a subset)."""
+        if names is not None:
+            return [self._tools[n].openai_schema() for n in names if n in self._tools]
+        if self._schemas[0] != self.version:
+            self._schemas = (self.version, [t.openai_schema() for t in self._tools.values()])
+        return self._schemas[1]
+
+    # ------------------------------------------------------------------ execution
+
+    def timeout_for(self, tool: ToolDef | None) -> float:
+        if tool is not None and tool.timeout:
+            return float(tool.timeout)
+        return self.default_timeout
+
+    async def execute(self, call: ToolCall, *, timeout: float | None = None) -> ToolResult:
+        """Validate and run one call; every failure becomes a failed result for the model."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolResult(
+                call.id, call.name, False, f"未知工具 {call.name}（unknown tool）；可用工具：{known}", call.plugin
+            )
+        call.plugin = tool.plugin
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        props = tool.parameters.get("properties", {})
+        if not isinstance(call.arguments, dict):
+            problems = [f"arguments must be a JSON object, got {_describe(call.arguments)}"]
+        elif set(arguments) == {"raw"} and "raw" not in props and isinstance(arguments["raw"], str):
+            problems = [f"arguments are not valid JSON: {_describe(arguments['raw'])}"]
+        else:
+            problems = validate_arguments(tool.parameters, arguments)
+        if problems:
+            return ToolResult(
+                call.id,
+                call.name,
+                False,
+                f"工具 {call.name} 参数错误（invalid arguments）：{'; '.join(problems)}。"
+                f"参数定义：{_signature_hint(tool.parameters)}",
+                tool.plugin,
+            )
+        seconds = timeout if timeout is not None else self.timeout_for(tool)
+        assert tool.handler is not None
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(seconds):
+                value = await call_maybe_async(tool.handler, **arguments)
+        except TimeoutError:
+            log.warning("tool %s (plugin %s) timed out after %g s", call.name, tool.plugin, seconds)
+            return ToolResult(
+                call.id, call.name, False, f"工具 {call.name} 执行超时（{seconds:g}秒），已取消", tool.plugin
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("tool %s (plugin %s) raised", call.name, tool.plugin, exc_info=True)
+            return ToolResult(
+                call.id, call.name, False, f"工具 {call.name} 执行崩溃：{type(exc).__name__}: {exc}", tool.plugin
+            )
+        if isinstance(value, ToolResult):
+            value.call_id, value.name, value.plugin = call.id, call.name, tool.plugin
+            return value
+        text = _result_text(value)
+        log.debug(
+            "tool %s ran in %.1f ms: %s", call.name, (time.perf_counter() - started) * 1000, text[:_MAX_RESULT_LOG]
+        )
+        return ToolResult(call.id, call.name, True, text, tool.plugin)
+
+    def batch_is_parallel(self, calls: Sequence[ToolCall]) -> bool:
+        """True when every tool of the batch is ``parallel_safe`` and none is ``serial``."""
+        if len(calls) < 2:
+            return False
+        for call in calls:
+            tool = self._tools.get(call.name)
+            if tool is None or not tool.parallel_safe or tool.serial:
+                return False
+        return True
+
+
+_R = typing.TypeVar("_R")
+
+
+async def run_batch(
+    calls: Sequence[ToolCall],
+    run_one: Callable[[ToolCall], Awaitable[_R]],
+    *,
+    parallel: bool,
+) -> list[_R]:
+    """Run ``run_one`` for each call: concurrently when ``parallel``, else one after another."""
+    if parallel:
+        return list(await asyncio.gather(*(run_one(c) for c in calls)))
+    return [await run_one(c) for c in calls]
+
+
+class PluginToolRegistry:
+    """The registry handed to one plugin's ``register_tools``: stamps its name on each tool."""
+
+    def __init__(self, registry: ToolRegistry, plugin: str) -> None:
+        self._registry = registry
+        self.plugin = plugin
+        self.added: list[ToolDef] = []
+
+    def add(
+        self,
+        tool: ToolDef | Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        no_memory: bool = False,
+        parallel_safe: bool = False,
+        serial: bool = False,
+        timeout: float | None = None,
+    ) -> ToolDef:
+        """Register a tool (a typed function or a ``ToolDef``) for this plugin."""
+        definition = self._registry.add(
+            tool,
+            plugin=self.plugin,
+            name=name,
+            description=description,
+            no_memory=no_memory,
+            parallel_safe=parallel_safe,
+            serial=serial,
+            timeout=timeout,
+        )
+        self.added.append(definition)
+        return definition

@@ -1,0 +1,622 @@
+"""One turn: an input in, one reply out, through the seven stages and the tool loop.
+
+::
+
+    on_input → record input (memory, durable) → prune → recall → prompt → pre_action
+    tool loop (at most max_tool_turns rounds with tool calls):
+        interrupts → model call (streamed) → post_action
+        for each call: before_toolcall (reject / rewrite) → execute → after_toolcall
+        exit when: no tool calls | all rejected | limit reached (then one last call without tools)
+    record reply → before_output → deliver → after_output
+
+``ctx.response`` set by any stage short-circuits straight to ``after_output``; ``ctx.drop``
+set by ``on_input`` discards the input silently. An interrupt that preempts the turn cancels
+the in-flight model call and is injected before the next call as a system message
+``[打断消息][来源:<src>][输出通道:<ch>] <text>``; interrupts are never recorded in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from homeagent_core.agent.prompt import estimate_tokens, user_content
+from homeagent_core.agent.scheduler import InputItem
+from homeagent_core.agent.tools import run_batch
+from homeagent_sdk.types import StageContext, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from homeagent_core.agent.kernel import Kernel
+
+__all__ = ["INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnMemory", "interrupt_text"]
+
+log = logging.getLogger(__name__)
+
+INTERRUPT_PREFIX = "[打断消息]"
+
+
+class _Reset:
+    """Marker put on a stream sink when earlier partial text must be discarded."""
+
+
+RESET = _Reset()
+#: Marker put on a stream sink when a new model call starts.
+ROUND = _Reset()
+
+
+def interrupt_text(item: InputItem) -> str:
+    """The system message an interrupt becomes inside a running turn."""
+    return f"{INTERRUPT_PREFIX}[来源:{item.source}][输出通道:{item.channel}] {item.text}"
+
+
+class Reply(str):
+    """A turn's reply: ``str(reply)`` is the text; the attributes say how it came about."""
+
+    usage: dict[str, Any]
+    reasoning_content: str
+    channel: str
+    skipped: bool
+    stopped: bool
+    dropped: bool
+    interrupted: bool
+    errors: list[str]
+    tool_results: list[ToolResult]
+
+    def __new__(
+        cls,
+        text: str = "",
+        *,
+        usage: dict[str, Any] | None = None,
+        reasoning_content: str = "",
+        channel: str = "",
+        skipped: bool = False,
+        stopped: bool = False,
+        dropped: bool = False,
+        interrupted: bool = False,
+        errors: list[str] | None = None,
+        tool_results: list[ToolResult] | None = None,
+    ) -> Reply:
+        self = super().__new__(cls, text)
+        self.usage = dict(usage or {})
+        self.reasoning_content = reasoning_content
+        self.channel = channel
+        self.skipped = skipped
+        self.stopped = stopped
+        self.dropped = dropped
+        self.interrupted = interrupted
+        self.errors = list(errors or [])
+        self.tool_results = list(tool_results or [])
+        return self
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    def as_skipped(self) -> Reply:
+        """The same reply, marked as the answer to a de-duplicated input."""
+        return Reply(
+            self.text,
+            usage=self.usage,
+            reasoning_content=self.reasoning_content,
+            channel=self.channel,
+            skipped=True,
+            stopped=self.stopped,
+            dropped=self.dropped,
+            interrupted=self.interrupted,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.text,
+            "usage": self.usage,
+            "reasoning_content": self.reasoning_content,
+            "channel": self.channel,
+            "skipped": self.skipped,
+            "stopped": self.stopped,
+        }
+
+
+@runtime_checkable
+class TurnMemory(Protocol):
+    """The memory layers a turn talks to (all optional: the kernel runs without any).
+
+    ``record_input`` must make the input durable before it returns (the turn waits);
+    ``recall`` returns system-prompt blocks (graph index, related documents, knowledge,
+    skills index) in priority order. A memory object may also offer
+    ``timeline(ctx, budget_tokens) -> list[message dict]`` (past messages, oldest first,
+    without the current input) to replace the kernel's own timeline.
+    """
+
+    async def record_input(self, ctx: StageContext, item: InputItem) -> None: ...
+
+    async def recall(self, ctx: StageContext) -> list[str]: ...
+
+    async def record_output(self, ctx: StageContext) -> None: ...
+
+    async def prune(self, ctx: StageContext) -> None: ...
+
+
+class _Cancelled(Exception):
+    """The model call was cancelled by an interrupt or a stop."""
+
+
+class Turn:
+    """The state of one turn; also the scheduler's handle on the running turn."""
+
+    def __init__(self, kernel: Kernel, item: InputItem) -> None:
+        self.k = kernel
+        self.item = item
+        self.level = item.level
+        self.ctx = StageContext(
+            raw_message=item.text,
+            source=item.source,
+            channel=item.channel,
+            no_memory=item.no_memory or item.interrupt,
+            interrupt=item.interrupt,
+            attachments=list(item.attachments),
+        )
+        self.accepting = False
+        self.stopped = item.stopped
+        self.injected: list[InputItem] = []
+        self._pending: list[InputItem] = []
+        self._llm_task: asyncio.Task[dict[str, Any]] | None = None
+        self._usage: dict[str, Any] = {}
+        self._sink = item.sink
+
+    # ------------------------------------------------------------------ scheduler handle
+
+    def accepts_interrupts(self) -> bool:
+        return self.accepting and not self.stopped
+
+    def interrupt(self, item: InputItem) -> None:
+        """Inject ``item`` before the next model call, cancelling the one in flight."""
+        self._pending.append(item)
+        self.injected.append(item)
+        self.level = max(self.level, item.level)
+        task = self._llm_task
+        if task is not None and not task.done():
+            task.cancel()
+
+    def stop(self) -> None:
+        """Cancel the in-flight model call and end the turn without a reply."""
+        self.stopped = True
+        task = self._llm_task
+        if task is not None and not task.done():
+            task.cancel()
+
+    # ------------------------------------------------------------------ main path
+
+    async def run(self) -> Reply:
+        """Run the whole turn for ``self.item``."""
+        k, item, ctx = self.k, self.item, self.ctx
+        k.bus.publish(
+            "raw_input",
+            {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt},
+        )
+        await k.stages.run("on_input", ctx)
+        if ctx.drop:
+            return Reply("", channel=item.channel, dropped=True, errors=ctx.errors)
+        if ctx.response is not None:
+            return await self._short_circuit(recorded=False)
+        record = not item.interrupt
+        recorded_event = None
+        if record:
+            if k.memory is not None:
+                await k.memory.record_input(ctx, item)
+            if k.own_timeline:
+                recorded_event = k.timeline.append("user", ctx.raw_message, channel=item.channel, source=item.source)
+            if k.memory is not None:
+                await k.memory.prune(ctx)
+        blocks: list[str] = []
+        if k.memory is not None:
+            blocks = list(await k.memory.recall(ctx))
+        ctx.memory = [{"type": "recall", "text": b} for b in blocks]
+        current = {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments)}
+        history = None
+        if not k.own_timeline and k.memory is not None:
+            timeline_fn: Callable[..., Any] = k.memory.timeline  # type: ignore[attr-defined]
+            history = await timeline_fn(ctx, k.prompt.target)
+        messages, stats = k.prompt.build(
+            channel=item.channel,
+            sync_reply=item.reply is not None,
+            tools=k.tools,
+            channels=k.channels,
+            memory_blocks=blocks,
+            current=current,
+            current_tokens=estimate_tokens(ctx.raw_message),
+            timeline=k.timeline,
+            timeline_messages=history,
+            exclude=recorded_event,
+        )
+        ctx.context_msgs = messages
+        ctx.extra["budget"] = stats
+        if self.stopped:
+            ctx.response = ""
+            return await self._short_circuit(recorded=record)
+        await k.stages.run("pre_action", ctx)
+        if ctx.response is not None:
+            return await self._short_circuit(recorded=record)
+        self.accepting = True
+        try:
+            final = await self.tool_loop(ctx, ctx.context_msgs, k.tools.schemas(), k.settings.max_tool_turns)
+        finally:
+            self.accepting = False
+        if self.stopped:
+            ctx.response = ""
+            return await self._short_circuit(recorded=record)
+        if ctx.response is not None:
+            return await self._short_circuit(recorded=record)
+        ctx.final_text = final
+        if record:
+            await self._record_output()
+        await k.stages.run("before_output", ctx)
+        await self._deliver(ctx.final_text)
+        await k.stages.run("after_output", ctx)
+        return self._reply(ctx.final_text)
+
+    async def _short_circuit(self, *, recorded: bool) -> Reply:
+        """``ctx.response`` is the reply: deliver it and run ``after_output`` only."""
+        ctx = self.ctx
+        ctx.final_text = ctx.response or ""
+        if recorded and not self.stopped and ctx.final_text:
+            await self._record_output()
+        if not self.stopped:
+            await self._deliver(ctx.final_text)
+        await self.k.stages.run("after_output", ctx)
+        return self._reply(ctx.final_text)
+
+    async def _record_output(self) -> None:
+        k, ctx = self.k, self.ctx
+        if k.own_timeline and ctx.final_text:
+            k.timeline.append("assistant", ctx.final_text, channel=ctx.channel, source="agent")
+        if k.memory is not None:
+            await k.memory.record_output(ctx)
+
+    async def _deliver(self, text: str) -> None:
+        """Publish ``agent_output`` and hand the text to a sync output channel."""
+        k, ctx = self.k, self.ctx
+        k.bus.publish(
+            "agent_output",
+            {
+                "content": text,
+                "channel": ctx.channel,
+                "source": ctx.source,
+                "reasoning_content": ctx.reasoning_content,
+                "usage": dict(self._usage),
+            },
+        )
+        channel = k.channels.output(ctx.channel)
+        if channel is not None and channel.sync and text:
+            try:
+                await k.channels.send(ctx.channel, text, {"source": ctx.source}, "text")
+            except Exception as exc:
+                ctx.errors.append(f"deliver: {exc}")
+                log.warning("reply could not be delivered to channel %s: %s", ctx.channel, exc)
+
+    def _reply(self, text: str) -> Reply:
+        ctx = self.ctx
+        return Reply(
+            text,
+            usage=self._usage,
+            reasoning_content=ctx.reasoning_content,
+            channel=ctx.channel,
+            stopped=self.stopped,
+            interrupted=bool(self.injected) or ctx.interrupt,
+            errors=ctx.errors,
+            tool_results=ctx.tool_results,
+        )
+
+    # ------------------------------------------------------------------ plain runs
+
+    async def run_plain(self, system: str, tools: list[dict[str, Any]] | None, max_turns: int) -> str:
+        """A turn without memory or output (sub-agents, consolidation jobs).
+
+        The tool stages still run, so plugins that audit tool calls see these too.
+        """
+        ctx = self.ctx
+        ctx.context_msgs = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments)},
+        ]
+        final = await self.tool_loop(ctx, ctx.context_msgs, tools, max_turns)
+        if ctx.response is not None:
+            final = ctx.response
+        ctx.final_text = final
+        return final
+
+    # ------------------------------------------------------------------ the tool loop
+
+    async def tool_loop(
+        self,
+        ctx: StageContext,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        max_turns: int,
+    ) -> str:
+        """Model calls and tool rounds until the model answers without tools; returns its text."""
+        k = self.k
+        rounds = 0
+        while True:
+            if self.stopped:
+                return ""
+            self._drain_interrupts(ctx, messages)
+            limited = rounds >= max_turns
+            if limited and not ctx.extra.get("max_tool_turns_reached"):
+                ctx.extra["max_tool_turns_reached"] = True
+                messages.append(
+                    {
+                        "role": "system",
+                        "content": f"已达到工具调用上限（{max_turns} 轮），不能再调用工具；请根据已有结果直接回答。",
+                    }
+                )
+            try:
+                response = await self._call_model(ctx, messages, None if limited else tools, rounds)
+            except _Cancelled:
+                continue
+            ctx.llm_text = response["content"]
+            ctx.reasoning_content = response["reasoning_content"]
+            ctx.tool_calls = response["tool_calls"]
+            ctx.token_usage = response["usage"]
+            _add_usage(self._usage, response["usage"])
+            k.bus.publish(
+                "agent_llm_chain",
+                {
+                    "round": rounds + 1,
+                    "channel": ctx.channel,
+                    "content": ctx.llm_text,
+                    "reasoning_content": ctx.reasoning_content,
+                    "tool_calls": [c.to_dict() for c in ctx.tool_calls],
+                    "usage": response["usage"],
+                    "finish_reason": response["finish_reason"],
+                },
+            )
+            await k.stages.run("post_action", ctx)
+            if ctx.response is not None:
+                return ctx.response
+            calls = list(ctx.tool_calls)
+            if calls and limited:
+                log.warning("model asked for %d tool calls after the tool-turn limit; ignored", len(calls))
+                calls = []
+            if not calls:
+                if self._pending and not self.stopped:
+                    # An interrupt arrived after the call finished: let the model see it.
+                    messages.append({"role": "assistant", "content": ctx.llm_text})
+                    continue
+                return ctx.llm_text
+            rounds += 1
+            messages.append(_assistant_message(ctx.llm_text, ctx.reasoning_content, calls))
+            outcomes = await run_batch(
+                calls, lambda c: self._one_call(ctx, c), parallel=k.tools.batch_is_parallel(calls)
+            )
+            for result, _rejected in outcomes:
+                messages.append({"role": "tool", "tool_call_id": result.call_id, "content": result.result})
+            ctx.tool_results.extend(r for r, _ in outcomes)
+            if all(rejected for _, rejected in outcomes):
+                if ctx.llm_text:
+                    return ctx.llm_text
+                return "（工具调用均被拒绝：" + "；".join(r.result for r, _ in outcomes) + "）"
+
+    async def _one_call(self, ctx: StageContext, call: ToolCall) -> tuple[ToolResult, bool]:
+        k = self.k
+        tool = k.tools.get(call.name)
+        call.plugin = tool.plugin if tool is not None else ""
+        started = time.perf_counter()
+        rejections = await k.stages.run("before_toolcall", ctx, call=call)
+        if rejections:
+            result = ToolResult(call.id, call.name, False, "工具调用被拒绝：" + "；".join(rejections), call.plugin)
+            rejected = True
+        else:
+            result = await k.tools.execute(call)
+            await k.stages.run("after_toolcall", ctx, call=call, result=result)
+            rejected = False
+        k.bus.publish(
+            "tool_call",
+            {
+                "id": call.id,
+                "name": call.name,
+                "plugin": call.plugin,
+                "arguments": call.arguments,
+                "success": result.success,
+                "rejected": rejected,
+                "result": result.result[:2000],
+                "ms": round((time.perf_counter() - started) * 1000, 3),
+                "channel": ctx.channel,
+            },
+        )
+        return result, rejected
+
+    def _drain_interrupts(self, ctx: StageContext, messages: list[dict[str, Any]]) -> None:
+        if not self._pending:
+            return
+        for item in self._pending:
+            messages.append({"role": "system", "content": interrupt_text(item)})
+            ctx.extra.setdefault("interrupts", []).append(
+                {"text": item.text, "source": item.source, "channel": item.channel, "level": item.level}
+            )
+        self._pending.clear()
+
+    # ------------------------------------------------------------------ the model call
+
+    async def _call_model(
+        self, ctx: StageContext, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, rounds: int
+    ) -> dict[str, Any]:
+        settings = self.k.settings
+        request: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": settings.stream}
+        if tools:
+            request["tools"] = tools
+        if settings.temperature is not None:
+            request["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            request["max_tokens"] = settings.max_tokens
+        if self._sink is not None:
+            self._sink.put_nowait(ROUND)
+        task = asyncio.get_running_loop().create_task(self._request(request, rounds))
+        self._llm_task = task
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._llm_task = None
+        if task.cancelled():
+            self._emit_reset()
+            raise _Cancelled
+        return task.result()
+
+    async def _request(self, request: dict[str, Any], rounds: int) -> dict[str, Any]:
+        provider = self.k.provider
+        timeout = self.k.settings.llm_timeout
+        async with asyncio.timeout(timeout):
+            if request["stream"] and hasattr(provider, "chat_stream"):
+                return await self._stream(provider.chat_stream(request), rounds)
+            raw = await provider.chat(request)
+        content = raw.get("content") or ""
+        reasoning = raw.get("reasoning_content") or ""
+        if reasoning:
+            self._emit("reasoning_delta", reasoning)
+        if content:
+            self._emit("content_delta", content)
+        return {
+            "content": content,
+            "reasoning_content": reasoning,
+            "tool_calls": [
+                _tool_call(c, rounds, i) for i, c in enumerate(raw.get("tool_calls") or ()) if c.get("name")
+            ],
+            "usage": dict(raw.get("token_usage") or raw.get("usage") or {}),
+            "finish_reason": raw.get("finish_reason") or "",
+        }
+
+    async def _stream(self, chunks: Any, rounds: int) -> dict[str, Any]:
+        content: list[str] = []
+        reasoning: list[str] = []
+        slots: dict[int, dict[str, Any]] = {}
+        usage: dict[str, Any] = {}
+        finish = ""
+        try:
+            async for chunk in chunks:
+                if chunk.get("reset"):
+                    content.clear()
+                    reasoning.clear()
+                    slots.clear()
+                    self._emit_reset()
+                text = chunk.get("content")
+                if text:
+                    content.append(text)
+                    self._emit("content_delta", text)
+                thought = chunk.get("reasoning_content")
+                if thought:
+                    reasoning.append(thought)
+                    self._emit("reasoning_delta", thought)
+                fragments = chunk.get("tool_calls")
+                if fragments:
+                    for fragment in fragments:
+                        _merge_fragment(slots, fragment)
+                if chunk.get("usage"):
+                    usage = dict(chunk["usage"])
+                if chunk.get("finish_reason"):
+                    finish = chunk["finish_reason"]
+                if chunk.get("done"):
+                    break
+        finally:
+            closer = getattr(chunks, "aclose", None)
+            if closer is not None:
+                await closer()
+        calls = []
+        for index in sorted(slots):
+            slot = slots[index]
+            if not slot["name"]:
+                log.warning("streamed tool call without a name dropped (stream_index %s)", index)
+                continue
+            arguments = slot["arguments"] if slot["arguments"] is not None else _decode_arguments("".join(slot["raw"]))
+            calls.append(ToolCall(slot["id"] or f"call_{rounds + 1}_{index}", slot["name"], arguments))
+        return {
+            "content": "".join(content),
+            "reasoning_content": "".join(reasoning),
+            "tool_calls": calls,
+            "usage": usage,
+            "finish_reason": finish,
+        }
+
+    def _emit(self, name: str, text: str) -> None:
+        key = "content" if name == "content_delta" else "reasoning_content"
+        self.k.bus.publish(name, {key: text, "channel": self.ctx.channel})
+        if self._sink is not None and name == "content_delta":
+            self._sink.put_nowait(text)
+
+    def _emit_reset(self) -> None:
+        self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel})
+        if self._sink is not None:
+            self._sink.put_nowait(RESET)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _merge_fragment(slots: dict[int, dict[str, Any]], fragment: dict[str, Any]) -> None:
+    index = fragment.get("stream_index", fragment.get("index", 0))
+    slot = slots.get(index)
+    if slot is None:
+        slot = slots[index] = {"id": "", "name": "", "raw": [], "arguments": None}
+    if fragment.get("id"):
+        slot["id"] = fragment["id"]
+    if fragment.get("name"):
+        slot["name"] = fragment["name"]
+    raw = fragment.get("raw_arguments")
+    if raw:
+        slot["raw"].append(raw)
+    elif isinstance(fragment.get("arguments"), dict):
+        slot["arguments"] = fragment["arguments"]
+    elif isinstance(fragment.get("arguments"), str):
+        slot["raw"].append(fragment["arguments"])
+
+
+def _decode_arguments(raw: str) -> dict[str, Any]:
+    """Normalise streamed arguments as the adapters do: object, ``{"value": x}`` or ``{"raw": s}``."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        log.warning("tool call arguments are not valid JSON: %.200s", raw)
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _tool_call(raw: dict[str, Any], rounds: int, index: int) -> ToolCall:
+    arguments = raw.get("arguments")
+    if isinstance(arguments, str):
+        arguments = _decode_arguments(arguments)
+    elif not isinstance(arguments, dict):
+        arguments = {} if arguments is None else {"value": arguments}
+    return ToolCall(raw.get("id") or f"call_{rounds + 1}_{index}", raw["name"], arguments)
+
+
+def _assistant_message(text: str, reasoning: str, calls: list[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+            }
+            for c in calls
+        ],
+    }
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
+    for key, value in usage.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+        elif key not in total:
+            total[key] = value

@@ -1,0 +1,162 @@
+"""Built-in ``webui``: the browser UI, the REST API, SSE and an OpenAI-compatible endpoint.
+
+A Starlette app served by uvicorn inside the daemon's event loop, bound to 127.0.0.1:8080 by
+default (``homeagent serve --host/--port`` or the setting ``plugin.webui.addr``). Every API
+route requires the API key or a login session. Plugins add routes under
+``/plugins/<name>/`` through the ``register_routes`` hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_sdk import ConfigDef, hookimpl
+from homeagent_sdk.errors import PluginLoadError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from homeagent_core.plugins.sdk import ScopedSDK
+
+PLUGIN_NAME = "webui"
+
+__all__ = ["WebUI", "make_plugin", "parse_addr"]
+
+log = logging.getLogger("homeagent.webui")
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``"127.0.0.1:8080"`` / ``":8080"`` → (host, port).
+
+    Raises:
+        ValueError: not ``host:port`` with a port in 0..65535.
+    """
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"invalid listen address {addr!r}; write host:port, e.g. 127.0.0.1:8080")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class WebUI:
+    """The plugin object; one per agent."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.task: asyncio.Task[None] | None = None
+        self.port: int | None = None
+        self.host = "127.0.0.1"
+        self.app: Starlette | None = None
+        self.state: Any = None
+
+    @hookimpl
+    def register_settings(self, registry: Any) -> None:
+        registry.add(ConfigDef(key="addr", type="string", default="127.0.0.1:8080",
+                               description="Listen address host:port.", restart_required=True))
+        registry.add(ConfigDef(key="username", type="string", default="admin", description="Admin login name."))
+        registry.add(ConfigDef(key="api_key", type="password", default="", secret=True,
+                               description="API key to use on first start instead of a generated one."))
+        registry.add(ConfigDef(key="session_ttl_hours", type="int", default=24, min=1, max=24 * 90,
+                               description="Login session lifetime."))
+        registry.add(ConfigDef(key="trusted_proxies", type="string", default="",
+                               description="Comma-separated IPs/CIDRs whose X-Forwarded-For is trusted."))
+        registry.add(ConfigDef(key="max_body_bytes", type="int", default=1024 * 1024, min=1024,
+                               description="Largest JSON request body."))
+        registry.add(ConfigDef(key="max_upload_bytes", type="int", default=64 * 1024 * 1024, min=1024,
+                               description="Largest uploaded file."))
+
+    def _listen(self, sdk: ScopedSDK) -> tuple[str, int]:
+        services = sdk.services
+        assert services is not None
+        host, port = parse_addr(sdk.settings.get("addr"))
+        # `homeagent serve --host/--port` win over the setting.
+        return services.listen_host or host, port if services.listen_port is None else services.listen_port
+
+    @hookimpl
+    async def startup(self, sdk: ScopedSDK) -> None:
+        import uvicorn
+
+        from homeagent_core.builtin.webui.app import build_app, build_state
+
+        if sdk.services is None:
+            raise PluginLoadError("webui needs the privileged services of a built-in plugin", plugin_name=self.name)
+        self.state, secrets = build_state(sdk)
+        if secrets:
+            self._announce(secrets, sdk)
+        self.app = build_app(self.state)
+        host, port = self._listen(sdk)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise PluginLoadError(
+                f"webui cannot listen on {host}:{port}: {exc.strerror or exc}. "
+                "Choose another port with `homeagent serve --port N` or `homeagent config set plugin.webui.addr`.",
+                plugin_name=self.name,
+            ) from None
+        sock.listen(128)
+        sock.setblocking(False)
+        self.host, self.port = host, sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none")
+        self.server = _EmbeddedServer(config)
+        self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]), name="webui")
+        async with asyncio.timeout(10):
+            while not self.server.started:
+                if self.task.done():
+                    self.task.result()
+                await asyncio.sleep(0.01)
+        log.info("web UI on http://%s:%d/", host if ":" not in host else f"[{host}]", self.port)
+
+    def _announce(self, secrets: dict[str, str], sdk: ScopedSDK) -> None:
+        """Print the generated credentials once, on the terminal only (never into log files)."""
+        lines = ["", "HomeAgent web UI credentials (shown once, stored hashed):"]
+        lines += [f"  {k}: {v}" for k, v in secrets.items()]
+        lines += [f"  change them in {sdk.data_dir / 'credentials.json'} by deleting it and restarting", ""]
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+    @hookimpl
+    async def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                async with asyncio.timeout(5):
+                    await self.task
+        if self.state is not None:
+            await self.state.aclose()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class EmbeddedServer(uvicorn.Server):
+        """uvicorn inside the daemon: the daemon owns SIGINT/SIGTERM, not uvicorn."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):  # type: ignore[no-untyped-def,override]
+            yield
+
+    return EmbeddedServer
+
+
+def _EmbeddedServer(config: Any) -> Any:
+    return _server_class()(config)
+
+
+def make_plugin() -> WebUI:
+    return WebUI()

@@ -1,0 +1,141 @@
+"""How the web UI talks to the rest of the agent: one place that knows the kernel's API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+from collections.abc import AsyncIterator
+from typing import Any
+
+from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
+
+__all__ = [
+    "ask",
+    "ask_with_media",
+    "install_package",
+    "interrupt",
+    "kernel_status",
+    "llm_configured",
+    "plugin_rows",
+    "remove_package",
+    "stream",
+]
+
+ASK_TIMEOUT_S = 300.0
+
+
+def _reply_dict(reply: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"response": str(reply)}
+    if getattr(reply, "reasoning_content", ""):
+        out["reasoning_content"] = reply.reasoning_content
+    if getattr(reply, "usage", None):
+        out["usage"] = reply.usage
+    if getattr(reply, "skipped", False):
+        out["skipped"] = True
+    return out
+
+
+async def ask(kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False) -> dict[str, Any]:
+    """Inject ``text`` and wait for the reply.
+
+    Raises:
+        TimeoutError: no reply within 300 s.
+    """
+    options = InjectOptions(no_memory=no_memory)
+    reply = await kernel.io_for(source).inject_input_sync(text, channel, options, timeout=ASK_TIMEOUT_S)
+    return _reply_dict(reply)
+
+
+async def ask_with_media(
+    kernel: Any, text: str, data: bytes, mime: str, name: str, *, channel: str, source: str
+) -> dict[str, Any]:
+    """Inject ``text`` with one attachment and wait for the reply."""
+    attachment = MediaAttachment(mime=mime, data=data, name=name)
+    item = kernel.submit(kernel.make_item(text, channel, source=source, attachments=[attachment], reply=True))
+    async with asyncio.timeout(ASK_TIMEOUT_S):
+        reply = await asyncio.shield(item.reply)
+    return _reply_dict(reply)
+
+
+async def stream(
+    kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield ``{"kind": "content", "text"}`` deltas, then ``{"kind": "done"}``."""
+    options = InjectOptions(no_memory=no_memory)
+    async for delta in kernel.stream(text, channel, options=options):
+        yield {"kind": "content", "text": delta}
+    yield {"kind": "done"}
+
+
+async def interrupt(kernel: Any, text: str, *, channel: str, source: str) -> None:
+    await kernel.io_for(source).inject_interrupt(text, channel, InjectOptions(no_memory=True, priority=Priority.L2))
+
+
+def llm_configured(services: Any) -> bool:
+    """Whether any LLM source has an API key or is a local (keyless) endpoint."""
+    config = services.config
+    if config.get("core.llm.api_key"):
+        return True
+    for key, value in config.items("core.llm.sources.").items():
+        if key.endswith(".api_key") and value:
+            return True
+        if key.endswith(".base_url") and isinstance(value, str) and ("127.0.0.1" in value or "localhost" in value):
+            return True
+    return False
+
+
+def plugin_rows(services: Any) -> list[dict[str, Any]]:
+    host = services.host
+    if host is None:
+        return []
+    disabled = services.config.disabled_plugins()
+    rows = []
+    for info in host.plugins():
+        row = info.to_dict()
+        row["disabled"] = info.name in disabled
+        rows.append(row)
+    return rows
+
+
+def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
+    """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    status: dict[str, Any] = {
+        "plugins": plugin_rows(services),
+        "runtime": {"pid": os.getpid(), "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                    "tasks": len(asyncio.all_tasks())},
+        "llm_configured": llm_configured(services),
+        "sse_clients": sse_clients,
+    }
+    kernel = services.kernel
+    if kernel is not None:
+        status["kernel"] = kernel.status()
+        status["tools"] = sorted(kernel.tools.names())
+        provider = kernel.provider
+        if hasattr(provider, "list_sources"):
+            status["llm_sources"] = provider.list_sources()
+    extra = getattr(services, "status_extra", None)
+    if callable(extra):
+        status.update(extra())
+    return status
+
+
+async def install_package(services: Any, data: bytes) -> dict[str, Any]:
+    """Install a ``.hmap`` from its bytes."""
+    try:
+        from homeagent_core.plugins import packages
+    except ImportError:
+        raise HomeAgentError("installing .hmap packages is not available in this build") from None
+    result = await asyncio.to_thread(packages.install_bytes, services.data_dir, data)
+    return result if isinstance(result, dict) else {"status": "installed", "result": str(result)}
+
+
+async def remove_package(services: Any, name: str) -> dict[str, Any]:
+    try:
+        from homeagent_core.plugins import packages
+    except ImportError:
+        raise HomeAgentError("removing packages is not available in this build") from None
+    result = await asyncio.to_thread(packages.uninstall, services.data_dir, name)
+    return result if isinstance(result, dict) else {"status": "removed", "name": name}

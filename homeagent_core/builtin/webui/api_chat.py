@@ -1,0 +1,180 @@
+"""Chat routes: send, history, interrupt, upload, SSE events, uploaded files."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import re
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from homeagent_core.builtin.webui import agent_port
+from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
+
+__all__ = ["routes"]
+
+DEDUP_CACHE = 256
+ALLOWED_UPLOAD = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/(wav|x-wav|mpeg|ogg|mp4)|text/plain|application/pdf)$")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._\-\u4e00-\u9fff]+")
+
+
+def _ui(request: Request) -> UIState:
+    return request.app.state.ui  # type: ignore[no-any-return]
+
+
+def _source(data: dict[str, Any]) -> str:
+    device = data.get("device_id")
+    if device is not None and not (isinstance(device, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", device)):
+        raise ApiError(400, "device_id must be 1-64 characters of letters, digits, '-' or '_'")
+    return f"webui/{device}" if device else "webui"
+
+
+@require_api
+async def chat(request: Request) -> Response:
+    data = await json_body(request, required={"message": str})
+    message = data["message"].strip()
+    if not message:
+        raise ApiError(400, "message is empty")
+    msg_id = data.get("client_msg_id")
+    if msg_id is not None and (not isinstance(msg_id, str) or len(msg_id) > 128):
+        raise ApiError(400, "client_msg_id must be a string of at most 128 characters")
+    ui = _ui(request)
+    cache: OrderedDict[str, asyncio.Future[dict[str, Any]]] = ui.dedup.setdefault("chat", OrderedDict())
+    if msg_id and msg_id in cache:
+        result = await asyncio.shield(cache[msg_id])
+        return ok({**result, "deduplicated": True})
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    if msg_id:
+        cache[msg_id] = future
+        while len(cache) > DEDUP_CACHE:
+            cache.popitem(last=False)
+    try:
+        result = await agent_port.ask(ui.kernel, message, channel="webui", source=_source(data))
+    except BaseException as exc:
+        if msg_id:
+            cache.pop(msg_id, None)
+        future.cancel()
+        if isinstance(exc, TimeoutError):
+            raise ApiError(504, "the agent did not answer within 300 s") from None
+        raise
+    future.set_result(result)
+    return ok(result)
+
+
+@require_api
+async def history(request: Request) -> Response:
+    def number(name: str) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return None
+        if not raw.isdigit():
+            raise ApiError(400, f"{name} must be a non-negative integer")
+        return int(raw)
+
+    return ok(_ui(request).history.page(number("limit"), number("before")))
+
+
+@require_api
+async def interrupt(request: Request) -> Response:
+    data = await json_body(request)
+    text = data.get("message") or "stop"
+    if not isinstance(text, str):
+        raise ApiError(400, "message must be a string")
+    await agent_port.interrupt(_ui(request).kernel, text, channel="webui", source=_source(data))
+    return ok({"status": "interrupted"})
+
+
+def _save_upload(folder: Path, name: str, data: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    clean = _SAFE_NAME.sub("_", Path(name).name).strip("._") or "upload"
+    target = folder / clean
+    if target.exists():
+        target = folder / f"{target.stem}_{int(time.time() * 1000)}{target.suffix}"
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return target
+
+
+@require_api
+async def upload(request: Request) -> Response:
+    ui = _ui(request)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > ui.max_upload:
+        raise ApiError(413, f"upload too large (limit {ui.max_upload} bytes)")
+    try:
+        async with request.form(max_files=1, max_fields=8) as form:
+            file = form.get("file")
+            if file is None or isinstance(file, str):
+                raise ApiError(400, "missing multipart field 'file'")
+            data = await file.read(ui.max_upload + 1)
+            filename, content_type = file.filename or "upload", file.content_type or ""
+            message = str(form.get("message") or "").strip()
+    except ApiError:
+        raise
+    except Exception as exc:  # multipart parser errors are user input errors
+        raise ApiError(400, f"could not read the upload: {exc}") from None
+    if len(data) > ui.max_upload:
+        raise ApiError(413, f"upload too large (limit {ui.max_upload} bytes)")
+    mime = content_type.split(";")[0].strip() or mimetypes.guess_type(filename)[0] or ""
+    if not ALLOWED_UPLOAD.match(mime):
+        raise ApiError(415, f"file type {mime or 'unknown'!r} is not accepted (images, audio, text, PDF)")
+    if mime.startswith("image/") and not _looks_like_image(data):
+        raise ApiError(415, "the file says it is an image but its content is not")
+    path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", filename, data)
+    info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
+    result = await agent_port.ask_with_media(
+        ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"
+    )
+    return ok({**result, "file": info})
+
+
+def _looks_like_image(data: bytes) -> bool:
+    signatures = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+    return data.startswith(signatures) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+
+
+@require_api
+async def events(request: Request) -> Response:
+    ui = _ui(request)
+    last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    return StreamingResponse(
+        ui.hub.stream(last_id),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
+    )
+
+
+@require_web
+async def uploaded_file(request: Request) -> Response:
+    name = request.path_params["name"]
+    if "/" in name or name.startswith(".") or not name:
+        raise ApiError(404, "not found")
+    path = _ui(request).services.data_dir / "uploads" / name
+    if not path.is_file():
+        raise ApiError(404, "not found")
+    mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    inline = mime.split("/")[0] in ("image", "audio", "video")
+    return FileResponse(
+        path,
+        media_type=mime,
+        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"},
+        content_disposition_type="inline" if inline else "attachment",
+    )
+
+
+routes = [
+    Route("/api/v1/chat", chat, methods=["POST"]),
+    Route("/api/v1/chat/history", history, methods=["GET"]),
+    Route("/api/v1/chat/interrupt", interrupt, methods=["POST"]),
+    Route("/api/v1/chat/file", upload, methods=["POST"]),
+    Route("/api/v1/events", events, methods=["GET"]),
+    Route("/api/v1/chat/events", events, methods=["GET"]),
+    Route("/uploads/{name}", uploaded_file, methods=["GET"]),
+]

@@ -1,0 +1,136 @@
+"""Builds the web UI's state and Starlette application."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, openai_compat
+from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
+from homeagent_core.builtin.webui.common import UIState, authenticated, error, require_api, require_web
+from homeagent_core.builtin.webui.events import EventHub
+from homeagent_core.builtin.webui.history import ChatHistory
+from homeagent_core.plugins.registries import PluginRoutes
+from homeagent_sdk.errors import PluginLoadError
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.sdk import ScopedSDK
+
+__all__ = ["build_app", "build_state"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'",
+}
+
+
+@dataclass
+class _State(UIState):
+    unsubscribe: tuple[Any, ...] = ()
+
+    async def aclose(self) -> None:
+        for stop in self.unsubscribe:
+            stop()
+        await self.history.aclose()
+
+
+def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
+    """Credentials, sessions, event hub and history for one web UI; returns new secrets too."""
+    services = sdk.services
+    assert services is not None
+    preset = sdk.settings.get("api_key") or os.environ.get("HOMEAGENT_WEBUI_API_KEY", "")
+    path = sdk.data_dir / "credentials.json"
+    credentials, secrets = Credentials.load_or_create(
+        path, username=sdk.settings.get("username"), preset_api_key=preset
+    )
+    try:
+        proxies = parse_proxies(sdk.settings.get("trusted_proxies"))
+    except ValueError as exc:
+        raise PluginLoadError(f"webui: {exc}", plugin_name="webui") from None
+    hub = EventHub()
+    history = ChatHistory(sdk.data_dir / "chat_history.json")
+    state = _State(
+        services=services,
+        credentials=credentials,
+        credentials_path=path,
+        sessions=Sessions(ttl_s=sdk.settings.get("session_ttl_hours") * 3600),
+        limiter=LoginLimiter(),
+        hub=hub,
+        history=history,
+        proxies=proxies,
+        plugin_dir=sdk.data_dir,
+        max_body=sdk.settings.get("max_body_bytes"),
+        max_upload=sdk.settings.get("max_upload_bytes"),
+        started_at=time.time(),
+    )
+    state.unsubscribe = (
+        services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),
+        services.bus.subscribe(history.handle, "raw_input", "tool_call", "agent_output", label="webui-history"),
+    )
+    return state, secrets
+
+
+async def login_page(request: Request) -> Response:
+    if authenticated(request):
+        return RedirectResponse("/", status_code=302)
+    return FileResponse(STATIC / "login.html", headers=SECURITY_HEADERS)
+
+
+@require_web
+async def index(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html", headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error(404, "not found")
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return error(405, "method not allowed")
+
+
+def _plugin_routes(state: UIState) -> list[Mount]:
+    host = state.services.host
+    if host is None:
+        return []
+    mounts = []
+    for plugin, registry in host.call_register("register_routes", PluginRoutes).items():
+        routes = [Route(path, require_api(endpoint), methods=methods) for path, endpoint, methods in registry.routes]
+        for path, _, _ in registry.routes:
+            host.note_contribution(plugin, "routes", f"/plugins/{plugin}{path}")
+        mounts.append(Mount(f"/plugins/{plugin}", routes=routes))
+    return mounts
+
+
+def build_app(state: UIState) -> Starlette:
+    routes: list[Any] = [
+        Route("/", index, methods=["GET"]),
+        Route("/login", login_page, methods=["GET"]),
+        *api_admin.routes,
+        *api_chat.routes,
+        *api_memory.routes,
+        *openai_compat.routes,
+        *_plugin_routes(state),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(GZipMiddleware, minimum_size=2048)],
+        exception_handlers={404: not_found, 405: method_not_allowed},
+    )
+    app.state.ui = state
+    return app

@@ -1,0 +1,156 @@
+"""Shared pieces of the web UI routes: state, auth guards, JSON bodies and errors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from homeagent_core.builtin.webui.auth import SESSION_COOKIE, Credentials, LoginLimiter, Sessions, client_ip
+
+if TYPE_CHECKING:
+    import ipaddress
+
+    from homeagent_core.builtin.webui.events import EventHub
+    from homeagent_core.builtin.webui.history import ChatHistory
+    from homeagent_core.plugins.sdk import Services
+
+__all__ = ["ApiError", "UIState", "error", "json_body", "ok", "require_api", "require_web"]
+
+log = logging.getLogger("homeagent.webui")
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class ApiError(Exception):
+    """Raised inside a route: becomes ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+@dataclass
+class UIState:
+    """Everything the routes need, built once by the plugin at start."""
+
+    services: Services
+    credentials: Credentials
+    credentials_path: Path
+    sessions: Sessions
+    limiter: LoginLimiter
+    hub: EventHub
+    history: ChatHistory
+    proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+    plugin_dir: Path
+    max_body: int = 1024 * 1024
+    max_upload: int = 64 * 1024 * 1024
+    started_at: float = 0.0
+    dedup: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kernel(self) -> Any:
+        if self.services.kernel is None:
+            raise ApiError(503, "the agent kernel is not running")
+        return self.services.kernel
+
+    def source_of(self, request: Request) -> str:
+        peer = request.client.host if request.client else ""
+        return client_ip(peer, dict(request.headers), self.proxies)
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data, default=str), status_code=status, media_type="application/json")
+
+
+def _state(request: Request) -> UIState:
+    state: UIState = request.app.state.ui
+    return state
+
+
+def authenticated(request: Request) -> str | None:
+    """How the request is authenticated: ``api_key``, ``session`` or None."""
+    state = _state(request)
+    key = request.headers.get("x-api-key", "")
+    auth = request.headers.get("authorization", "")
+    if not key and auth.lower().startswith("bearer "):
+        key = auth[7:].strip()
+    if key and state.credentials.check_api_key(key):
+        return "api_key"
+    if state.sessions.valid(request.cookies.get(SESSION_COOKIE)):
+        return "session"
+    return None
+
+
+def _guarded(fn: Endpoint, *, web: bool) -> Endpoint:
+    @functools.wraps(fn)
+    async def wrapper(request: Request) -> Response:
+        method = authenticated(request)
+        if method is None:
+            if web:
+                return RedirectResponse("/login", status_code=302)
+            return error(401, "unauthorized")
+        request.state.auth = method
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            return error(exc.status, exc.message, exc.headers)
+
+    return wrapper
+
+
+def require_api(fn: Endpoint) -> Endpoint:
+    """API route: API key or session, else 401 JSON; ApiError becomes a JSON error."""
+    return _guarded(fn, web=False)
+
+
+def require_web(fn: Endpoint) -> Endpoint:
+    """Page route: API key or session, else a redirect to /login."""
+    return _guarded(fn, web=True)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 beyond ``limit`` bytes (checked while streaming)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body too large (limit {limit} bytes)")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body too large (limit {limit} bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def json_body(request: Request, *, required: dict[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """Parse a JSON object body and check required fields' types; errors are 400/413."""
+    raw = await read_body(request, _state(request).max_body)
+    try:
+        data = orjson.loads(raw or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "body must be a JSON object")
+    for name, types in (required or {}).items():
+        if name not in data:
+            raise ApiError(400, f"missing field {name!r}")
+        if not isinstance(data[name], types) or (isinstance(data[name], bool) and bool not in _as_tuple(types)):
+            expected = " or ".join(t.__name__ for t in _as_tuple(types))
+            raise ApiError(400, f"field {name!r} must be {expected}, got {type(data[name]).__name__}")
+    return data
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)

@@ -1,0 +1,127 @@
+"""Server-sent events for the web UI: a replay ring and one bounded queue per client.
+
+Aggregate events (``agent_output``, ``tool_call``, ``raw_input``, ``stage``, ...) are kept in
+a 200-entry ring so a reconnecting client (``Last-Event-ID``) gets what it missed; token
+deltas are forwarded live and never stored. A client whose queue overflows gets
+``sync_required`` and is dropped: it refetches history instead of silently missing events.
+A client going away never affects the publisher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from homeagent_sdk.types import Event
+
+__all__ = ["AGGREGATE", "DELTAS", "EventHub", "SSEFrame"]
+
+AGGREGATE = frozenset(
+    {"agent_output", "reasoning", "agent_error", "tool_call", "stage", "agent_llm_chain", "terminal_output",
+     "raw_input", "system"}
+)
+DELTAS = frozenset({"content_delta", "reasoning_delta"})
+
+
+@dataclass(frozen=True)
+class SSEFrame:
+    id: str
+    event: str
+    data: bytes
+
+    def encode(self) -> bytes:
+        head = f"id: {self.id}\n" if self.id else ""
+        return f"{head}event: {self.event}\n".encode() + b"data: " + self.data + b"\n\n"
+
+
+@dataclass
+class _Client:
+    queue: asyncio.Queue[SSEFrame | None] = field(default_factory=lambda: asyncio.Queue(maxsize=2048))
+    lagging: bool = False
+
+
+class EventHub:
+    """Fans bus events out to SSE clients."""
+
+    def __init__(self, *, replay: int = 200, heartbeat_s: float = 15.0, queue_size: int = 2048) -> None:
+        self._ring: deque[SSEFrame] = deque(maxlen=replay)
+        self._clients: set[_Client] = set()
+        self._seq = itertools.count(1)
+        self.heartbeat_s = heartbeat_s
+        self.queue_size = queue_size
+
+    def handle(self, event: Event) -> None:
+        """Bus subscriber: turn an event into a frame and hand it to every client."""
+        if event.name not in AGGREGATE and event.name not in DELTAS:
+            return
+        if event.data.get("channel") == "_consolidation_":
+            return
+        payload = {"type": event.name, "source": event.source, "payload": event.data, "timestamp": event.timestamp}
+        data = orjson.dumps(payload, default=str)
+        if event.name in DELTAS:
+            frame = SSEFrame("", event.name, data)
+        else:
+            frame = SSEFrame(f"{int(event.timestamp)}-{next(self._seq)}", event.name, data)
+            self._ring.append(frame)
+        for client in list(self._clients):
+            self._offer(client, frame)
+
+    def _offer(self, client: _Client, frame: SSEFrame) -> None:
+        if client.lagging:
+            return
+        try:
+            client.queue.put_nowait(frame)
+        except asyncio.QueueFull:
+            client.lagging = True
+            while not client.queue.empty():
+                client.queue.get_nowait()
+            client.queue.put_nowait(SSEFrame("", "sync_required", b"{}"))
+            client.queue.put_nowait(None)
+
+    def replay_after(self, last_id: str | None) -> list[SSEFrame] | None:
+        """Frames after ``last_id``; ``None`` when the id is unknown (client must resync)."""
+        if not last_id:
+            return list(self._ring)
+        frames = list(self._ring)
+        for index, frame in enumerate(frames):
+            if frame.id == last_id:
+                return frames[index + 1 :]
+        return None
+
+    @property
+    def client_count(self) -> int:
+        return len(self._clients)
+
+    async def stream(self, last_id: str | None, *, replay: bool = True) -> AsyncIterator[bytes]:
+        """The byte stream of one SSE client (subscribed before anything is replayed)."""
+        client = _Client(queue=asyncio.Queue(maxsize=self.queue_size))
+        self._clients.add(client)
+        try:
+            yield b"retry: 2000\n\n"
+            if replay:
+                frames = self.replay_after(last_id)
+                if frames is None:
+                    yield SSEFrame("", "sync_required", b"{}").encode()
+                else:
+                    for frame in frames:
+                        yield frame.encode()
+            next_beat = time.monotonic() + self.heartbeat_s
+            while True:
+                timeout = max(0.0, next_beat - time.monotonic())
+                try:
+                    frame = await asyncio.wait_for(client.queue.get(), timeout)
+                except TimeoutError:
+                    yield b": heartbeat\n\n"
+                    next_beat = time.monotonic() + self.heartbeat_s
+                    continue
+                if frame is None:
+                    return
+                yield frame.encode()
+        finally:
+            self._clients.discard(client)

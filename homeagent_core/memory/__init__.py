@@ -1,0 +1,1 @@
+"""Memory layers: working context, conversation log, documents, the graph and media."""

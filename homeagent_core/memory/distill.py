@@ -1,0 +1,246 @@
+"""Rule distiller: personal facts from raw conversation records → graph triples.
+
+Records (what the user said) are buffered in memory and flushed to
+``<raw_dir>/raw_<ns>.tsv`` files with an atomic tmp-and-rename write. Every tick (10 minutes by
+default, driven by a :class:`~homeagent_core.memory.heartbeat.Heartbeat`) the oldest batch (50)
+is matched against simple patterns — 我叫X / 我住在X / 我喜欢X / 我X岁 / 我的工作是X and the
+English "my name is X", "I live in X", "I like X", "I am N years old", "my job is X" — and the
+triples are committed to the graph. Distilled records are then deleted from the raw files, so a
+restart never distills them twice; records older than the retention (7 days) are dropped; start-up
+loads at most the 5000 newest records.
+
+If the process dies between the graph commit and the raw-file rewrite, the batch is distilled
+again after restart; the graph then only refreshes those relations (same session), it does not
+duplicate them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from homeagent_sdk.types import Triple
+
+if TYPE_CHECKING:
+    from homeagent_core.memory.graph import GraphStore
+
+__all__ = ["DistillReport", "RawRecord", "RuleDistiller", "extract_triples"]
+
+DEFAULT_SUBJECT = "用户"
+
+_STOP = r"(?=$|[，,。.!！?？;；、\s]|和|并且|而且|还|住在|喜欢|今年|我)"
+_X = r"(?P<x>[^，,。.!！?？;；、\s]{1,20}?)"
+_EN_X = r"(?P<x>[A-Za-z0-9\u4e00-\u9fff][\w' -]{0,40}?)"
+_EN_STOP = r"(?=$|[,.!?;]| and | but | because )"
+
+_PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
+    (re.compile(r"我(?:的名字)?叫" + _X + _STOP), "叫", "{x}"),
+    (re.compile(r"我的名字是" + _X + _STOP), "叫", "{x}"),
+    (re.compile(r"(?:我|(?<=[，,]))(?:现在)?住在" + _X + _STOP), "住在", "{x}"),
+    (re.compile(r"(?:我|(?<=[，,]))(?:很|最|非常)?喜欢" + _X + _STOP), "喜欢", "{x}"),
+    (re.compile(r"我(?:今年)?(?P<x>\d{1,3}|[零一二三四五六七八九十百]{1,4})岁"), "年龄", "{x}岁"),
+    (re.compile(r"我的(?:工作|职业)是" + _X + _STOP), "工作是", "{x}"),
+    (re.compile(r"(?i)\bmy name is " + _EN_X + _EN_STOP), "叫", "{x}"),
+    (re.compile(r"(?i)\bi live in " + _EN_X + _EN_STOP), "住在", "{x}"),
+    (re.compile(r"(?i)\bi (?:really )?(?:like|love|enjoy) " + _EN_X + _EN_STOP), "喜欢", "{x}"),
+    (re.compile(r"(?i)\bi(?:'m| am) (?P<x>\d{1,3}) years? old"), "年龄", "{x}岁"),
+    (re.compile(r"(?i)\bmy (?:job|occupation) is (?:an? )?" + _EN_X + _EN_STOP), "工作是", "{x}"),
+    (re.compile(r"(?i)\bi work as (?:an? )?" + _EN_X + _EN_STOP), "工作是", "{x}"),
+]
+
+
+def extract_triples(text: str, subject: str = DEFAULT_SUBJECT) -> list[Triple]:
+    """Triples the patterns find in ``text``; each carries the text as its sentence."""
+    out: list[Triple] = []
+    seen: set[tuple[str, str]] = set()
+    for pattern, relation, template in _PATTERNS:
+        for match in pattern.finditer(text):
+            value = template.format(x=match.group("x").strip())
+            if (relation, value) in seen:
+                continue
+            seen.add((relation, value))
+            out.append(
+                Triple(
+                    subject, relation, value, confidence=0.8, subject_type="person", sentence_text=text.strip()[:500]
+                )
+            )
+    return out
+
+
+class RawRecord(NamedTuple):
+    id: str
+    ts: float
+    session: str
+    text: str
+
+
+@dataclass(slots=True)
+class DistillReport:
+    records: int = 0
+    triples: int = 0
+    expired: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out.append({"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}.get(text[i + 1], text[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _atomic_write(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class RuleDistiller:
+    """Buffers raw records on disk and distills them into graph triples in batches."""
+
+    def __init__(
+        self,
+        raw_dir: str | os.PathLike[str],
+        graph: GraphStore,
+        *,
+        batch_size: int = 50,
+        retention_s: float = 7 * 86400,
+        max_load: int = 5000,
+        subject: str = DEFAULT_SUBJECT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.raw_dir = Path(raw_dir)
+        self.raw_dir.mkdir(parents=True, exist_ok=True)
+        self.graph = graph
+        self.batch_size = batch_size
+        self.retention_s = retention_s
+        self.max_load = max_load
+        self.subject = subject
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._pending: list[RawRecord] = []
+        self._queue: list[RawRecord] = []
+        self._file_of: dict[str, Path] = {}
+        self._seq = 0
+        self._load()
+
+    def _load(self) -> None:
+        for tmp in self.raw_dir.glob("raw_*.tsv.tmp"):
+            tmp.unlink()  # a flush that died before its rename; its records were not acknowledged
+        records: list[tuple[RawRecord, Path]] = []
+        for path in sorted(self.raw_dir.glob("raw_*.tsv")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                parts = line.split("\t", 3)
+                if len(parts) != 4:
+                    continue
+                try:
+                    ts = float(parts[1])
+                except ValueError:
+                    continue
+                records.append((RawRecord(parts[0], ts, _unescape(parts[2]), _unescape(parts[3])), path))
+        records.sort(key=lambda rp: rp[0].ts)
+        for record, path in records[-self.max_load :]:
+            self._queue.append(record)
+            self._file_of[record.id] = path
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def add(self, text: str, session: str = "", ts: float | None = None) -> RawRecord | None:
+        """Buffer one raw record (blank text is ignored); persisted by the next :meth:`flush`."""
+        if not text.strip():
+            return None
+        with self._lock:
+            self._seq += 1
+            now = self._clock() if ts is None else ts
+            record = RawRecord(f"{time.time_ns()}-{self._seq}", now, session, text)
+            self._pending.append(record)
+            self._queue.append(record)
+            return record
+
+    def flush(self) -> int:
+        """Write unpersisted records to a new raw file (atomic); returns how many."""
+        with self._lock:
+            if not self._pending:
+                return 0
+            path = self.raw_dir / f"raw_{time.time_ns()}.tsv"
+            lines = [f"{r.id}\t{r.ts!r}\t{_escape(r.session)}\t{_escape(r.text)}\n" for r in self._pending]
+            _atomic_write(path, lines)
+            for r in self._pending:
+                self._file_of[r.id] = path
+            count = len(self._pending)
+            self._pending = []
+            return count
+
+    def _remove(self, ids: set[str]) -> None:
+        by_file: dict[Path, set[str]] = {}
+        for rid in ids:
+            path = self._file_of.pop(rid, None)
+            if path is not None:
+                by_file.setdefault(path, set()).add(rid)
+        for path, gone in by_file.items():
+            if not path.exists():
+                continue
+            keep = [
+                line + "\n"
+                for line in path.read_text(encoding="utf-8").splitlines()
+                if line.split("\t", 1)[0] not in gone
+            ]
+            if keep:
+                _atomic_write(path, keep)
+            else:
+                path.unlink()
+
+    def distill_once(self) -> DistillReport:
+        """Flush, drop expired records, distill the oldest batch and delete it from disk."""
+        report = DistillReport()
+        with self._lock:
+            self.flush()
+            cutoff = self._clock() - self.retention_s
+            expired = {r.id for r in self._queue if r.ts < cutoff}
+            if expired:
+                self._queue = [r for r in self._queue if r.id not in expired]
+                self._remove(expired)
+                report.expired = len(expired)
+            batch = self._queue[: self.batch_size]
+            if not batch:
+                return report
+            for record in batch:
+                triples = extract_triples(record.text, self.subject)
+                if triples:
+                    result = self.graph.commit(triples, record.session)
+                    report.triples += result.added + result.refreshed
+                    report.skipped.extend(result.skipped)
+            done = {r.id for r in batch}
+            self._queue = self._queue[len(batch) :]
+            self._remove(done)
+            report.records = len(batch)
+            return report
+
+    async def adistill_once(self) -> DistillReport:
+        """:meth:`distill_once` in a worker thread (the heartbeat calls this)."""
+        return await asyncio.to_thread(self.distill_once)
+
+    async def aflush(self) -> int:
+        return await asyncio.to_thread(self.flush)

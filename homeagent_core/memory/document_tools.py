@@ -1,0 +1,134 @@
+"""Model-facing tools of the document layer: ``doc_query`` and ``doc_commit``.
+
+``doc_query`` consumes: each hit is returned, deleted from the store, and re-inserted into the
+working context as a ``cold_storage`` event at the document's original timestamp, so the
+timeline shows it where it happened.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.agent.context import ContextEvent
+from homeagent_sdk.errors import ToolError, UsageError
+from homeagent_sdk.types import ToolDef
+
+if TYPE_CHECKING:
+    from homeagent_core.agent.context import RelevanceContext
+    from homeagent_core.memory.documents import DocumentStore
+
+__all__ = ["document_tools"]
+
+MAX_TOP_K = 20
+MAX_CONTENT = 20_000
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def document_tools(
+    store: DocumentStore, context: RelevanceContext | None = None, *, plugin: str = "core"
+) -> list[ToolDef]:
+    """``doc_query`` and ``doc_commit`` bound to ``store`` (and ``context`` for re-insertion)."""
+
+    async def doc_query(query: str, top_k: int = 3) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("doc_query: 'query' must be a non-empty string describing what to find")
+        if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise ToolError(f"doc_query: 'top_k' must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        hits = await store.consume(query, top_k)
+        if context is not None:
+            for hit in hits:
+                doc = hit.document
+                await context.append(
+                    ContextEvent(
+                        input=doc.content if not doc.title else f"{doc.title}\n{doc.content}",
+                        kind="cold_storage",
+                        source="cold_storage",
+                        timestamp=doc.created_at,
+                        meta={"doc_id": doc.id, **({"origin": doc.meta} if doc.meta else {})},
+                    )
+                )
+        return {
+            "found": len(hits),
+            "documents": [
+                {
+                    "id": h.document.id,
+                    "title": h.document.title,
+                    "content": h.document.content,
+                    "time": _when(h.document.created_at),
+                    "score": round(h.score, 4),
+                    **({"media_digests": h.document.media_digests} if h.document.media_digests else {}),
+                }
+                for h in hits
+            ],
+            "note": "returned documents were moved back into the conversation timeline"
+            if hits
+            else "no matching documents",
+        }
+
+    async def doc_commit(content: str, title: str = "", media_digests: list[str] | None = None) -> dict[str, Any]:
+        if not isinstance(content, str) or not content.strip():
+            raise ToolError("doc_commit: 'content' must be non-empty text to store")
+        if len(content) > MAX_CONTENT:
+            raise ToolError(
+                f"doc_commit: 'content' is {len(content)} characters; the limit is {MAX_CONTENT}, "
+                "split it into several documents"
+            )
+        digests = list(media_digests or [])
+        if not all(isinstance(d, str) and d for d in digests):
+            raise ToolError("doc_commit: 'media_digests' must be a list of digest strings")
+        try:
+            doc = await store.add(content, title=title or "", source="doc_commit", media_digests=digests)
+        except UsageError as exc:
+            raise ToolError(f"doc_commit: {exc}") from exc
+        return {"stored": True, "id": doc.id, "time": _when(doc.created_at)}
+
+    return [
+        ToolDef(
+            name="doc_query",
+            description=(
+                "Search long-term document memory (archived conversation and notes). Matching "
+                "documents are returned and moved back into the conversation at their original time."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "what to look for"},
+                    "top_k": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TOP_K,
+                        "default": 3,
+                        "description": "how many documents to bring back",
+                    },
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            plugin=plugin,
+            handler=doc_query,
+        ),
+        ToolDef(
+            name="doc_commit",
+            description="Store a note in long-term document memory for later doc_query.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "the text to remember"},
+                    "title": {"type": "string", "description": "optional short title"},
+                    "media_digests": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "digests of stored media this note refers to",
+                    },
+                },
+                "required": ["content"],
+                "additionalProperties": False,
+            },
+            plugin=plugin,
+            handler=doc_commit,
+        ),
+    ]

@@ -1,0 +1,694 @@
+"""L2 document store: durable documents with fused dense + lexical search.
+
+Documents (archived context events, ``doc_commit`` notes, graph snapshots) live in SQLite
+(WAL, ``synchronous=FULL``: a write is durable when the call returns). Search runs on memory
+only: a contiguous float32 matrix of the rows whose vector belongs to the active embedding
+space, and a character n-gram BM25 index (:mod:`homeagent_core.memory.lexical`). A query
+fuses the two paths, each normalised by its own maximum (default weights 0.5 / 0.5), then lets
+each document borrow a fraction of its neighbours' scores: documents of the same source
+written within ``neighbour_window`` seconds of each other are turns of one conversation, and
+the turn next to a strong match is often the answer ("What did you paint?" / "A sunset.").
+
+Vectors are stored with their space's fingerprint; only rows of the active fingerprint and
+dimension enter the matrix. :meth:`DocumentStore.reembed_stale` re-embeds the others.
+Every write updates the in-memory structures incrementally; nothing is rebuilt per insert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from homeagent_core.memory.lexical import LexicalIndex, decode_terms, encode_terms, term_counts
+from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.types import Doc
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from homeagent_sdk.embeddings import EmbeddingProvider
+
+__all__ = ["DocHit", "Document", "DocumentStore", "format_related"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    slot INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL DEFAULT '',
+    content TEXT NOT NULL,
+    source TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    last_access REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    media_digests TEXT NOT NULL DEFAULT '[]',
+    meta TEXT NOT NULL DEFAULT '{}',
+    vector BLOB,
+    vec_model TEXT NOT NULL DEFAULT '',
+    lex BLOB NOT NULL,
+    lex_len INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_count);
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+
+
+def new_doc_id() -> str:
+    """A fresh document id (``doc_`` + 16 hex digits)."""
+    return "doc_" + uuid.uuid4().hex[:16]
+
+
+@dataclass(slots=True)
+class Document:
+    """One stored document. ``created_at`` is the original time of what it records."""
+
+    content: str
+    title: str = ""
+    source: str = ""
+    created_at: float = field(default_factory=time.time)
+    id: str = field(default_factory=new_doc_id)
+    last_access: float = 0.0
+    access_count: int = 0
+    media_digests: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """What is indexed and embedded: the title and the content."""
+        return f"{self.title}\n{self.content}" if self.title else self.content
+
+    def to_doc(self, score: float | None = None) -> Doc:
+        """The SDK wire shape of this document."""
+        return Doc(
+            id=self.id,
+            title=self.title,
+            content=self.content,
+            score=score,
+            media_digests=list(self.media_digests),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "content": self.content,
+            "source": self.source,
+            "created_at": self.created_at,
+            "last_access": self.last_access,
+            "access_count": self.access_count,
+            "media_digests": list(self.media_digests),
+            "meta": dict(self.meta),
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class DocHit:
+    """A search result: the document and its fused score (0..1 + neighbour share)."""
+
+    document: Document
+    score: float
+
+
+def _row_to_document(row: Sequence[Any]) -> Document:
+    return Document(
+        id=row[0],
+        title=row[1],
+        content=row[2],
+        source=row[3],
+        created_at=row[4],
+        last_access=row[5],
+        access_count=row[6],
+        media_digests=json.loads(row[7]),
+        meta=json.loads(row[8]),
+    )
+
+
+class DocumentStore:
+    """SQLite-backed document store with in-memory fused search.
+
+    Args:
+        path: the SQLite file (``<data>/memory/documents.db``); its folder is created.
+        embedder: the active embedding space; ``None`` = lexical search only.
+        dense_weight / lexical_weight: fusion weights of the two paths.
+        neighbour_weight: share of an adjacent document's score a document receives.
+        neighbour_window: seconds within which same-source documents count as adjacent.
+
+    Opening loads metadata, the vector matrix and the lexical index (from its snapshot
+    ``<path>.lex.npz`` when present) synchronously; call it from a worker thread in async code.
+    Methods that embed are ``async``; the rest are plain and thread-safe.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        embedder: EmbeddingProvider | None = None,
+        *,
+        dense_weight: float = 0.5,
+        lexical_weight: float = 0.5,
+        neighbour_weight: float = 0.2,
+        neighbour_window: float = 3600.0,
+    ) -> None:
+        for name, value in (
+            ("dense_weight", dense_weight),
+            ("lexical_weight", lexical_weight),
+            ("neighbour_weight", neighbour_weight),
+            ("neighbour_window", neighbour_window),
+        ):
+            if value < 0:
+                raise UsageError(f"DocumentStore {name} must be >= 0, got {value}")
+        self.path = Path(path)
+        self.embedder = embedder
+        self.dense_weight = dense_weight
+        self.lexical_weight = lexical_weight
+        self.neighbour_weight = neighbour_weight
+        self.neighbour_window = neighbour_window
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise MemoryStoreError(
+                f"cannot open the document store {self.path}: {exc}; move the file away to "
+                "start with an empty store"
+            ) from exc
+        self._fingerprint = embedder.info.fingerprint if embedder else ""
+        self._dim = embedder.info.dimension if embedder else 0
+        self._closed = False
+        self._dirty_access: dict[int, tuple[float, int]] = {}
+        self._load()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM store_meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _load(self) -> None:
+        store_id = self._meta("store_id")
+        if store_id is None:
+            store_id = uuid.uuid4().hex
+            self._db.execute("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
+        self._store_id = store_id
+        rows = self._db.execute(
+            "SELECT slot, id, created_at, source, vec_model, vector FROM documents ORDER BY slot"
+        ).fetchall()
+        self._ids: dict[int, str] = {}
+        self._slot_of: dict[str, int] = {}
+        cap = max(64, (rows[-1][0] + 1) if rows else 0)
+        self._created = np.zeros(cap, dtype=np.float64)
+        self._source = np.full(cap, -1, dtype=np.int32)
+        self._alive = np.zeros(cap, dtype=bool)
+        self._source_codes: dict[str, int] = {}
+        self._rows = np.zeros((64, max(self._dim, 1)), dtype=np.float32)
+        self._row_slot = np.zeros(64, dtype=np.int64)
+        self._slot_row: dict[int, int] = {}
+        self._n = 0
+        self._stale = 0
+        dense_slots: list[int] = []
+        dense_vecs: list[bytes] = []
+        for slot, doc_id, created, source, vec_model, vector in rows:
+            self._register(slot, doc_id, created, source)
+            if (
+                self._fingerprint
+                and vec_model == self._fingerprint
+                and vector is not None
+                and len(vector) == 4 * self._dim
+            ):
+                dense_slots.append(slot)
+                dense_vecs.append(vector)
+                continue
+            if self._fingerprint:
+                self._stale += 1
+        if dense_vecs:
+            matrix = np.frombuffer(b"".join(dense_vecs), dtype=np.float32).reshape(-1, self._dim)
+            self._append_rows(np.asarray(dense_slots, dtype=np.int64), matrix)
+        self._order_cache: tuple[Any, Any] | None = None
+        self._lex = self._load_lexical(np.asarray(list(self._ids), dtype=np.int64))
+        if self._stale:
+            log.info(
+                "document store %s: %d documents have no vector in the active space %s; "
+                "reembed_stale() recomputes them",
+                self.path,
+                self._stale,
+                self._fingerprint,
+            )
+
+    def _snapshot_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lex.npz")
+
+    def _load_lexical(self, alive: npt.NDArray[np.int64]) -> LexicalIndex:
+        snap = self._snapshot_path()
+        if snap.exists():
+            try:
+                index, watermark = LexicalIndex.load(snap, alive)
+                if self._meta("lex_snapshot") == f"{self._store_id}:{watermark}":
+                    newer = self._db.execute(
+                        "SELECT slot, lex, lex_len FROM documents WHERE slot > ? ORDER BY slot",
+                        (watermark,),
+                    ).fetchall()
+                    for slot, blob, length in newer:
+                        buckets, counts = decode_terms(blob)
+                        index.add_terms(slot, buckets, counts, length)
+                    return index
+                log.info("document store %s: lexical snapshot is out of date; rebuilding", self.path)
+            except (OSError, ValueError, KeyError) as exc:
+                log.warning("document store %s: ignoring unreadable lexical snapshot: %s", self.path, exc)
+        built = [
+            (slot, *decode_terms(blob), length)
+            for slot, blob, length in self._db.execute(
+                "SELECT slot, lex, lex_len FROM documents ORDER BY slot"
+            )
+        ]
+        return LexicalIndex.build(built)
+
+    def _register(self, slot: int, doc_id: str, created: float, source: str) -> None:
+        if slot >= len(self._alive):
+            size = len(self._alive)
+            while size <= slot:
+                size *= 2
+            self._created = np.concatenate([self._created, np.zeros(size - len(self._created))])
+            self._source = np.concatenate(
+                [self._source, np.full(size - len(self._source), -1, dtype=np.int32)]
+            )
+            self._alive = np.concatenate([self._alive, np.zeros(size - len(self._alive), bool)])
+        self._ids[slot] = doc_id
+        self._slot_of[doc_id] = slot
+        self._created[slot] = created
+        self._source[slot] = self._source_codes.setdefault(source, len(self._source_codes))
+        self._alive[slot] = True
+
+    def _append_rows(self, slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        need = self._n + len(slots)
+        if need > len(self._rows):
+            size = len(self._rows)
+            while size < need:
+                size *= 2
+            rows = np.zeros((size, self._rows.shape[1]), dtype=np.float32)
+            rows[: self._n] = self._rows[: self._n]
+            row_slot = np.zeros(size, dtype=np.int64)
+            row_slot[: self._n] = self._row_slot[: self._n]
+            self._rows, self._row_slot = rows, row_slot
+        self._rows[self._n : need] = vectors
+        self._row_slot[self._n : need] = slots
+        for i, slot in enumerate(slots.tolist()):
+            self._slot_row[slot] = self._n + i
+        self._n = need
+
+    def _drop_row(self, slot: int) -> None:
+        row = self._slot_row.pop(slot, None)
+        if row is None:
+            return
+        last = self._n - 1
+        if row != last:
+            moved = int(self._row_slot[last])
+            self._rows[row] = self._rows[last]
+            self._row_slot[row] = moved
+            self._slot_row[moved] = row
+        self._n = last
+
+    # -- properties ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._slot_of
+
+    @property
+    def fingerprint(self) -> str:
+        """The active embedding space ("" when lexical only)."""
+        return self._fingerprint
+
+    @property
+    def stale_count(self) -> int:
+        """Documents whose vector is missing or from another embedding space."""
+        return self._stale
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for introspection (documents, dense rows, stale rows, space)."""
+        return {
+            "documents": len(self._ids),
+            "dense_rows": self._n,
+            "stale_vectors": self._stale,
+            "fingerprint": self._fingerprint,
+            "path": str(self.path),
+        }
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"document store {self.path} is closed")
+
+    async def add(
+        self,
+        content: str,
+        *,
+        title: str = "",
+        source: str = "",
+        created_at: float | None = None,
+        media_digests: Iterable[str] = (),
+        meta: dict[str, Any] | None = None,
+    ) -> Document:
+        """Store one document; it is durable when this returns.
+
+        Raises:
+            UsageError: ``content`` and ``title`` are both empty.
+        """
+        doc = Document(
+            content=content,
+            title=title,
+            source=source,
+            media_digests=list(media_digests),
+            meta=dict(meta or {}),
+        )
+        if created_at is not None:
+            doc.created_at = float(created_at)
+        (stored,) = await self.add_many([doc])
+        return stored
+
+    async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
+        """Store documents in one transaction (embedding them first); durable on return.
+
+        Raises:
+            UsageError: a document is empty or its id already exists.
+        """
+        self._check_open()
+        for doc in docs:
+            if not doc.content.strip() and not doc.title.strip():
+                raise UsageError("a document needs non-empty content or title")
+            if doc.id in self._slot_of:
+                raise UsageError(f"document id {doc.id!r} already exists")
+        vectors = None
+        if self.embedder is not None and docs:
+            parts = [
+                await self.embedder.embed_texts([d.text for d in docs[i : i + batch_size]])
+                for i in range(0, len(docs), batch_size)
+            ]
+            vectors = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+        await asyncio.to_thread(self._insert, list(docs), vectors)
+        return list(docs)
+
+    def _insert(self, docs: list[Document], vectors: npt.NDArray[np.float32] | None) -> None:
+        terms = [term_counts(d.text) for d in docs]
+        with self._lock:
+            self._check_open()
+            self._flush_access()
+            slots: list[int] = []
+            cur = self._db.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                for i, (doc, (buckets, counts, length)) in enumerate(zip(docs, terms, strict=True)):
+                    doc.last_access = doc.last_access or doc.created_at
+                    vec = vectors[i].tobytes() if vectors is not None else None
+                    cur.execute(
+                        "INSERT INTO documents (id, title, content, source, created_at, last_access,"
+                        " access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
+                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            doc.id,
+                            doc.title,
+                            doc.content,
+                            doc.source,
+                            doc.created_at,
+                            doc.last_access,
+                            doc.access_count,
+                            json.dumps(doc.media_digests),
+                            json.dumps(doc.meta, ensure_ascii=False),
+                            vec,
+                            self._fingerprint if vec is not None else "",
+                            encode_terms(buckets, counts),
+                            length,
+                        ),
+                    )
+                    slots.append(int(cur.lastrowid or 0))
+                cur.execute("COMMIT")
+            except sqlite3.Error as exc:
+                cur.execute("ROLLBACK")
+                raise MemoryStoreError(f"document store {self.path}: insert failed: {exc}") from exc
+            for slot, doc, (buckets, counts, length) in zip(slots, docs, terms, strict=True):
+                self._register(slot, doc.id, doc.created_at, doc.source)
+                self._lex.add_terms(slot, buckets, counts, length)
+            if vectors is not None:
+                self._append_rows(np.asarray(slots, dtype=np.int64), vectors)
+            self._order_cache = None
+
+    def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents by id; returns how many existed. Durable on return."""
+        with self._lock:
+            self._check_open()
+            slots = [self._slot_of[i] for i in doc_ids if i in self._slot_of]
+            if not slots:
+                return 0
+            marks = ",".join("?" * len(slots))
+            blobs = self._db.execute(
+                f"SELECT slot, lex FROM documents WHERE slot IN ({marks})", slots
+            ).fetchall()
+            self._db.execute(f"DELETE FROM documents WHERE slot IN ({marks})", slots)
+            for slot, blob in blobs:
+                self._lex.remove(slot, decode_terms(blob)[0])
+            for slot in slots:
+                doc_id = self._ids.pop(slot)
+                del self._slot_of[doc_id]
+                self._alive[slot] = False
+                self._dirty_access.pop(slot, None)
+                if slot in self._slot_row:
+                    self._drop_row(slot)
+            self._order_cache = None
+            return len(slots)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get(self, doc_id: str) -> Document | None:
+        """The document with this id, or ``None``."""
+        with self._lock:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return _row_to_document(row) if row else None
+
+    def all(self, *, limit: int | None = None) -> list[Document]:
+        """Documents in time order (oldest first)."""
+        sql = f"SELECT {_COLUMNS} FROM documents ORDER BY created_at, slot"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [_row_to_document(r) for r in self._db.execute(sql)]
+
+    async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
+        """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
+
+        ``touch`` counts the read (access count, last access) for cold-document detection.
+        Documents are not removed; see :meth:`consume`.
+        """
+        self._check_open()
+        if top_k <= 0 or not text.strip() or not self._ids:
+            return []
+        qvec = None
+        if self.embedder is not None and self._n and self.dense_weight > 0:
+            qvec = (await self.embedder.embed_texts([text]))[0]
+        return self.search(text, top_k, query_vector=qvec, touch=touch)
+
+    def search(
+        self,
+        text: str,
+        top_k: int = 3,
+        *,
+        query_vector: npt.NDArray[np.float32] | None = None,
+        touch: bool = False,
+    ) -> list[DocHit]:
+        """Rank with an already computed query vector (or lexical only); memory-only work."""
+        with self._lock:
+            ranked = self._rank(text, top_k, query_vector)
+            if not ranked:
+                return []
+            slots = [s for s, _ in ranked]
+            marks = ",".join("?" * len(slots))
+            rows = {
+                r[0]: r[1:]
+                for r in self._db.execute(
+                    f"SELECT slot, {_COLUMNS} FROM documents WHERE slot IN ({marks})", slots
+                )
+            }
+            now = time.time()
+            hits: list[DocHit] = []
+            for slot, score in ranked:
+                doc = _row_to_document(rows[slot])
+                if slot in self._dirty_access:
+                    doc.last_access, doc.access_count = self._dirty_access[slot]
+                if touch:
+                    doc.last_access, doc.access_count = now, doc.access_count + 1
+                    self._dirty_access[slot] = (doc.last_access, doc.access_count)
+                hits.append(DocHit(doc, score))
+            return hits
+
+    def _rank(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None
+    ) -> list[tuple[int, float]]:
+        cap = len(self._alive)
+        total = np.zeros(cap, dtype=np.float32)
+        if self.lexical_weight > 0:
+            lex = self._lex.scores(text)
+            peak = float(lex.max()) if len(lex) else 0.0
+            if peak > 0:
+                total[: len(lex)] += (self.lexical_weight / peak) * lex[:cap]
+        if qvec is not None and self._n and self.dense_weight > 0:
+            if qvec.shape != (self._dim,):
+                raise UsageError(
+                    f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d"
+                )
+            dense = np.maximum(self._rows[: self._n] @ qvec.astype(np.float32), 0.0)
+            peak = float(dense.max())
+            if peak > 0:
+                total[self._row_slot[: self._n]] += (self.dense_weight / peak) * dense
+        if self.neighbour_weight > 0:
+            total = self._smooth(total)
+        total *= self._alive
+        k = min(top_k, len(self._ids))
+        if k <= 0:
+            return []
+        cand = np.argpartition(-total, k - 1)[:k] if k < cap else np.arange(cap)
+        cand = cand[total[cand] > 0]
+        order = np.lexsort((cand, -total[cand]))
+        return [(int(cand[i]), float(total[cand[i]])) for i in order[:k]]
+
+    def _smooth(self, total: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        if self._order_cache is None:
+            slots = np.flatnonzero(self._alive)
+            order = slots[np.lexsort((slots, self._created[slots]))]
+            same = self._source[order[1:]] == self._source[order[:-1]]
+            close = np.diff(self._created[order]) <= self.neighbour_window
+            self._order_cache = (order, (same & close).astype(np.float32))
+        order, link = self._order_cache
+        if len(order) < 2:
+            return total
+        seq = total[order]
+        share = np.zeros_like(seq)
+        share[:-1] += link * seq[1:]
+        share[1:] += link * seq[:-1]
+        out = total.copy()
+        out[order] = seq + self.neighbour_weight * share
+        return out
+
+    async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
+        """Search, then delete every hit from the store (consume-on-read) and return them."""
+        hits = await self.query(text, top_k, touch=True)
+        if hits:
+            await asyncio.to_thread(self.delete, [h.document.id for h in hits])
+        return hits
+
+    def find_cold(
+        self, *, older_than: float = 72 * 3600.0, max_reads: int = 2, now: float | None = None,
+        limit: int = 100,
+    ) -> list[Document]:
+        """Documents not read for ``older_than`` seconds and read at most ``max_reads`` times."""
+        cutoff = (time.time() if now is None else now) - older_than
+        with self._lock:
+            self._flush_access()
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM documents WHERE last_access <= ? AND access_count <= ?"
+                " ORDER BY last_access LIMIT ?",
+                (cutoff, max_reads, limit),
+            ).fetchall()
+        return [_row_to_document(r) for r in rows]
+
+    async def reembed_stale(self, *, batch_size: int = 64) -> int:
+        """Embed documents whose vector is missing or from another space; returns how many."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT slot, title, content FROM documents WHERE vec_model != ? LIMIT ?",
+                    (self._fingerprint, batch_size),
+                ).fetchall()
+            if not rows:
+                break
+            texts = [f"{t}\n{c}" if t else c for _, t, c in rows]
+            vectors = np.ascontiguousarray(await self.embedder.embed_texts(texts), np.float32)
+            await asyncio.to_thread(self._write_vectors, [r[0] for r in rows], vectors)
+            done += len(rows)
+        return done
+
+    def _write_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "UPDATE documents SET vector=?, vec_model=? WHERE slot=?",
+                [(v.tobytes(), self._fingerprint, s) for s, v in zip(slots, vectors, strict=True)],
+            )
+            self._db.execute("COMMIT")
+            fresh = [i for i, s in enumerate(slots) if s in self._ids]
+            for i in fresh:
+                self._drop_row(slots[i])
+            if fresh:
+                self._append_rows(np.asarray([slots[i] for i in fresh], np.int64), vectors[fresh])
+            self._stale = max(0, self._stale - len(slots))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _flush_access(self) -> None:
+        if not self._dirty_access:
+            return
+        self._db.executemany(
+            "UPDATE documents SET last_access=?, access_count=? WHERE slot=?",
+            [(t, c, s) for s, (t, c) in self._dirty_access.items()],
+        )
+        self._dirty_access.clear()
+
+    def flush(self) -> None:
+        """Persist read counters and write the lexical snapshot (fast start next time)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_access()
+            watermark = max(self._ids) if self._ids else 0
+            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='documents'").fetchone()
+            watermark = max(watermark, int(row[0]) if row else 0)
+            self._lex.save(self._snapshot_path(), watermark=watermark)
+            self._db.execute(
+                "INSERT OR REPLACE INTO store_meta VALUES ('lex_snapshot', ?)",
+                (f"{self._store_id}:{watermark}",),
+            )
+
+    def close(self) -> None:
+        """Flush and close; further calls raise :class:`UsageError`."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self._closed = True
+            self._db.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+
+def format_related(hits: Sequence[DocHit], *, max_chars: int = 300) -> str:
+    """The read-only prompt block of automatically recalled documents ("" when none)."""
+    if not hits:
+        return ""
+    lines = ["[Related Memory Docs]"]
+    for hit in hits:
+        doc = hit.document
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(doc.created_at))
+        body = doc.content if len(doc.content) <= max_chars else doc.content[:max_chars] + "…"
+        title = f"{doc.title}: " if doc.title else ""
+        lines.append(f"- ({when}) {title}{body}")
+    lines.append("(use doc_query to bring a document back into the conversation)")
+    return "\n".join(lines)

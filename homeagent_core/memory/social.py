@@ -1,0 +1,196 @@
+"""The social layer: people, their traits and their relations, over the graph store.
+
+A person is a graph entity of type ``person``. Relations between people are ordinary graph
+relations (so recall finds them); traits (``age``, ``birthday``, ``likes``) are key/value pairs
+in the ``person_traits`` table of the same database, one value per trait, because values such
+as ``25`` are not valid entity names. Plugins get this layer read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import unicodedata
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.memory.graph import Changes, check_name
+from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.types import Triple
+
+if TYPE_CHECKING:
+    from homeagent_core.memory.graph import GraphStore
+
+__all__ = ["PERSON_TYPE", "SocialGraph"]
+
+PERSON_TYPE = "person"
+TRAIT_MAX, VALUE_MAX = 50, 500
+
+
+def _clean(text: str, what: str, limit: int) -> str:
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise MemoryStoreError(f"{what} is empty")
+    if len(text) > limit:
+        raise MemoryStoreError(f"{what} is longer than {limit} characters ({len(text)})")
+    if any(unicodedata.category(c) == "Cc" for c in text):
+        raise MemoryStoreError(f"{what} contains control characters")
+    return text
+
+
+def _person_name(name: str) -> str:
+    name = name.strip() if isinstance(name, str) else ""
+    reason = check_name(name)
+    if reason is not None:
+        raise MemoryStoreError(f"invalid person name: {reason}")
+    return name
+
+
+class SocialGraph:
+    """People, traits and relations stored in a :class:`GraphStore`."""
+
+    def __init__(self, graph: GraphStore) -> None:
+        self.graph = graph
+
+    # -------------------------------------------------------------- writes
+
+    def set_trait(self, person: str, trait: str, value: str) -> None:
+        """Set (or replace) one trait of ``person``, creating the person if needed."""
+        name = _person_name(person)
+        trait = _clean(trait, "trait name", TRAIT_MAX)
+        value = _clean(value, "trait value", VALUE_MAX)
+
+        def run(conn: sqlite3.Connection, ch: Changes) -> None:
+            eid = self._ensure_person(conn, name)
+            ch.entities.add(eid)
+            conn.execute(
+                "INSERT INTO person_traits (entity_id, trait, value, updated_at) VALUES"
+                " (?, ?, ?, ?) ON CONFLICT (entity_id, trait) DO UPDATE SET"
+                " value = excluded.value, updated_at = excluded.updated_at",
+                (eid, trait, value, self.graph._clock()),
+            )
+
+        self.graph.write(run)
+
+    def _ensure_person(self, conn: sqlite3.Connection, name: str) -> int:
+        now = self.graph._clock()
+        row = conn.execute(
+            "INSERT INTO entities (name, type, mention_count, created_at, updated_at)"
+            " VALUES (?, ?, 1, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+            " type = ?, updated_at = excluded.updated_at RETURNING id",
+            (name, PERSON_TYPE, now, now, PERSON_TYPE),
+        ).fetchone()
+        return int(row[0])
+
+    def relate(self, person: str, relation: str, other: str, session: str = "") -> None:
+        """Record ``person --relation--> other`` between two people."""
+        a, b = _person_name(person), _person_name(other)
+        relation = _clean(relation, "relation", 50)
+        if a == b:
+            raise MemoryStoreError("a person cannot be related to themself; name two people")
+        result = self.graph.commit([Triple(a, relation, b, subject_type=PERSON_TYPE, object_type=PERSON_TYPE)], session)
+        if result.skipped:
+            raise MemoryStoreError(result.skipped[0])
+
+    # --------------------------------------------------------------- reads
+
+    def get_person(self, name: str) -> dict[str, Any] | None:
+        """``{name, type, mention_count, traits, relations[{person, relation, direction}]}``."""
+        row = self.graph.cache.entity(name.strip())
+        if row is None:
+            return None
+        traits = self.traits(row.name)
+        relations: list[dict[str, str]] = []
+        cache = self.graph.cache
+        with cache.lock:
+            for _u, v, key in cache.graph.out_edges(row.id, keys=True):
+                relations.append(
+                    {"person": cache.entities[v].name, "relation": cache.relations[key].type, "direction": "out"}
+                )
+            for u, _v, key in cache.graph.in_edges(row.id, keys=True):
+                relations.append(
+                    {"person": cache.entities[u].name, "relation": cache.relations[key].type, "direction": "in"}
+                )
+        return {
+            "name": row.name,
+            "type": row.type,
+            "mention_count": row.mention_count,
+            "traits": traits,
+            "relations": relations,
+        }
+
+    def traits(self, name: str) -> dict[str, str]:
+        return dict(
+            self.graph.read(
+                lambda conn: conn.execute(
+                    "SELECT t.trait, t.value FROM person_traits t JOIN entities e"
+                    " ON e.id = t.entity_id WHERE e.name = ? ORDER BY t.trait",
+                    (name.strip(),),
+                ).fetchall()
+            )
+        )
+
+    def get_trait(self, name: str, trait: str) -> str | None:
+        return self.traits(name).get(trait.strip())
+
+    def list_persons(self) -> list[str]:
+        cache = self.graph.cache
+        with cache.lock:
+            return sorted(e.name for e in cache.entities.values() if e.type == PERSON_TYPE)
+
+    def network(self, name: str, depth: int = 2) -> dict[str, Any]:
+        """People reachable from ``name`` within ``depth`` hops over relations between people.
+
+        Returns ``{center, people[{name, distance}], relations[{source, relation, target}]}``.
+
+        Raises:
+            MemoryStoreError: ``name`` is not a known person.
+        """
+        cache = self.graph.cache
+        with cache.lock:
+            start = cache.entity(name.strip())
+            if start is None or start.type != PERSON_TYPE:
+                raise MemoryStoreError(f"unknown person {name!r}; known people: {', '.join(self.list_persons()[:20])}")
+            dist = {start.id: 0}
+            queue = deque([start.id])
+            rels: dict[int, tuple[int, int]] = {}
+            while queue:
+                node = queue.popleft()
+                if dist[node] >= depth:
+                    continue
+                edges = list(cache.graph.out_edges(node, keys=True)) + list(cache.graph.in_edges(node, keys=True))
+                for u, v, key in edges:
+                    other = v if u == node else u
+                    if cache.entities[other].type != PERSON_TYPE:
+                        continue
+                    rels[key] = (u, v)
+                    if other not in dist:
+                        dist[other] = dist[node] + 1
+                        queue.append(other)
+            return {
+                "center": start.name,
+                "people": [
+                    {"name": cache.entities[p].name, "distance": d}
+                    for p, d in sorted(dist.items(), key=lambda kv: (kv[1], kv[0]))
+                    if p != start.id
+                ],
+                "relations": [
+                    {
+                        "source": cache.entities[u].name,
+                        "relation": cache.relations[k].type,
+                        "target": cache.entities[v].name,
+                    }
+                    for k, (u, v) in sorted(rels.items())
+                ],
+            }
+
+    # --------------------------------------------------------- async twins
+
+    async def aset_trait(self, person: str, trait: str, value: str) -> None:
+        await asyncio.to_thread(self.set_trait, person, trait, value)
+
+    async def arelate(self, person: str, relation: str, other: str, session: str = "") -> None:
+        await asyncio.to_thread(self.relate, person, relation, other, session)
+
+    async def aget_person(self, name: str) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.get_person, name)

@@ -1,0 +1,326 @@
+"""All memory layers of one agent, opened together and wired into the turn.
+
+:class:`MemorySystem` owns the embedding tiers, the media store, the graph (with its social
+layer, recall indexer and rule distiller), the document store, the working context, the
+conversation log and the knowledge base. It implements the kernel's ``TurnMemory`` protocol
+(the points of a turn where memory is written or read) and starts the heartbeats.
+
+Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
+so an input that was answered is never lost; the context is saved debounced and flushed on
+close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_sdk.types import MediaAttachment, StageContext
+
+if TYPE_CHECKING:
+    from homeagent_core.agent.context import RelevanceContext
+    from homeagent_core.agent.kernel import Kernel
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.embeddings.registry import TierSelection
+    from homeagent_core.knowledge import KnowledgeBase
+    from homeagent_core.memory.distill import RuleDistiller
+    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.heartbeat import Heartbeat
+    from homeagent_core.memory.indexer import MemoryIndexer
+    from homeagent_core.memory.media import MediaStore
+    from homeagent_core.memory.social import SocialGraph
+    from homeagent_core.memory.textlog import TextLog
+    from homeagent_sdk.embeddings import EmbeddingProvider
+
+__all__ = ["MemorySystem"]
+
+log = logging.getLogger(__name__)
+
+#: Channels whose turns are never remembered.
+UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
+RULE_DISTILL_INTERVAL_S = 600.0
+
+
+@dataclass
+class MemorySystem:
+    """The opened memory layers; build with :meth:`open`."""
+
+    data_dir: Path
+    tiers: TierSelection
+    media: MediaStore
+    graph: GraphStore
+    social: SocialGraph
+    indexer: MemoryIndexer
+    documents: DocumentStore
+    context: RelevanceContext
+    textlog: TextLog
+    knowledge: KnowledgeBase
+    distiller: RuleDistiller
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+    _current: dict[int, str] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: Path,
+        config: ConfigStore,
+        *,
+        extra_factories: dict[str, Any] | None = None,
+        embedder: EmbeddingProvider | None = None,
+    ) -> MemorySystem:
+        """Open every layer under ``<data>/memory`` and ``<data>/knowledge``.
+
+        ``embedder`` forces the dense space (tests, library use); otherwise the configured
+        tiers are tried best first and each unavailable one is reported once.
+        """
+        from homeagent_core.agent.context import RelevanceContext
+        from homeagent_core.embeddings.registry import ProviderRegistry, TierSelection, TierStatus
+        from homeagent_core.knowledge import KnowledgeBase
+        from homeagent_core.memory.distill import RuleDistiller
+        from homeagent_core.memory.documents import DocumentStore
+        from homeagent_core.memory.graph import GraphStore
+        from homeagent_core.memory.indexer import MemoryIndexer
+        from homeagent_core.memory.media import MediaStore
+        from homeagent_core.memory.social import SocialGraph
+        from homeagent_core.memory.textlog import TextLog
+
+        memory_dir = data_dir / "memory"
+        memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if embedder is not None:
+            status = TierStatus("dense", embedder.info.name, available=True, active=True)
+            tiers = TierSelection("dense", embedder, [status], dense=embedder)
+        else:
+            registry = ProviderRegistry()
+            for name, factory in (extra_factories or {}).items():
+                registry.add(name, factory, plugin="plugin")
+            provider = config.get("core.embeddings.provider")
+            dense_config = {"allow_download": config.get("core.embeddings.allow_download")}
+            if config.get("core.embeddings.model"):
+                dense_config["model"] = config.get("core.embeddings.model")
+            tiers = await registry.select(
+                dense=None if provider == "none" else provider,
+                dense_config=dense_config,
+                static_paths=config.get("core.agent.embedding_model_path"),
+            )
+        active = tiers.provider
+        image_space = tiers.dense if tiers.dense is not None and tiers.dense.supports("image") else None
+
+        def open_stores() -> tuple[Any, ...]:
+            media = MediaStore(
+                memory_dir / "media",
+                embedder=image_space,
+                max_blob_bytes=config.get("core.memory.media.max_blob_bytes"),
+                enabled=config.get("core.memory.media.enabled"),
+            )
+            graph = GraphStore(memory_dir / "graph.db", embedder=active)
+            documents = DocumentStore(memory_dir / "documents.db", embedder=active)
+            textlog = TextLog(memory_dir / "text")
+            knowledge = KnowledgeBase(data_dir / "knowledge", embedder=active)
+            return media, graph, documents, textlog, knowledge
+
+        media, graph, documents, textlog, knowledge = await asyncio.to_thread(open_stores)
+        context = RelevanceContext(
+            memory_dir / "context.json",
+            embedder=active,
+            documents=documents,
+            max_context_size=config.get("core.agent.max_context_size"),
+        )
+        distiller = await asyncio.to_thread(RuleDistiller, memory_dir / "raw", graph)
+        return cls(
+            data_dir=data_dir,
+            tiers=tiers,
+            media=media,
+            graph=graph,
+            social=SocialGraph(graph),
+            indexer=MemoryIndexer(graph),
+            documents=documents,
+            context=context,
+            textlog=textlog,
+            knowledge=knowledge,
+            distiller=distiller,
+        )
+
+    def attach(self, kernel: Kernel, config: ConfigStore) -> None:
+        """Register the memory tools with the kernel and start the heartbeats."""
+        from homeagent_core.knowledge_tools import knowledge_tools
+        from homeagent_core.memory.document_tools import document_tools
+        from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
+        from homeagent_core.memory.tools import memory_tools
+
+        def resolve_digest(ref: str) -> str | None:
+            try:
+                return self.media.resolve(ref)
+            except Exception:
+                return None
+
+        kernel.add_tools(
+            "memory",
+            memory_tools(
+                self.graph,
+                self.social,
+                self.indexer,
+                resolve_digest=resolve_digest,
+                text_purge=lambda contains: self.textlog.purge(contains=contains),
+                text_replace=self.textlog.edit,
+            ),
+        )
+        kernel.add_tools("memory", document_tools(self.documents, self.context, plugin="memory"))
+        kernel.add_tools("knowledge", knowledge_tools(self.knowledge, plugin="knowledge"))
+
+        async def ask_llm(prompt: str) -> str:
+            response = await kernel.provider.chat(
+                {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2048, "temperature": 0.2}
+            )
+            return str(response.get("content", ""))
+
+        async def submit_self_input(text: str) -> None:
+            await kernel.submit_self_input(text)
+
+        async def distill_context() -> int:
+            pruned = await self.context.prune("")
+            return len(pruned)
+
+        get = config.get
+        self.heartbeats = [
+            Heartbeat("distill", get("core.agent.distill_interval"), distill_context),
+            Heartbeat("rules", RULE_DISTILL_INTERVAL_S, self.distiller.adistill_once),
+            Heartbeat("archive", get("core.agent.archive_interval"), ArchiveJob(self.graph, _ColdDocs(self), ask_llm)),
+            Heartbeat("merge", get("core.agent.merge_interval"), MergeJob(self.graph, submit_self_input)),
+            Heartbeat("review", get("core.agent.review_interval"), ReviewJob(self.graph, ask_llm)),
+        ]
+        for heartbeat in self.heartbeats:
+            heartbeat.start()
+
+    async def aclose(self) -> None:
+        """Stop heartbeats, flush everything pending, close every store."""
+        for heartbeat in self.heartbeats:
+            await heartbeat.stop()
+        await self.context.aclose()
+        await asyncio.to_thread(self.distiller.flush)
+        await self.documents.aclose()
+        await self.graph.aclose()
+        await asyncio.to_thread(self.textlog.close)
+        await asyncio.to_thread(self.media.close)
+        await self.tiers.aclose()
+
+    # ------------------------------------------------------------------ TurnMemory
+
+    @staticmethod
+    def _remembered(ctx: StageContext) -> bool:
+        return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
+
+    async def record_input(self, ctx: StageContext, item: Any) -> None:
+        """Durably log the input, then add it to the working context."""
+        from homeagent_core.agent.context import ContextEvent
+
+        if not self._remembered(ctx):
+            return
+        for att in ctx.attachments:
+            if att.data and not att.digest:
+                record = await self.media.put(att.data, att.mime, name=att.name)
+                if record is not None:
+                    att.digest = record.digest
+        attachments = [MediaAttachment(digest=a.digest, mime=a.mime, name=a.name) for a in ctx.attachments] or None
+        await self.textlog.aappend("user", ctx.raw_message, channel=ctx.channel, source=ctx.source,
+                                   attachments=attachments)
+        cleaner = getattr(item, "cleaner", None)
+        event = await self.context.append(
+            ContextEvent(input=ctx.raw_message, kind="user", source=ctx.source, channel=ctx.channel,
+                         no_memory=ctx.no_memory),
+            channel_cleaner=cleaner,
+        )
+        self._current[id(ctx)] = event.id
+        self.distiller.add(ctx.raw_message, session=ctx.channel)
+
+    async def prune(self, ctx: StageContext) -> None:
+        if len(self.context) > self.context.max_context_size:
+            await self.context.prune(ctx.raw_message)
+
+    async def recall(self, ctx: StageContext) -> list[str]:
+        """System-prompt blocks: the graph index, related documents, knowledge hits."""
+        text = ctx.raw_message
+        blocks: list[str] = []
+        index = await self.indexer.build_context(text)
+        if index:
+            blocks.append(index)
+        hits = await self.documents.query(text, 3, touch=False)  # read-only injection
+        if hits:
+            from homeagent_core.memory.documents import format_related
+
+            blocks.append(format_related(hits))
+        if len(self.knowledge):
+            found = await self.knowledge.search(text, 2)
+            good = [h for h in found if h.score > 0.2]
+            if good:
+                lines = [f"- {h.entry.name}: {h.entry.content[:120]}" for h in good]
+                blocks.append("[相关知识]\n" + "\n".join(lines) + "\n（完整内容用 knowledge_search 查询）")
+        return blocks
+
+    async def record_output(self, ctx: StageContext) -> None:
+        """Log the reply durably and add it (with remembered tool outputs) to the context."""
+        from homeagent_core.agent.context import ContextEvent, ToolOutput
+
+        self._current.pop(id(ctx), None)
+        if not self._remembered(ctx):
+            return
+        await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent")
+        outputs = [ToolOutput(r.name, r.result) for r in ctx.tool_results if r.success]
+        await self.context.append(
+            ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
+                         tool_outputs=outputs)
+        )
+
+    async def timeline(self, ctx: StageContext, budget_tokens: int) -> list[dict[str, Any]]:
+        """Past messages for the prompt, oldest first, without the current input."""
+        current = self._current.get(id(ctx))
+        messages: list[dict[str, Any]] = []
+        for event in self.context.timeline(max_chars=max(0, int(budget_tokens))):
+            if event.id == current:
+                continue
+            stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(event.timestamp))
+            if event.kind == "agent":
+                messages.append({"role": "assistant", "content": event.response})
+            elif event.kind == "cold_storage":
+                text = "\n".join(t for t in (event.input, event.response) if t)
+                messages.append({"role": "system", "content": f"[取回的记忆 {stamp}] {text}"})
+            elif event.kind == "user":
+                messages.append({"role": "user", "content": event.input})
+        return messages
+
+    # ------------------------------------------------------------------ status
+
+    def status(self) -> dict[str, Any]:
+        """Counts and active tiers, for ``/api/v1/kernel`` and ``homeagent doctor``."""
+        stats = self.graph.cache.stats() if hasattr(self.graph.cache, "stats") else {}
+        return {
+            "embedding_tiers": self.tiers.to_dicts(),
+            "active_tier": self.tiers.tier,
+            "graph": stats,
+            "documents": len(self.documents),
+            "context_events": len(self.context),
+            "knowledge_entries": len(self.knowledge),
+            "media_blobs": len(self.media),
+        }
+
+
+@dataclass
+class _ColdDocs:
+    """The document store as the archive heartbeat sees it."""
+
+    memory: MemorySystem
+
+    async def cold_documents(self, older_than_s: float, max_reads: int, limit: int) -> list[Any]:
+        docs = await asyncio.to_thread(
+            self.memory.documents.find_cold, older_than=older_than_s, max_reads=max_reads, limit=limit
+        )
+        return [d.to_doc() for d in docs]
+
+    async def remove_document(self, doc_id: str) -> None:
+        await asyncio.to_thread(self.memory.documents.delete, [doc_id])

@@ -1,0 +1,279 @@
+"""Append-only conversation log: the durable record of every input and reply.
+
+One JSON object per line in ``<dir>/text-YYYYMMDD-NNN.jsonl``. :meth:`TextLog.append` writes
+the line, flushes and ``fsync``\\ s before returning, so the kernel can acknowledge a message
+only after it is on disk: a ``kill -9`` at any moment loses nothing that was acknowledged. A
+file rotates when the day changes or it passes ``max_bytes``. A line cut short by a crash (never
+acknowledged) is dropped when the log is reopened. ``edit`` and ``purge`` rewrite files
+atomically (tmp + fsync + rename); they serve the memory-maintenance tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.types import MediaAttachment, TextEvent
+
+__all__ = ["TextLog"]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^text-(\d{8})-(\d{3})\.jsonl$")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TextLog:
+    """The conversation log in ``directory``.
+
+    Args:
+        directory: ``<data>/memory/text``; created if missing.
+        max_bytes: rotate a file once it grows past this size.
+        rotate_daily: start a new file when the (local) day changes.
+    """
+
+    def __init__(
+        self, directory: str | Path, *, max_bytes: int = 16 * 1024 * 1024, rotate_daily: bool = True
+    ) -> None:
+        if max_bytes <= 0:
+            raise UsageError(f"TextLog max_bytes must be > 0, got {max_bytes}")
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self.rotate_daily = rotate_daily
+        self._lock = threading.Lock()
+        self._fh: Any = None
+        self._current: Path | None = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot create the conversation log folder {self.directory}: {exc}") from exc
+        for path in self.files():
+            self._repair_tail(path)
+
+    # -- files -----------------------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        """Log files, oldest first."""
+        found = [p for p in self.directory.iterdir() if _NAME.match(p.name)]
+        return sorted(found, key=lambda p: _NAME.match(p.name).groups())  # type: ignore[union-attr]
+
+    @staticmethod
+    def _repair_tail(path: Path) -> None:
+        """Cut a trailing partial line (a write interrupted by a crash, never acknowledged)."""
+        size = path.stat().st_size
+        if size == 0:
+            return
+        with open(path, "rb+") as fh:
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return
+            chunk = 4096
+            pos = size
+            while pos > 0:
+                start = max(0, pos - chunk)
+                fh.seek(start)
+                data = fh.read(pos - start)
+                idx = data.rfind(b"\n")
+                if idx >= 0:
+                    keep = start + idx + 1
+                    break
+                pos = start
+            else:
+                keep = 0
+            log.warning("conversation log %s: dropping %d bytes of an unfinished line", path, size - keep)
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _target(self, now: float) -> Path:
+        day = time.strftime("%Y%m%d", time.localtime(now))
+        files = self.files()
+        if files:
+            last = files[-1]
+            m = _NAME.match(last.name)
+            assert m is not None
+            same_day = m.group(1) == day or not self.rotate_daily
+            if same_day and last.stat().st_size < self.max_bytes:
+                return last
+            seq = int(m.group(2)) + 1 if m.group(1) == day else 0
+        else:
+            seq = 0
+        return self.directory / f"text-{day}-{seq:03d}.jsonl"
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        role: str,
+        content: str,
+        *,
+        channel: str = "",
+        source: str = "",
+        timestamp: float | None = None,
+        attachments: list[MediaAttachment] | None = None,
+    ) -> str:
+        """Write one record durably (flush + fsync); returns its id.
+
+        Raises:
+            UsageError: ``role`` is empty.
+            MemoryStoreError: the disk write failed (the message was NOT recorded).
+        """
+        if not role:
+            raise UsageError("a conversation log record needs a role (user, assistant, ...)")
+        ts = time.time() if timestamp is None else float(timestamp)
+        record: dict[str, Any] = {
+            "id": uuid.uuid4().hex[:16],
+            "role": role,
+            "content": content,
+            "timestamp": ts,
+        }
+        if channel:
+            record["channel"] = channel
+        if source:
+            record["source"] = source
+        if attachments:
+            record["attachments"] = [a.to_dict() for a in attachments]
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                target = self._target(ts)
+                if self._current != target:
+                    if self._fh is not None:
+                        self._fh.close()
+                    new = not target.exists()
+                    self._fh = open(target, "ab")  # noqa: SIM115 - kept open between appends
+                    self._current = target
+                    if new:
+                        _fsync_dir(self.directory)
+                self._fh.write(line)
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as exc:
+                raise MemoryStoreError(f"conversation log write to {self.directory} failed: {exc}") from exc
+        return str(record["id"])
+
+    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
+        """:meth:`append` in a worker thread (the fsync must not block the event loop)."""
+        return await asyncio.to_thread(lambda: self.append(role, content, **kwargs))
+
+    def _rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+        """Apply ``change`` to every record (None = delete); returns how many changed."""
+        changed = 0
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh, self._current = None, None
+            for path in self.files():
+                out: list[bytes] = []
+                touched = 0
+                with open(path, "rb") as fh:
+                    for raw in fh:
+                        try:
+                            rec = json.loads(raw)
+                        except ValueError:
+                            out.append(raw)
+                            continue
+                        new = change(dict(rec))
+                        if new is None:
+                            touched += 1
+                        elif new != rec:
+                            touched += 1
+                            out.append((json.dumps(new, ensure_ascii=False) + "\n").encode("utf-8"))
+                        else:
+                            out.append(raw)
+                if not touched:
+                    continue
+                tmp = path.with_name(path.name + ".tmp")
+                with open(tmp, "wb") as fh:
+                    fh.writelines(out)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                tmp.replace(path)
+                _fsync_dir(self.directory)
+                changed += touched
+        return changed
+
+    def edit(self, old: str, new: str) -> int:
+        """Replace the text ``old`` by ``new`` in every record's content; returns records changed.
+
+        Raises:
+            UsageError: ``old`` is empty.
+        """
+        if not old:
+            raise UsageError("edit needs the non-empty text to replace")
+
+        def change(rec: dict[str, Any]) -> dict[str, Any]:
+            content = rec.get("content", "")
+            if isinstance(content, str) and old in content:
+                rec["content"] = content.replace(old, new)
+            return rec
+
+        return self._rewrite(change)
+
+    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
+        """Delete records whose content contains ``contains`` or whose id is in ``ids``.
+
+        Raises:
+            UsageError: neither criterion was given.
+        """
+        if not contains and not ids:
+            raise UsageError("purge needs 'contains' text or a list of record ids")
+        wanted = set(ids or ())
+
+        def change(rec: dict[str, Any]) -> dict[str, Any] | None:
+            content = rec.get("content", "")
+            if rec.get("id") in wanted or (contains and isinstance(content, str) and contains in content):
+                return None
+            return rec
+
+        return self._rewrite(change)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def iter_records(self, *, since: float | None = None, until: float | None = None) -> Iterator[dict[str, Any]]:
+        """Raw records (with ``id`` and ``source``) in write order, optionally time-bounded."""
+        for path in self.files():
+            with open(path, "rb") as fh:
+                for number, raw in enumerate(fh, 1):
+                    try:
+                        rec = json.loads(raw)
+                        ts = float(rec["timestamp"])
+                    except (ValueError, KeyError, TypeError):
+                        log.warning("conversation log %s:%d is not a valid record; skipped", path, number)
+                        continue
+                    if since is not None and ts < since:
+                        continue
+                    if until is not None and ts > until:
+                        continue
+                    yield rec
+
+    def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
+        """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
+        for rec in self.iter_records(since=since, until=until):
+            yield TextEvent.from_dict(rec)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh, self._current = None, None

@@ -1,0 +1,395 @@
+"""Graph-memory and social tools the model can call (``memory_*`` and ``person_*``).
+
+:func:`memory_tools` returns :class:`~homeagent_sdk.types.ToolDef` objects with JSON schemas;
+the kernel registers them. Handlers take the arguments as keyword arguments, re-check them
+(the model may send anything), run store writes off the event loop and return JSON-able
+dicts. Every refusal is a :class:`~homeagent_sdk.errors.ToolError` whose message says what was
+wrong and what to do instead.
+
+Media: the model passes only digests (full or a unique prefix, e.g. 12 hex characters) in
+``media_digests``; ``resolve_digest`` (the media store's resolver, plugged in by the kernel)
+turns them into full digests. Digests that resolve to nothing are dropped with a note in the
+result, never failing the whole commit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.memory.graph import PURGE_CRITERIA
+from homeagent_sdk.errors import MemoryStoreError, ToolError
+from homeagent_sdk.types import ToolDef, Triple
+
+if TYPE_CHECKING:
+    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.indexer import MemoryIndexer
+    from homeagent_core.memory.social import SocialGraph
+
+__all__ = ["memory_tools"]
+
+MAX_TRIPLES = 50
+_SPLIT = re.compile(r"[,，、;；\n]+")
+_HEX = re.compile(r"^[0-9a-f]{4,64}$")
+
+_TRIPLE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "subject": {"type": "string", "description": "entity name, 2-50 characters"},
+        "relation": {"type": "string", "description": "relation type, e.g. 住在 / likes"},
+        "object": {"type": "string", "description": "entity name, 2-50 characters"},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "subject_type": {"type": "string", "description": "e.g. person, place"},
+        "object_type": {"type": "string"},
+    },
+    "required": ["subject", "relation", "object"],
+}
+
+
+def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or [],
+        "additionalProperties": False,
+    }
+
+
+def _text(value: Any, name: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise ToolError(f"argument {name!r} must be a string, got {type(value).__name__}")
+    value = value.strip()
+    if required and not value:
+        raise ToolError(f"argument {name!r} is empty; give a non-empty string")
+    return value
+
+
+def _int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ToolError(f"argument {name!r} must be an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def _triple(raw: Any, where: str) -> Triple:
+    if not isinstance(raw, dict):
+        raise ToolError(f"{where} must be an object with subject, relation and object")
+    missing = [k for k in ("subject", "relation", "object") if k not in raw]
+    if missing:
+        raise ToolError(f"{where} is missing {', '.join(missing)}")
+    confidence = raw.get("confidence", 1.0)
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+        raise ToolError(f"{where}.confidence must be a number from 0 to 1")
+    return Triple(
+        subject=_text(raw["subject"], f"{where}.subject"),
+        relation=_text(raw["relation"], f"{where}.relation"),
+        object=_text(raw["object"], f"{where}.object"),
+        confidence=float(confidence),
+        subject_type=_text(raw.get("subject_type"), f"{where}.subject_type", required=False),
+        object_type=_text(raw.get("object_type"), f"{where}.object_type", required=False),
+    )
+
+
+def memory_tools(
+    graph: GraphStore,
+    social: SocialGraph,
+    indexer: MemoryIndexer | None = None,
+    *,
+    resolve_digest: Callable[[str], str | None] | None = None,
+    session: Callable[[], str] | None = None,
+    text_purge: Callable[[str], Awaitable[int]] | None = None,
+    text_replace: Callable[[str, str], Awaitable[int]] | None = None,
+) -> list[ToolDef]:
+    """The ``memory_*`` and ``person_*`` tools bound to these stores.
+
+    ``resolve_digest`` maps a digest or unique prefix to a full digest (None when unknown);
+    without it media digests are dropped with a note. ``session`` returns the current session
+    id stamped on committed relations. ``text_purge(subject)`` / ``text_replace(old, new)``
+    let purges and edits also clean the conversation log; each returns lines changed.
+    """
+
+    def current_session() -> str:
+        return session() if session is not None else ""
+
+    async def memory_recall(query_intent: str, depth: int = 2) -> dict[str, Any]:
+        query = _text(query_intent, "query_intent")
+        depth = _int(depth, "depth", 1, 4)
+        keywords = [k.strip() for k in _SPLIT.split(query) if k.strip()]
+        result = await graph.arecall(keywords, query_text=query, depth=depth)
+        if indexer is not None:
+            indexer.mark_recalled(e.name for e in result.entities)
+        out = result.to_dict()
+        if not result.entities:
+            out["note"] = f"nothing in graph memory matches {query!r}; try other keywords or synonyms"
+        return out
+
+    async def memory_commit(
+        triples: list[Any],
+        sentence_text: str = "",
+        media_digests: list[Any] | None = None,
+    ) -> dict[str, Any]:
+        if not isinstance(triples, list) or not triples:
+            raise ToolError("argument 'triples' must be a non-empty array of triples")
+        if len(triples) > MAX_TRIPLES:
+            raise ToolError(f"at most {MAX_TRIPLES} triples per call; split the commit")
+        parsed = [_triple(t, f"triples[{i}]") for i, t in enumerate(triples)]
+        sentence = _text(sentence_text, "sentence_text", required=False)
+        notes: list[str] = []
+        digests: list[str] = []
+        for raw in media_digests or []:
+            if not isinstance(raw, str) or not _HEX.match(raw.strip().lower()):
+                notes.append(f"dropped media digest {raw!r}: not a hex digest")
+                continue
+            full = resolve_digest(raw.strip().lower()) if resolve_digest is not None else None
+            if full is None:
+                why = "not in the media store" if resolve_digest else "the media store is off"
+                notes.append(f"dropped media digest {raw!r}: {why}")
+            elif full not in digests:
+                digests.append(full)
+        for t in parsed:
+            t.sentence_text = sentence
+            t.media_digests = list(digests)
+        try:
+            result = await graph.acommit(parsed, current_session())
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        if result.added + result.refreshed == 0:
+            raise ToolError(
+                "nothing was committed: "
+                + "; ".join(result.skipped)
+                + ". Entity names need 2-50 characters with a letter or CJK character."
+            )
+        out = result.to_dict()
+        if notes:
+            out["notes"] = notes
+        return out
+
+    async def memory_merge(keep: str, drop: str) -> dict[str, Any]:
+        keep, drop = _text(keep, "keep"), _text(drop, "drop")
+        try:
+            counts = await graph.amerge(keep, drop)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        return {"merged": f"{drop} → {keep}", **counts}
+
+    async def memory_purge(criteria: dict[str, Any], mode: str = "soft") -> dict[str, Any]:
+        if not isinstance(criteria, dict):
+            raise ToolError("argument 'criteria' must be an object, e.g. {\"subject_contains\": …}")
+        if mode not in ("soft", "hard"):
+            raise ToolError(f"argument 'mode' must be 'soft' or 'hard', got {mode!r}")
+        try:
+            count = await graph.apurge(criteria, mode)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        if count == 0:
+            raise ToolError(
+                f"no relation matched {criteria}; nothing was purged. Use memory_recall to see "
+                "the stored names and relation types"
+            )
+        out: dict[str, Any] = {"purged": count, "mode": mode}
+        subject = criteria.get("subject_contains")
+        if text_purge is not None and isinstance(subject, str) and subject.strip():
+            out["text_lines_removed"] = await text_purge(subject.strip())
+        return out
+
+    async def memory_edit(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        old_t, new_t = _triple(old, "old"), _triple(new, "new")
+        try:
+            result = await graph.aedit(old_t.subject, old_t.relation, old_t.object, new_t, current_session())
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        out: dict[str, Any] = {"edited": True, **result.to_dict()}
+        if text_replace is not None and old_t.object != new_t.object:
+            out["text_lines_changed"] = await text_replace(old_t.object, new_t.object)
+        return out
+
+    async def memory_delete_entity(name: str) -> dict[str, Any]:
+        name = _text(name, "name")
+        try:
+            removed = await graph.adelete_entity(name)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        return {"deleted": name, "relations_removed": removed}
+
+    async def memory_introspect() -> dict[str, Any]:
+        return await graph.aintrospect()
+
+    def block_digest(value: Any, name: str) -> str:
+        prefix = _text(value, name).lower()
+        if not _HEX.match(prefix):
+            raise ToolError(f"argument {name!r} must be a hex digest or a prefix of one")
+        with graph.cache.lock:
+            found = sorted({b.digest for b in graph.cache.blocks.values() if b.digest.startswith(prefix)})
+        if not found:
+            raise ToolError(f"no media block with digest {prefix!r} in graph memory")
+        if len(found) > 1:
+            raise ToolError(f"digest prefix {prefix!r} is ambiguous; give more characters")
+        return found[0]
+
+    async def memory_block_merge(keep_digest: str, drop_digest: str) -> dict[str, Any]:
+        keep, drop = block_digest(keep_digest, "keep_digest"), block_digest(drop_digest, "drop_digest")
+        try:
+            moved = await graph.amerge_blocks(keep, drop)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        return {"kept": keep, "removed": drop, "edges_moved": moved}
+
+    async def person_query(name: str) -> dict[str, Any]:
+        name = _text(name, "name")
+        profile = await social.aget_person(name)
+        if profile is None:
+            known = social.list_persons()[:20]
+            raise ToolError(f"no person named {name!r} in memory; known people: {', '.join(known) or 'none'}")
+        return profile
+
+    async def person_set_trait(name: str, trait: str, value: str) -> dict[str, Any]:
+        name, trait, value = _text(name, "name"), _text(trait, "trait"), _text(value, "value")
+        try:
+            await social.aset_trait(name, trait, value)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        return {"person": name, "trait": trait, "value": value}
+
+    async def person_relate(person: str, relation: str, other: str) -> dict[str, Any]:
+        person, relation = _text(person, "person"), _text(relation, "relation")
+        other = _text(other, "other")
+        try:
+            await social.arelate(person, relation, other, current_session())
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+        return {"related": f"{person} -{relation}-> {other}"}
+
+    async def person_network(name: str, depth: int = 2) -> dict[str, Any]:
+        name, depth = _text(name, "name"), _int(depth, "depth", 1, 4)
+        try:
+            return social.network(name, depth)
+        except MemoryStoreError as exc:
+            raise ToolError(str(exc)) from None
+
+    criteria_schema = {
+        "type": "object",
+        "description": "all given criteria must match",
+        "properties": {
+            key: {"type": "number" if key in ("before", "max_confidence") else "string", "description": desc}
+            for key, desc in PURGE_CRITERIA.items()
+        },
+        "additionalProperties": False,
+        "minProperties": 1,
+    }
+    simple_triple = {
+        "type": "object",
+        "properties": {k: {"type": "string"} for k in ("subject", "relation", "object")},
+        "required": ["subject", "relation", "object"],
+    }
+    new_triple = dict(_TRIPLE_SCHEMA)
+    return [
+        ToolDef(
+            name="memory_recall",
+            description="检索图记忆 / recall from graph memory: keywords (comma-separated) → "
+            "related entities and relations with their source sentences and media digests.",
+            parameters=_obj(
+                {
+                    "query_intent": {"type": "string", "description": "keywords, comma-separated"},
+                    "depth": {"type": "integer", "minimum": 1, "maximum": 4, "default": 2},
+                },
+                ["query_intent"],
+            ),
+            handler=memory_recall,
+            parallel_safe=True,
+        ),
+        ToolDef(
+            name="memory_commit",
+            description="写入图记忆 / store facts as triples. Optional sentence_text is the "
+            "sentence they come from; media_digests (full or 12-hex prefixes) attach media to it.",
+            parameters=_obj(
+                {
+                    "triples": {"type": "array", "items": _TRIPLE_SCHEMA, "minItems": 1, "maxItems": MAX_TRIPLES},
+                    "sentence_text": {"type": "string"},
+                    "media_digests": {"type": "array", "items": {"type": "string"}},
+                },
+                ["triples"],
+            ),
+            handler=memory_commit,
+        ),
+        ToolDef(
+            name="memory_merge",
+            description="合并实体 / merge entity `drop` into `keep` (relations move, mentions add).",
+            parameters=_obj({"keep": {"type": "string"}, "drop": {"type": "string"}}, ["keep", "drop"]),
+            handler=memory_merge,
+        ),
+        ToolDef(
+            name="memory_purge",
+            description="删除匹配的关系 / purge relations matching criteria; mode soft (hidden, "
+            "kept on disk) or hard (deleted).",
+            parameters=_obj(
+                {"criteria": criteria_schema, "mode": {"type": "string", "enum": ["soft", "hard"], "default": "soft"}},
+                ["criteria"],
+            ),
+            handler=memory_purge,
+        ),
+        ToolDef(
+            name="memory_edit",
+            description="修改一条关系 / replace the relation `old` with `new`.",
+            parameters=_obj({"old": simple_triple, "new": new_triple}, ["old", "new"]),
+            handler=memory_edit,
+        ),
+        ToolDef(
+            name="memory_delete_entity",
+            description="删除实体及其所有关系 / delete an entity with all its relations.",
+            parameters=_obj({"name": {"type": "string"}}, ["name"]),
+            handler=memory_delete_entity,
+        ),
+        ToolDef(
+            name="memory_introspect",
+            description="查看记忆统计 / graph memory statistics.",
+            parameters=_obj({}),
+            handler=memory_introspect,
+            parallel_safe=True,
+        ),
+        ToolDef(
+            name="memory_block_merge",
+            description="合并重复的媒体块 / merge media block `drop_digest` into `keep_digest`.",
+            parameters=_obj(
+                {"keep_digest": {"type": "string"}, "drop_digest": {"type": "string"}},
+                ["keep_digest", "drop_digest"],
+            ),
+            handler=memory_block_merge,
+        ),
+        ToolDef(
+            name="person_query",
+            description="查询一个人的特征和关系 / a person's traits and relations.",
+            parameters=_obj({"name": {"type": "string"}}, ["name"]),
+            handler=person_query,
+            parallel_safe=True,
+        ),
+        ToolDef(
+            name="person_set_trait",
+            description="设置一个人的特征 / set one trait of a person (age, birthday, likes…).",
+            parameters=_obj(
+                {"name": {"type": "string"}, "trait": {"type": "string"}, "value": {"type": "string"}},
+                ["name", "trait", "value"],
+            ),
+            handler=person_set_trait,
+        ),
+        ToolDef(
+            name="person_relate",
+            description="记录两人之间的关系 / record `person -relation-> other`.",
+            parameters=_obj(
+                {"person": {"type": "string"}, "relation": {"type": "string"}, "other": {"type": "string"}},
+                ["person", "relation", "other"],
+            ),
+            handler=person_relate,
+        ),
+        ToolDef(
+            name="person_network",
+            description="某人的社交网络 / people around a person within `depth` hops.",
+            parameters=_obj(
+                {"name": {"type": "string"}, "depth": {"type": "integer", "minimum": 1, "maximum": 4, "default": 2}},
+                ["name"],
+            ),
+            handler=person_network,
+            parallel_safe=True,
+        ),
+    ]

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from homeagent_core.agent.context import ContextEvent, RelevanceContext, ToolOutput, text_for_vector
+from homeagent_core.memory.documents import DocumentStore
+from homeagent_sdk.errors import UsageError
+from homeagent_sdk.testing import FakeEmbedder
+
+
+def test_vector_text_follows_the_three_branch_rule():
+    assert text_for_vector(ContextEvent(input="q", response="a", kind="user")) == "q"
+    assert text_for_vector(ContextEvent(input="q", response="a", kind="agent")) == "a"
+    assert text_for_vector(ContextEvent(input="q", response="a", kind="cold_storage")) == "q a"
+
+
+def test_no_memory_cleaners_and_tool_outputs_shape_the_vector_text():
+    event = ContextEvent(
+        input="  hello\n\n world  ",
+        tool_outputs=[
+            ToolOutput("weather", "sunny  25C"),
+            ToolOutput("secret", "token=abc", no_memory=True),
+            ToolOutput("qq", "[CQ:at] hi", cleaner=lambda s: s.replace("[CQ:at]", "")),
+        ],
+    )
+    assert text_for_vector(event) == "hello world sunny 25C hi"
+    assert text_for_vector(event, channel_cleaner=str.upper).startswith("HELLO WORLD")
+    assert text_for_vector(event, channel_no_memory=True) == ""
+    assert text_for_vector(ContextEvent(input="x", no_memory=True)) == ""
+
+
+def test_unknown_event_kind_is_rejected():
+    with pytest.raises(UsageError, match="kind"):
+        ContextEvent(input="x", kind="robot")
+
+
+async def test_no_memory_event_keeps_its_text_but_gets_no_vector():
+    ctx = RelevanceContext(embedder=FakeEmbedder(32))
+    event = await ctx.append(ContextEvent(input="private", no_memory=True))
+    assert event.vector is None and event.input == "private"
+    event = await ctx.append(ContextEvent(input="public"))
+    assert event.vector is not None and event.fingerprint == ctx.embedder.info.fingerprint
+
+
+async def test_events_are_kept_in_timestamp_order():
+    ctx = RelevanceContext()
+    await ctx.append(ContextEvent(input="b", timestamp=20))
+    await ctx.append(ContextEvent(input="a", timestamp=10))
+    await ctx.append(ContextEvent(input="c", timestamp=30))
+    assert [e.input for e in ctx.events] == ["a", "b", "c"]
+    assert [e.input for e in ctx.timeline(max_chars=2)] == ["b", "c"]
+
+
+async def _filled(tmp_path, embedder, sources=None) -> tuple[RelevanceContext, DocumentStore]:
+    store = DocumentStore(tmp_path / "documents.db")
+    ctx = RelevanceContext(embedder=embedder, documents=store, max_context_size=14, protected=10)
+    topics = ["猫咪 吃 鱼", "股票 市场 下跌", "猫咪 睡觉", "天气 晴朗", "猫咪 玩 毛线", "足球 比赛"]
+    for i in range(20):
+        source = sources[i] if sources else "webui"
+        await ctx.append(ContextEvent(input=f"{topics[i % 6]} {i}", source=source, timestamp=100.0 + i))
+    return ctx, store
+
+
+@pytest.mark.parametrize("embedder", [None, FakeEmbedder(64)], ids=["lexical", "dense"])
+async def test_prune_keeps_newest_ten_and_the_most_relevant_rest(tmp_path, embedder):
+    ctx, store = await _filled(tmp_path, embedder)
+    pruned = await ctx.prune("猫咪")
+    kept = ctx.events
+    assert len(kept) == 14 and len(pruned) == 6
+    assert [e.timestamp for e in kept[-10:]] == [110.0 + i for i in range(10)]
+    older = kept[:-10]
+    assert all("猫咪" in e.input for e in older)
+    assert [e.timestamp for e in kept] == sorted(e.timestamp for e in kept)
+    assert await ctx.prune("猫咪") == []
+    store.close()
+
+
+async def test_pruned_events_are_archived_with_original_timestamps(tmp_path):
+    ctx, store = await _filled(tmp_path, FakeEmbedder(64))
+    pruned = await ctx.prune("猫咪")
+    docs = store.all()
+    assert sorted((d.created_at, d.content) for d in docs) == sorted(
+        (e.timestamp, e.input) for e in pruned
+    )
+    assert {d.source for d in docs} == {"context_archived"}
+    assert {d.meta["source"] for d in docs} == {"webui"}
+    store.close()
+
+
+async def test_agentcli_and_terminal_events_are_not_archived(tmp_path):
+    sources = ["terminal", "agentcli", "webui", "webui"] * 5
+    ctx, store = await _filled(tmp_path, None, sources)
+    pruned = await ctx.prune("猫咪")
+    archived = {d.meta["event_id"] for d in store.all()}
+    assert archived == {e.id for e in pruned if e.source == "webui"}
+    assert any(e.source in ("terminal", "agentcli") for e in pruned)
+    store.close()
+
+
+async def test_window_is_saved_after_the_debounce_and_reloaded(tmp_path):
+    path = tmp_path / "memory" / "context.json"
+    ctx = RelevanceContext(path, embedder=FakeEmbedder(32), debounce=0.05)
+    await ctx.append(ContextEvent(input="我叫小王", source="webui", channel="webui", timestamp=1.0))
+    await ctx.append(ContextEvent(response="你好", kind="agent", timestamp=2.0))
+    assert ctx.save_pending
+    async with asyncio.timeout(5):
+        while ctx.save_pending or not path.exists():
+            await asyncio.sleep(0.01)
+    again = RelevanceContext(path, embedder=FakeEmbedder(32))
+    assert [(e.input, e.response, e.kind) for e in again.events] == [
+        ("我叫小王", "", "user"),
+        ("", "你好", "agent"),
+    ]
+    assert again.events[0].vector is not None
+    assert (again.events[0].vector == ctx.events[0].vector).all()
+
+
+async def test_aclose_writes_pending_changes(tmp_path):
+    path = tmp_path / "context.json"
+    ctx = RelevanceContext(path, debounce=3600)
+    await ctx.append(ContextEvent(input="remember me"))
+    assert not path.exists()
+    await ctx.aclose()
+    assert [e.input for e in RelevanceContext(path).events] == ["remember me"]
+
+
+def test_a_truncated_file_loads_every_complete_event(tmp_path, caplog):
+    path = tmp_path / "context.json"
+    ctx = RelevanceContext(path)
+    ctx._events = [ContextEvent(input=f"event {i}", timestamp=float(i)) for i in range(5)]
+    ctx.flush()
+    raw = path.read_text()
+    path.write_text(raw[: raw.index("event 4") - 20])
+    loaded = RelevanceContext(path)
+    assert [e.input for e in loaded.events] == [f"event {i}" for i in range(4)]
+    assert "damaged" in caplog.text
+
+
+def test_invalid_events_are_dropped_and_counted(tmp_path, caplog):
+    path = tmp_path / "context.json"
+    good = ContextEvent(input="ok", timestamp=1.0).to_dict()
+    path.write_text(json.dumps({"version": 1, "events": [good, {"input": "no id"}, "junk"]}))
+    loaded = RelevanceContext(path)
+    assert [e.input for e in loaded.events] == ["ok"]
+    assert loaded.dropped_on_load == 2
+    assert "dropped event" in caplog.text

@@ -1,0 +1,176 @@
+"""The kernel's library surface: ask, stream, de-dup, backpressure, self-inputs, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from homeagent_core.agent import InputQueueFull, KernelSettings
+from homeagent_core.agent.loop import AgentClosed
+from homeagent_sdk import hookimpl
+from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
+from homeagent_sdk.errors import ConfigValueError, UsageError
+
+MakeKernel = Any
+
+
+async def test_ask_returns_a_reply_whose_str_is_the_text(make_kernel: MakeKernel) -> None:
+    kernel = await make_kernel(model=FakeModel([FakeReply(content="答案", reasoning="想", usage={"total": 7})]))
+    reply = await kernel.ask("问题")
+    assert str(reply) == "答案" and reply.text == "答案"
+    assert reply.usage == {"total": 7} and reply.reasoning_content == "想"
+    assert reply.to_dict()["content"] == "答案"
+
+
+async def test_stream_yields_deltas_that_add_up_to_the_reply(make_kernel: MakeKernel) -> None:
+    model = FakeModel(
+        [ToolCallReply("get_plugin_tools", {"plugin": "kernel"}, text="我看看。"), "一二三四五六七八九十"], chunk_size=3
+    )
+    kernel = await make_kernel(model=model)
+    deltas = [d async for d in kernel.stream("数到十")]
+    assert "".join(deltas) == "我看看。一二三四五六七八九十"
+    assert len(deltas) > 3
+
+
+async def test_stream_does_not_repeat_text_after_a_provider_reset(make_kernel: MakeKernel) -> None:
+    kernel = await make_kernel(model=FakeModel([FakeReply(content="hello world", reset_after=5)], chunk_size=4))
+    assert "".join([d async for d in kernel.stream("hi")]) == "hello world"
+
+
+async def test_stream_of_a_short_circuited_turn_yields_the_reply(make_kernel: MakeKernel) -> None:
+    class Canned:
+        name = "canned"
+
+        @hookimpl
+        def on_input(self, ctx: Any) -> None:
+            ctx.response = "canned answer"
+
+    kernel = await make_kernel(Canned())
+    assert [d async for d in kernel.stream("x")] == ["canned answer"]
+
+
+async def test_stream_raises_what_the_turn_raised(make_kernel: MakeKernel) -> None:
+    kernel = await make_kernel(model=FakeModel([RuntimeError("model exploded")]))
+    with pytest.raises(RuntimeError, match="model exploded"):
+        async for _ in kernel.stream("x"):
+            pass
+
+
+async def test_identical_consecutive_inputs_are_answered_once_and_marked_skipped(make_kernel: MakeKernel) -> None:
+    model = FakeModel([FakeReply(content="只回答一次", delay=0.05)], default="second model call")
+    kernel = await make_kernel(model=model)
+    cli = kernel.io_for("cli")
+    first, second = await asyncio.gather(
+        cli.inject_input_sync("重复的话", "cli", timeout=5), cli.inject_input_sync("重复的话", "cli", timeout=5)
+    )
+    assert (str(first), first.skipped) == ("只回答一次", False)
+    assert (str(second), second.skipped) == ("只回答一次", True)
+    third = await cli.inject_input_sync("重复的话", "cli", timeout=5)  # right after: still a duplicate
+    assert third.skipped and model.calls == 1
+
+
+async def test_a_full_queue_rejects_inputs_with_a_clear_error(make_kernel: MakeKernel) -> None:
+    model = FakeModel([FakeReply(hang=True)], default="ok")
+    kernel = await make_kernel(model=model, settings=KernelSettings(queue_capacity=2))
+    await kernel.io.inject_text("running", "cli")
+    await model.wait_started(1)
+    await kernel.io.inject_text("one", "cli")
+    await kernel.io.inject_text("two", "cli")
+    with pytest.raises(InputQueueFull, match="2 inputs waiting"):
+        await kernel.io.inject_text("three", "cli")
+    assert kernel.status()["rejected_inputs"] == 1
+
+
+async def test_self_inputs_run_on_the_consolidation_channel_without_memory(
+    make_kernel: MakeKernel, events: Any
+) -> None:
+    model = FakeModel(["合并：是"])
+    kernel = await make_kernel(model=model, events=events)
+    reply = await asyncio.wait_for(kernel.submit_self_input("小王 和 王小 是同一个人吗？"), 5)
+    assert reply == "合并：是" and reply.channel == "_consolidation_"
+    tools = {t["function"]["name"] for t in model.requests[0]["tools"]}
+    assert "spawn_child" not in tools and not any(t.startswith("output_send__") for t in tools)
+    assert len(kernel.timeline) == 0
+    await kernel.bus.drain()
+    assert events.named("agent_output") == []
+
+
+async def test_inputs_before_start_and_bad_settings_are_refused_clearly(make_kernel: MakeKernel) -> None:
+    kernel = await make_kernel(start=False)
+    with pytest.raises(UsageError, match=r"await kernel\.start"):
+        await kernel.ask("too early")
+    with pytest.raises(ConfigValueError, match="max_tool_turns must be > 0"):
+        KernelSettings(max_tool_turns=0)
+
+
+async def test_aclose_fails_waiting_inputs_and_cancels_the_running_turn(make_kernel: MakeKernel) -> None:
+    model = FakeModel([FakeReply(hang=True)], default="never")
+    kernel = await make_kernel(model=model)
+    running = asyncio.ensure_future(kernel.ask("running"))
+    await model.wait_started(1)
+    waiting = asyncio.ensure_future(kernel.io_for("other").inject_input_sync("waiting", "cli"))
+    await asyncio.sleep(0)
+    await kernel.aclose()
+    for fut in (running, waiting):
+        with pytest.raises(AgentClosed):
+            await asyncio.wait_for(fut, 5)
+    assert model.cancelled == 1
+
+
+async def test_kernel_tools_describe_plugins_and_channels(make_kernel: MakeKernel) -> None:
+    class Plugin:
+        name = "notes"
+
+        @hookimpl
+        def register_tools(self, registry: Any) -> None:
+            def note_add(text: str) -> str:
+                """Add a note to the notebook."""
+                return "ok"
+
+            registry.add(note_add)
+
+    model = FakeModel(
+        [
+            ToolCallReply(calls=[("get_plugin_tools", {"plugin": "notes"}), ("get_plugin_tools", {"plugin": "nope"})]),
+            "done",
+        ]
+    )
+    kernel = await make_kernel(Plugin(), model=model)
+    reply = await kernel.ask("what can notes do")
+    ok, bad = reply.tool_results
+    assert '"name": "note_add"' in ok.result and '"required": ["text"]' in ok.result
+    assert not bad.success and "unknown plugin 'nope'" in bad.result
+    system = model.requests[0]["messages"][0]["content"]
+    assert "- notes (1 tools): Add a note to the notebook." in system
+    assert "get_plugin_tools(plugin)" in system
+
+
+async def test_llm_source_tools_exist_when_the_provider_can_switch_sources(make_kernel: MakeKernel) -> None:
+    class Switchable(FakeModel):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.active = "deepseek"
+
+        def list_sources(self) -> list[dict[str, Any]]:
+            return [
+                {"name": "deepseek", "active": self.active == "deepseek"},
+                {"name": "local", "active": self.active == "local"},
+            ]
+
+        async def set_source(self, name: str) -> None:
+            if name not in ("deepseek", "local"):
+                raise ValueError(f"unknown source {name!r}")
+            self.active = name
+
+    model = Switchable(
+        [ToolCallReply("llm_list_sources"), ToolCallReply("llm_set_source", {"name": "local"}), "switched"]
+    )
+    kernel = await make_kernel(model=model)
+    reply = await kernel.ask("switch to local")
+    listed, switched = reply.tool_results
+    assert '"name": "local"' in listed.result
+    assert switched.result == "已切换到 LLM 源 local" and model.active == "local"
+    plain = await make_kernel(model=FakeModel())
+    assert "llm_set_source" not in plain.tools

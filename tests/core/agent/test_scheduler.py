@@ -1,0 +1,202 @@
+"""Scheduler semantics: queued vs interrupts, preemption, cooldown, starvation, stop, de-dup,
+backpressure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from homeagent_core.agent.scheduler import InputItem, InputQueueFull, Scheduler
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTurn:
+    """Stands in for the running turn."""
+
+    def __init__(self, level: int = 0, accepting: bool = True) -> None:
+        self.level = level
+        self.accepting = accepting
+        self.injected: list[InputItem] = []
+        self.stopped = False
+
+    def accepts_interrupts(self) -> bool:
+        return self.accepting
+
+    def interrupt(self, item: InputItem) -> None:
+        self.injected.append(item)
+        self.level = max(self.level, item.level)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def item(text: str, level: int = 0, source: str = "user", channel: str = "cli") -> InputItem:
+    return InputItem(text=text, channel=channel, source=source, level=level)
+
+
+def drain(s: Scheduler) -> list[str]:
+    out = []
+    while (i := s.pop()) is not None:
+        out.append(i.text)
+    return out
+
+
+def test_queued_inputs_run_first_in_first_out() -> None:
+    s = Scheduler()
+    for t in ("a", "b", "c"):
+        s.submit(item(t))
+    assert drain(s) == ["a", "b", "c"]
+
+
+def test_interrupts_run_before_queued_inputs_highest_level_first() -> None:
+    s = Scheduler()
+    s.submit(item("queued"))
+    s.submit(item("l1", 1, source="timer"))
+    s.submit(item("l3", 3, source="alarm"))
+    s.submit(item("l2", 2, source="qq"))
+    assert drain(s) == ["l3", "l2", "l1", "queued"]
+
+
+def test_strictly_higher_interrupt_preempts_the_running_turn() -> None:
+    s = Scheduler(clock=Clock())
+    s.running = turn = FakeTurn(level=0)
+    s.submit(item("urgent", 2, source="timer"))
+    assert [i.text for i in turn.injected] == ["urgent"]
+    assert len(s) == 0
+
+
+def test_equal_level_interrupt_does_not_preempt_and_waits_its_turn() -> None:
+    clock = Clock()
+    s = Scheduler(clock=clock)
+    s.running = turn = FakeTurn(level=2)
+    s.submit(item("same", 2, source="timer"))
+    assert turn.injected == []
+    assert drain(s) == ["same"]
+
+
+def test_preemption_cooldown_queues_a_second_higher_interrupt() -> None:
+    clock = Clock()
+    s = Scheduler(clock=clock, cooldown=2.0)
+    s.running = turn = FakeTurn(level=0)
+    s.submit(item("first", 1, source="a"))
+    s.submit(item("second", 3, source="b"))  # higher, but within 2 s of the first
+    assert [i.text for i in turn.injected] == ["first"]
+    assert drain(s) == ["second"]
+    clock.now += 2.5
+    s.submit(item("third", 4, source="c"))
+    assert [i.text for i in turn.injected] == ["first", "third"]
+
+
+def test_a_turn_past_its_tool_loop_does_not_take_interrupts() -> None:
+    s = Scheduler(clock=Clock())
+    s.running = turn = FakeTurn(level=0, accepting=False)
+    s.submit(item("late", 2, source="timer"))
+    assert turn.injected == []
+    assert drain(s) == ["late"]
+
+
+def test_inputs_passed_over_again_and_again_are_promoted_at_most_two_levels() -> None:
+    s = Scheduler(promote_after=3)
+    s.submit(item("queued"))
+    picked = []
+    for n in range(3):
+        s.submit(item(f"l1-{n}", 1, source=f"b{n}"))
+        picked.append(s.pop().text)  # type: ignore[union-attr]
+    # passed over three times: the queued input now ranks like an L1 interrupt, and is older
+    s.submit(item("l1-late", 1, source="c"))
+    picked.append(s.pop().text)  # type: ignore[union-attr]
+    assert picked == ["l1-0", "l1-1", "l1-2", "queued"]
+    assert InputItem(text="x", channel="c", level=3, passed_over=99).effective_level(3) == 4
+    assert InputItem(text="x", channel="c", level=0, passed_over=99).effective_level(3) == 2
+
+
+def test_stop_short_circuits_only_what_was_queued_at_that_moment() -> None:
+    s = Scheduler()
+    s.running = turn = FakeTurn()
+    s.submit(item("a"))
+    s.submit(item("b", source="other"))
+    assert s.stop() == 2
+    assert turn.stopped
+    s.submit(item("after", source="third"))
+    picked = [s.pop() for _ in range(3)]
+    assert [(i.text, i.stopped) for i in picked if i] == [("a", True), ("b", True), ("after", False)]
+
+
+def test_repeated_stops_take_the_latest_snapshot_not_the_sum() -> None:
+    s = Scheduler()
+    s.submit(item("a"))
+    s.stop()
+    s.stop()
+    s.submit(item("b", source="x"))
+    picked = [s.pop(), s.pop()]
+    assert [i.stopped for i in picked if i] == [True, False]
+
+
+def test_full_ready_queue_rejects_with_backpressure_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    s = Scheduler(capacity=256)
+    for n in range(256):
+        s.submit(item(f"m{n}", source=f"s{n}"))
+    caplog.set_level(logging.WARNING)
+    for n in range(3):
+        with pytest.raises(InputQueueFull, match="256 inputs waiting"):
+            s.submit(item(f"over{n}", source="late"))
+    assert s.rejected == 3
+    assert sum("input queue full" in r.message for r in caplog.records) == 1
+    s.pop()
+    s.submit(item("fits again", source="late"))
+    assert any("has room again" in r.message for r in caplog.records)
+
+
+async def test_consecutive_identical_inputs_from_one_source_are_deduplicated() -> None:
+    s = Scheduler()
+    loop = asyncio.get_running_loop()
+    first = item("同一句话")
+    first.reply = loop.create_future()
+    s.submit(first)
+    second = item("同一句话")
+    second.reply = loop.create_future()
+    s.submit(second)
+    assert second.skipped and len(s) == 1
+    other_source = s.submit(item("同一句话", source="someone-else"))
+    assert not other_source.skipped
+    first.reply.set_result("答复")
+    assert await asyncio.wait_for(second.reply, 1) == "答复"
+
+
+def test_identical_input_after_the_dedup_window_runs_again() -> None:
+    clock = Clock()
+    s = Scheduler(clock=clock, dedup_window=10.0)
+    first = s.submit(item("again"))
+    s.pop()
+    first.result = "done"
+    s.finished(first)
+    clock.now += 5
+    assert s.submit(item("again")).skipped
+    clock.now += 20
+    assert not s.submit(item("again")).skipped
+
+
+def test_an_input_that_failed_is_not_deduplicated() -> None:
+    s = Scheduler()
+    first = s.submit(item("retry me"))
+    s.pop()
+    first.result = RuntimeError("model down")
+    s.finished(first)
+    assert not s.submit(item("retry me")).skipped
+
+
+async def test_self_inputs_wait_until_no_user_input_is_ready() -> None:
+    s = Scheduler()
+    s.submit_self(InputItem(text="merge entities", channel="_consolidation_"))
+    s.submit(item("user"))
+    assert (await s.next()).text == "user"
+    assert (await s.next()).text == "merge entities"

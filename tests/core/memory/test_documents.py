@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from homeagent_core.memory.documents import Document, DocumentStore, format_related
+from homeagent_core.memory.lexical import LexicalIndex, char_ngrams
+from homeagent_sdk.errors import UsageError
+from homeagent_sdk.testing import FakeEmbedder
+
+TURNS = [
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That's great! I painted a sunrise over the lake last week.",
+    "Caroline: The transgender stories there were really inspiring.",
+    "Melanie: My kids loved the camping trip to the mountains.",
+    "Caroline: I'm researching adoption agencies for the future.",
+]
+
+
+async def make_store(tmp_path, embedder=None, **kw) -> DocumentStore:
+    store = DocumentStore(tmp_path / "documents.db", embedder, **kw)
+    await store.add_many(
+        [Document(content=t, source="chat", created_at=1000.0 + i) for i, t in enumerate(TURNS)]
+    )
+    return store
+
+
+def test_char_ngrams_stay_inside_words_and_lowercase():
+    grams = char_ngrams("Hi, Mel")
+    assert " h" in grams and "hi " in grams and " mel" in grams and "mel " in grams
+    assert not any("," in g for g in grams)
+    assert "i m" not in grams
+
+
+async def test_lexical_query_finds_partial_word_forms(tmp_path):
+    store = await make_store(tmp_path, neighbour_weight=0.0)
+    hits = await store.query("When did Melanie paint?", 1)
+    assert hits[0].document.content == TURNS[1]
+    hits = await store.query("adoption agency research", 2)
+    assert hits[0].document.content == TURNS[4]
+    store.close()
+
+
+async def test_dense_and_lexical_paths_are_fused(tmp_path):
+    store = await make_store(tmp_path, FakeEmbedder(64), neighbour_weight=0.0)
+    assert store.stats()["dense_rows"] == len(TURNS)
+    hits = await store.query("camping trip mountains", 3)
+    assert hits[0].document.content == TURNS[3]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    store.close()
+
+
+async def test_neighbouring_turns_share_part_of_a_match(tmp_path):
+    plain = await make_store(tmp_path / "a", neighbour_weight=0.0)
+    linked = await make_store(tmp_path / "b", neighbour_weight=0.5)
+    q = "sunrise lake"
+    score_plain = {h.document.content: h.score for h in await plain.query(q, 5)}
+    score_linked = {h.document.content: h.score for h in await linked.query(q, 5)}
+    # each turn receives half of its neighbours' own scores, nothing from further away.
+    for i, turn in enumerate(TURNS):
+        neighbours = sum(score_plain.get(TURNS[j], 0.0) for j in (i - 1, i + 1) if 0 <= j < len(TURNS))
+        expected = score_plain.get(turn, 0.0) + 0.5 * neighbours
+        assert score_linked.get(turn, 0.0) == pytest.approx(expected, rel=1e-5)
+    assert score_linked[TURNS[2]] > score_plain.get(TURNS[2], 0.0)
+    plain.close()
+    linked.close()
+
+
+async def test_documents_of_other_sources_or_far_apart_are_not_neighbours(tmp_path):
+    store = DocumentStore(tmp_path / "d.db", neighbour_weight=0.5, neighbour_window=60)
+    await store.add_many(
+        [
+            Document(content="zebra stripes are unique", source="a", created_at=0),
+            Document(content="unrelated words here", source="b", created_at=1),
+            Document(content="other words again", source="a", created_at=10_000),
+        ]
+    )
+    hits = await store.query("zebra", 5)
+    assert [h.document.content for h in hits] == ["zebra stripes are unique"]
+    store.close()
+
+
+async def test_query_results_and_timestamps_survive_a_restart(tmp_path):
+    store = await make_store(tmp_path, FakeEmbedder(64))
+    before = [(h.document.id, round(h.score, 5)) for h in await store.query("support group", 3, touch=False)]
+    store.close()
+    reopened = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64))
+    after = [(h.document.id, round(h.score, 5)) for h in await reopened.query("support group", 3, touch=False)]
+    assert after == before
+    assert sorted(d.created_at for d in reopened.all()) == [1000.0 + i for i in range(5)]
+    reopened.close()
+
+
+async def test_store_reopened_without_snapshot_after_a_crash_rebuilds_the_index(tmp_path):
+    store = await make_store(tmp_path)
+    store.flush()
+    extra = await store.add("Melanie: pottery class made a bowl", source="chat", created_at=2000)
+    store.delete([store.all()[0].id])
+    before = [h.document.id for h in await store.query("pottery bowl support", 5, touch=False)]
+    # no close(): the snapshot is older than the database, as after kill -9
+    store._db.close()
+    reopened = DocumentStore(tmp_path / "documents.db")
+    after = [h.document.id for h in await reopened.query("pottery bowl support", 5, touch=False)]
+    assert after == before and extra.id in after
+    reopened._db.close()
+    (tmp_path / "documents.db.lex.npz").unlink()
+    rebuilt = DocumentStore(tmp_path / "documents.db")
+    assert [h.document.id for h in await rebuilt.query("pottery bowl support", 5, touch=False)] == before
+    rebuilt.close()
+
+
+async def test_delete_removes_a_document_from_both_paths(tmp_path):
+    store = await make_store(tmp_path, FakeEmbedder(64))
+    target = next(d for d in store.all() if "camping" in d.content)
+    assert store.delete([target.id]) == 1
+    assert target.id not in store
+    hits = await store.query("camping trip mountains", 5)
+    assert target.id not in {h.document.id for h in hits}
+    assert store.stats()["dense_rows"] == len(TURNS) - 1
+    store.close()
+
+
+async def test_consume_returns_and_deletes_the_hits(tmp_path):
+    store = await make_store(tmp_path)
+    hits = await store.consume("adoption agencies", 1)
+    assert hits[0].document.content == TURNS[4]
+    assert len(store) == len(TURNS) - 1
+    assert store.get(hits[0].document.id) is None
+    store.close()
+
+
+async def test_find_cold_lists_old_rarely_read_documents(tmp_path):
+    store = await make_store(tmp_path)
+    for _ in range(3):
+        await store.query("adoption agencies", 1)
+    cold = store.find_cold(older_than=3600, now=1000.0 + 4 + 3600 * 2)
+    contents = {d.content for d in cold}
+    assert TURNS[0] in contents and TURNS[4] not in contents
+    store.close()
+
+
+async def test_vectors_of_another_space_are_reembedded(tmp_path):
+    store = await make_store(tmp_path, FakeEmbedder(32, name="old"))
+    store.close()
+    new = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
+    assert new.stale_count == len(TURNS) and new.stats()["dense_rows"] == 0
+    assert await new.reembed_stale() == len(TURNS)
+    assert new.stats()["dense_rows"] == len(TURNS)
+    new.close()
+    again = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
+    assert again.stale_count == 0
+    again.close()
+
+
+async def test_empty_documents_and_duplicate_ids_are_rejected(tmp_path):
+    store = DocumentStore(tmp_path / "d.db")
+    with pytest.raises(UsageError, match="non-empty"):
+        await store.add("   ")
+    doc = await store.add("hello")
+    with pytest.raises(UsageError, match="already exists"):
+        await store.add_many([Document(content="x", id=doc.id)])
+    store.close()
+    with pytest.raises(UsageError, match="closed"):
+        await store.add("after close")
+
+
+def test_lexical_index_merge_and_snapshot_keep_the_same_scores(tmp_path):
+    texts = [f"document number {i} talks about topic {i % 7} and colour {i % 3}" for i in range(300)]
+    index = LexicalIndex()
+    for slot, text in enumerate(texts):
+        index.add(slot, text)
+    from homeagent_core.memory.lexical import term_counts
+
+    index.remove(5, term_counts(texts[5])[0])
+    before = index.scores("topic 3 colour 1")
+    index.merge()
+    assert np.allclose(index.scores("topic 3 colour 1"), before)
+    index.save(tmp_path / "lex.npz", watermark=299)
+    alive = np.array([s for s in range(300) if s != 5], dtype=np.int64)
+    loaded, watermark = LexicalIndex.load(tmp_path / "lex.npz", alive)
+    assert watermark == 299 and len(loaded) == 299
+    assert np.allclose(loaded.scores("topic 3 colour 1")[:300], before[:300])
+    assert before[5] == 0
+
+
+def test_related_block_is_empty_without_hits():
+    assert format_related([]) == ""

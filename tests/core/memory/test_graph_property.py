@@ -1,0 +1,129 @@
+"""Property test: the networkx mirror always equals what SQLite holds, also after a reopen."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from homeagent_core.memory.graph import GraphStore
+from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.types import Triple
+
+VALID = ["小王", "杭州", "浙江省", "Alice", "Bob"]
+# Valid names dominate so most operations do something; a few break the name rules.
+NAMES = VALID * 4 + ["x", "a\x00b", "42"]
+RELATIONS = ["住在", "喜欢", "认识"] * 3 + [""]
+SESSIONS = ["", "s1"]
+DIGESTS = ["a" * 64, "b" * 64, "short"]
+
+names = st.sampled_from(NAMES)
+triples = st.builds(
+    Triple,
+    subject=names,
+    relation=st.sampled_from(RELATIONS),
+    object=names,
+    confidence=st.sampled_from([0.2, 0.9, 1.0, 1.0, 1.0, 1.5]),
+    subject_type=st.sampled_from(["", "person"]),
+    sentence_text=st.sampled_from(["", "小王住在杭州", "Alice likes coffee"]),
+    media_digests=st.lists(st.sampled_from(DIGESTS), max_size=2),
+)
+text_criteria = st.sampled_from(
+    [
+        ("subject_contains", "小"),
+        ("subject_contains", "al"),
+        ("target_contains", "杭州"),
+        ("relation_type", "住在"),
+        ("relation_type", "喜欢"),
+        ("session", "s1"),
+        ("session", ""),
+        ("max_confidence", 0.5),
+        ("before", 0.0),
+        ("subject_contains", ""),
+    ]
+)
+criteria = st.lists(text_criteria, min_size=0, max_size=2).map(dict)
+modes = st.sampled_from(["soft", "hard", "soft", "hard", "bogus"])
+pick = st.integers(min_value=0, max_value=50)
+ops = st.one_of(
+    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS)),
+    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS)),
+    st.tuples(st.just("merge"), pick, pick),
+    st.tuples(st.just("merge"), names, names),
+    st.tuples(st.just("purge"), criteria, modes),
+    st.tuples(st.just("purge_existing"), pick, modes),
+    st.tuples(st.just("edit"), pick, triples),
+    st.tuples(st.just("edit_unknown"), names, triples),
+    st.tuples(st.just("delete"), pick),
+    st.tuples(st.just("delete"), names),
+    st.tuples(st.just("merge_blocks"), st.sampled_from(DIGESTS), st.sampled_from(DIGESTS)),
+    st.tuples(st.just("reembed"), st.sampled_from([16, 32])),
+)
+
+
+def existing_name(store: GraphStore, choice: int | str) -> str:
+    if isinstance(choice, str):
+        return choice
+    known = sorted(store.cache.ids_by_name)
+    return known[choice % len(known)] if known else "nobody"
+
+
+def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    try:
+        if kind == "commit":
+            store.commit(op[1], op[2])
+        elif kind == "merge":
+            store.merge(existing_name(store, op[1]), existing_name(store, op[2]))
+        elif kind == "purge":
+            store.purge(op[1], op[2])
+        elif kind == "purge_existing":
+            rels = sorted(store.cache.relations.values())
+            if rels:
+                rel = rels[op[1] % len(rels)]
+                name = store.cache.entities[rel.source_id].name
+                store.purge({"subject_contains": name, "relation_type": rel.type}, op[2])
+        elif kind == "edit":
+            rels = sorted(store.cache.relations.values())
+            if rels:
+                old = rels[op[1] % len(rels)]
+                src = store.cache.entities[old.source_id].name
+                dst = store.cache.entities[old.target_id].name
+                store.edit(src, old.type, dst, op[2])
+        elif kind == "edit_unknown":
+            store.edit(op[1], "从未有过", op[1], op[2])
+        elif kind == "delete":
+            store.delete_entity(existing_name(store, op[1]))
+        elif kind == "merge_blocks":
+            store.merge_blocks(op[1], op[2])
+        elif kind == "reembed":
+            asyncio.run(store.reembed_stale(FakeEmbedder(op[1]), batch_size=3))
+    except MemoryStoreError:
+        pass  # refused operations must leave both sides untouched, checked below
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=5, max_size=30))
+def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
+    sequence: list[tuple[Any, ...]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "graph.db"
+        store = GraphStore(path)
+        try:
+            for op in sequence:
+                apply(store, op)
+                assert store.cache.snapshot() == store.sql_snapshot(), op
+            before = store.cache.snapshot()
+        finally:
+            store.close()
+        reopened = GraphStore(path)
+        try:
+            assert reopened.cache.snapshot() == before
+        finally:
+            reopened.close()

@@ -1,0 +1,167 @@
+"""Heartbeat loops and the archive / merge / review jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
+from homeagent_sdk.types import Doc, Triple
+
+
+async def test_a_heartbeat_runs_repeatedly_and_stops_at_once() -> None:
+    calls: list[int] = []
+
+    async def job() -> int:
+        calls.append(1)
+        return len(calls)
+
+    beat = Heartbeat("tick", 0.01, job)
+    beat.start()
+    await beat.wait_runs(3, timeout=5)
+    await beat.stop()
+    assert not beat.running and beat.last_result >= 3
+    done = len(calls)
+    beat.trigger()  # stopped: nothing runs any more
+    assert len(calls) == done
+
+
+async def test_trigger_runs_now_and_interval_changes_apply_to_the_current_wait() -> None:
+    beat = Heartbeat("slow", 3600, lambda: "sync job ran in a thread")
+    beat.start()
+    beat.trigger()
+    await beat.wait_runs(1, timeout=5)
+    assert beat.last_result == "sync job ran in a thread"
+    beat.set_interval(0.01)
+    await beat.wait_runs(2, timeout=5)
+    await beat.aclose()
+
+
+async def test_a_failing_job_is_counted_and_the_loop_goes_on() -> None:
+    async def boom() -> None:
+        raise RuntimeError("disk on fire")
+
+    beat = Heartbeat("boom", 0.01, boom)
+    beat.start()
+    await beat.wait_runs(2, timeout=5)
+    await beat.stop()
+    assert beat.failures >= 2 and beat.last_error == "RuntimeError: disk on fire"
+
+
+async def test_stop_cancels_a_run_that_outlives_the_grace_period() -> None:
+    started = asyncio.Event()
+
+    async def hang() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    beat = Heartbeat("hang", 3600, hang, run_at_start=True)
+    beat.start()
+    await asyncio.wait_for(started.wait(), 5)
+    await beat.stop(grace_s=0.05)
+    assert not beat.running
+
+
+def test_a_non_positive_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match="interval_s must be > 0"):
+        Heartbeat("bad", 0, lambda: None)
+
+
+class Documents:
+    """An in-memory document store speaking the ColdDocuments protocol."""
+
+    def __init__(self, docs: list[Doc]) -> None:
+        self.docs = {d.id: d for d in docs}
+
+    async def cold_documents(self, older_than_s: float, max_reads: int, limit: int) -> list[Doc]:
+        assert (older_than_s, max_reads) == (72 * 3600, 2)
+        return list(self.docs.values())[:limit]
+
+    async def remove_document(self, doc_id: str) -> None:
+        del self.docs[doc_id]
+
+
+class LLM:
+    def __init__(self, answer: str) -> None:
+        self.answer, self.prompts = answer, []
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return self.answer
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> GraphStore:
+    g = GraphStore(tmp_path / "graph.db")
+    yield g
+    g.close()
+
+
+async def test_archive_turns_cold_documents_into_triples_and_removes_them(graph: GraphStore) -> None:
+    docs = Documents([Doc("d1", "旅行", "小王上个月去了西湖，他很喜欢龙井茶。")])
+    llm = LLM(
+        '好的：[{"subject": "小王", "relation": "去过", "object": "西湖"},'
+        ' {"subject": "小王", "relation": "喜欢", "object": "龙井茶"}]'
+    )
+    report = await ArchiveJob(graph, docs, llm)()
+    assert report == {"documents": 1, "triples": 2, "unparsed": 0}
+    assert "小王上个月去了西湖" in llm.prompts[0]
+    rel = graph.recall(["龙井茶"]).relations[0]
+    assert rel.sentence.startswith("小王上个月") and rel.session == "archive:d1"
+    assert docs.docs == {}
+    assert await ArchiveJob(graph, docs, llm)() == {"documents": 0, "triples": 0, "unparsed": 0}
+    assert len(llm.prompts) == 1  # nothing cold: no LLM call
+
+
+async def test_archive_keeps_a_document_when_the_answer_is_not_json(graph: GraphStore) -> None:
+    docs = Documents([Doc("d1", "t", "内容")])
+    report = await ArchiveJob(graph, docs, LLM("抱歉，我不知道"))()
+    assert report["unparsed"] == 1 and "d1" in docs.docs
+
+
+async def test_merge_proposes_similar_names_once_through_the_self_input_queue(
+    graph: GraphStore,
+) -> None:
+    graph.commit(
+        [
+            Triple("张三丰老师", "教", "太极拳"),
+            Triple("张三丰老师傅", "住在", "武当山"),
+            Triple("Alice", "likes", "tea"),
+        ]
+    )
+    sent: list[str] = []
+
+    async def submit(text: str) -> None:
+        sent.append(text)
+
+    job = MergeJob(graph, submit)
+    assert await job() == 1
+    assert "张三丰老师 ↔ 张三丰老师傅（相似度 0.80）" in sent[0] and "memory_merge" in sent[0]
+    assert await job() == 0 and len(sent) == 1
+
+
+async def test_review_applies_verdicts_and_does_not_ask_again(graph: GraphStore) -> None:
+    graph.commit([Triple("小王", "住在", "杭州", sentence_text="小王住在杭州")])
+    graph.commit([Triple("小王", "讨厌", "咖啡", sentence_text="小王喜欢咖啡")])
+    graph.commit([Triple("小王", "养了", "猫咪", sentence_text="小王说他从没养过猫")])
+    graph.commit([Triple("小李", "认识", "小王")])  # no sentence: nothing to check against
+    answer = json.dumps(
+        [
+            {"id": 1, "verdict": "keep"},
+            {"id": 2, "verdict": "fix", "relation": "喜欢"},
+            {"id": 3, "verdict": "drop"},
+        ]
+    )
+    llm = LLM(answer)
+    job = ReviewJob(graph, llm)
+    assert await job() == {"reviewed": 3, "dropped": 1, "fixed": 1}
+    assert "小王 -讨厌-> 咖啡 | 原句: 小王喜欢咖啡" in llm.prompts[0]
+    rels = {(r.type, r.target) for r in graph.recall(["小王"]).relations}
+    assert rels == {("住在", "杭州"), ("喜欢", "咖啡"), ("认识", "小王")}
+    assert await job() == {"reviewed": 0, "dropped": 0, "fixed": 0}
+    assert len(llm.prompts) == 1
+    assert graph.cache.snapshot() == graph.sql_snapshot()

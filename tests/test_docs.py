@@ -1,0 +1,33 @@
+"""Docs and tests keep up with the hookspecs: a section and a test per hook."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from homeagent_sdk import hookspecs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def specs() -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(fn)
+        for name, fn in vars(hookspecs).items()
+        if inspect.isfunction(fn) and hasattr(fn, "homeagent_spec")
+    }
+
+
+def test_every_hook_has_a_docs_section_headed_by_its_signature():
+    text = (ROOT / "docs" / "PLUGINS.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^### `([a-z_]+\([a-z_, ]*\))`", text, flags=re.M))
+    expected = {f"{name}({', '.join(sig.parameters)})" for name, sig in specs().items()}
+    assert expected - headings == set(), "hooks without a docs/PLUGINS.md section"
+    assert headings - expected == set(), "docs sections for hooks that do not exist"
+
+
+def test_every_hook_has_a_test_named_after_it():
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py"))
+    missing = [name for name in specs() if not re.search(rf"def test_hook_{name}\b", source)]
+    assert missing == [], f"add tests named test_hook_<name> for: {missing}"
