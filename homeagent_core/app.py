@@ -26,6 +26,7 @@ from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.embeddings import EmbeddingProvider
+from homeagent_sdk.errors import PluginValidationError
 
 __all__ = ["App", "configure_logging"]
 
@@ -67,6 +68,7 @@ class App:
         provider: ChatProvider | None = None,
         memory: bool = True,
         embedder: EmbeddingProvider | None = None,
+        local_plugins: bool = True,
     ) -> None:
         self.data_dir = prepare_data_dir(data_dir)
         self.config = ConfigStore(self.data_dir / "config.db")
@@ -77,13 +79,18 @@ class App:
             plugins=plugins,
             block=[*block, *self.config.disabled_plugins()],
         )
+        self.supervisor: Any = None
+        if local_plugins:
+            self._discover_local_plugins()
         self.overrides = dict(overrides or {})
         self.provider: Any = provider
         self.memory: Any = None
         self.with_memory = memory
         self.embedder = embedder
         self.kernel: Kernel | None = None
-        self.services = Services(config=self.config, bus=self.bus, data_dir=self.data_dir, host=self.host)
+        self.services = Services(
+            config=self.config, bus=self.bus, data_dir=self.data_dir, host=self.host, supervisor=self.supervisor
+        )
         self.settings: dict[str, PluginSettings] = {}
         self.embedding_factories: dict[str, EmbeddingFactories] = {}
         self.adapter_folders: dict[str, AdapterFolders] = {}
@@ -91,6 +98,37 @@ class App:
         self.started = False
 
     # ------------------------------------------------------------------ lifecycle
+
+    def _discover_local_plugins(self) -> None:
+        """Plugins installed in the data dir: out-of-process, Lua, then skills (DESIGN §4 order)."""
+        from homeagent_core.plugins.lua_plugins import discover_lua_plugins
+        from homeagent_core.plugins.skills import SkillsPlugin, discover_skills
+
+        host = self.host
+        from homeagent_core.plugins.proc import discover_proc_plugins
+        from homeagent_core.plugins.supervisor import Supervisor
+
+        disabled = self.config.disabled_plugins()
+        self.supervisor = Supervisor(is_disabled=lambda name: name in self.config.disabled_plugins())
+        errors: dict[str, str] = {}
+        procs = discover_proc_plugins(self.data_dir, supervisor=self.supervisor, disabled=disabled, errors=errors)
+        for name, error in errors.items():
+            host.record_failure(name, error, kind="proc")
+        found: list[tuple[str, object, str]] = [(name, plugin, "proc") for name, plugin in procs]
+        lua = discover_lua_plugins(
+            self.data_dir, on_error=lambda name, exc: host.record_failure(name, exc, kind="lua")
+        )
+        found += [(name, plugin, "lua") for name, plugin in lua]
+        for name, plugin, kind in found:
+            if host.pm.is_blocked(name):
+                continue
+            try:
+                host.register(plugin, name=name, kind=kind)
+            except PluginValidationError as exc:
+                host.record_failure(name, exc, kind=kind)
+        index = discover_skills(self.data_dir, disabled=self.config.disabled_plugins())
+        if not host.pm.is_blocked("skills"):
+            host.register(SkillsPlugin(index), name="skills", kind="skill")
 
     def declare_settings(self) -> None:
         """Run ``register_settings`` so every plugin key is known (also used by the CLI)."""
@@ -108,6 +146,7 @@ class App:
     def kernel_settings(self) -> KernelSettings:
         """Kernel tunables from ``core.agent.*`` / ``core.llm.*``."""
         get = self.config.get
+        window = get(f"core.llm.sources.{get('core.llm.provider')}.context_window") or 0
         return KernelSettings(
             max_tool_turns=get("core.agent.max_tool_turns"),
             tool_timeout=get("core.agent.tool_timeout"),
@@ -117,6 +156,7 @@ class App:
             personal_prompt=get("core.agent.personal_prompt"),
             temperature=get("core.llm.temperature"),
             max_tokens=get("core.llm.max_tokens"),
+            **({"context_window": window} if window else {}),
         )
 
     async def _open_memory(self) -> None:
@@ -151,8 +191,12 @@ class App:
 
     def sdk_for(self, name: str) -> ScopedSDK:
         info = self.host.info(name)
-        privileged = info is not None and info.kind == "builtin"
-        return ScopedSDK.for_plugin(name, self.services, privileged=privileged)
+        kind = info.kind if info is not None else ""
+        # Built-ins and the core's own wrappers of Lua/skill/out-of-process plugins get the
+        # privileged services (the wrapped code itself stays sandboxed); everything that is
+        # not a built-in is clamped to interrupt level L3.
+        privileged = kind in ("builtin", "lua", "skill", "proc")
+        return ScopedSDK.for_plugin(name, self.services, privileged=privileged, external=kind != "builtin")
 
     async def start(self) -> None:
         """Declare settings, start every plugin, subscribe ``on_event`` impls."""
@@ -188,6 +232,8 @@ class App:
         self.started = False
         self.bus.publish("system", {"type": "stopping"})
         await self.host.shutdown()
+        if self.supervisor is not None:
+            await self.supervisor.stop_all()
         if self.kernel is not None:
             await self.kernel.aclose()
         if self.memory is not None:

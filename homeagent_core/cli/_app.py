@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from homeagent_core.cli import config_cmd, doctor, plugins_cmd, serve
+from homeagent_core.cli import adapters_cmd, config_cmd, doctor, knowledge_cmd, plugins_cmd, serve, skills_cmd
 from homeagent_sdk._version import __version__
 
 __all__ = ["app", "main"]
@@ -38,6 +38,9 @@ app.command("serve")(serve.serve)
 app.add_typer(plugins_cmd.app, name="plugins")
 app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor.doctor)
+app.add_typer(knowledge_cmd.app, name="knowledge")
+app.add_typer(adapters_cmd.app, name="adapters")
+app.add_typer(skills_cmd.app, name="skills")
 
 
 def _add_plugin_commands() -> None:

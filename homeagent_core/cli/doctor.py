@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,15 +93,64 @@ def _check_runtime(app: Any) -> list[Finding]:
     return found
 
 
-#: Extra checks, each taking the App and returning findings (providers, embeddings...).
-EXTRA_CHECKS: list[Callable[[Any], list[Finding]]] = []
+def _check_adapters(app: Any) -> list[Finding]:
+    from homeagent_core.providers import deploy_bundled_adapters, list_adapters
+
+    deploy_bundled_adapters(app.data_dir)
+    rows = list_adapters(app.data_dir)
+    found = [
+        Finding("adapters", "fail", f"adapter {r['name']} ({r['path']}) is broken: {r['error']}",
+                f"fix or delete {r['path']}")
+        for r in rows if r["status"] != "ok"
+    ]
+    names = sorted({r["name"] for r in rows if r["status"] == "ok"})
+    found.append(Finding("adapters", "ok", f"{len(names)} LLM adapters usable: {', '.join(names)}"))
+    wanted = app.config.get("core.llm.sources." + app.config.get("core.llm.provider") + ".adapter")
+    if wanted and wanted not in names:
+        found.append(Finding("adapters", "fail", f"the default source uses adapter {wanted!r}, which does not exist",
+                             "homeagent adapters list shows the available ones"))
+    return found
+
+
+def _check_embeddings(app: Any) -> list[Finding]:
+    import asyncio
+
+    from homeagent_core.embeddings.registry import ProviderRegistry
+
+    config = app.config
+    provider = config.get("core.embeddings.provider")
+    dense_config: dict[str, Any] = {"allow_download": config.get("core.embeddings.allow_download")}
+    if config.get("core.embeddings.model"):
+        dense_config["model"] = config.get("core.embeddings.model")
+
+    async def select() -> Any:
+        tiers = await ProviderRegistry().select(
+            dense=None if provider == "none" else provider,
+            dense_config=dense_config,
+            static_paths=config.get("core.agent.embedding_model_path"),
+        )
+        await tiers.aclose()
+        return tiers
+
+    # The findings below report unavailable tiers; the loader's own warning would repeat them.
+    logging.getLogger("homeagent_core.embeddings").setLevel(logging.ERROR)
+    tiers = asyncio.run(select())
+    found = []
+    for status in tiers.statuses:
+        if status.active:
+            found.append(Finding("memory", "ok", f"embedding tier in use: {status.tier} ({status.provider})"))
+        elif not status.available:
+            looked = f" (looked for: {', '.join(status.looked_for)})" if status.looked_for else ""
+            found.append(Finding("memory", "warn", f"embedding tier {status.tier} unavailable: {status.reason}{looked}",
+                                 "memory works on the next tier; see docs/CONFIG.md for model paths"))
+    return found
 
 
 def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
     try:
-        for check in (_check_llm, _check_plugins, _check_runtime, *EXTRA_CHECKS):
+        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_runtime):
             try:
                 found.extend(check(app))
             except Exception as exc:  # a broken check must not hide the others

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from homeagent_core.cli import plugins_install
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, handle_errors
 
 __all__ = ["app", "list_plugins"]
@@ -45,3 +46,10 @@ def list_plugins(data: DataOption = None, as_json: JsonOption = False) -> None:
             typer.echo(f"{'':<16} {summary}")
         if row["error"]:
             typer.secho(f"{'':<16} error: {row['error']}", fg=typer.colors.RED)
+
+
+app.command("install")(plugins_install.install)
+app.command("remove")(plugins_install.remove)
+app.command("enable")(plugins_install.enable)
+app.command("disable")(plugins_install.disable)
+app.command("reload")(plugins_install.reload)

@@ -49,7 +49,11 @@ log = logging.getLogger(__name__)
 ENTRYPOINT_GROUP = PROJECT_NAME
 
 #: Built-in plugins, registered exactly like third-party ones (module paths).
-DEFAULT_PLUGINS: tuple[str, ...] = ("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui")
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "homeagent_core.builtin.cfgmgr",
+    "homeagent_core.builtin.pluginmgr",
+    "homeagent_core.builtin.webui",
+)
 
 STAGES: tuple[str, ...] = (
     "on_input",

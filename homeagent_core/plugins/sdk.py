@@ -75,6 +75,8 @@ class Services:
     listen_port: int | None = None
     #: Extra status for status pages (memory counts, tiers): a callable returning a dict.
     status_extra: Any = None
+    #: The out-of-process plugin supervisor (pluginmgr, status pages).
+    supervisor: Any = None
     #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
     host: Any = None
 
@@ -93,7 +95,7 @@ class _Events:
 class ScopedSDK:
     """What one plugin sees; built by :meth:`for_plugin`."""
 
-    def __init__(self, name: str, services: Services, *, privileged: bool = False) -> None:
+    def __init__(self, name: str, services: Services, *, privileged: bool = False, external: bool = True) -> None:
         self.name = name
         self.data_dir = plugin_data_dir(services.data_dir, name)
         self.log = logging.getLogger(f"homeagent.plugin.{name}")
@@ -102,12 +104,12 @@ class ScopedSDK:
         for service in ("io", "memory", "doc", "knowledge", "social", "llm"):
             value = getattr(services, service)
             if service == "io" and services.kernel is not None:
-                value = services.kernel.io_for(name)
+                value = services.kernel.io_for(name, external=external)
             setattr(self, service, value if value is not None else _Missing(service, "the kernel is not running"))
         # Built-ins are granted the whole config store explicitly (cfgmgr, webui settings).
         self.config: ConfigStore | None = services.config if privileged else None
         self.services = services if privileged else None
 
     @classmethod
-    def for_plugin(cls, name: str, services: Services, *, privileged: bool = False) -> ScopedSDK:
-        return cls(name, services, privileged=privileged)
+    def for_plugin(cls, name: str, services: Services, *, privileged: bool = False, external: bool = True) -> ScopedSDK:
+        return cls(name, services, privileged=privileged, external=external)

@@ -585,6 +585,16 @@ class SkillsPlugin:
         registry.add(self.skill_file, name="skill_file", parallel_safe=True)
 
     @hookimpl
+    def pre_action(self, ctx: Any) -> None:
+        """Put the compact skills index into the prompt, right after the system prompt."""
+        block = self.prompt_block()
+        if not block:
+            return
+        messages = ctx.context_msgs
+        at = 1 if messages and messages[0].get("role") == "system" else 0
+        messages.insert(at, {"role": "system", "content": block})
+
+    @hookimpl
     def startup(self, sdk: Any) -> None:
         self._events = getattr(sdk, "events", None)
         for problem in self.index.problems:

@@ -124,18 +124,19 @@ def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
 
 async def install_package(services: Any, data: bytes) -> dict[str, Any]:
     """Install a ``.hmap`` from its bytes."""
+    from homeagent_core.plugins import packages
+
     try:
-        from homeagent_core.plugins import packages
-    except ImportError:
-        raise HomeAgentError("installing .hmap packages is not available in this build") from None
-    result = await asyncio.to_thread(packages.install_bytes, services.data_dir, data)
-    return result if isinstance(result, dict) else {"status": "installed", "result": str(result)}
+        result = await asyncio.to_thread(packages.install_package, services.data_dir, data, overwrite=True)
+    except packages.PackageError as exc:
+        raise HomeAgentError(str(exc)) from None
+    return result
 
 
 async def remove_package(services: Any, name: str) -> dict[str, Any]:
+    from homeagent_core.plugins import packages
+
     try:
-        from homeagent_core.plugins import packages
-    except ImportError:
-        raise HomeAgentError("removing packages is not available in this build") from None
-    result = await asyncio.to_thread(packages.uninstall, services.data_dir, name)
-    return result if isinstance(result, dict) else {"status": "removed", "name": name}
+        return await asyncio.to_thread(packages.remove_plugin, services.data_dir, name, config=services.config)
+    except packages.PackageError as exc:
+        raise HomeAgentError(str(exc)) from None

@@ -40,7 +40,7 @@ class SSEFrame:
         return f"{head}event: {self.event}\n".encode() + b"data: " + self.data + b"\n\n"
 
 
-@dataclass
+@dataclass(eq=False)
 class _Client:
     queue: asyncio.Queue[SSEFrame | None] = field(default_factory=lambda: asyncio.Queue(maxsize=2048))
     lagging: bool = False

@@ -58,7 +58,7 @@ function bubble(role, text = "") {
 
 function addTool(node, payload) {
   const status = payload.rejected ? "rejected" : payload.success ? "ok" : "failed";
-  node.tools.append(el("div", {class: "tool"}, `🔧 ${payload.name} · ${status}`));
+  node.tools.append(el("div", {class: "tool"}, `工具 ${payload.name} · ${status}`));
 }
 
 function renderHistory(data) {
@@ -99,7 +99,7 @@ function onEvent(type, event) {
     node.dataset.done = "1";
     pending = null;
   } else if (type === "agent_error" && pending) {
-    pending.body.textContent = `⚠ ${payload.error}`;
+    pending.body.textContent = `出错了: ${payload.error}`;
     pending.classList.add("error");
     pending = null;
   }
@@ -139,7 +139,7 @@ $("#chat-form").addEventListener("submit", async (event) => {
       });
     }
   } catch (err) {
-    bubble("assistant", `⚠ ${err.message}`).classList.add("error");
+    bubble("assistant", `出错了: ${err.message}`).classList.add("error");
   } finally {
     $("#send").disabled = false;
   }
@@ -219,7 +219,7 @@ $("#memory-form").addEventListener("submit", async (event) => {
     const list = $("#entities");
     list.textContent = "";
     for (const e of result.entities || []) list.append(el("li", {class: "entity"}, `${e.name}${e.type ? ` (${e.type})` : ""}`));
-    for (const r of result.relations || []) list.append(el("li", {}, `${r.source_name} —${r.relation_type}→ ${r.target_name}`));
+    for (const r of result.relations || []) list.append(el("li", {}, `${r.source} —${r.type}→ ${r.target}`));
   } catch (err) { $("#entities").textContent = err.message; }
 });
 

@@ -1,3 +1,1 @@
-from __future__ import annotations
-
 print("fetch weather")

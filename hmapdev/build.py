@@ -1,0 +1,228 @@
+"""Project operations behind the ``hmapdev`` commands: templates, build, pack.
+
+A project folder holds ``plugin.json`` (the manifest that ships) plus sources: ``src/`` with
+``__main__.py`` for a proc plugin (zipped into ``plugin.pyz``), ``main.lua`` for Lua, ``SKILL.md``
+for a skill. Dependencies listed in ``requirements.txt`` are vendored into ``plugin.pyz``
+from the distributions installed in the building environment; a distribution with compiled
+files cannot be vendored and is refused by name. ``homeagent`` itself is never vendored: a
+``.pyz`` runs with the daemon's interpreter, whose SDK matches the daemon's protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import re
+import shutil
+import zipapp
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from homeagent_sdk.errors import HomeAgentError
+
+__all__ = ["BuildError", "build_project", "pack_project", "read_project", "render_template"]
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_COMPILED = (".so", ".pyd", ".dylib", ".dll")
+_PROVIDED = {"homeagent", "homeagent-sdk", "pluggy"}
+_EXTRA_FILES = ("README.md", "LICENSE")
+
+
+class BuildError(HomeAgentError):
+    """A build step failed; the message says which and how to fix it."""
+
+
+def render_template(kind: str, name: str, target: Path) -> None:
+    """Copy the ``kind`` template into ``target`` with the name filled in.
+
+    Raises:
+        BuildError: invalid name, unknown kind, or ``target`` exists.
+    """
+    if not NAME_RE.match(name):
+        raise BuildError(f"invalid plugin name {name!r}: start with a letter, then letters, digits, '_' or '-'")
+    source = TEMPLATES / kind
+    if not source.is_dir():
+        raise BuildError(f"no template for kind {kind!r}")
+    if target.exists():
+        raise BuildError(f"{target} already exists; choose another name or remove it")
+    ident = name.replace("-", "_")
+    for path in sorted(source.rglob("*")):
+        if "__pycache__" in path.parts:
+            continue
+        rel = str(path.relative_to(source)).replace("__ident__", ident)
+        dest = target / rel
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_text(encoding="utf-8").replace("__ident__", ident).replace("__plugin_name__", name)
+        dest.write_text(text, encoding="utf-8")
+
+
+def read_project(project: Path) -> dict[str, Any]:
+    """The project's ``plugin.json``, validated like the installer does.
+
+    Raises:
+        BuildError: missing or invalid.
+    """
+    from homeagent_core.plugins.packages import PackageError, parse_manifest
+
+    path = project / "plugin.json"
+    if not path.is_file():
+        raise BuildError(f"{path} not found: run hmapdev inside a project created by `hmapdev new`, or pass -C DIR")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        parse_manifest(data, str(path))
+    except json.JSONDecodeError as exc:
+        raise BuildError(f"{path} is not valid JSON: {exc}") from None
+    except PackageError as exc:
+        raise BuildError(str(exc)) from None
+    return dict(data)
+
+
+def _requirements(project: Path) -> list[str]:
+    path = project / "requirements.txt"
+    if not path.is_file():
+        return []
+    names = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0])
+    return names
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _vendor(names: list[str], dest: Path) -> list[str]:
+    """Copy installed pure-Python distributions (and their requirements) into ``dest``."""
+    done: set[str] = set()
+    todo = list(names)
+    vendored: list[str] = []
+    while todo:
+        name = _canonical(todo.pop())
+        if name in done or name in _PROVIDED:
+            continue
+        done.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise BuildError(
+                f"dependency {name} is not installed in this environment; `pip install {name}` first "
+                "(hmapdev vendors what is installed)"
+            ) from None
+        files = [f for f in dist.files or [] if not str(f).startswith("..")]
+        compiled = [str(f) for f in files if str(f).endswith(_COMPILED)]
+        if compiled:
+            raise BuildError(
+                f"dependency {dist.metadata['Name']} has compiled files ({', '.join(compiled[:3])}) and cannot be "
+                "vendored into plugin.pyz; drop it, use a pure-Python alternative, or ship a plugin.bin"
+            )
+        for f in files:
+            parts = Path(str(f)).parts
+            if not parts or parts[0].endswith((".dist-info", ".egg-info")) or "__pycache__" in parts:
+                continue
+            src = Path(str(dist.locate_file(f)))
+            if src.is_file():
+                out = dest / str(f)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, out)
+        vendored.append(f"{dist.metadata['Name']}=={dist.version}")
+        for req in dist.requires or []:
+            if "extra ==" in req:
+                continue
+            todo.append(re.split(r"[<>=!~;\[ (]", req, maxsplit=1)[0])
+    return vendored
+
+
+def build_project(project: Path) -> Path:
+    """Build into ``<project>/build/``; returns the built entry.
+
+    Raises:
+        BuildError: the project is invalid or a step failed.
+    """
+    manifest = read_project(project)
+    entry = manifest["entry"]
+    out = project / "build"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    if entry == "plugin.pyz":
+        src = project / "src"
+        if not (src / "__main__.py").is_file():
+            raise BuildError(
+                f"{src / '__main__.py'} not found: a proc plugin's src/ needs a __main__.py that calls serve()"
+            )
+        staging = out / "pyz"
+        shutil.copytree(src, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        vendored = _vendor(_requirements(project), staging)
+        target = out / "plugin.pyz"
+        zipapp.create_archive(staging, target, interpreter=None, compressed=True)
+        shutil.rmtree(staging)
+        (out / "vendored.txt").write_text("\n".join(vendored) + ("\n" if vendored else ""), encoding="utf-8")
+        return target
+    if entry.endswith(".lua") or entry == "SKILL.md":
+        source = project / entry
+        if not source.is_file():
+            raise BuildError(f"{source} not found: plugin.json names it as the entry")
+        shutil.copy2(source, out / entry)
+        thirdpart = project / "thirdpart"
+        if thirdpart.is_dir():
+            shutil.copytree(thirdpart, out / "thirdpart")
+        return out / entry
+    if entry == "plugin.bin":
+        binary = project / "plugin.bin"
+        if not binary.is_file():
+            raise BuildError(f"{binary} not found: build your executable there first (any language)")
+        shutil.copy2(binary, out / "plugin.bin")
+        (out / "plugin.bin").chmod(0o755)
+        return out / "plugin.bin"
+    raise BuildError(f"entry {entry!r} cannot be built: use plugin.pyz, plugin.bin, main.lua or SKILL.md")
+
+
+def pack_project(project: Path) -> Path:
+    """Build if needed, then write ``dist/<name>-<version>.hmap`` and validate it.
+
+    Raises:
+        BuildError: build or validation failed.
+    """
+    from homeagent_core.plugins.packages import CHECKSUMS, PackageError, validate_package
+
+    manifest = read_project(project)
+    entry = manifest["entry"]
+    built = project / "build" / entry
+    if not built.is_file():
+        built = build_project(project)
+    files: dict[str, Path] = {"plugin.json": project / "plugin.json", entry: built}
+    for extra in _EXTRA_FILES:
+        if (project / extra).is_file():
+            files[extra] = project / extra
+    for base in (project / "build" / "thirdpart",):
+        if base.is_dir():
+            for path in sorted(base.rglob("*")):
+                if path.is_file():
+                    files[str(path.relative_to(project / "build"))] = path
+    sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {arc}\n" for arc, p in files.items())
+    dist = project / "dist"
+    dist.mkdir(exist_ok=True)
+    target = dist / f"{manifest['name']}-{manifest['version']}.hmap"
+    tmp = target.with_suffix(".hmap.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for arc, path in files.items():
+            info = zipfile.ZipInfo.from_file(path, arc)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with path.open("rb") as fh:
+                zf.writestr(info, fh.read())
+        zf.writestr(CHECKSUMS, sums)
+    try:
+        validate_package(tmp)
+    except PackageError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"the package failed validation: {exc}") from None
+    tmp.replace(target)
+    return target

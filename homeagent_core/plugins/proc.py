@@ -1,0 +1,638 @@
+"""Out-of-process plugins, host side: spawn, handshake, RPC, and the pluggy wrapper object.
+
+A plugin directory ``<data>/plugins/<name>/`` holds ``plugin.json`` and an entry: an
+executable ``plugin.bin`` (any language) or a ``plugin.pyz`` run with this interpreter. The
+host spawns it in that directory with pipes on stdin/stdout (NDJSON, see ``docs/PROTOCOL.md``)
+and stderr (logged as ``homeagent.plugin.<name>``), in its own process group, with
+``PR_SET_PDEATHSIG`` on Linux so it dies with the daemon.
+
+:class:`ProcPlugin` is what the rest of the core sees: an ordinary pluggy plugin. Its
+``startup(sdk)`` launches the process (handshake, ``plugin.init``, ``plugin.start``; what the
+child registers during start lands in the kernel's tool and channel registries under the
+plugin's name); its seven stage hookimpls each do one ``stage.invoke`` round trip when the
+child registered that stage and return at once otherwise; ``on_event`` forwards subscribed
+events; ``shutdown()`` sends ``plugin.stop`` and kills after a 5 s grace.
+
+Death is detected by waiting on the process, never by stdout EOF (a grandchild may hold the
+pipe open). On a crash every pending call fails with "plugin process exited", the plugin's
+tools, channels and stages are detached, ``system``/``plugin_crashed`` is published and the
+:class:`~homeagent_core.plugins.supervisor.Supervisor` decides whether and when to restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from homeagent_core.plugins.packages import PROC_ENTRIES, Manifest, PackageError, load_manifest, sha256_file
+from homeagent_core.plugins.protocol import CoreMethods, KernelLink, apply_changes
+from homeagent_core.plugins.supervisor import Supervisor
+from homeagent_sdk import hookimpl
+from homeagent_sdk._version import __version__
+from homeagent_sdk.errors import PluginLoadError, ToolError
+from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, Peer, PeerClosed, RemoteError
+from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
+
+__all__ = ["PROCESS_EXITED", "ProcPlugin", "discover_proc_plugins", "proc_entry"]
+
+log = logging.getLogger(__name__)
+
+#: Error text of calls pending when the process died (the original's wording first).
+PROCESS_EXITED = "proc: 插件进程已退出 (plugin process exited)"
+OWN_TOOLS = "own_tools"
+_STDERR_TAIL = 20
+
+
+def proc_entry(plugin_dir: Path) -> Path | None:
+    """The entry of a proc plugin directory (``plugin.bin`` or ``plugin.pyz``), else None."""
+    for name in PROC_ENTRIES:
+        path = plugin_dir / name
+        if path.exists():
+            return path
+    return None
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class _ChildProtocol(asyncio.SubprocessProtocol):
+    def __init__(self, conn: _Connection) -> None:
+        self.conn = conn
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            self.conn.peer.feed(data)
+        else:
+            self.conn.stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.conn.stdout_closed()
+
+    def process_exited(self) -> None:
+        self.conn.process_exited()
+
+
+class _Connection:
+    """One spawned process: transport, peer, stderr log, exit future."""
+
+    def __init__(self, owner: ProcPlugin, max_frame: int) -> None:
+        self.owner = owner
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.peer = Peer(
+            self._write,
+            max_frame=max_frame,
+            unknown_method="未知 method",
+            on_bad_frame=self._garbage,
+            label=f"plugin {owner.name}",
+        )
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
+        self.problem = ""
+        self._partial = b""
+        self._stdin: asyncio.WriteTransport | None = None
+        self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
+
+    async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.subprocess_exec(
+            lambda: _ChildProtocol(self),
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+            preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+        )
+        self.transport = transport
+        self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        reader = transport.get_pipe_transport(1)
+        if reader is not None and hasattr(reader, "max_size"):
+            reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
+
+    @property
+    def pid(self) -> int:
+        return self.transport.get_pid() if self.transport is not None else 0
+
+    @property
+    def alive(self) -> bool:
+        return self.transport is not None and not self.exited.done()
+
+    def _write(self, data: bytes) -> None:
+        if self._stdin is None or self._stdin.is_closing():
+            raise PeerClosed(PROCESS_EXITED)
+        self._stdin.write(data)
+
+    def stderr(self, data: bytes) -> None:
+        data = self._partial + data
+        *lines, self._partial = data.split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                self.tail.append(line)
+                self.log.info("%s", line)
+        if len(self._partial) > 8192:
+            self.tail.append(self._partial[:8192].decode("utf-8", "replace"))
+            self._partial = b""
+
+    def _garbage(self, line: bytes) -> None:
+        if self.problem:
+            return
+        self.problem = (
+            f"wrote non-protocol output to stdout ({line[:80]!r}); stdout is the protocol channel, "
+            "log to stderr instead"
+        )
+        self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
+        self.peer.close(PeerClosed(PROCESS_EXITED))
+        self.kill()
+
+    def stdout_closed(self) -> None:
+        # Usually the process is exiting; only a process that lives on without its protocol
+        # channel is killed (after a short grace, so its real exit status is reported).
+        if self.alive and not self.owner.stopping:
+            asyncio.get_running_loop().call_later(1.0, self._stdout_gone)
+
+    def _stdout_gone(self) -> None:
+        if self.alive and not self.owner.stopping:
+            self.problem = self.problem or "closed its stdout (the protocol channel) while still running"
+            self.kill()
+
+    def kill(self) -> None:
+        pid = self.pid
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def process_exited(self) -> None:
+        if self.exited.done() or self.transport is None:
+            return
+        code = self.transport.get_returncode()
+        code = -1 if code is None else code
+        # Order matters: fail pending calls and let the owner detach *before* "exited" is
+        # signalled, so nothing waiting on it tears things down under a running handler.
+        self.peer.close(PeerClosed(PROCESS_EXITED))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # leftovers of the group (grandchildren)
+        self.transport.close()
+        self.owner.on_exit(self, code)
+        self.exited.set_result(code)
+
+
+class ProcPlugin:
+    """The pluggy plugin object wrapping one out-of-process plugin.
+
+    :param plugin_dir: ``<data>/plugins/<name>/`` with ``plugin.json`` and the entry.
+    :param supervisor: the app's process ledger and restart policy.
+    :param manifest: the parsed manifest (read from ``plugin_dir`` when omitted).
+    :param max_frame: frame cap in bytes, both directions.
+    :param handshake_timeout: seconds the child has to answer ``handshake``.
+    :param start_timeout: seconds for ``plugin.init`` and ``plugin.start`` each.
+    :param stop_grace: seconds between ``plugin.stop`` and SIGKILL.
+    """
+
+    def __init__(
+        self,
+        plugin_dir: Path,
+        *,
+        supervisor: Supervisor,
+        manifest: Manifest | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        handshake_timeout: float = 10.0,
+        start_timeout: float = 30.0,
+        stop_grace: float = 5.0,
+    ) -> None:
+        self.dir = Path(plugin_dir)
+        self.manifest = manifest or load_manifest(self.dir)
+        self.name = self.manifest.name
+        self.supervisor = supervisor
+        self.max_frame = max_frame
+        self.handshake_timeout = handshake_timeout
+        self.start_timeout = start_timeout
+        self.stop_grace = stop_grace
+        self.capabilities = frozenset(self.manifest.capabilities)
+        self.stages: dict[str, str] = {}
+        self.event_types: frozenset[str] | None = None
+        self.auto_restart = True
+        self.stopping = False
+        self.status = "loaded"
+        self.last_error = ""
+        self.sdk: Any = None
+        self.link: KernelLink | None = None
+        self.conn: _Connection | None = None
+        self._restart: asyncio.Task[None] | None = None
+        self._generation = 0
+        self._core = CoreMethods(self)
+        supervisor.attach(self)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def scope(self) -> str:
+        """``own_tools`` when every tool stage the child registered is scoped to its own tools."""
+        tool_scopes = {self.stages[s] for s in ("before_toolcall", "after_toolcall") if s in self.stages}
+        return OWN_TOOLS if tool_scopes == {OWN_TOOLS} else ""
+
+    def entry_path(self) -> Path | None:
+        return proc_entry(self.dir)
+
+    def runtime_info(self) -> dict[str, Any]:
+        conn = self.conn
+        return {
+            "name": self.name,
+            "channel": "proc",
+            "version": self.manifest.version,
+            "status": self.status,
+            "loaded": conn is not None and conn.alive,
+            "alive": conn is not None and conn.alive,
+            "pid": conn.pid if conn is not None and conn.alive else 0,
+            "auto_restart": self.auto_restart,
+            "crash_count": self.supervisor.crash_count(self.name),
+            "gave_up": self.supervisor.gave_up(self.name),
+            "tools": self.link.tool_names(self.name) if self.link else [],
+            "stages": sorted(self.stages),
+            "capabilities": sorted(self.capabilities),
+            "error": self.last_error,
+        }
+
+    # ------------------------------------------------------------------ launch / stop
+
+    def _argv(self) -> list[str]:
+        entry = self.entry_path()
+        if entry is None:
+            legacy = [p.name for p in self.dir.glob("plugin.*") if p.suffix in (".so", ".dll", ".dylib")]
+            if legacy:
+                raise PluginLoadError(
+                    f"plugin {self.name}: found a legacy C-ABI artefact ({', '.join(legacy)}); rebuild it with "
+                    "hmapdev to produce plugin.bin or plugin.pyz (the plugin code needs no change)",
+                    plugin_name=self.name,
+                )
+            raise PluginLoadError(
+                f"plugin {self.name}: {self.dir} has neither plugin.bin nor plugin.pyz", plugin_name=self.name
+            )
+        if entry.is_dir():
+            raise PluginLoadError(f"plugin {self.name}: {entry} is a directory, not a file", plugin_name=self.name)
+        if entry.name == "plugin.pyz":
+            return [sys.executable, str(entry)]
+        if not os.access(entry, os.X_OK):
+            raise PluginLoadError(
+                f"plugin {self.name}: {entry} is not executable; run `chmod +x {entry}` "
+                "(zip extraction often loses the exec bit)",
+                plugin_name=self.name,
+            )
+        return [str(entry)]
+
+    def _config(self) -> dict[str, Any]:
+        path = self.dir / "skill.json"
+        if not path.exists():
+            return {}
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise PluginLoadError(
+                f"plugin {self.name}: {path} is not valid JSON: {exc}", plugin_name=self.name
+            ) from None
+        return value if isinstance(value, dict) else {}
+
+    async def launch(self) -> None:
+        """Spawn, handshake, ``plugin.init``, ``plugin.start``.
+
+        Raises:
+            PluginLoadError: any step failed (the process is killed, nothing stays attached).
+        """
+        argv = self._argv()
+        config = self._config()
+        self._generation += 1
+        self.stopping = False
+        self.stages = {}
+        self.event_types = None
+        conn = _Connection(self, self.max_frame)
+        conn.peer.handlers.update(self._core.handlers())
+        env = dict(os.environ)
+        env.update({"HOMEAGENT_PLUGIN_NAME": self.name, "HOMEAGENT_PLUGIN_DIR": str(self.dir)})
+        try:
+            await conn.spawn(argv, self.dir, env)
+        except OSError as exc:
+            raise PluginLoadError(f"plugin {self.name}: cannot start {argv[0]}: {exc}", plugin_name=self.name) from None
+        self.conn = conn
+        step = "handshake"
+        try:
+            hello = await conn.peer.call(
+                "handshake",
+                {"protocol": PROTOCOL_VERSION, "core_version": __version__, "plugin_name": self.name},
+                timeout=self.handshake_timeout,
+            )
+            got = int((hello or {}).get("protocol", 0) or 0)
+            if got != PROTOCOL_VERSION:
+                raise PluginLoadError(
+                    f"plugin {self.name}: 协议版本不匹配（插件 {got}，内核 {PROTOCOL_VERSION}）——请用配套 hmapdev 重编 "
+                    f"(protocol mismatch: plugin speaks {got}, core {PROTOCOL_VERSION}; rebuild it with the "
+                    "matching hmapdev)",
+                    plugin_name=self.name,
+                )
+            entry = self.entry_path()
+            digest = await asyncio.to_thread(sha256_file, entry) if entry else ""
+            self.supervisor.started(self, conn.pid, digest)
+            step = "plugin.init"
+            await conn.peer.call("plugin.init", {"name": self.name, "config": config}, timeout=self.start_timeout)
+            step = "plugin.start"
+            await conn.peer.call("plugin.start", None, timeout=self.start_timeout)
+        except BaseException as exc:
+            self.stopping = True
+            conn.kill()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await asyncio.shield(conn.exited)
+            self._detach()
+            if isinstance(exc, PluginLoadError):
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            detail = conn.problem or _describe(exc)
+            if step == "handshake" and isinstance(exc, RemoteError):
+                detail += (
+                    f" (the core speaks protocol {PROTOCOL_VERSION}; rebuild the plugin with the matching hmapdev)"
+                )
+            if isinstance(exc, PeerClosed) and conn.tail:
+                detail += f"; its last log lines: {' | '.join(list(conn.tail)[-3:])}"
+            raise PluginLoadError(
+                f"plugin {self.name}: {step} 失败 ({step} failed): {detail}", plugin_name=self.name
+            ) from None
+        self.status = "started"
+        self.last_error = ""
+        log.info("plugin %s started (pid %d, stages: %s)", self.name, conn.pid, ", ".join(self.stages) or "none")
+
+    async def stop(self) -> None:
+        """Kernel-initiated stop (never a crash): ``plugin.stop``, grace, then SIGKILL."""
+        self.stopping = True
+        if self._restart is not None:
+            self._restart.cancel()
+            self._restart = None
+        conn = self.conn
+        if conn is None or not conn.alive:
+            self._detach()
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.stop_grace
+        with contextlib.suppress(Exception):
+            await conn.peer.call("plugin.stop", None, timeout=self.stop_grace)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                await asyncio.shield(conn.exited)
+        if not conn.exited.done():
+            log.warning("plugin %s did not exit within %g s of plugin.stop; killing it", self.name, self.stop_grace)
+            conn.kill()
+            try:
+                async with asyncio.timeout(2):
+                    await asyncio.shield(conn.exited)
+            except TimeoutError:
+                log.error("plugin %s: process may be stuck in the kernel; giving up waiting", self.name)
+        self._detach()
+        self.status = "stopped"
+
+    async def reload(self) -> None:
+        """Stop (not a crash) and launch again; registrations are renewed."""
+        await self.stop()
+        self.supervisor.reset(self.name)
+        await self.launch()
+
+    # ------------------------------------------------------------------ crash handling
+
+    def _detach(self) -> None:
+        self.stages = {}
+        self.event_types = None
+        if self.link is not None:
+            self.link.detach(self.name)
+
+    def on_exit(self, conn: _Connection, code: int) -> None:
+        """Called by the connection once the process is gone (before ``exited`` is set)."""
+        self.supervisor.exited(self.name)
+        if conn is not self.conn or self.stopping:
+            return
+        reason = conn.problem or (f"killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        if conn.tail and not conn.problem:
+            reason += f"; last log lines: {' | '.join(list(conn.tail)[-3:])}"
+        self._crashed(reason, code)
+
+    def _crashed(self, reason: str, code: int) -> None:
+        """Detach, count, publish ``plugin_crashed`` and schedule the restart (or give up)."""
+        self.last_error = reason
+        self._detach()
+        delay = self.supervisor.record_crash(self.name) if self.auto_restart else None
+        crashes = self.supervisor.crash_count(self.name)
+        if not self.auto_restart:
+            self.status = "crashed"
+        elif delay is None:
+            self.status = "failed"
+            log.error(
+                "plugin %s crashed %d times within %g s; automatic restarts stopped until a manual reload (需人工介入)",
+                self.name,
+                crashes,
+                self.supervisor.window,
+            )
+        else:
+            self.status = "restarting"
+        log.error("plugin %s crashed: %s", self.name, reason)
+        self._publish(
+            {
+                "type": "plugin_crashed",
+                "event": "plugin_crashed",
+                "plugin": self.name,
+                "error": reason,
+                "exit_code": code,
+                "crash_count": crashes,
+                "restart_in": delay,
+            }
+        )
+        if delay is not None:
+            self._restart = asyncio.get_running_loop().create_task(self._restart_after(delay, self._generation))
+
+    def _publish(self, data: dict[str, Any]) -> None:
+        bus = getattr(getattr(self.sdk, "services", None), "bus", None)
+        if bus is not None:
+            bus.publish("system", data, source=self.name)
+
+    async def _restart_after(self, delay: float, generation: int) -> None:
+        await asyncio.sleep(delay)
+        self._restart = None
+        if generation != self._generation or self.stopping or not self.supervisor.may_restart(self.name):
+            return
+        try:
+            await self.launch()
+        except PluginLoadError as exc:
+            self.stopping = False
+            self._crashed(f"restart failed: {exc}", -1)
+            return
+        self._publish({"type": "plugin_restarted", "event": "plugin_restarted", "plugin": self.name})
+
+    async def wait_restarted(self) -> None:
+        """Wait for a scheduled restart (if any) to finish; for tests and tools."""
+        task = self._restart
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+
+    # ------------------------------------------------------------------ calls into the child
+
+    async def call(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        """One request to the child.
+
+        Raises:
+            ToolError: the plugin is not running, died during the call, or answered an error.
+        """
+        conn = self.conn
+        if conn is None or not conn.alive:
+            raise ToolError(
+                f"plugin {self.name} is not running ({self.status}{': ' + self.last_error if self.last_error else ''})"
+            )
+        try:
+            return await conn.peer.call(method, params, timeout=timeout)
+        except RemoteError as exc:
+            raise ToolError(f"plugin {self.name}: {exc}") from None
+        except PeerClosed:
+            raise ToolError(f"plugin {self.name}: {PROCESS_EXITED}") from None
+
+    # ------------------------------------------------------------------ hookimpls
+
+    @hookimpl
+    async def startup(self, sdk: Any) -> None:
+        self.sdk = sdk
+        self.link = KernelLink.for_sdk(sdk, self.name)
+        await self.launch()
+
+    @hookimpl
+    async def shutdown(self) -> None:
+        await self.stop()
+
+    async def _stage(
+        self, stage: str, ctx: StageContext, call: ToolCall | None = None, result: ToolResult | None = None
+    ) -> Any:
+        scope = self.stages.get(stage)
+        if scope is None:
+            return None
+        if scope == OWN_TOOLS and call is not None and call.plugin != self.name:
+            return None
+        params: dict[str, Any] = {"stage": stage, "ctx": ctx}
+        if call is not None:
+            params["call"] = call
+        if result is not None:
+            params["result"] = result
+        answer = await self.call("stage.invoke", params) or {}
+        apply_changes(ctx, answer.get("changed") or {})
+        if call is not None and isinstance(answer.get("call"), dict):
+            arguments = answer["call"].get("arguments")
+            if isinstance(arguments, dict):
+                call.arguments = arguments
+        if result is not None and isinstance(answer.get("result"), dict):
+            if "result" in answer["result"]:
+                result.result = str(answer["result"]["result"])
+            if "success" in answer["result"]:
+                result.success = bool(answer["result"]["success"])
+        reject = answer.get("reject")
+        return reject if isinstance(reject, str) and stage == "before_toolcall" else None
+
+    @hookimpl
+    async def on_input(self, ctx: StageContext) -> Any:
+        return await self._stage("on_input", ctx) if "on_input" in self.stages else None
+
+    @hookimpl
+    async def pre_action(self, ctx: StageContext) -> Any:
+        return await self._stage("pre_action", ctx) if "pre_action" in self.stages else None
+
+    @hookimpl
+    async def post_action(self, ctx: StageContext) -> Any:
+        return await self._stage("post_action", ctx) if "post_action" in self.stages else None
+
+    @hookimpl
+    async def before_toolcall(self, ctx: StageContext, call: ToolCall) -> Any:
+        return await self._stage("before_toolcall", ctx, call) if "before_toolcall" in self.stages else None
+
+    @hookimpl
+    async def after_toolcall(self, ctx: StageContext, call: ToolCall, result: ToolResult) -> Any:
+        return await self._stage("after_toolcall", ctx, call, result) if "after_toolcall" in self.stages else None
+
+    @hookimpl
+    async def before_output(self, ctx: StageContext) -> Any:
+        return await self._stage("before_output", ctx) if "before_output" in self.stages else None
+
+    @hookimpl
+    async def after_output(self, ctx: StageContext) -> Any:
+        return await self._stage("after_output", ctx) if "after_output" in self.stages else None
+
+    @hookimpl
+    async def on_event(self, event: Event) -> None:
+        types = self.event_types
+        conn = self.conn
+        if types is None or conn is None or not conn.alive or (types and event.name not in types):
+            return
+        with contextlib.suppress(Exception):
+            conn.peer.notify("event.deliver", {"event": event})
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    text = str(exc)
+    return (
+        f"{type(exc).__name__}: {text}"
+        if text and not isinstance(exc, RemoteError | PeerClosed)
+        else text or type(exc).__name__
+    )
+
+
+def discover_proc_plugins(
+    data_dir: Path,
+    *,
+    supervisor: Supervisor,
+    disabled: set[str] | frozenset[str] = frozenset(),
+    errors: dict[str, str] | None = None,
+    **options: Any,
+) -> list[tuple[str, ProcPlugin]]:
+    """Wrappers for every valid ``<data>/plugins/<name>/`` holding a proc entry.
+
+    Directories with ``main.lua`` or ``SKILL.md`` (and no proc entry) belong to other
+    loaders and are skipped. A broken directory is reported in ``errors`` (name -> message)
+    and logged; it never stops the others. ``options`` go to :class:`ProcPlugin`.
+    """
+    root = Path(data_dir) / "plugins"
+    found: list[tuple[str, ProcPlugin]] = []
+    if not root.is_dir():
+        return found
+    for child in sorted(root.iterdir()):
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        legacy = [p for p in child.glob("plugin.*") if p.suffix in (".so", ".dll", ".dylib")]
+        if proc_entry(child) is None and not legacy:
+            continue
+        if child.name in disabled:
+            continue
+        try:
+            manifest = load_manifest(child)
+            if legacy and proc_entry(child) is None:
+                raise PluginLoadError(
+                    f"plugin {child.name}: 检测到旧 C ABI 产物 ({', '.join(p.name for p in legacy)})；请用新版 hmapdev "
+                    "重编产出 plugin.bin 或 plugin.pyz（业务代码无需修改） "
+                    "(legacy C-ABI artefact found; rebuild with hmapdev)",
+                    plugin_name=child.name,
+                )
+            found.append((manifest.name, ProcPlugin(child, supervisor=supervisor, manifest=manifest, **options)))
+        except (PackageError, PluginLoadError) as exc:
+            log.error("plugin directory %s skipped: %s", child, exc)
+            if errors is not None:
+                errors[child.name] = str(exc)
+    return found

@@ -1,0 +1,643 @@
+"""The ``core.*`` methods a proc plugin may call, their capability gates, and the kernel link.
+
+Every method belongs to ``core`` (always allowed) or to one capability group. A plugin whose
+``plugin.json`` lists capabilities may call ``core`` plus those groups; an empty or absent list
+is unrestricted (compatibility with the original). A denied call gets the original's explicit
+message naming the missing capability and listing all of them — never a silent success.
+Social access is read-only and event publishing does not exist out of process.
+
+:class:`KernelLink` is the single adapter between proc plugins and the kernel's registries
+(tools, channels, io); without a kernel (tests, ``hmapdev run``) it keeps private registries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.plugins.packages import CAPABILITIES
+from homeagent_sdk.errors import HomeAgentError, PluginValidationError
+from homeagent_sdk.types import (
+    ChannelDef,
+    ConfigDef,
+    InjectOptions,
+    MediaAttachment,
+    Priority,
+    StageContext,
+    TextEvent,
+    ToolDef,
+    ToolResult,
+    Triple,
+)
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.proc import ProcPlugin
+
+__all__ = ["METHOD_CAPABILITIES", "STAGES", "CoreMethods", "KernelLink", "apply_changes", "denial"]
+
+STAGES: tuple[str, ...] = (
+    "on_input",
+    "pre_action",
+    "post_action",
+    "before_toolcall",
+    "after_toolcall",
+    "before_output",
+    "after_output",
+)
+
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "io": (
+        "io.injectText",
+        "io.injectInterrupt",
+        "io.injectTextNoMem",
+        "io.injectInputSync",
+        "io.injectMedia",
+        "io.injectMediaSync",
+        "io.injectInterruptMedia",
+    ),
+    "memory": (
+        "memory.recall",
+        "memory.commit",
+        "memory.introspect",
+        "memory.merge",
+        "memory.purge",
+        "memory.entities",
+        "memory.relations",
+    ),
+    "doc_memory": ("doc.query", "doc.insert", "doc.insertWithMedia", "doc.remove", "doc.stats"),
+    "knowledge": ("knowledge.search", "knowledge.add", "knowledge.list"),
+    "text_memory": ("textmemory.append",),
+    "llm": ("llm.listSources", "llm.setSource", "llm.currentSource", "llm.chat"),
+    "social": ("social.getPerson", "social.getNetwork", "social.getTrait", "social.getRelations", "social.listPersons"),
+    "events": ("events.subscribe", "events.unsubscribe"),
+    "plugin_mgr": ("plugin.reloadOne", "plugin.listLoaded", "plugin.isDisabled"),
+    "settings_cross": (
+        "settings.getCore",
+        "settings.setCore",
+        "settings.listCore",
+        "settings.getPlugin",
+        "settings.setPlugin",
+        "settings.listPlugin",
+        "settings.dump",
+        "settings.plugins",
+    ),
+}
+#: method -> capability group; methods not listed are ``core``.
+METHOD_CAPABILITIES: dict[str, str] = {m: cap for cap, methods in _GROUPS.items() for m in methods}
+
+_CTX_FIELDS = frozenset(StageContext.__dataclass_fields__)
+_READONLY = frozenset({"phase"})
+
+
+def denial(plugin: str, method: str, capability: str) -> str:
+    """The original's denial message, word for word."""
+    return (
+        f'插件 {plugin} 调用 {method} 被拒：缺少 "{capability}" 能力。请在 plugin.json 的 capabilities 数组中声明它'
+        f"（可用能力：{', '.join(CAPABILITIES)}）"
+    )
+
+
+def apply_changes(ctx: StageContext, changed: dict[str, Any]) -> None:
+    """Write back the fields a stage handler changed; ``phase`` is read-only and a response
+    already set cannot be un-set."""
+    fields = {k: v for k, v in changed.items() if k in _CTX_FIELDS and k not in _READONLY}
+    if fields.get("response", "") is None:
+        del fields["response"]
+    if not fields:
+        return
+    decoded = StageContext.from_dict(fields)
+    for key in fields:
+        setattr(ctx, key, getattr(decoded, key))
+
+
+class KernelLink:
+    """Where a proc plugin's registrations go: the kernel's registries, or private ones."""
+
+    def __init__(self, kernel: Any = None, plugin: str = "") -> None:
+        if kernel is None or getattr(kernel, "tools", None) is None:
+            from homeagent_core.agent.channels import ChannelRegistry
+            from homeagent_core.agent.tools import ToolRegistry
+
+            self.kernel = None
+            self.tools: Any = ToolRegistry()
+            self.channels: Any = ChannelRegistry()
+            self.io: Any = None
+        else:
+            self.kernel = kernel
+            self.tools = kernel.tools
+            self.channels = kernel.channels
+            io_for = getattr(kernel, "io_for", None)
+            # Out-of-process plugins inject as themselves, clamped to interrupt level L3.
+            self.io = io_for(plugin, external=True) if callable(io_for) and plugin else getattr(kernel, "io", None)
+
+    @classmethod
+    def for_sdk(cls, sdk: Any, plugin: str = "") -> KernelLink:
+        services = getattr(sdk, "services", None)
+        return cls(getattr(services, "kernel", None), plugin)
+
+    def add_tool(self, tool: ToolDef, plugin: str) -> None:
+        self.tools.add(tool, plugin=plugin)
+
+    def add_output(self, channel: ChannelDef, plugin: str) -> None:
+        stored = self.channels.add_output(channel, plugin)
+        for tool in self.channels.tools_for(stored.name):
+            if tool.name not in self.tools:
+                self.tools.add(tool, plugin=plugin)
+
+    def add_input(self, channel: ChannelDef, plugin: str) -> None:
+        self.channels.add_input(channel, plugin)
+
+    def tool_names(self, plugin: str) -> list[str]:
+        return [t.name for t in self.tools.tools() if t.plugin == plugin]
+
+    def detach(self, plugin: str) -> None:
+        detach = getattr(self.kernel, "detach_plugin", None)
+        if callable(detach):
+            detach(plugin)
+            return
+        self.channels.remove_plugin(plugin)
+        self.tools.remove_plugin(plugin)
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+def _dict(params: Any, method: str) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise ValueError(f"参数解析失败: {method} expects a JSON object, got {type(params).__name__}")
+    return params
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+async def _maybe(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _options(params: dict[str, Any], *, interrupt: bool = False) -> InjectOptions:
+    priority = params.get("priority") or ("L1" if interrupt else None)
+    level = None
+    if priority:
+        try:
+            level = Priority(str(priority).upper())
+        except ValueError:
+            raise ValueError(f"参数解析失败: priority must be L1..L4, got {priority!r}") from None
+        if level is Priority.L4:
+            level = Priority.L3  # L4 is reserved for the kernel
+    return InjectOptions(
+        no_memory=bool(params.get("no_memory", False)),
+        context_policy=str(params.get("context_policy", "") or ""),
+        recall_policy=str(params.get("recall_policy", "") or ""),
+        cleaner_name=str(params.get("cleaner_name", "") or ""),
+        priority=level,
+    )
+
+
+class CoreMethods:
+    """Serves the ``core.*`` requests of one :class:`ProcPlugin`."""
+
+    def __init__(self, plugin: ProcPlugin) -> None:
+        self.p = plugin
+
+    # ------------------------------------------------------------------ plumbing
+
+    def handlers(self) -> dict[str, Handler]:
+        table: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+            "tool.register": self.tool_register,
+            "stage.register": self.stage_register,
+            "output.register": self.output_register,
+            "input.register": self.input_register,
+            "api.register": self.api_register,
+            "settings.get": self.settings_get,
+            "settings.set": self.settings_set,
+            "settings.list": self.settings_list,
+            "settings.defs": self.settings_defs,
+            "settings.registerDef": self.settings_register_def,
+            "settings.dataDir": self.settings_data_dir,
+            "lifecycle.autoRestart": self.auto_restart,
+            "io.injectText": self.io_inject_text,
+            "io.injectTextNoMem": self.io_inject_text_nomem,
+            "io.injectInterrupt": self.io_inject_interrupt,
+            "io.injectInputSync": self.io_inject_sync,
+            "io.injectMedia": self.io_inject_media,
+            "io.injectInterruptMedia": self.io_inject_interrupt_media,
+            "events.subscribe": self.events_subscribe,
+            "events.unsubscribe": self.events_unsubscribe,
+            "events.publish": self.events_publish,
+            "plugin.reloadOne": self.plugin_reload,
+            "plugin.listLoaded": self.plugin_list,
+            "plugin.isDisabled": self.plugin_is_disabled,
+            "settings.getCore": self.core_get,
+            "settings.setCore": self.core_set,
+            "settings.listCore": self.core_list,
+            "settings.getPlugin": self.other_get,
+            "settings.setPlugin": self.other_set,
+            "settings.listPlugin": self.other_list,
+            "settings.dump": self.settings_dump,
+            "settings.plugins": self.settings_plugins,
+            "textmemory.append": self.text_append,
+        }
+        for method, (service, attr, build, shape) in _FORWARDS.items():
+            table[method] = self._forward(method, service, attr, build, shape)
+        for method in ("social.setTrait", "social.addRelation", "social.removePerson"):
+            table[method] = self._read_only(method)
+        return {m: self._gate(m, fn) for m, fn in table.items()}
+
+    def _gate(self, method: str, fn: Callable[[dict[str, Any]], Awaitable[Any]]) -> Handler:
+        capability = METHOD_CAPABILITIES.get(method)
+        caps = self.p.capabilities
+
+        async def handler(params: Any) -> Any:
+            if capability is not None and caps and capability not in caps:
+                raise PermissionError(denial(self.p.name, method, capability))
+            return await fn(_dict(params, method))
+
+        return handler
+
+    def _unavailable(self, method: str, what: str) -> HomeAgentError:
+        return HomeAgentError(
+            f"{method}: {what} 能力在当前内核实例中不可用 ({what} is not available in this agent; "
+            "start it with that service enabled)"
+        )
+
+    def _service(self, method: str, name: str) -> Any:
+        sdk = self.p.sdk
+        service = None
+        if name == "io":
+            service = self.p.link.io if self.p.link is not None else None
+        if service is None and sdk is not None:
+            service = getattr(sdk, name, None)
+        if service is None or type(service).__name__ == "_Missing":
+            raise self._unavailable(method, name)
+        return service
+
+    def _member(self, method: str, service: str, attr: str) -> Any:
+        obj = self._service(method, service)
+        try:
+            fn = getattr(obj, attr)
+        except (AttributeError, HomeAgentError):
+            raise self._unavailable(method, f"{service}.{attr}") from None
+        return fn
+
+    def _forward(
+        self,
+        method: str,
+        service: str,
+        attr: str,
+        build: Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]],
+        shape: Callable[[Any], Any],
+    ) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+        async def handler(params: dict[str, Any]) -> Any:
+            fn = self._member(method, service, attr)
+            try:
+                args, kwargs = build(params)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"参数解析失败: {method}: {exc}") from None
+            return _plain(shape(await _maybe(fn(*args, **kwargs))))
+
+        return handler
+
+    def _read_only(self, method: str) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+        async def handler(params: dict[str, Any]) -> Any:
+            raise PermissionError(f"{method}: social access is read-only for out-of-process plugins")
+
+        return handler
+
+    @property
+    def _config(self) -> Any:
+        sdk = self.p.sdk
+        config = getattr(sdk, "config", None) or getattr(getattr(sdk, "services", None), "config", None)
+        if config is None:
+            raise HomeAgentError("settings are not available: the plugin was started without a config store")
+        return config
+
+    def _key(self, key: Any) -> str:
+        if not isinstance(key, str) or not key:
+            raise ValueError("参数解析失败: key must be a non-empty string")
+        prefix = f"plugin.{self.p.name}."
+        return key if key.startswith(prefix) else prefix + key
+
+    def _link(self) -> Any:
+        if self.p.link is None:
+            raise HomeAgentError("registrations are only accepted while the plugin starts")
+        return self.p.link
+
+    # ------------------------------------------------------------------ registration (core)
+
+    async def tool_register(self, params: dict[str, Any]) -> None:
+        raw = params.get("def")
+        if not isinstance(raw, dict):
+            raise ValueError("参数解析失败: tool.register needs a def object")
+        tool = ToolDef.from_dict(raw)
+        tool.name = str(params.get("name") or tool.name)
+        tool.plugin = self.p.name
+        tool.handler = self._tool_handler(tool.name)
+        try:
+            self._link().add_tool(tool, self.p.name)
+        except PluginValidationError as exc:
+            raise ValueError(f"tool {tool.name} already registered or invalid: {exc}") from None
+
+    def _tool_handler(self, name: str) -> Callable[..., Awaitable[Any]]:
+        plugin = self.p
+
+        async def handler(**arguments: Any) -> Any:
+            answer = await plugin.call("tool.invoke", {"name": name, "args": arguments}) or {}
+            if answer.get("success") is False:
+                return ToolResult("", name, False, str(answer.get("result", "")))
+            return answer.get("result")
+
+        return handler
+
+    async def stage_register(self, params: dict[str, Any]) -> None:
+        stage = params.get("stage")
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+        scope = params.get("scope") or "global"
+        if scope not in ("global", "own_tools"):
+            raise ValueError(f"stage scope must be 'global' or 'own_tools', got {scope!r}")
+        self.p.stages[stage] = scope
+
+    def _channel(self, params: dict[str, Any]) -> ChannelDef:
+        raw = dict(params.get("def") or {})
+        raw["name"] = str(params.get("name") or raw.get("name") or "")
+        if "caps" in params:
+            raw["caps"] = int(params["caps"])
+        if params.get("desc") and not raw.get("description"):
+            raw["description"] = str(params["desc"])
+        if "NoMemory" in raw:
+            raw["no_memory"] = bool(raw.pop("NoMemory"))
+        return ChannelDef.from_dict(raw)
+
+    async def output_register(self, params: dict[str, Any]) -> None:
+        channel = self._channel(params)
+        plugin = self.p
+        name = channel.name
+
+        async def send(payload: str, meta: dict[str, Any], type: str) -> Any:
+            answer = await plugin.call(
+                "output.invoke", {"channel": name, "args": {"payload": payload, "type": type, "meta": meta}}
+            )
+            if isinstance(answer, dict):
+                answer.setdefault("status", "sent")
+            return answer
+
+        channel.send = send
+        try:
+            self._link().add_output(channel, self.p.name)
+        except PluginValidationError as exc:
+            raise ValueError(str(exc)) from None
+
+    async def input_register(self, params: dict[str, Any]) -> None:
+        try:
+            self._link().add_input(self._channel(params), self.p.name)
+        except PluginValidationError as exc:
+            raise ValueError(str(exc)) from None
+
+    async def api_register(self, params: dict[str, Any]) -> None:
+        raise HomeAgentError(
+            "api.register is not supported by this core; declare HTTP endpoints as proxies in plugin.json"
+        )
+
+    async def auto_restart(self, params: dict[str, Any]) -> None:
+        self.p.auto_restart = bool(params.get("enabled", True))
+
+    # ------------------------------------------------------------------ own settings (core)
+
+    async def settings_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"value": self._config.get(self._key(params.get("key")))}
+
+    async def settings_set(self, params: dict[str, Any]) -> None:
+        self._config.set(self._key(params.get("key")), params.get("value"))
+
+    async def settings_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        prefix = f"plugin.{self.p.name}."
+        values = self._config.items(prefix + str(params.get("prefix") or ""))
+        rel = {k[len(prefix) :]: v for k, v in values.items()}
+        return {"keys": sorted(rel), "values": rel}
+
+    async def settings_defs(self, params: dict[str, Any]) -> dict[str, Any]:
+        prefix = f"plugin.{self.p.name}." + str(params.get("prefix") or "")
+        return {"defs": [d.to_dict() for d in self._config.definitions(prefix)]}
+
+    async def settings_register_def(self, params: dict[str, Any]) -> None:
+        raw = params.get("def")
+        if not isinstance(raw, dict) or not raw.get("key"):
+            raise ValueError("参数解析失败: settings.registerDef needs def with a key")
+        self._config.define_plugin(self.p.name, ConfigDef.from_dict(raw))
+
+    async def settings_data_dir(self, params: dict[str, Any]) -> dict[str, Any]:
+        data_dir = getattr(self.p.sdk, "data_dir", None)
+        if data_dir is None:
+            raise self._unavailable("settings.dataDir", "data_dir")
+        return {"dir": str(data_dir)}
+
+    # ------------------------------------------------------------------ io
+
+    def _io(self, method: str) -> Any:
+        return self._service(method, "io")
+
+    async def io_inject_text(self, params: dict[str, Any]) -> None:
+        await _maybe(
+            self._io("io.injectText").inject_text(
+                str(params.get("text", "")), str(params.get("channel", "")), _options(params)
+            )
+        )
+
+    async def io_inject_text_nomem(self, params: dict[str, Any]) -> None:
+        await self.io_inject_text({**params, "no_memory": True})
+
+    async def io_inject_interrupt(self, params: dict[str, Any]) -> None:
+        io = self._io("io.injectInterrupt")
+        await _maybe(
+            io.inject_interrupt(
+                str(params.get("text", "")), str(params.get("channel", "")), _options(params, interrupt=True)
+            )
+        )
+
+    async def io_inject_sync(self, params: dict[str, Any]) -> dict[str, Any]:
+        io = self._io("io.injectInputSync")
+        kwargs: dict[str, Any] = {}
+        if params.get("timeout"):
+            kwargs["timeout"] = float(params["timeout"])
+        reply = await _maybe(
+            io.inject_input_sync(
+                str(params.get("text", "")), str(params.get("channel", "")), _options(params), **kwargs
+            )
+        )
+        return {"reply": reply if isinstance(reply, str) else str(getattr(reply, "text", reply))}
+
+    def _attachments(self, params: dict[str, Any]) -> list[MediaAttachment]:
+        return [MediaAttachment.from_dict(a) for a in params.get("attachments") or params.get("blocks") or []]
+
+    async def io_inject_media(self, params: dict[str, Any]) -> None:
+        io = self._io("io.injectMedia")
+        await _maybe(
+            io.inject_media(
+                str(params.get("text", "")), self._attachments(params), str(params.get("channel", "")), _options(params)
+            )
+        )
+
+    async def io_inject_interrupt_media(self, params: dict[str, Any]) -> None:
+        io = self._io("io.injectInterruptMedia")
+        options = _options(params, interrupt=True)
+        await _maybe(
+            io.inject_media(
+                str(params.get("text", "")), self._attachments(params), str(params.get("channel", "")), options
+            )
+        )
+
+    # ------------------------------------------------------------------ events
+
+    async def events_subscribe(self, params: dict[str, Any]) -> None:
+        types = frozenset(str(t) for t in params.get("types") or [])
+        current = self.p.event_types
+        if current is None or not types:
+            self.p.event_types = types if current is None else frozenset()
+        elif current:
+            self.p.event_types = current | types
+
+    async def events_unsubscribe(self, params: dict[str, Any]) -> None:
+        return None  # subscriptions end with the process, as in the original
+
+    async def events_publish(self, params: dict[str, Any]) -> None:
+        raise PermissionError("events.publish: event publishing is not available to out-of-process plugins")
+
+    # ------------------------------------------------------------------ plugin_mgr
+
+    async def plugin_reload(self, params: dict[str, Any]) -> None:
+        name = str(params.get("name", ""))
+        if name == self.p.name:
+            raise ValueError("a plugin cannot reload itself; ask the user or another plugin")
+        try:
+            await self.p.supervisor.reload(name)
+        except KeyError:
+            raise ValueError(f"plugin {name!r} is not a loaded out-of-process plugin") from None
+
+    async def plugin_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"plugins": self.p.supervisor.status()}
+
+    async def plugin_is_disabled(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"disabled": str(params.get("name", "")) in self._config.disabled_plugins()}
+
+    # ------------------------------------------------------------------ settings_cross
+
+    async def core_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = str(params.get("key", ""))
+        if not key.startswith("core."):
+            raise ValueError(f"settings.getCore: {key!r} is not a core.* key")
+        return {"value": self._config.get(key)}
+
+    async def core_set(self, params: dict[str, Any]) -> None:
+        key = str(params.get("key", ""))
+        if not key.startswith("core."):
+            raise ValueError(f"settings.setCore: {key!r} is not a core.* key")
+        self._config.set(key, params.get("value"))
+
+    async def core_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"keys": sorted(self._config.items("core." + str(params.get("prefix") or "")))}
+
+    async def other_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"value": self._config.get(f"plugin.{params.get('plugin')}.{params.get('key')}")}
+
+    async def other_set(self, params: dict[str, Any]) -> None:
+        self._config.set(f"plugin.{params.get('plugin')}.{params.get('key')}", params.get("value"))
+
+    async def other_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        prefix = f"plugin.{params.get('plugin')}."
+        return {"keys": sorted(k[len(prefix) :] for k in self._config.items(prefix + str(params.get("prefix") or "")))}
+
+    async def settings_dump(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"settings": self._config.describe(str(params.get("prefix") or ""))}
+
+    async def settings_plugins(self, params: dict[str, Any]) -> dict[str, Any]:
+        names = {k.split(".")[1] for k in self._config.items("plugin.")}
+        return {"plugins": sorted(names)}
+
+    # ------------------------------------------------------------------ text memory
+
+    async def text_append(self, params: dict[str, Any]) -> None:
+        kernel = self.p.link.kernel if self.p.link is not None else None
+        log = getattr(kernel, "textlog", None)
+        if log is None or not hasattr(log, "append"):
+            raise self._unavailable("textmemory.append", "text_memory")
+        await _maybe(log.append(TextEvent.from_dict(params.get("event") or {})))
+
+
+def _args(*names: str, **defaults: Any) -> Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
+    def build(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        values = []
+        for name in names:
+            if name in params:
+                values.append(params[name])
+            elif name in defaults:
+                values.append(defaults[name])
+            else:
+                raise KeyError(f"missing {name!r}")
+        return tuple(values), {}
+
+    return build
+
+
+def _doc_insert(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    doc = params.get("doc")
+    if not isinstance(doc, dict):
+        raise ValueError("doc.insert: 缺少 doc 字段 (the doc field is missing)")
+    return (str(doc.get("title", "")), str(doc.get("content", ""))), {}
+
+
+def _triples(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return ([Triple.from_dict(t) for t in params.get("triples") or []],), {}
+
+
+def _recall_shape(value: Any) -> dict[str, Any]:
+    value = _plain(value) or {}
+    return {
+        "entities": value.get("entities") or [],
+        "relations": value.get("relations") or [],
+        **{k: v for k, v in value.items() if k not in ("entities", "relations")},
+    }
+
+
+def _key(name: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda value: {name: value}
+
+
+_FORWARDS: dict[
+    str, tuple[str, str, Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]], Callable[[Any], Any]]
+] = {
+    "memory.recall": ("memory", "recall", _args("query", depth=2), _recall_shape),
+    "memory.commit": ("memory", "commit", _triples, lambda v: v),
+    "memory.introspect": ("memory", "introspect", _args(), lambda v: v),
+    "memory.merge": ("memory", "merge", _args("source", "target"), _key("merged")),
+    "memory.purge": ("memory", "purge", _args("criteria", mode="soft"), _key("purged")),
+    "memory.entities": ("memory", "entities", _args(query="", limit=50), _key("entities")),
+    "memory.relations": ("memory", "relations", _args("name"), _key("relations")),
+    "doc.query": ("doc", "query", _args("text", top_k=5), _key("docs")),
+    "doc.insert": ("doc", "commit", _doc_insert, _key("id")),
+    "doc.remove": ("doc", "remove", _args("id"), lambda v: None),
+    "doc.stats": ("doc", "stats", _args(), lambda v: v),
+    "knowledge.search": ("knowledge", "search", _args("query", top_k=5), _key("results")),
+    "knowledge.add": ("knowledge", "create", _args("name", "content"), _key("name")),
+    "knowledge.list": ("knowledge", "list", _args(), _key("names")),
+    "llm.chat": ("llm", "chat", lambda p: ((p.get("messages") or [],), dict(p.get("options") or {})), lambda v: v),
+    "llm.listSources": ("llm", "list_sources", _args(), _key("sources")),
+    "llm.currentSource": ("llm", "current_source", _args(), _key("source")),
+    "llm.setSource": ("llm", "set_source", _args("name"), lambda v: None),
+    "social.getPerson": ("social", "person", _args("name"), _key("person")),
+    "social.getNetwork": ("social", "network", _args("name", depth=1), _key("network")),
+    "social.getTrait": ("social", "trait", _args("name", "trait"), lambda v: {"value": v, "found": v is not None}),
+    "social.getRelations": ("social", "relations", _args("name"), _key("relations")),
+    "social.listPersons": ("social", "persons", _args(), _key("persons")),
+}

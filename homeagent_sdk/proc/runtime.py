@@ -1,0 +1,442 @@
+"""The child side of the out-of-process protocol: ``serve(plugin)``.
+
+A Python plugin written for the in-process hooks runs unchanged in its own process::
+
+    from homeagent_sdk import hookimpl
+    from homeagent_sdk.proc import serve
+
+    class Weather:
+        @hookimpl
+        def register_tools(self, registry):
+            registry.add(self.weather_now)
+
+        async def weather_now(self, city: str) -> str:
+            "Current weather of a city."
+            return f"sunny in {city}"
+
+    if __name__ == "__main__":
+        serve(Weather())
+
+On ``plugin.start`` the runtime calls the plugin's ``register_*`` hooks with registries that
+forward each contribution to the host, declares the stages the plugin implements, then calls
+``startup(sdk)`` with a :class:`~homeagent_sdk.proc.facade.RemoteSDK` — the same ``PluginSDK``
+shape in-process plugins get, whose calls travel to the host. Handlers may be sync (run in a
+worker thread) or ``async def``. stdout carries the protocol only: ``serve`` moves it aside
+and points file descriptor 1 at stderr, so a stray ``print`` cannot corrupt the wire.
+The process exits after ``plugin.stop`` or when stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from homeagent_sdk import hookspecs
+from homeagent_sdk._names import PROJECT_NAME
+from homeagent_sdk._version import __version__
+from homeagent_sdk.proc.facade import RemoteSDK
+from homeagent_sdk.proc.schema import function_schema
+from homeagent_sdk.proc.wire import PROTOCOL_VERSION, Peer, dumps, loads
+from homeagent_sdk.types import ChannelDef, ConfigDef, Event, StageContext, ToolCall, ToolDef, ToolResult
+
+__all__ = ["STAGES", "ChildRuntime", "serve"]
+
+log = logging.getLogger("homeagent.plugin")
+
+STAGES: tuple[str, ...] = (
+    "on_input",
+    "pre_action",
+    "post_action",
+    "before_toolcall",
+    "after_toolcall",
+    "before_output",
+    "after_output",
+)
+_CTX_FIELDS: tuple[str, ...] = tuple(StageContext.__dataclass_fields__)
+_READONLY = frozenset({"phase"})
+
+
+_NESTED: dict[str, Any] = {"tool_calls": ToolCall, "tool_results": ToolResult}
+
+
+def _wire_ctx(raw: dict[str, Any]) -> StageContext:
+    """StageContext from its wire form; the generic ``from_dict`` is too slow for every stage."""
+    try:
+        kwargs = {k: v for k, v in raw.items() if k in _CTX_FIELDS}
+        for key, cls in _NESTED.items():
+            items = kwargs.get(key)
+            if items:
+                names = cls.__dataclass_fields__
+                kwargs[key] = [cls(**{k: v for k, v in item.items() if k in names}) for item in items]
+        if kwargs.get("attachments"):
+            return StageContext.from_dict(raw)
+        return StageContext(**kwargs)
+    except (TypeError, AttributeError):
+        return StageContext.from_dict(raw)
+
+
+def _is_async(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Await ``fn`` when async, else run it in a worker thread."""
+    if _is_async(fn):
+        return await fn(*args, **kwargs)
+    result = await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class _ToolRegistry:
+    """``register_tools`` registry of the child: keeps handlers, sends definitions."""
+
+    def __init__(self, runtime: ChildRuntime) -> None:
+        self._rt = runtime
+
+    def add(
+        self,
+        tool: ToolDef | Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        no_memory: bool = False,
+        parallel_safe: bool = False,
+        serial: bool = False,
+        timeout: float | None = None,
+    ) -> ToolDef:
+        if isinstance(tool, ToolDef):
+            if tool.handler is None:
+                raise TypeError(f"tool {tool.name!r} has no handler; set ToolDef(handler=...)")
+            definition = tool
+            if name:
+                definition.name = name
+            if description is not None:
+                definition.description = description
+        else:
+            tool_name = name or getattr(tool, "__name__", "")
+            if not tool_name or tool_name == "<lambda>":
+                raise TypeError("a lambda cannot name a tool: pass name='...' to registry.add()")
+            desc, parameters = function_schema(tool, tool_name)
+            definition = ToolDef(
+                name=tool_name,
+                description=description if description is not None else desc,
+                parameters=parameters,
+                handler=tool,
+            )
+        definition.no_memory = definition.no_memory or no_memory
+        definition.parallel_safe = definition.parallel_safe or parallel_safe
+        definition.serial = definition.serial or serial
+        if timeout is not None:
+            definition.timeout = timeout
+        self._rt.tools[definition.name] = definition
+        self._rt.registrations.append(("tool.register", {"name": definition.name, "def": definition.to_dict()}))
+        return definition
+
+
+class _ChannelRegistry:
+    def __init__(self, runtime: ChildRuntime, kind: str) -> None:
+        self._rt, self._kind = runtime, kind
+
+    def add(self, channel: ChannelDef) -> None:
+        if not isinstance(channel, ChannelDef):
+            raise TypeError(f"{self._kind} channel registry.add() takes a ChannelDef, got {type(channel).__name__}")
+        if self._kind == "output":
+            if channel.send is None:
+                raise TypeError(f"output channel {channel.name!r} has no send callable; set ChannelDef(send=...)")
+            self._rt.outputs[channel.name] = channel
+            method = "output.register"
+        else:
+            method = "input.register"
+        self._rt.registrations.append((method, {"name": channel.name, "def": channel.to_dict()}))
+
+
+class _SettingsRegistry:
+    def __init__(self, runtime: ChildRuntime) -> None:
+        self._rt = runtime
+
+    def add(self, definition: ConfigDef) -> None:
+        if not isinstance(definition, ConfigDef):
+            raise TypeError(f"register_settings expects ConfigDef objects, got {type(definition).__name__}")
+        self._rt.registrations.append(("settings.registerDef", {"def": definition.to_dict()}))
+
+
+class ChildRuntime:
+    """Serves one plugin object over a :class:`Peer`; transport-free, so tests can drive it."""
+
+    def __init__(self, plugin: object) -> None:
+        if isinstance(plugin, type):
+            raise TypeError(f"serve() got the class {plugin.__qualname__}; pass an instance — did you forget ()?")
+        self.plugin = plugin
+        self.pm = pluggy.PluginManager(PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.register(plugin, name="plugin")
+        self.pm.check_pending()
+        self.name = getattr(plugin, "name", "") or type(plugin).__name__
+        self.config: dict[str, Any] = {}
+        self.tools: dict[str, ToolDef] = {}
+        self.outputs: dict[str, ChannelDef] = {}
+        self.registrations: list[tuple[str, dict[str, Any]]] = []
+        self.sdk: RemoteSDK | None = None
+        self.done = asyncio.Event()
+        self.exit_code = 0
+        self._stopped = False
+        self.peer: Peer | None = None
+
+    def attach(self, peer: Peer) -> None:
+        self.peer = peer
+        peer.unknown_method = "未实现的 method"
+        peer.handlers.update(
+            {
+                "handshake": self._handshake,
+                "plugin.init": self._init,
+                "plugin.start": self._start,
+                "plugin.stop": self._stop,
+                "tool.invoke": self._tool,
+                "stage.invoke": self._stage,
+                "output.invoke": self._output,
+                "event.deliver": self._event,
+            }
+        )
+
+    def _impl(self, hook: str) -> Callable[..., Any] | None:
+        impls = getattr(self.pm.hook, hook).get_hookimpls()
+        return impls[0].function if impls else None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _handshake(self, params: Any) -> dict[str, Any]:
+        core = int((params or {}).get("protocol", 0) or 0)
+        if core != PROTOCOL_VERSION:
+            self.exit_code = 3
+            asyncio.get_running_loop().call_later(0.05, self.done.set)
+            message = (
+                f"协议版本不匹配（内核 {core}，插件 {PROTOCOL_VERSION}）——请用配套 hmapdev 重编 "
+                f"(protocol mismatch: core speaks {core}, this plugin {PROTOCOL_VERSION}; "
+                "rebuild the plugin with the hmapdev matching the core)"
+            )
+            log.error(message)
+            raise RuntimeError(message)
+        self.name = (params or {}).get("plugin_name") or self.name
+        return {"protocol": PROTOCOL_VERSION, "sdk_version": __version__, "plugin_name": self.name, "pid": os.getpid()}
+
+    async def _init(self, params: Any) -> None:
+        params = params or {}
+        self.name = params.get("name") or self.name
+        self.config = dict(params.get("config") or {})
+        configure = getattr(self.plugin, "configure", None)
+        if callable(configure):
+            await _call(configure, self.name, self.config)
+
+    async def _start(self, params: Any) -> None:
+        assert self.peer is not None
+        for hook, registry in (
+            ("register_settings", _SettingsRegistry(self)),
+            ("register_tools", _ToolRegistry(self)),
+            ("register_input_channels", _ChannelRegistry(self, "input")),
+            ("register_output_channels", _ChannelRegistry(self, "output")),
+        ):
+            impl = self._impl(hook)
+            if impl is not None:
+                impl(registry)
+        for method, payload in self.registrations:
+            await self.peer.call(method, payload)
+        scope = str(getattr(self.plugin, "scope", "") or "global")
+        for stage in STAGES:
+            impl = self._impl(stage)
+            if impl is not None:
+                stage_scope = str(getattr(impl, "scope", "") or scope)
+                await self.peer.call("stage.register", {"stage": stage, "scope": stage_scope})
+        if self._impl("on_event") is not None:
+            names = getattr(self.plugin, "event_names", None)
+            await self.peer.call("events.subscribe", {"types": list(names or [])})
+        data_dir = (await self.peer.call("settings.dataDir")) or {}
+        settings = (await self.peer.call("settings.list", {"prefix": ""})) or {}
+        self.sdk = RemoteSDK(self.peer, self.name, Path(data_dir.get("dir") or "."), settings.get("values") or {})
+        self.sdk.plugin_config = self.config
+        startup = self._impl("startup")
+        if startup is not None:
+            await _call(startup, self.sdk)
+        await self.peer.call("lifecycle.autoRestart", {"enabled": bool(getattr(self.plugin, "auto_restart", True))})
+
+    async def shutdown(self) -> None:
+        """Run the plugin's ``shutdown`` hook once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        impl = self._impl("shutdown")
+        if impl is not None:
+            try:
+                await _call(impl)
+            except Exception:
+                log.exception("shutdown of %s failed", self.name)
+
+    async def _stop(self, params: Any) -> None:
+        await self.shutdown()
+        asyncio.get_running_loop().call_soon(self.done.set)
+
+    # ------------------------------------------------------------------ kernel -> plugin calls
+
+    async def _tool(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name", "")
+        tool = self.tools.get(name)
+        if tool is None or tool.handler is None:
+            raise LookupError(f"未注册的工具: {name} (tool {name!r} is not registered by this plugin)")
+        args = params.get("args") or {}
+        value = await _call(tool.handler, **args)
+        if isinstance(value, ToolResult):
+            return {"result": value.result, "success": value.success}
+        to_dict = getattr(value, "to_dict", None)
+        return {"result": to_dict() if callable(to_dict) else value}
+
+    async def _stage(self, params: dict[str, Any]) -> dict[str, Any]:
+        stage = params.get("stage", "")
+        impl = self._impl(stage) if stage in STAGES else None
+        if impl is None:
+            return {"changed": {}}
+        ctx = _wire_ctx(params.get("ctx") or {})
+        before = {f: dumps(getattr(ctx, f)) for f in _CTX_FIELDS}
+        kwargs: dict[str, Any] = {"ctx": ctx}
+        call = result = None
+        if "call" in params:
+            call = ToolCall.from_dict(params["call"])
+            call_before = dumps(call.arguments)
+            kwargs["call"] = call
+        if "result" in params:
+            result = ToolResult.from_dict(params["result"])
+            result_before = dumps([result.result, result.success])
+            kwargs["result"] = result
+        argnames = getattr(self.pm.hook, stage).get_hookimpls()[0].argnames
+        returned = await _call(impl, **{k: v for k, v in kwargs.items() if k in argnames})
+        changed: dict[str, Any] = {}
+        for f in _CTX_FIELDS:
+            if f in _READONLY:
+                continue
+            value = getattr(ctx, f)
+            encoded = dumps(value)
+            if encoded != before[f]:
+                changed[f] = loads(encoded)
+        if changed.get("response", "") is None:
+            del changed["response"]  # a plugin cannot un-set a response
+        out: dict[str, Any] = {"changed": changed}
+        if call is not None and dumps(call.arguments) != call_before:
+            out["call"] = {"arguments": call.arguments}
+        if result is not None and dumps([result.result, result.success]) != result_before:
+            out["result"] = {"result": result.result, "success": result.success}
+        if isinstance(returned, str):
+            out["reject"] = returned
+        return out
+
+    async def _output(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("channel", "")
+        channel = self.outputs.get(name)
+        if channel is None or channel.send is None:
+            raise LookupError(f"output channel {name!r} is not registered by this plugin")
+        args = params.get("args") or {}
+        payload, meta, type_ = args.get("payload", ""), args.get("meta") or {}, args.get("type", "text")
+        try:
+            arity = len(
+                [
+                    p
+                    for p in inspect.signature(channel.send).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+            )
+        except (TypeError, ValueError):
+            arity = 3
+        value = await _call(channel.send, *(payload, meta, type_)[: max(1, min(arity, 3))])
+        if value is False:
+            raise RuntimeError(f"output channel {name!r} reported failure")
+        out = dict(value) if isinstance(value, dict) else ({} if value in (None, True) else {"result": value})
+        out.setdefault("status", "sent")
+        return out
+
+    async def _event(self, params: dict[str, Any]) -> None:
+        event = Event.from_dict(params.get("event") or {})
+        impl = self._impl("on_event")
+        if impl is not None:
+            await _call(impl, event)
+        if self.sdk is not None:
+            for names, callback in list(self.sdk.events.callbacks):
+                if not names or event.name in names:
+                    await _call(callback, event)
+
+
+class _StdinProtocol(asyncio.Protocol):
+    def __init__(self, peer: Peer, on_eof: Callable[[], None]) -> None:
+        self.peer, self.on_eof = peer, on_eof
+
+    def data_received(self, data: bytes) -> None:
+        self.peer.feed(data)
+
+    def eof_received(self) -> bool:
+        self.on_eof()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.on_eof()
+
+
+async def _serve_async(plugin: object, wire_out: int) -> int:
+    loop = asyncio.get_running_loop()
+    runtime = ChildRuntime(plugin)
+    writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(wire_out, "wb", buffering=0))
+    peer = Peer(writer.write, label=f"plugin {runtime.name}")
+    runtime.attach(peer)
+
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_eof() -> None:
+        if not runtime.done.is_set() and not stopping:
+            stopping.append(loop.create_task(_eof_stop(runtime)))
+
+    reader, _ = await loop.connect_read_pipe(
+        lambda: _StdinProtocol(peer, on_eof), os.fdopen(0, "rb", buffering=0, closefd=False)
+    )
+    await runtime.done.wait()
+    reader.close()
+    for _ in range(1000):  # let the last answers reach the host (bounded: 1 s)
+        if not writer.get_write_buffer_size():
+            break
+        await asyncio.sleep(0.001)
+    writer.close()
+    return runtime.exit_code
+
+
+async def _eof_stop(runtime: ChildRuntime) -> None:
+    await runtime.shutdown()
+    runtime.done.set()
+
+
+def serve(plugin: object) -> None:
+    """Run ``plugin`` as an out-of-process plugin on stdin/stdout; returns never (exits)."""
+    sys.stdout.flush()
+    wire_out = os.dup(1)
+    os.dup2(2, 1)  # stray writes to fd 1 (print, C libraries) now land on stderr
+    sys.stdout = sys.stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[plugin] %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    try:
+        import uvloop
+
+        code = uvloop.run(_serve_async(plugin, wire_out))
+    except ImportError:  # pragma: no cover - platforms without uvloop
+        code = asyncio.run(_serve_async(plugin, wire_out))
+    sys.stderr.flush()
+    os._exit(code)

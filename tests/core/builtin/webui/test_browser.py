@@ -1,0 +1,109 @@
+"""End to end in headless Chromium: log in, chat, see a tool call, browse memory, change a setting.
+
+Needs Debian's ``chromium`` (``.ci/run`` installs it); skipped with the reason when absent.
+Screenshots of the main pages are written to ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from homeagent_sdk.testing import FakeReply, ToolCallReply
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+@pytest.fixture
+async def page():
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        context = await browser.new_context(viewport={"width": 1100, "height": 800})
+        page = await context.new_page()
+        yield page
+        await context.close()
+        await browser.close()
+
+
+async def login(page, daemon) -> None:
+    await page.goto(daemon.url + "/")
+    await page.wait_for_url("**/login")
+    await page.fill("#password", "wrong password")
+    await page.click("#login-button")
+    await page.wait_for_selector("#login-error:has-text('用户名或密码错误')")
+    await page.fill("#password", daemon.password)
+    await page.click("#login-button")
+    await page.wait_for_selector("#chat-form")
+
+
+async def test_chat_memory_and_settings_in_a_real_browser(daemon, page):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    daemon.model.add(
+        ToolCallReply("memory_commit", {"triples": [{"subject": "小王", "relation": "住在", "object": "杭州"}]},
+                      reasoning="用户告诉了我住址，记下来。"),
+        FakeReply("好的，我记住了：你住在杭州。这是一段会分成好几块流式输出的回答。"),
+    )
+    await login(page, daemon)
+    # No LLM source is configured in the test daemon, so the first-run help shows.
+    await page.wait_for_selector("#first-run", state="visible")
+
+    await page.fill("#input", "我叫小王，住在杭州")
+    await page.press("#input", "Enter")
+    reply = page.locator(".msg.assistant[data-done='1']").last
+    await reply.wait_for(timeout=10_000)
+    assert "你住在杭州" in await reply.inner_text()
+    assert "memory_commit" in await reply.locator(".tool").inner_text()
+    assert "记下来" in await reply.locator(".reasoning").inner_text()
+    await page.screenshot(path=str(SHOTS / "chat.png"), full_page=True)
+
+    await page.click("nav a[data-page='memory']")
+    await page.wait_for_selector("#entities li.entity:has-text('小王')")
+    await page.wait_for_selector("#graph circle")
+    await page.fill("#memory-query", "小王")
+    await page.click("#memory-form button")
+    await page.wait_for_selector("#entities li:has-text('住在')")
+    await page.screenshot(path=str(SHOTS / "memory.png"), full_page=True)
+
+    await page.click("nav a[data-page='plugins']")
+    await page.wait_for_selector("#plugins tr[data-plugin='webui']")
+    await page.screenshot(path=str(SHOTS / "plugins.png"), full_page=True)
+
+    await page.click("nav a[data-page='settings']")
+    field = page.locator("[data-key='core.agent.max_tool_turns']")
+    await field.wait_for()
+    await field.fill("7")
+    await field.dispatch_event("change")
+    await page.wait_for_selector("#settings-result:has-text('core.agent.max_tool_turns saved')")
+    assert daemon.app.config.get("core.agent.max_tool_turns") == 7
+    await field.fill("-3")
+    await field.dispatch_event("change")
+    await page.wait_for_selector("#settings-result.error:has-text('below the minimum')")
+    await page.screenshot(path=str(SHOTS / "settings.png"), full_page=True)
+
+
+async def test_the_ui_fits_a_phone_screen(daemon, page):
+    await page.set_viewport_size({"width": 360, "height": 740})
+    await login(page, daemon)
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 360, f"the page scrolls sideways at 360 px ({width} px wide)"
+    daemon.model.add("手机上也能聊天")
+    await page.fill("#input", "你好")
+    await page.click("#send")
+    await page.locator(".msg.assistant[data-done='1']").last.wait_for(timeout=10_000)
+    await page.screenshot(path=str(SHOTS / "chat-phone.png"), full_page=True)
