@@ -202,9 +202,9 @@ class App:
         """Declare settings, start every plugin, subscribe ``on_event`` impls."""
         if self.started:
             return
+        self.declare_settings()
         for key, value in self.overrides.items():
             self.config.set(key, value)
-        self.declare_settings()
         self.register_contributions()
         if self.with_memory:
             await self._open_memory()

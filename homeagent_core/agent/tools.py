@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from homeagent_core.aio import call_maybe_async
-from homeagent_sdk.errors import PluginValidationError, UsageError
+from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
 from homeagent_sdk.types import ToolCall, ToolDef, ToolResult
 
 __all__ = [
@@ -544,6 +544,9 @@ class ToolRegistry:
             )
         except asyncio.CancelledError:
             raise
+        except HomeAgentError as exc:  # a deliberate, explained refusal: no traceback, not a crash
+            log.info("tool %s (plugin %s) refused: %s", call.name, tool.plugin, exc)
+            return ToolResult(call.id, call.name, False, f"工具 {call.name} 失败：{exc}", tool.plugin)
         except Exception as exc:
             log.error("tool %s (plugin %s) raised", call.name, tool.plugin, exc_info=True)
             return ToolResult(

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from homeagent_core.cli import adapters_cmd, config_cmd, doctor, knowledge_cmd, plugins_cmd, serve, skills_cmd
+from homeagent_core.cli import adapters_cmd, chat, config_cmd, doctor, knowledge_cmd, plugins_cmd, serve, skills_cmd
 from homeagent_sdk._version import __version__
 
 __all__ = ["app", "main"]
@@ -35,6 +35,8 @@ def _root(
 
 
 app.command("serve")(serve.serve)
+app.command("chat")(chat.chat)
+app.command("ask")(chat.ask)
 app.add_typer(plugins_cmd.app, name="plugins")
 app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor.doctor)

@@ -52,6 +52,13 @@ ENTRYPOINT_GROUP = PROJECT_NAME
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.cfgmgr",
     "homeagent_core.builtin.pluginmgr",
+    "homeagent_core.builtin.cli_socket",
+    "homeagent_core.builtin.timer",
+    "homeagent_core.builtin.cmd",
+    "homeagent_core.builtin.files",
+    "homeagent_core.builtin.agentcli",
+    "homeagent_core.builtin.healthcheck",
+    "homeagent_core.builtin.mcp",
     "homeagent_core.builtin.webui",
 )
 

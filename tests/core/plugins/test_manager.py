@@ -97,7 +97,9 @@ def test_an_entry_point_that_fails_to_import_is_reported_and_the_rest_still_load
 
 
 def DEFAULT_PLUGINS_NAMES() -> list[str]:
-    return [p.rsplit(".", 1)[-1] for p in DEFAULT_PLUGINS]
+    import importlib
+
+    return [getattr(importlib.import_module(p), "PLUGIN_NAME", p.rsplit(".", 1)[-1]) for p in DEFAULT_PLUGINS]
 
 
 def test_load_plugins_allowlist_limits_entry_points(site: Path, monkeypatch: pytest.MonkeyPatch):

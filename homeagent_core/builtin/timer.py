@@ -1,0 +1,234 @@
+"""Built-in ``timer``: one-shot reminders the model sets for itself.
+
+``timer_set(duration, message)`` schedules a timer (at most ``max_duration``, 24 h by default).
+When it fires, ``timer: <message>`` is injected as an L3 interrupt on the input channel
+``timer``, never stored in memory. Timers are kept in ``<data>/plugin_data/timer/timers.db``
+(SQLite, WAL), so they survive a restart; one whose time passed while the daemon was down
+fires right after the next start. Each timer fires once: its row is deleted after the
+interrupt was accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_core.durations import format_duration, parse_duration
+from homeagent_sdk import ChannelDef, ConfigDef, InjectOptions, Priority, ToolError, hookimpl
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.sdk import ScopedSDK
+
+PLUGIN_NAME = "timer"
+CHANNEL = "timer"
+
+__all__ = ["TimerPlugin", "TimerStore", "make_plugin"]
+
+log = logging.getLogger(__name__)
+
+_MAX_MESSAGE = 2000
+
+
+@dataclass(frozen=True)
+class Timer:
+    id: str
+    fire_at: float
+    message: str
+    created_at: float
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "message": self.message,
+            "fires_at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.fire_at)),
+            "remaining": format_duration(max(0.0, round(self.fire_at - now))),
+        }
+
+
+class TimerStore:
+    """Pending timers in SQLite; the ids keep counting across restarts."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS timers (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "fire_at REAL NOT NULL, message TEXT NOT NULL, created_at REAL NOT NULL)"
+        )
+
+    def add(self, fire_at: float, message: str) -> Timer:
+        now = time.time()
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO timers (fire_at, message, created_at) VALUES (?, ?, ?)", (fire_at, message, now)
+            )
+        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now)
+
+    def pending(self) -> list[Timer]:
+        with self._lock:
+            rows = self._db.execute("SELECT seq, fire_at, message, created_at FROM timers ORDER BY fire_at").fetchall()
+        return [Timer(f"timer_{seq}", fire_at, message, created) for seq, fire_at, message, created in rows]
+
+    def remove(self, timer_id: str) -> bool:
+        seq = _seq(timer_id)
+        with self._lock:
+            cur = self._db.execute("DELETE FROM timers WHERE seq = ?", (seq,))
+        return cur.rowcount > 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _seq(timer_id: str) -> int:
+    text = timer_id.strip()
+    number = text.removeprefix("timer_")
+    if not number.isdigit():
+        raise ToolError(f"invalid timer id {timer_id!r}; ids look like timer_3 (see timer_list)")
+    return int(number)
+
+
+class TimerPlugin:
+    """The plugin object; one per agent."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self._sdk: ScopedSDK | None = None
+        self._store: TimerStore | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.fired: list[str] = []
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl
+    def register_settings(self, registry: Any) -> None:
+        registry.add(ConfigDef(
+            key="max_duration", type="duration", default="24h", min=1, max=366 * 86400,
+            description="Longest timer the model may set.",
+        ))
+
+    @hookimpl
+    def register_input_channels(self, registry: Any) -> None:
+        registry.add(ChannelDef(
+            name=CHANNEL, description="timers the agent set for itself firing", no_memory=True,
+        ))
+
+    @hookimpl
+    def register_tools(self, registry: Any) -> None:
+        registry.add(self.timer_set)
+        registry.add(self.timer_list, parallel_safe=True)
+        registry.add(self.timer_cancel)
+
+    @hookimpl
+    def startup(self, sdk: ScopedSDK) -> None:
+        self._sdk = sdk
+        self._store = TimerStore(sdk.data_dir / "timers.db")
+        for timer in self._store.pending():
+            self._schedule(timer)
+
+    @hookimpl
+    async def shutdown(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # ------------------------------------------------------------------ firing
+
+    @property
+    def store(self) -> TimerStore:
+        if self._store is None:
+            raise ToolError("timer has not started yet")
+        return self._store
+
+    def _schedule(self, timer: Timer) -> None:
+        self._tasks[timer.id] = asyncio.get_running_loop().create_task(self._wait_and_fire(timer), name=timer.id)
+
+    async def _wait_and_fire(self, timer: Timer) -> None:
+        try:
+            delay = timer.fire_at - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            assert self._sdk is not None
+            options = InjectOptions(no_memory=True, priority=Priority.L3)
+            await self._sdk.io.inject_interrupt(f"timer: {timer.message}", CHANNEL, options)
+            self.store.remove(timer.id)  # after the interrupt was accepted: fires once, never lost
+            self.fired.append(timer.id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("timer %s could not fire; it stays pending and fires after the next start", timer.id)
+        finally:
+            self._tasks.pop(timer.id, None)
+
+    # ------------------------------------------------------------------ tools
+
+    async def timer_set(self, duration: str, message: str) -> str:
+        """Set a one-shot timer; when it fires you receive "timer: <message>" as an interrupt.
+
+        Args:
+            duration: how long from now, e.g. 90s, 5m, 1h30m (a bare number means seconds); at most 24h.
+            message: what to remind yourself of.
+        """
+        if str(duration).strip().startswith("-"):
+            raise ToolError(f"duration {duration!r} is negative; give a time from now such as 30s or 5m")
+        try:
+            seconds = parse_duration(str(duration))
+        except ValueError as exc:
+            raise ToolError(f"duration: {exc}") from None
+        if seconds <= 0:
+            raise ToolError("duration must be longer than zero, e.g. 30s or 5m")
+        assert self._sdk is not None
+        limit = float(self._sdk.settings.get("max_duration") or 86400)
+        if seconds > limit:
+            raise ToolError(
+                f"duration {format_duration(seconds)} is longer than the maximum of {format_duration(limit)} "
+                "(plugin.timer.max_duration)"
+            )
+        text = " ".join(message.split())
+        if not text:
+            raise ToolError("message is empty; say what the timer is for")
+        if len(text) > _MAX_MESSAGE:
+            raise ToolError(f"message is {len(text)} characters; keep it under {_MAX_MESSAGE}")
+        timer = self.store.add(time.time() + seconds, text)
+        self._schedule(timer)
+        when = timer.to_dict(time.time())["fires_at"]
+        return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
+
+    def timer_list(self) -> list[dict[str, Any]]:
+        """The pending timers, soonest first: id, message, when it fires and the time remaining."""
+        now = time.time()
+        return [t.to_dict(now) for t in self.store.pending()]
+
+    async def timer_cancel(self, timer_id: str) -> str:
+        """Cancel a pending timer.
+
+        Args:
+            timer_id: the id timer_set returned, e.g. timer_3.
+        """
+        _seq(timer_id)
+        task = self._tasks.pop(timer_id.strip(), None)
+        if task is not None:
+            task.cancel()
+        if not self.store.remove(timer_id):
+            raise ToolError(f"no pending timer {timer_id!r}; timer_list shows the pending ones")
+        return f"{timer_id.strip()} cancelled"
+
+
+def make_plugin() -> TimerPlugin:
+    return TimerPlugin()

@@ -1,0 +1,287 @@
+"""``homeagent chat`` and ``homeagent ask``: terminal clients of the daemon's ``cli`` socket.
+
+``ask`` sends one message (the argument, or standard input) and prints the reply, so it fits
+in shell pipelines: exit code 0 on success, 1 when the agent answered with an error, 2 when
+the daemon cannot be reached. ``chat`` is interactive: line history (``<data>/cli_history``),
+replies streamed as they arrive and rendered as Markdown on a terminal, slash commands
+passed to the daemon (``/help`` lists them), ``/quit`` or Ctrl-D to leave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from homeagent_core.cli._common import DataOption, fail
+from homeagent_core.datadir import resolve_data_dir
+
+__all__ = ["CliClient", "DaemonUnreachable", "ask", "chat"]
+
+EXIT_ERROR = 1
+EXIT_UNREACHABLE = 2
+
+SocketOption = Annotated[
+    Path | None,
+    typer.Option("--socket", help="Path of the daemon's socket (default: <data>/cli.sock).", show_default=False),
+]
+KeyOption = Annotated[
+    str,
+    typer.Option(
+        "--api-key", envvar="HOMEAGENT_CLI_KEY", help="API key, when the daemon requires one (plugin.cli.api_key).",
+        show_default=False,
+    ),
+]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for a reply.", min=1)]
+
+
+class DaemonUnreachable(Exception):
+    """The socket is missing or nobody answers on it."""
+
+
+class AgentError(Exception):
+    """The daemon answered with ``{"type": "error"}``."""
+
+
+class CliClient:
+    """A blocking client of the line-JSON socket protocol."""
+
+    def __init__(self, path: Path, *, api_key: str = "", timeout: float = 300.0) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(str(path))
+        except FileNotFoundError:
+            self.sock.close()
+            raise DaemonUnreachable(f"no daemon socket at {path}; start the daemon with `homeagent serve`") from None
+        except OSError as exc:
+            self.sock.close()
+            raise DaemonUnreachable(
+                f"cannot connect to {path}: {exc.strerror or exc}; is `homeagent serve` running?"
+            ) from None
+        self._file = self.sock.makefile("rwb")
+        if api_key:
+            self._write(f"/auth {api_key}")
+            self._expect_response()
+
+    def close(self) -> None:
+        self._file.close()
+        self.sock.close()
+
+    def __enter__(self) -> CliClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, line: str) -> None:
+        self._file.write(line.encode("utf-8") + b"\n")
+        self._file.flush()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            raw = self._file.readline()
+        except TimeoutError:
+            raise AgentError("no reply from the daemon in time (raise --timeout)") from None
+        if not raw:
+            raise AgentError("the daemon closed the connection")
+        return dict(json.loads(raw))
+
+    def _expect_response(self) -> dict[str, Any]:
+        message = self._read()
+        if message.get("type") == "error":
+            raise AgentError(str(message.get("error")))
+        return message
+
+    def send(self, text: str) -> Iterator[dict[str, Any]]:
+        """Send one message; yield the daemon's events up to and including the response."""
+        self._write(json.dumps({"text": text}, ensure_ascii=False) if "\n" in text else text)
+        while True:
+            message = self._read()
+            kind = message.get("type")
+            if kind == "error":
+                raise AgentError(str(message.get("error")))
+            yield message
+            if kind == "response":
+                return
+
+
+def _socket_path(data: Path | None, sock: Path | None) -> Path:
+    return sock if sock is not None else resolve_data_dir(data) / "cli.sock"
+
+
+def ask(
+    text: Annotated[str | None, typer.Argument(help="The message; '-' or nothing reads standard input.")] = None,
+    data: DataOption = None,
+    sock: SocketOption = None,
+    api_key: KeyOption = "",
+    timeout: TimeoutOption = 300.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final response object as JSON.")] = False,
+) -> None:
+    """Ask the running agent one question and print the reply (exit 1 on error, 2 if unreachable)."""
+    if text is None or text == "-":
+        text = sys.stdin.read()
+    if not text.strip():
+        raise fail("nothing to ask: give the message as an argument or on standard input")
+    stream = sys.stdout.isatty() and not as_json
+    try:
+        with CliClient(_socket_path(data, sock), api_key=api_key, timeout=timeout) as client:
+            streamed = ""
+            for event in client.send(text.strip()):
+                kind = event.get("type")
+                if kind == "delta" and stream:
+                    streamed += event["content"]
+                    typer.echo(event["content"], nl=False)
+                elif kind == "reset" and stream and streamed:
+                    typer.echo("\n[…restarted]")
+                    streamed = ""
+                elif kind == "message" and not as_json:
+                    typer.echo(event["content"])
+                elif kind == "response":
+                    if as_json:
+                        typer.echo(json.dumps(event, ensure_ascii=False))
+                    elif stream and streamed and streamed == event.get("content"):
+                        typer.echo("")
+                    else:
+                        if streamed:
+                            typer.echo("")
+                        typer.echo(event.get("content", ""))
+    except DaemonUnreachable as exc:
+        raise fail(str(exc), EXIT_UNREACHABLE) from None
+    except AgentError as exc:
+        raise fail(str(exc), EXIT_ERROR) from None
+
+
+class _Renderer:
+    """Prints streamed replies: live Markdown on a terminal, plain text otherwise."""
+
+    def __init__(self, markdown: bool) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False)
+        self.markdown = markdown and self.console.is_terminal
+        self._live: Any = None
+        self._text = ""
+
+    def _render(self) -> Any:
+        from rich.markdown import Markdown
+
+        return Markdown(self._text)
+
+    def delta(self, content: str) -> None:
+        self._text += content
+        if self.markdown:
+            if self._live is None:
+                from rich.live import Live
+
+                self._live = Live(self._render(), console=self.console, refresh_per_second=12)
+                self._live.start()
+            else:
+                self._live.update(self._render())
+        else:
+            self.console.print(content, end="", markup=False)
+
+    def reset(self) -> None:
+        self._text = ""
+        if not self.markdown:
+            self.console.print("\n[…restarted]", markup=False)
+
+    def finish(self, content: str) -> None:
+        if self._live is not None:
+            self._text = content
+            self._live.update(self._render())
+            self._live.stop()
+        elif self._text and self._text == content:
+            self.console.print()
+        elif self.markdown:
+            from rich.markdown import Markdown
+
+            self.console.print(Markdown(content))
+        else:
+            if self._text:
+                self.console.print()
+            self.console.print(content, markup=False)
+        self._live, self._text = None, ""
+
+    def note(self, content: str, style: str = "") -> None:
+        self.console.print(content, style=style or None, markup=False)
+
+
+def _history(data: Path | None) -> Callable[[], None]:
+    """Load readline history from ``<data>/cli_history``; returns the function that saves it."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - platforms without readline
+        return lambda: None
+    root = resolve_data_dir(data)
+    path = root / "cli_history"
+    if path.exists():
+        with contextlib.suppress(OSError):
+            readline.read_history_file(str(path))
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        if root.is_dir():
+            with contextlib.suppress(OSError):
+                readline.write_history_file(str(path))
+
+    return save
+
+
+def chat(
+    data: DataOption = None,
+    sock: SocketOption = None,
+    api_key: KeyOption = "",
+    timeout: TimeoutOption = 300.0,
+    plain: Annotated[bool, typer.Option("--plain", help="Plain text instead of Markdown rendering.")] = False,
+) -> None:
+    """Chat with the running agent in the terminal (/help lists commands, /quit leaves)."""
+    render = _Renderer(markdown=not plain)
+    save_history = _history(data)
+    try:
+        client = CliClient(_socket_path(data, sock), api_key=api_key, timeout=timeout)
+    except DaemonUnreachable as exc:
+        raise fail(str(exc), EXIT_UNREACHABLE) from None
+    except AgentError as exc:
+        raise fail(str(exc), EXIT_ERROR) from None
+    render.note("Connected. /help lists commands, /quit leaves.", "dim")
+    try:
+        while True:
+            try:
+                line = input("› ")
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                render.note("")
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            try:
+                for event in client.send(text):
+                    kind = event.get("type")
+                    if kind == "delta":
+                        render.delta(event["content"])
+                    elif kind == "reset":
+                        render.reset()
+                    elif kind == "message":
+                        render.note(event["content"], "cyan")
+                    elif kind == "response":
+                        render.finish(event.get("content", ""))
+            except AgentError as exc:
+                render.finish("")
+                render.note(f"Error: {exc}", "red")
+                if "closed the connection" in str(exc):
+                    raise typer.Exit(EXIT_ERROR) from None
+    finally:
+        save_history()
+        client.close()

@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from homeagent_core.builtin.cli_socket import _clear_stale_socket
+from homeagent_sdk import PluginError
+from homeagent_sdk._fake_model import FakeModel, FakeReply
+
+CLI = "homeagent_core.builtin.cli_socket"
+
+
+class Client:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, path: Path) -> Client:
+        return cls(*await asyncio.open_unix_connection(str(path)))
+
+    async def send(self, line: str) -> None:
+        self.writer.write(line.encode() + b"\n")
+        await self.writer.drain()
+
+    async def read(self) -> dict[str, Any] | None:
+        async with asyncio.timeout(10):
+            raw = await self.reader.readline()
+        return json.loads(raw) if raw else None
+
+    async def until_response(self) -> list[dict[str, Any]]:
+        events = []
+        while True:
+            event = await self.read()
+            assert event is not None, f"connection closed after {events}"
+            events.append(event)
+            if event["type"] in ("response", "error"):
+                return events
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+async def test_the_socket_is_private_and_removed_on_shutdown(harness):
+    h = await harness([CLI])
+    path = h.app.data_dir / "cli.sock"
+    mode = path.stat().st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+    with pytest.raises(PluginError, match="already listening"):
+        _clear_stale_socket(path)
+    await h.stop()
+    assert not path.exists()
+
+
+async def test_a_stale_socket_file_is_replaced_and_a_plain_file_is_refused(tmp_path: Path):
+    import socket
+
+    stale = tmp_path / "stale.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(stale))
+    s.close()  # bound but nobody listens: a dead daemon's leftover
+    _clear_stale_socket(stale)
+    assert not stale.exists()
+    plain = tmp_path / "plain.sock"
+    plain.write_text("x")
+    with pytest.raises(PluginError, match="not a socket"):
+        _clear_stale_socket(plain)
+
+
+async def test_a_message_streams_deltas_then_the_response_with_usage(harness):
+    usage = {"prompt": 5, "completion": 9, "total": 14}
+    model = FakeModel([FakeReply(content="你好，我是小宅，很高兴见到你。", usage=usage)])
+    h = await harness([CLI], model=model)
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+    await client.send("你好")
+    events = await client.until_response()
+    deltas = [e["content"] for e in events if e["type"] == "delta"]
+    response = events[-1]
+    assert len(deltas) > 1 and "".join(deltas) == response["content"] == "你好，我是小宅，很高兴见到你。"
+    assert response["usage"] == {"prompt": 5, "completion": 9, "total": 14}
+    assert model.requests[0]["messages"][-1]["content"].endswith("你好")
+    (raw,) = await h.wait_event("raw_input", lambda e: e.data["channel"] == "cli")
+    assert raw.data["source"] == "cli"
+    await client.close()
+
+
+async def test_json_lines_carry_multi_line_messages(harness):
+    h = await harness([CLI])
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+    await client.send(json.dumps({"text": "line one\nline two"}))
+    response = (await client.until_response())[-1]
+    assert response["type"] == "response" and response["content"] == "ok"
+    assert "line one\nline two" in h.model.requests[-1]["messages"][-1]["content"]
+    await client.close()
+
+
+async def test_an_api_key_must_come_first_as_auth_line(harness):
+    h = await harness([CLI], {"plugin.cli.api_key": "s3cret"})
+    path = h.app.data_dir / "cli.sock"
+    rude = await Client.connect(path)
+    await rude.send("hello")
+    assert await rude.read() == {"type": "error", "error": "unauthorized"}
+    assert await rude.read() is None  # closed
+    await rude.close()
+    wrong = await Client.connect(path)
+    await wrong.send("/auth nope")
+    assert await wrong.read() == {"type": "error", "error": "unauthorized"}
+    assert await wrong.read() is None
+    await wrong.close()
+    good = await Client.connect(path)
+    await good.send("/auth s3cret")
+    assert await good.read() == {"type": "response", "content": "authenticated"}
+    await good.send("/help")
+    assert "/memory <query>" in (await good.read())["content"]
+    await good.close()
+
+
+async def test_slash_commands_report_real_state(harness):
+    h = await harness([CLI, "homeagent_core.builtin.cfgmgr"])
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+
+    async def command(line: str) -> dict[str, Any]:
+        await client.send(line)
+        return (await client.until_response())[-1]
+
+    status = (await command("/status"))["content"]
+    started = sum(1 for p in h.app.host.plugins() if p.status == "started")
+    assert "uptime:" in status and f"tools: {len(h.tools)}" in status and f"plugins: {started} started" in status
+    assert json.loads((await command("/kernel"))["content"])["tools"] == len(h.tools)
+    plugins = (await command("/plugins"))["content"]
+    assert "cli" in plugins and "cfgmgr" in plugins and "started" in plugins
+    mode = (await command("/settings get plugin.cli.socket_mode"))["content"]
+    assert mode.startswith("plugin.cli.socket_mode = 0600")
+    assert (await command("/settings set plugin.cli.api_key abc"))["content"] == "plugin.cli.api_key = ****"
+    assert h.config.get("plugin.cli.api_key") == "abc"
+    assert "expected one of" in (await command("/settings set plugin.cli.socket_mode 0777"))["error"]
+    assert "plugin.cli.api_key = ****" in (await command("/settings plugin.cli"))["content"]
+    assert "no memory_recall tool" in (await command("/memory 小王"))["error"]
+    assert "usage: /knowledge" in (await command("/knowledge"))["error"]
+    assert "unknown command /frobnicate" in (await command("/frobnicate"))["error"]
+    assert (await command("/stop"))["content"].startswith("stopped; 0 queued")
+    await client.close()
+
+
+async def test_memory_and_knowledge_commands_use_the_real_memory_tools(harness):
+    h = await harness([CLI], memory=True)
+    await h.ok("memory_commit", triples=[{"subject": "小王", "relation": "住在", "object": "杭州"}])
+    await h.ok("knowledge_create", name="home/wifi", content="The wifi password is on the fridge.")
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+    await client.send("/memory 小王")
+    memory = (await client.until_response())[-1]
+    assert memory["type"] == "response" and "杭州" in memory["content"]
+    await client.send("/knowledge wifi password")
+    knowledge = (await client.until_response())[-1]
+    assert knowledge["type"] == "response" and "home/wifi" in knowledge["content"]
+    await client.close()
+
+
+async def test_messages_the_agent_sends_to_the_cli_channel_reach_connected_clients(harness):
+    h = await harness([CLI])
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+    await client.send("/help")
+    await client.until_response()
+    await h.kernel.channels.send("cli", "timer went off")
+    assert await client.read() == {"type": "message", "content": "timer went off"}
+    await client.close()
+
+
+async def test_a_failing_model_is_reported_as_an_error_line_and_the_connection_stays_usable(harness):
+    from homeagent_sdk.errors import ProviderError
+
+    h = await harness([CLI], model=FakeModel([ProviderError("upstream 500"), "recovered"]))
+    client = await Client.connect(h.app.data_dir / "cli.sock")
+    await client.send("first")
+    assert (await client.until_response())[-1] == {"type": "error", "error": "upstream 500"}
+    await client.send("second")
+    assert (await client.until_response())[-1]["content"] == "recovered"
+    await client.close()
+
+
+async def test_socket_mode_setting_is_respected(harness):
+    h = await harness([CLI], {"plugin.cli.socket_mode": "0660"})
+    assert stat.S_IMODE((h.app.data_dir / "cli.sock").stat().st_mode) == 0o660

@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from homeagent_core.builtin.mcp import build_cli, parse_servers, tool_name
+from homeagent_core.config import ConfigStore
+from homeagent_sdk.errors import ConfigError, ToolError
+
+MCP = "homeagent_core.builtin.mcp"
+HERE = Path(__file__).parent
+TIME_SERVER = {"name": "time", "command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+FAST = {"plugin.mcp.ping_interval": "200ms", "plugin.mcp.max_backoff": "300ms"}
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    """The SDK-built test server as a subprocess that can be killed and started again."""
+
+    def __init__(self, transport: str = "http") -> None:
+        self.port = _free_port()
+        self.transport = transport
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/" + ("sse" if self.transport == "sse" else "mcp")
+
+    async def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "mcp_http_server.py"), str(self.port), self.transport])
+
+        def accepting() -> bool:
+            assert self.proc is not None
+            assert self.proc.poll() is None, "the test MCP server exited"
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        await until(accepting)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def http_server() -> Iterator[HttpServer]:
+    server = HttpServer()
+    yield server
+    server.kill()
+
+
+def test_importing_the_plugin_does_not_import_the_mcp_sdk():
+    code = "import sys, homeagent_core.builtin.mcp; print('mcp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_server_settings_are_validated_with_messages_naming_the_entry():
+    assert parse_servers("") == []
+    (spec,) = parse_servers(json.dumps([TIME_SERVER]))
+    assert spec.transport == "stdio" and spec.args[-1] == "UTC"
+    assert parse_servers([{"name": "a", "url": "http://h/sse"}])[0].transport == "sse"
+    assert parse_servers([{"name": "a", "url": "http://h/mcp"}])[0].transport == "http"
+    cases = {
+        "{": "not valid JSON",
+        '{"name": "x"}': "must be a JSON array",
+        '[{"name": "bad name", "command": "x"}]': "servers[0]: name 'bad name' is invalid",
+        '[{"name": "a", "command": "x", "url": "http://h"}]': "either 'command'",
+        '[{"name": "a"}]': "either 'command'",
+        '[{"name": "a", "url": "ftp://h"}]': "must start with http",
+        '[{"name": "a", "command": "x"}, {"name": "a", "command": "y"}]': "servers[1]: the name 'a' is used twice",
+        '[{"name": "a", "command": "x", "args": "--flag"}]': "'args' must be an array",
+        '[{"name": "a", "url": "http://h", "transport": "ws"}]': "transport 'ws' is unknown",
+    }
+    for raw, message in cases.items():
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            parse_servers(raw)
+
+
+def test_tool_names_are_made_safe_for_llm_function_names():
+    assert tool_name("time", "get_current_time") == "time_get_current_time"
+    assert tool_name("srv", "a.b/c d") == "srv_a_b_c_d"
+    assert len(tool_name("s", "x" * 100)) == 64
+
+
+async def test_the_real_time_server_tools_appear_and_a_call_returns_the_time(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [TIME_SERVER]})
+    connection = h.plugin("mcp").connections["time"]
+    await connection.wait_connected()
+    assert sorted(connection.registered) == ["time_convert_time", "time_get_current_time"]
+    tool = h.tools.get("time_get_current_time")
+    assert tool.plugin == "mcp" and tool.description.startswith("[MCP/time] Get current time")
+    assert tool.parameters["required"] == ["timezone"]
+    reply = json.loads(await h.ok("time_get_current_time", timezone="Asia/Shanghai"))
+    assert reply["timezone"] == "Asia/Shanghai" and reply["datetime"].endswith("+08:00")
+    assert "Invalid timezone" in await h.fails("time_get_current_time", timezone="Mars/Olympus")
+    assert "missing required argument 'timezone'" in await h.fails("time_get_current_time")
+    (status,) = json.loads(await h.ok("mcp_servers"))
+    assert status["state"] == "connected" and status["transport"] == "stdio"
+
+
+async def test_streamable_http_server_dies_tools_detach_and_come_back_on_reconnect(harness, http_server):
+    await http_server.start()
+    h = await harness([MCP], {**FAST, "plugin.mcp.servers": [{"name": "calc", "url": http_server.url}]})
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    assert "calc_add" in h.tools and h.tools.get("calc_add").description == "[MCP/calc] Add two integers."
+    assert await h.ok("calc_add", a=2, b=40) == "42"
+    assert "boom" in await h.fails("calc_fail", reason="boom")
+
+    http_server.kill()
+    await until(lambda: "calc_add" not in h.tools)
+    assert connection.state in ("reconnecting", "connecting")
+    (status,) = json.loads(await h.ok("mcp_servers"))
+    assert status["tools"] == [] and status["last_error"]
+    with pytest.raises(ToolError, match="'calc' is not connected"):
+        await connection.call("add", {"a": 1, "b": 2})
+
+    await http_server.start()
+    await until(lambda: connection.state == "connected" and "calc_add" in h.tools)
+    assert await h.ok("calc_shout", text="back") == "BACK"
+    assert connection.connects >= 2
+
+
+async def test_sse_transport_works(harness):
+    server = HttpServer("sse")
+    await server.start()
+    try:
+        h = await harness([MCP], {"plugin.mcp.servers": [{"name": "legacy", "url": server.url}]})
+        connection = h.plugin("mcp").connections["legacy"]
+        await connection.wait_connected()
+        assert connection.spec.transport == "sse"
+        assert await h.ok("legacy_shout", text="hi") == "HI"
+    finally:
+        server.kill()
+
+
+async def test_a_server_that_cannot_start_is_reported_and_nothing_crashes(harness, tmp_path: Path):
+    broken = {"name": "ghost", "command": str(tmp_path / "no-such-binary")}
+    h = await harness([MCP], {**FAST, "plugin.mcp.servers": [broken]})
+    connection = h.plugin("mcp").connections["ghost"]
+    await until(lambda: bool(connection.last_error))
+    (status,) = json.loads(await h.ok("mcp_servers"))
+    assert status["state"] in ("reconnecting", "connecting") and status["tools"] == []
+    assert "no-such-binary" in status["last_error"] or "No such file" in status["last_error"]
+
+
+def test_cli_lists_and_tests_configured_servers(tmp_path: Path):
+    data = tmp_path / "data"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    from homeagent_sdk.types import ConfigDef
+
+    config.define_plugin("mcp", ConfigDef(key="servers", type="json"))
+    config.set("plugin.mcp.servers", json.dumps([TIME_SERVER, {"name": "down", "url": f"http://127.0.0.1:{_free_port()}/mcp"}]))
+    config.close()
+    runner = CliRunner()
+    cli = build_cli()
+    listed = runner.invoke(cli, ["list", "--data", str(data)])
+    assert listed.exit_code == 0, listed.output
+    assert "time" in listed.output and "stdio" in listed.output and "down" in listed.output
+    tested = runner.invoke(cli, ["test", "time", "--data", str(data)])
+    assert tested.exit_code == 0, tested.output
+    assert "time: connected, 2 tools" in tested.output and "time_get_current_time" in tested.output
+    failed = runner.invoke(cli, ["test", "down", "--data", str(data), "--timeout", "5"])
+    assert failed.exit_code == 1 and "MCP server 'down'" in failed.output
+    unknown = runner.invoke(cli, ["test", "nope", "--data", str(data)])
+    assert unknown.exit_code == 1 and "configured: time, down" in unknown.output
+
+
+async def test_homeagent_serves_its_memory_and_knowledge_over_stdio_to_an_mcp_client(tmp_path: Path):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    data = tmp_path / "served"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    config.set("core.embeddings.provider", "none")  # TF-IDF tier: no model weights needed
+    config.close()
+    (data / "knowledge" / "home" / "wifi").mkdir(parents=True)
+    (data / "knowledge" / "home" / "wifi" / "content.md").write_text("The wifi password is on the fridge.")
+    code = f"from homeagent_core.builtin.mcp import build_cli; build_cli()(['serve', '--data', {str(data)!r}])"
+    params = StdioServerParameters(command=sys.executable, args=["-c", code])
+    with (tmp_path / "serve.stderr").open("w") as errlog:
+        async with (
+            asyncio.timeout(60),
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = sorted(t.name for t in (await session.list_tools()).tools)
+            assert names == ["knowledge_search", "memory_commit", "memory_recall"]
+            triple = {"subject": "小王", "relation": "住在", "object": "杭州"}
+            committed = await session.call_tool("memory_commit", {"triples": [triple]})
+            assert not committed.is_error, committed.content
+            recalled = await session.call_tool("memory_recall", {"query_intent": "小王"})
+            assert not recalled.is_error and "杭州" in recalled.content[0].text
+            found = await session.call_tool("knowledge_search", {"query": "wifi password"})
+            assert json.loads(found.content[0].text)["results"][0]["name"] == "home/wifi"
+            bad = await session.call_tool("memory_recall", {"query_intent": "小王", "depth": 99})
+            assert bad.is_error and "depth" in bad.content[0].text

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from homeagent_sdk import Priority
+
+TIMER = "homeagent_core.builtin.timer"
+
+
+async def test_a_timer_fires_an_l3_no_memory_interrupt_on_the_timer_channel(harness):
+    h = await harness([TIMER])
+    submitted = []
+    submit = h.kernel.submit
+    h.kernel.submit = lambda item: submitted.append(item) or submit(item)
+    reply = await h.ok("timer_set", duration="50ms", message="tea is ready")
+    assert reply.startswith("timer_1 set")
+    (fired,) = await h.wait_event("raw_input", lambda e: e.data["channel"] == "timer")
+    assert fired.data["text"] == "timer: tea is ready" and fired.data["interrupt"] and fired.data["source"] == "timer"
+    (item,) = submitted
+    assert item.level == Priority.L3.rank and item.no_memory
+    assert json.loads(await h.ok("timer_list")) == []
+    assert h.channels.input("timer").no_memory
+
+
+async def test_bad_durations_and_messages_are_refused(harness):
+    h = await harness([TIMER])
+    assert "negative" in await h.fails("timer_set", duration="-5m", message="x")
+    assert "longer than zero" in await h.fails("timer_set", duration="0s", message="x")
+    assert "maximum of 1d" in await h.fails("timer_set", duration="25h", message="x")
+    assert "invalid duration" in await h.fails("timer_set", duration="soon", message="x")
+    assert "message is empty" in await h.fails("timer_set", duration="5m", message="  ")
+    assert "missing required argument 'message'" in await h.fails("timer_set", duration="5m")
+    h.config.set("plugin.timer.max_duration", "10m")
+    assert "maximum of 10m" in await h.fails("timer_set", duration="11m", message="x")
+
+
+async def test_list_and_cancel(harness):
+    h = await harness([TIMER])
+    await h.ok("timer_set", duration="2h", message="call mum")
+    await h.ok("timer_set", duration="1h", message="stretch")
+    rows = json.loads(await h.ok("timer_list"))
+    assert [r["message"] for r in rows] == ["stretch", "call mum"]
+    assert rows[0]["remaining"] in ("1h", "59m59s")
+    assert await h.ok("timer_cancel", timer_id="timer_1") == "timer_1 cancelled"
+    assert "no pending timer" in await h.fails("timer_cancel", timer_id="timer_1")
+    assert "invalid timer id" in await h.fails("timer_cancel", timer_id="banana")
+    assert [r["id"] for r in json.loads(await h.ok("timer_list"))] == ["timer_2"]
+
+
+async def test_timers_survive_a_restart_and_fire_exactly_once(harness, tmp_path: Path):
+    data = tmp_path / "persist"
+    first = await harness([TIMER], data=data)
+    await first.ok("timer_set", duration="1s", message="water the plants")
+    await first.stop()
+    assert not [e for e in first.events if e.name == "raw_input"]
+
+    second = await harness([TIMER], data=data)
+    (fired,) = await second.wait_event("raw_input", lambda e: e.data["channel"] == "timer")
+    assert fired.data["text"] == "timer: water the plants"
+    await second.stop()
+
+    third = await harness([TIMER], data=data)
+    assert json.loads(await third.ok("timer_list")) == []
+    assert (await third.ok("timer_set", duration="1h", message="next")).startswith("timer_2 set")
