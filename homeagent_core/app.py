@@ -132,16 +132,14 @@ class App:
 
     def declare_settings(self) -> None:
         """Run ``register_settings`` so every plugin key is known (also used by the CLI)."""
-        self.settings = self.host.call_register(
-            "register_settings", lambda name: PluginSettings(name, self.config, self.host)
-        )
+        self.settings = self.host.register_settings(lambda name: PluginSettings(name, self.config, self.host))
 
     def register_contributions(self) -> None:
         """Collect what plugins contribute besides tools and channels (also used by the CLI)."""
-        self.embedding_factories = self.host.call_register(
-            "register_embedding_providers", lambda name: EmbeddingFactories(name, host=self.host)
+        self.embedding_factories = self.host.register_embedding_providers(
+            lambda name: EmbeddingFactories(name, host=self.host)
         )
-        self.adapter_folders = self.host.call_register("register_adapters", AdapterFolders)
+        self.adapter_folders = self.host.register_adapters(AdapterFolders)
 
     def kernel_settings(self) -> KernelSettings:
         """Kernel tunables from ``core.agent.*`` / ``core.llm.*``."""

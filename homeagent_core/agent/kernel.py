@@ -146,6 +146,16 @@ class Kernel:
         if self.started:
             return
         await self._load_persona()
+        self.register_plugins()
+        self._add_kernel_tools()
+        self.loop.start()
+        self.started = True
+
+    def register_plugins(self) -> None:
+        """Collect every plugin's tools and channels (``register_*`` hooks), once per plugin.
+
+        Also usable without starting the kernel, to list what plugins contribute.
+        """
         registrations: list[tuple[str, Callable[[str], Any]]] = [
             ("register_tools", lambda name: PluginToolRegistry(self.tools, name)),
             (
@@ -168,9 +178,6 @@ class Kernel:
             for name in made:
                 if name not in registered:  # failed: the host marked it; remove what it left
                     self.detach_plugin(name)
-        self._add_kernel_tools()
-        self.loop.start()
-        self.started = True
 
     async def aclose(self) -> None:
         """Cancel the turn and children in flight; fail inputs still waiting."""

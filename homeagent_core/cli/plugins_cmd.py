@@ -20,6 +20,10 @@ def collect(data: object) -> list[dict[str, object]]:
     try:
         instance.declare_settings()
         instance.register_contributions()
+        from homeagent_core.agent.kernel import Kernel
+
+        # A kernel that is never started: it only collects tools and channels for the listing.
+        Kernel(instance.host, instance.bus, provider=None).register_plugins()  # type: ignore[arg-type]
         return [p.to_dict() for p in instance.host.plugins()]
     finally:
         instance.config.close()

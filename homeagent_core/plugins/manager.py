@@ -330,6 +330,29 @@ class PluginHost:
             registries[handler.plugin_name] = registry
         return registries
 
+    # One typed method per registration hook (what the rest of the core calls).
+
+    def register_tools(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_tools", make_registry)
+
+    def register_input_channels(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_input_channels", make_registry)
+
+    def register_output_channels(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_output_channels", make_registry)
+
+    def register_embedding_providers(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_embedding_providers", make_registry)
+
+    def register_settings(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_settings", make_registry)
+
+    def register_routes(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_routes", make_registry)
+
+    def register_adapters(self, make_registry: Callable[[str], R]) -> dict[str, R]:
+        return self.call_register("register_adapters", make_registry)
+
     def register_commands(self, app: Any) -> None:
         for handler in self.handlers("register_commands"):
             try:

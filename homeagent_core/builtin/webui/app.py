@@ -108,7 +108,7 @@ def _plugin_routes(state: UIState) -> list[Mount]:
     if host is None:
         return []
     mounts = []
-    for plugin, registry in host.call_register("register_routes", PluginRoutes).items():
+    for plugin, registry in host.register_routes(PluginRoutes).items():
         routes = [Route(path, require_api(endpoint), methods=methods) for path, endpoint, methods in registry.routes]
         for path, _, _ in registry.routes:
             host.note_contribution(plugin, "routes", f"/plugins/{plugin}{path}")
