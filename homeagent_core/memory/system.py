@@ -236,6 +236,8 @@ class MemorySystem:
                          no_memory=ctx.no_memory),
             channel_cleaner=cleaner,
         )
+        if len(self._current) > 64:  # turns that ended without an output (errors, stops)
+            self._current.clear()
         self._current[id(ctx)] = event.id
         self.distiller.add(ctx.raw_message, session=ctx.channel)
 
