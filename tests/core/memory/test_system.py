@@ -14,7 +14,8 @@ def make_agent(data: Path, model: FakeModel) -> Agent:
 
 
 def system_text(request: dict) -> str:
-    return "\n".join(m["content"] for m in request["messages"] if m["role"] == "system" and isinstance(m["content"], str))
+    messages = request["messages"]
+    return "\n".join(m["content"] for m in messages if m["role"] == "system" and isinstance(m["content"], str))
 
 
 async def test_a_turn_is_logged_durably_and_kept_in_the_context(tmp_path: Path):
