@@ -40,3 +40,15 @@ lint: $(VENV)/.installed-dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+
+# open_clip needs torchvision; only the torch/torchvision pair in constraints-clip.txt runs on
+# the CPU here, so its tests run in a venv of their own (about 6 GB, next to .venv).
+CLIP_VENV ?= .venv-clip
+.PHONY: test-clip
+$(CLIP_VENV)/.installed: pyproject.toml constraints-clip.txt
+	$(PYTHON) -m venv $(CLIP_VENV)
+	$(CLIP_VENV)/bin/python -m pip install --quiet -c constraints-clip.txt -e ".[dev,multimodal,clip]"
+	touch $@
+
+test-clip: $(CLIP_VENV)/.installed
+	$(CLIP_VENV)/bin/python -m pytest tests/core/embeddings -k clip -q

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         InjectOptions,
         MediaAttachment,
         Relation,
+        TextEvent,
         ToolDef,
         Triple,
     )
@@ -167,6 +168,20 @@ class MemoryAPI(Protocol):
 
     async def relations(self, entity: str) -> list[Relation]: ...
 
+    async def introspect(self) -> dict[str, Any]: ...
+
+    async def merge(self, source: str, target: str) -> dict[str, int]:
+        """Fold entity ``source`` into ``target``; ``{merged, ...}``."""
+        ...
+
+    async def purge(self, criteria: dict[str, Any], mode: str = "soft") -> int:
+        """Soft- or hard-delete relations matching ``criteria``; returns how many."""
+        ...
+
+    async def append_text(self, event: TextEvent, *, source: str = "") -> str:
+        """Append a record to the conversation log (durable on return); returns its id."""
+        ...
+
 
 class DocAPI(Protocol):
     """The document store."""
@@ -174,6 +189,10 @@ class DocAPI(Protocol):
     async def query(self, text: str, top_k: int = 5) -> list[Doc]: ...
 
     async def commit(self, title: str, content: str) -> str: ...
+
+    async def remove(self, doc_id: str) -> bool: ...
+
+    async def stats(self) -> dict[str, Any]: ...
 
 
 class KnowledgeAPI(Protocol):
@@ -183,11 +202,21 @@ class KnowledgeAPI(Protocol):
 
     async def create(self, name: str, content: str) -> str: ...
 
+    async def list(self, category: str = "") -> list[str]: ...
+
 
 class SocialAPI(Protocol):
     """People and their relations (read only for out-of-process plugins)."""
 
     async def person(self, name: str) -> dict[str, Any]: ...
+
+    async def persons(self) -> list[str]: ...
+
+    async def trait(self, name: str, trait: str) -> str | None: ...
+
+    async def relations(self, name: str) -> list[dict[str, str]]: ...
+
+    async def network(self, name: str, depth: int = 2) -> dict[str, Any]: ...
 
 
 class LLMAPI(Protocol):
@@ -196,6 +225,12 @@ class LLMAPI(Protocol):
     async def chat(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]: ...
 
     async def quick_chat(self, prompt: str) -> str: ...
+
+    async def list_sources(self) -> list[dict[str, Any]]: ...
+
+    async def current_source(self) -> str: ...
+
+    async def set_source(self, name: str) -> None: ...
 
 
 class EventsAPI(Protocol):

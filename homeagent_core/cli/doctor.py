@@ -116,19 +116,10 @@ def _check_embeddings(app: Any) -> list[Finding]:
     import asyncio
 
     from homeagent_core.embeddings.registry import ProviderRegistry
-
-    config = app.config
-    provider = config.get("core.embeddings.provider")
-    dense_config: dict[str, Any] = {"allow_download": config.get("core.embeddings.allow_download")}
-    if config.get("core.embeddings.model"):
-        dense_config["model"] = config.get("core.embeddings.model")
+    from homeagent_core.memory.system import embedding_tier_config
 
     async def select() -> Any:
-        tiers = await ProviderRegistry().select(
-            dense=None if provider == "none" else provider,
-            dense_config=dense_config,
-            static_paths=config.get("core.agent.embedding_model_path"),
-        )
+        tiers = await ProviderRegistry().select(**embedding_tier_config(app.config))
         await tiers.aclose()
         return tiers
 

@@ -200,11 +200,51 @@ class ChineseClipProvider(_TorchProvider):
             return self._model.visual_projection(pooled).float().cpu().numpy()
 
 
-class OpenClipProvider(_TorchProvider):
-    """Any open_clip model: ``model_name`` plus ``pretrained`` (a tag or a local weights file).
+_LOCAL_DIR = "local-dir:"
+_HF_HUB = "hf-hub:"
+_OPEN_CLIP_WEIGHTS = ("*.safetensors", "*.bin", "*.pth", "*.pt")
 
-    open_clip fetches pretrained tags from the hub; with downloads off (the default) the tag
-    must already be in the local cache, or ``pretrained`` must be a local file.
+
+def _open_clip_folder(folder: Path, shown: str) -> Path:
+    """Check that ``folder`` holds an open_clip model (config and weights) before loading it.
+
+    Raises:
+        EmbeddingUnavailable: the folder, its ``open_clip_config.json`` or its weights are missing.
+    """
+    if not folder.is_dir():
+        raise EmbeddingUnavailable(
+            f"open_clip model folder {shown!r} does not exist; point local-dir: at a folder "
+            "holding open_clip_config.json and the weights"
+        )
+    if not (folder / "open_clip_config.json").is_file():
+        raise EmbeddingUnavailable(
+            f"open_clip model folder {shown!r} has no open_clip_config.json; it is not an "
+            "open_clip model folder (a transformers CLIP folder belongs to another provider)"
+        )
+    if not any(any(folder.glob(pattern)) for pattern in _OPEN_CLIP_WEIGHTS):
+        raise EmbeddingUnavailable(
+            f"open_clip model folder {shown!r} has no weights file "
+            "(open_clip_model.safetensors or open_clip_pytorch_model.bin)"
+        )
+    return folder
+
+
+class OpenClipProvider(_TorchProvider):
+    """Any open_clip model, with its weights from one of three places.
+
+    * ``model_name`` an architecture (``ViT-B-32``) and ``pretrained`` a tag already in the
+      local Hugging Face cache, or a local weights file;
+    * ``model_name`` ``local-dir:<folder>``: a folder holding ``open_clip_config.json`` and
+      the weights;
+    * ``model_name`` ``hf-hub:<org>/<repo>``: such a folder in the local Hugging Face cache.
+
+    Nothing is downloaded unless ``allow_download``. An architecture without weights is
+    randomly initialised: its vectors mean nothing and differ on every start, so it is refused
+    unless ``allow_random_init`` (tests and benchmarks).
+
+    Raises:
+        EmbeddingUnavailable: the model or its weights cannot be found or loaded; the message
+            names what was looked for.
     """
 
     def __init__(
@@ -215,34 +255,28 @@ class OpenClipProvider(_TorchProvider):
         device: str = "cpu",
         allow_download: bool = False,
         batch_size: int = 32,
+        allow_random_init: bool = False,
     ) -> None:
         super().__init__()
         require("torch", "clip")
         open_clip = require("open_clip", "clip")
         require("PIL", "clip")
-        # Random initial weights are a space of their own: never equal to another instance's.
-        weights_id = f"random-init-{uuid.uuid4().hex}"
-        if pretrained and Path(pretrained).expanduser().exists():
-            pretrained = str(Path(pretrained).expanduser())
-            weights_id = weights_identity(pretrained)
-        elif pretrained and pretrained.startswith(("/", ".", "~")):
-            raise EmbeddingUnavailable(
-                f"open_clip weights file {pretrained!r} does not exist; give an existing "
-                "file or a pretrained tag from open_clip.list_pretrained()"
-            )
-        elif pretrained:
-            weights_id = pretrained
-            if not allow_download:
-                pretrained = _cached_open_clip_weights(open_clip, model_name, pretrained)
+        create_name, pretrained, label, weights_id = self._locate(
+            open_clip, model_name, pretrained, allow_download=allow_download, allow_random_init=allow_random_init
+        )
         try:
             model, _, preprocess = open_clip.create_model_and_transforms(
-                model_name, pretrained=pretrained, device=device
+                create_name,
+                pretrained=pretrained,
+                device=device,
+                # The full CLIP checkpoint holds both towers: never fetch base tower weights.
+                pretrained_text=False,
+                require_pretrained=not allow_random_init,
             )
-            tokenizer = open_clip.get_tokenizer(model_name)
-        except RuntimeError as exc:
+            tokenizer = open_clip.get_tokenizer(create_name)
+        except (RuntimeError, ValueError) as exc:
             raise EmbeddingUnavailable(
-                f"could not create open_clip model {model_name!r} (pretrained={pretrained!r}): "
-                f"{exc}. Known models: open_clip.list_models()"
+                f"could not create open_clip model {model_name!r} (pretrained={pretrained!r}): {exc}"
             ) from exc
         except OSError as exc:
             raise EmbeddingUnavailable(
@@ -255,14 +289,62 @@ class OpenClipProvider(_TorchProvider):
         self.batch_size = batch_size
         self._max_tokens = int(getattr(tokenizer, "context_length", 77) or 77)
         dim = self._probe_dimension()
-        label = f"{model_name}/{pretrained}" if pretrained else model_name
         self.info = EmbeddingInfo(
             name="openclip",
-            model=label,
+            model=f"{model_name}/{pretrained}" if pretrained and not model_name.startswith(_HF_HUB) else model_name,
             dimension=dim,
             fingerprint=make_fingerprint("openclip", label, dim, weights_id),
             modalities=frozenset({"text", "image"}),
         )
+
+    @staticmethod
+    def _locate(
+        open_clip: Any, model_name: str, pretrained: str | None, *, allow_download: bool, allow_random_init: bool
+    ) -> tuple[str, str | None, str, str]:
+        """Where the weights come from: ``(name for open_clip, pretrained, space label, weights id)``.
+
+        The space label leaves out local paths, so moving a model folder or weights file keeps
+        its vectors valid; the weights id tells different weights apart.
+        """
+        if model_name.startswith((_LOCAL_DIR, _HF_HUB)):
+            if pretrained:
+                raise EmbeddingUnavailable(
+                    f"open_clip model {model_name!r} brings its own weights; pretrained={pretrained!r} "
+                    "would be ignored, leave it empty"
+                )
+            if model_name.startswith(_LOCAL_DIR):
+                shown = model_name[len(_LOCAL_DIR) :]
+                folder = _open_clip_folder(Path(shown).expanduser(), shown)
+                return f"{_LOCAL_DIR}{folder}", None, _LOCAL_DIR, weights_identity(folder)
+            repo = model_name[len(_HF_HUB) :]
+            snapshot, revision = resolve_model(repo, allow_download=allow_download)
+            folder = _open_clip_folder(snapshot, f"{model_name} ({snapshot})")
+            return f"{_LOCAL_DIR}{folder}", None, model_name, revision
+        if open_clip.get_model_config(model_name.replace("/", "-")) is None:
+            raise EmbeddingUnavailable(
+                f"could not create open_clip model {model_name!r}: open_clip has no such architecture "
+                "(open_clip.list_models() lists them); a model folder is named local-dir:<path>, "
+                "a hub repo hf-hub:<org>/<repo>"
+            )
+        if not pretrained:
+            if not allow_random_init:
+                raise EmbeddingUnavailable(
+                    f"open_clip model {model_name!r} has no weights: give pretrained (a tag in the "
+                    "local Hugging Face cache or a weights file), or name a model folder as "
+                    "local-dir:<path> or a cached hub repo as hf-hub:<org>/<repo>"
+                )
+            # Random initial weights are a space of their own: never equal to another instance's.
+            return model_name, None, model_name, f"random-init-{uuid.uuid4().hex}"
+        local = Path(pretrained).expanduser()
+        if local.is_file():
+            return model_name, str(local), f"{model_name}/local", weights_identity(local)
+        if local.exists() or pretrained.startswith(("/", ".", "~")):
+            raise EmbeddingUnavailable(
+                f"open_clip weights file {pretrained!r} does not exist or is not a file; give an "
+                "existing file or a pretrained tag from open_clip.list_pretrained()"
+            )
+        path = pretrained if allow_download else _cached_open_clip_weights(open_clip, model_name, pretrained)
+        return model_name, path, f"{model_name}/{pretrained}", pretrained
 
     def _probe_dimension(self) -> int:
         import torch

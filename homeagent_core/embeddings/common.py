@@ -151,7 +151,7 @@ def resolve_model(model: str, *, allow_download: bool = False) -> tuple[Path, st
         if not allow_download:
             raise EmbeddingUnavailable(
                 f"model {model!r} is not in the local Hugging Face cache "
-                f"({constants.HF_HUB_CACHE}); download it there (huggingface-cli download "
+                f"({constants.HF_HUB_CACHE}); download it there (hf download "
                 f"{model}), give a local directory instead, or allow downloads explicitly"
             ) from exc
         try:

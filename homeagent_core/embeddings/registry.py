@@ -140,6 +140,9 @@ def _looked_for(name: str, config: dict[str, Any]) -> list[str]:
         return [str(config.get("base_url") or "")]
     model = str(config.get("model") or (DEFAULT_CHINESE_CLIP if name == "chineseclip" else ""))
     out = [model] if model else []
+    for prefix in ("hf-hub:", "local-dir:"):
+        if model.startswith(prefix):
+            model = model[len(prefix):]
     if model and not Path(model).expanduser().exists() and model.count("/") <= 1:
         try:
             from huggingface_hub import constants

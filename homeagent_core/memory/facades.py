@@ -1,36 +1,67 @@
 """What plugins and the web UI see of memory: small async facades over the memory system.
 
 They implement the SDK's ``MemoryAPI``, ``DocAPI``, ``KnowledgeAPI``, ``SocialAPI`` and
-``LLMAPI`` Protocols and return plain JSON-compatible data.
+``LLMAPI`` Protocols (plus the original's extra data functions: introspect, merge, purge,
+stats, list, the read-only social queries and the LLM source switch) and return the SDK wire
+types or plain JSON-compatible data. In-process, Lua and out-of-process plugins all reach
+memory through these objects; every blocking store call runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk.types import Doc, Entity, Relation, Triple
+from homeagent_sdk.errors import ProviderError, UsageError
+from homeagent_sdk.types import Doc, Entity, Relation, TextEvent, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.memory.system import MemorySystem
 
 __all__ = ["DocFacade", "KnowledgeFacade", "LLMFacade", "MemoryFacade", "SocialFacade"]
 
+PURGE_MODES = ("soft", "hard")
+
+
+def _relation_dict(rel: dict[str, Any]) -> dict[str, Any]:
+    """A recalled relation with the SDK's ``Relation`` keys added next to the graph's own."""
+    return {
+        **rel,
+        "source_name": rel.get("source", ""),
+        "target_name": rel.get("target", ""),
+        "relation_type": rel.get("type", ""),
+    }
+
 
 class MemoryFacade:
-    """The memory graph (and the working context, read only)."""
+    """The memory graph, the conversation log (append only) and the working context (read only)."""
 
     def __init__(self, system: MemorySystem) -> None:
         self._m = system
 
     async def recall(self, keywords: list[str], depth: int = 2) -> dict[str, Any]:
-        result = await self._m.graph.arecall(list(keywords), depth=depth)
-        return result.to_dict()
+        """``{seeds, entities, relations}``; never null arrays.
+
+        Each relation carries the graph's ``source/target/type`` and the SDK ``Relation`` keys
+        ``source_name/target_name/relation_type``.
+        """
+        if isinstance(keywords, str):
+            keywords = [keywords]
+        result = (await self._m.graph.arecall([str(k) for k in keywords], depth=int(depth))).to_dict()
+        result["entities"] = list(result.get("entities") or [])
+        result["relations"] = [_relation_dict(r) for r in result.get("relations") or []]
+        return result
 
     async def commit(self, triples: list[Triple]) -> dict[str, Any]:
-        triples = [t if isinstance(t, Triple) else Triple.from_dict(t) for t in triples]
-        result = await self._m.graph.acommit(triples)
-        return result.to_dict() if hasattr(result, "to_dict") else {"result": str(result)}
+        """Store triples; ``{added, refreshed, skipped[reasons], media_blocks}``.
+
+        Raises:
+            TypeError: an item is neither a ``Triple`` nor a dict with subject/relation/object.
+        """
+        items = [t if isinstance(t, Triple) else Triple.from_dict(t) for t in triples]
+        result = await self._m.graph.acommit(items)
+        return result.to_dict()
 
     def _entity_rows(self) -> list[Any]:
         cache = self._m.graph.cache
@@ -38,19 +69,76 @@ class MemoryFacade:
             return list(cache.entities.values())
 
     async def entities(self, query: str = "", limit: int = 50) -> list[Entity]:
+        """Entities whose name contains ``query`` (all when empty), most mentioned first."""
         rows = self._entity_rows()
         if query:
             rows = [r for r in rows if query.lower() in r.name.lower()]
         rows.sort(key=lambda r: (-r.mention_count, r.name))
-        return [Entity(r.name, r.type, r.mention_count) for r in rows[:limit]]
+        return [Entity(r.name, r.type, r.mention_count) for r in rows[: max(0, int(limit))]]
 
     async def relations(self, entity: str) -> list[Relation]:
-        result = await self._m.graph.arecall([entity], depth=1)
+        """The active relations that start or end at ``entity`` (empty when unknown)."""
+        result = await self._m.graph.arecall([entity], depth=1, max_relations=500)
+        name = entity.strip()
         return [
-            Relation(r["source"], r["target"], r["type"], r.get("confidence", 1.0))
-            for r in (result.to_dict()["relations"])
-            if isinstance(r, dict) and "source" in r
+            Relation(r.source, r.target, r.type, r.confidence)
+            for r in result.relations
+            if name in (r.source, r.target)
         ]
+
+    async def introspect(self) -> dict[str, Any]:
+        """Counts, top entities, relation types and vector coverage of the graph."""
+        return await self._m.graph.aintrospect()
+
+    async def merge(self, source: str, target: str) -> dict[str, int]:
+        """Fold entity ``source`` into ``target`` (the original's argument order).
+
+        Returns ``{merged, moved, deduplicated, removed_self_loops}``; ``merged`` counts the
+        relations that now belong to ``target``.
+
+        Raises:
+            MemoryStoreError: either name is unknown, or both name the same entity.
+        """
+        counts = await self._m.graph.amerge(target, source)
+        return {"merged": counts["moved"] + counts["deduplicated"], **counts}
+
+    async def purge(self, criteria: Mapping[str, Any], mode: str = "soft") -> int:
+        """Soft- or hard-delete relations matching ``criteria``; returns how many.
+
+        Raises:
+            UsageError: ``mode`` is neither ``soft`` nor ``hard``.
+            MemoryStoreError: no criteria or an unknown criterion (the message lists them).
+        """
+        if mode not in PURGE_MODES:
+            raise UsageError(f"purge mode must be 'soft' or 'hard', got {mode!r}")
+        return await self._m.graph.apurge(dict(criteria), mode)
+
+    async def append_text(self, event: TextEvent | dict[str, Any], *, source: str = "") -> str:
+        """Append one record to the conversation log (durable on return); returns its id.
+
+        ``event`` is a ``TextEvent`` or its dict form (``role``, ``content``, optional
+        ``timestamp``, ``channel``); a zero or missing timestamp means now.
+
+        Raises:
+            UsageError: the role is empty or the event is not an object.
+            MemoryStoreError: the disk write failed (nothing was recorded).
+        """
+        if isinstance(event, dict):
+            data = {"timestamp": 0.0, **event}
+            try:
+                event = TextEvent.from_dict(data)
+            except TypeError as exc:
+                raise UsageError(f"text event needs role and content: {exc}") from None
+        if not isinstance(event, TextEvent):
+            raise UsageError(f"text event must be a TextEvent or an object, got {type(event).__name__}")
+        return await self._m.textlog.aappend(
+            str(event.role),
+            str(event.content),
+            channel=event.channel,
+            source=source,
+            timestamp=float(event.timestamp) if event.timestamp else None,
+            attachments=list(event.attachments) or None,
+        )
 
     async def graph_snapshot(self, limit: int = 200) -> dict[str, Any]:
         """The most mentioned entities and the relations among them, for a picture."""
@@ -67,6 +155,7 @@ class MemoryFacade:
         return {"nodes": nodes, "edges": edges, "total_entities": len(cache.entities)}
 
     async def context_timeline(self) -> list[dict[str, Any]]:
+        """The working context, oldest first."""
         return [
             {"id": e.id, "time": e.timestamp, "kind": e.kind, "channel": e.channel, "source": e.source,
              "text": e.text}
@@ -77,16 +166,39 @@ class MemoryFacade:
 class DocFacade:
     """The document store (searches never consume; ``doc_query`` is the model's tool for that)."""
 
-    def __init__(self, system: MemorySystem) -> None:
+    def __init__(self, system: MemorySystem, *, source: str = "plugin") -> None:
         self._m = system
+        self._source = source
 
     async def query(self, text: str, top_k: int = 5) -> list[Doc]:
-        hits = await self._m.documents.query(text, top_k, touch=False)
+        """The ``top_k`` documents most related to ``text``, with scores."""
+        hits = await self._m.documents.query(text, int(top_k), touch=False)
         return [h.document.to_doc(h.score) for h in hits]
 
     async def commit(self, title: str, content: str) -> str:
-        doc = await self._m.documents.add(content, title=title, source="plugin")
+        """Store a document (durable on return); returns its id.
+
+        Raises:
+            UsageError: title and content are both empty.
+        """
+        doc = await self._m.documents.add(content, title=title, source=self._source)
         return doc.id
+
+    async def insert(self, doc: Doc | dict[str, Any]) -> str:
+        """:meth:`commit` of a ``Doc`` or ``{title, content}`` (the original's ``doc.insert``)."""
+        if isinstance(doc, Doc):
+            return await self.commit(doc.title, doc.content)
+        if not isinstance(doc, dict):
+            raise UsageError(f"doc.insert needs a document object {{title, content}}, got {type(doc).__name__}")
+        return await self.commit(str(doc.get("title") or ""), str(doc.get("content") or ""))
+
+    async def remove(self, doc_id: str) -> bool:
+        """Delete one document; True when it existed."""
+        return bool(await asyncio.to_thread(self._m.documents.delete, [str(doc_id)]))
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts of the store (documents, dense rows, stale vectors, space)."""
+        return await asyncio.to_thread(self._m.documents.stats)
 
     async def search(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
         return [d.to_dict() for d in await self.query(text, limit)]
@@ -98,18 +210,39 @@ class DocFacade:
 
 
 class KnowledgeFacade:
-    """The knowledge base."""
+    """The knowledge base; entries come back as ``Doc`` (``id`` and ``title`` = the entry name)."""
 
     def __init__(self, system: MemorySystem) -> None:
         self._kb = system.knowledge
 
-    async def search(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
-        hits = await self._kb.search(query, limit)
-        return [{**h.entry.to_dict(), "score": round(h.score, 4)} for h in hits]
+    async def search(self, query: str, limit: int = 5) -> list[Doc]:
+        """Fused dense + lexical search, best first."""
+        hits = await self._kb.search(query, int(limit))
+        return [Doc(id=h.entry.name, title=h.entry.name, content=h.entry.content, score=round(h.score, 4))
+                for h in hits]
 
     async def create(self, name: str, content: str) -> str:
+        """Create or replace entry ``name`` (``category/…/leaf``); returns the normalised name.
+
+        Raises:
+            InvalidKnowledgeName: unsafe name or it would nest with an existing entry.
+            UsageError: empty content.
+        """
         entry = await self._kb.create(name, content)
         return entry.name
+
+    async def get(self, name: str) -> Doc:
+        """One entry by full name or unique leaf.
+
+        Raises:
+            KnowledgeNotFound: no such entry, or the leaf is ambiguous.
+        """
+        entry = self._kb.get(name)
+        return Doc(id=entry.name, title=entry.name, content=entry.content)
+
+    async def list(self, category: str = "") -> list[str]:
+        """Entry names under ``category`` ("" = all), sorted."""
+        return [e.name for e in self._kb.list(category)]
 
     async def delete(self, name: str) -> str:
         return await asyncio.to_thread(self._kb.delete, name)
@@ -130,18 +263,82 @@ class SocialFacade:
         self._social = system.social
 
     async def person(self, name: str) -> dict[str, Any]:
+        """``{name, type, mention_count, traits, relations[{person, relation, direction}]}``; ``{}`` if unknown."""
         return await self._social.aget_person(name) or {}
+
+    async def persons(self) -> list[str]:
+        """Every known person, sorted."""
+        return self._social.list_persons()
+
+    async def trait(self, name: str, trait: str) -> str | None:
+        """One trait's value, or None."""
+        return await asyncio.to_thread(self._social.get_trait, name, trait)
+
+    async def relations(self, name: str) -> list[dict[str, str]]:
+        """The person's relations (``person``, ``relation``, ``direction``); ``[]`` if unknown."""
+        return list((await self.person(name)).get("relations") or [])
+
+    async def network(self, name: str, depth: int = 2) -> dict[str, Any]:
+        """People within ``depth`` hops: ``{center, people[{name, distance}], relations}``.
+
+        Raises:
+            MemoryStoreError: ``name`` is not a known person.
+        """
+        return self._social.network(name, int(depth))
 
 
 class LLMFacade:
-    """Direct model calls outside a turn (never remembered)."""
+    """Direct model calls outside a turn (never remembered) and the source switch."""
 
     def __init__(self, provider: Any) -> None:
         self._provider = provider
 
     async def chat(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        """One unified request; returns the unified response (``content``, ``tool_calls``...).
+
+        Raises:
+            UsageError: ``messages`` is not a non-empty list of ``{role, content}`` objects.
+            ProviderError: the model call failed.
+        """
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise UsageError('llm.chat needs a non-empty list of messages like [{"role": "user", "content": "..."}]')
         return await self._provider.chat({"messages": list(messages), **options})  # type: ignore[no-any-return]
 
     async def quick_chat(self, prompt: str) -> str:
+        """One user message, short answer; returns its text."""
         response = await self.chat([{"role": "user", "content": prompt}], max_tokens=128)
         return str(response.get("content", ""))
+
+    async def list_sources(self) -> list[dict[str, Any]]:
+        """The configured sources (never api keys); a single provider is its own one source."""
+        lister = getattr(self._provider, "list_sources", None)
+        if callable(lister):
+            return list(lister())
+        return [{"name": self._name(), "default": True, "available": True}]
+
+    async def current_source(self) -> str:
+        """The name of the default source."""
+        default = getattr(self._provider, "default", None)
+        if isinstance(default, str) and default:
+            return default
+        if callable(getattr(self._provider, "list_sources", None)):
+            sources = await self.list_sources()
+            usable = [s for s in sources if s.get("available")] or sources
+            return str(usable[0]["name"]) if usable else ""
+        return self._name()
+
+    async def set_source(self, name: str) -> None:
+        """Make ``name`` the default source.
+
+        Raises:
+            ProviderError: no such source.
+        """
+        setter = getattr(self._provider, "set_source", None)
+        if callable(setter):
+            setter(str(name))
+            return
+        if str(name) != self._name():
+            raise ProviderError(f"unknown source {name!r}; the only source is {self._name()!r}")
+
+    def _name(self) -> str:
+        return str(getattr(self._provider, "name", "") or type(self._provider).__name__)

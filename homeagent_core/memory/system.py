@@ -13,6 +13,7 @@ close.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -37,13 +38,28 @@ if TYPE_CHECKING:
     from homeagent_core.memory.textlog import TextLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["MemorySystem"]
+__all__ = ["MemorySystem", "embedding_tier_config"]
 
 log = logging.getLogger(__name__)
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
 RULE_DISTILL_INTERVAL_S = 600.0
+
+
+def embedding_tier_config(config: ConfigStore) -> dict[str, Any]:
+    """``ProviderRegistry.select`` arguments from the ``core.embeddings.*`` settings."""
+    provider = config.get("core.embeddings.provider")
+    dense: dict[str, Any] = {"allow_download": config.get("core.embeddings.allow_download")}
+    for key in ("model", "base_url", "api_key", "dimension"):
+        value = config.get(f"core.embeddings.{key}")
+        if value:
+            dense[key] = value
+    return {
+        "dense": None if provider == "none" else provider,
+        "dense_config": dense,
+        "static_paths": config.get("core.agent.embedding_model_path"),
+    }
 
 
 @dataclass
@@ -63,6 +79,7 @@ class MemorySystem:
     distiller: RuleDistiller
     heartbeats: list[Heartbeat] = field(default_factory=list)
     _current: dict[int, str] = field(default_factory=dict)
+    _reembed_task: asyncio.Task[dict[str, int]] | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -100,15 +117,7 @@ class MemorySystem:
             registry = ProviderRegistry()
             for name, factory in (extra_factories or {}).items():
                 registry.add(name, factory, plugin="plugin")
-            provider = config.get("core.embeddings.provider")
-            dense_config = {"allow_download": config.get("core.embeddings.allow_download")}
-            if config.get("core.embeddings.model"):
-                dense_config["model"] = config.get("core.embeddings.model")
-            tiers = await registry.select(
-                dense=None if provider == "none" else provider,
-                dense_config=dense_config,
-                static_paths=config.get("core.agent.embedding_model_path"),
-            )
+            tiers = await registry.select(**embedding_tier_config(config))
         active = tiers.provider
         image_space = tiers.dense if tiers.dense is not None and tiers.dense.supports("image") else None
 
@@ -197,11 +206,33 @@ class MemorySystem:
         ]
         for heartbeat in self.heartbeats:
             heartbeat.start()
+        self._reembed_task = asyncio.get_running_loop().create_task(self.reembed_stale(), name="memory-reembed")
+
+    async def reembed_stale(self) -> dict[str, int]:
+        """Re-embed rows stored in another embedding space (after a model change), in batches.
+
+        Runs in the background at start; resumable, because each written row carries the new
+        fingerprint and is skipped next time.
+        """
+        done: dict[str, int] = {}
+        if self.tiers.provider is not None:
+            done["documents"] = await self.documents.reembed_stale()
+            graph = await self.graph.reembed_stale(self.tiers.provider)
+            done["graph"] = sum(graph.values())
+        if self.media.embedder is not None:
+            done["media"] = (await self.media.reembed_stale()).reembedded
+        if any(done.values()):
+            log.info("re-embedded rows from other embedding spaces: %s", done)
+        return done
 
     async def aclose(self) -> None:
         """Stop heartbeats, flush everything pending, close every store."""
         for heartbeat in self.heartbeats:
             await heartbeat.stop()
+        if self._reembed_task is not None and not self._reembed_task.done():
+            self._reembed_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reembed_task
         await self.context.aclose()
         await asyncio.to_thread(self.distiller.flush)
         await self.documents.aclose()

@@ -567,24 +567,38 @@ class CoreMethods:
 
     # ------------------------------------------------------------------ text memory
 
-    async def text_append(self, params: dict[str, Any]) -> None:
-        kernel = self.p.link.kernel if self.p.link is not None else None
-        log = getattr(kernel, "textlog", None)
-        if log is None or not hasattr(log, "append"):
-            raise self._unavailable("textmemory.append", "text_memory")
-        await _maybe(log.append(TextEvent.from_dict(params.get("event") or {})))
+    async def text_append(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Append a ``TextEvent`` to the conversation log, recorded as coming from this plugin."""
+        try:
+            append = self._member("textmemory.append", "memory", "append_text")
+        except HomeAgentError:
+            raise self._unavailable("textmemory.append", "text_memory") from None
+        event = params.get("event")
+        if not isinstance(event, dict) or not event.get("role"):
+            raise ValueError(
+                "参数解析失败: textmemory.append needs event {role, content, timestamp?, channel?}, "
+                f"got {event!r:.120}"
+            )
+        try:
+            record = TextEvent.from_dict({"timestamp": 0.0, "content": "", **event})
+        except TypeError as exc:
+            raise ValueError(f"参数解析失败: textmemory.append: {exc}") from None
+        return {"id": await _maybe(append(record, source=self.p.name))}
 
 
 def _args(*names: str, **defaults: Any) -> Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Positional arguments from params: ``names`` are required, then each of ``defaults`` in
+    order (a missing or null one takes its default)."""
+
     def build(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         values = []
         for name in names:
-            if name in params:
-                values.append(params[name])
-            elif name in defaults:
-                values.append(defaults[name])
-            else:
+            if params.get(name) is None:
                 raise KeyError(f"missing {name!r}")
+            values.append(params[name])
+        for name, default in defaults.items():
+            value = params.get(name)
+            values.append(default if value is None else value)
         return tuple(values), {}
 
     return build
@@ -620,7 +634,7 @@ _FORWARDS: dict[
     "memory.recall": ("memory", "recall", _args("query", depth=2), _recall_shape),
     "memory.commit": ("memory", "commit", _triples, lambda v: v),
     "memory.introspect": ("memory", "introspect", _args(), lambda v: v),
-    "memory.merge": ("memory", "merge", _args("source", "target"), _key("merged")),
+    "memory.merge": ("memory", "merge", _args("source", "target"), lambda v: v),
     "memory.purge": ("memory", "purge", _args("criteria", mode="soft"), _key("purged")),
     "memory.entities": ("memory", "entities", _args(query="", limit=50), _key("entities")),
     "memory.relations": ("memory", "relations", _args("name"), _key("relations")),

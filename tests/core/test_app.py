@@ -84,7 +84,7 @@ async def test_plugins_reach_memory_through_their_sdk(tmp_path: Path):
         doc_id = await sdk.doc.commit("笔记", "小王喜欢喝龙井茶")
         assert [d.id for d in await sdk.doc.query("龙井茶")] == [doc_id]
         assert await sdk.knowledge.create("饮品/龙井", "杭州的绿茶") == "饮品/龙井"
-        assert (await sdk.knowledge.search("绿茶"))[0]["name"] == "饮品/龙井"
+        assert (await sdk.knowledge.search("绿茶"))[0].title == "饮品/龙井"
 
 
 async def test_hook_shutdown(tmp_path: Path):

@@ -23,7 +23,7 @@ def store(tmp_path: Path) -> ConfigStore:
 def test_defaults_are_typed_and_not_written(store: ConfigStore, tmp_path: Path):
     assert store.get("core.agent.max_tool_turns") == 10
     assert store.get("core.agent.tool_timeout") == 60.0
-    assert store.get("core.llm.thinking_enabled") is False
+    assert store.get("core.memory.media.enabled") is True
     assert store.source("core.agent.max_tool_turns") == "default"
     import sqlite3
 
@@ -39,7 +39,7 @@ def test_a_wrong_typed_value_names_the_key_and_the_expected_type(store: ConfigSt
     with pytest.raises(ConfigValueError, match=r"core\.agent\.max_tool_turns: expected an integer, got 'many'"):
         store.set("core.agent.max_tool_turns", "many")
     with pytest.raises(ConfigValueError, match="expected a boolean"):
-        store.set("core.llm.thinking_enabled", "perhaps")
+        store.set("core.memory.media.enabled", "perhaps")
     with pytest.raises(ConfigValueError, match="one of debug, info, warn, error"):
         store.set("core.daemon.log_level", "loud")
     with pytest.raises(ConfigValueError, match="duration such as 30s"):
