@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_sdk.errors import ConfigValueError, UnknownConfigKey
-from homeagent_sdk.types import ConfigDef
-
 from homeagent_core.config import ConfigStore
 from homeagent_core.durations import format_duration, parse_duration
+from homeagent_sdk.errors import ConfigValueError, UnknownConfigKey
+from homeagent_sdk.types import ConfigDef
 
 
 @pytest.fixture
@@ -130,5 +129,5 @@ def test_durations_parse_and_format_back(text: str, seconds: float):
 
 @pytest.mark.parametrize("text", ["", "5 minutes", "m5", "-3s", "1x"])
 def test_bad_durations_are_refused_with_examples(text: str):
-    with pytest.raises(ValueError, match="30s|negative"):
+    with pytest.raises(ValueError, match=r"30s|negative"):
         parse_duration(text)
