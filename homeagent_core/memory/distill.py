@@ -9,9 +9,11 @@ triples are committed to the graph. Distilled records are then deleted from the 
 restart never distills them twice; records older than the retention (7 days) are dropped; start-up
 loads at most the 5000 newest records.
 
-If the process dies between the graph commit and the raw-file rewrite, the batch is distilled
-again after restart; the graph then only refreshes those relations (same session), it does not
-duplicate them.
+Each record's triples are committed with the record's id as the commit's ``batch_id``, which the
+graph records in the same transaction. If the process dies between a graph commit and the
+raw-file rewrite, the records are distilled again after restart, but the graph recognises their
+ids and writes nothing: no mention is counted twice. Recorded ids older than the retention are
+pruned (a record that old expires instead of being distilled).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class DistillReport:
     records: int = 0
     triples: int = 0
     expired: int = 0
+    replayed: int = 0
+    """Records whose triples the graph had already applied (a restart after a crash)."""
     skipped: list[str] = field(default_factory=list)
 
 
@@ -226,10 +230,12 @@ class RuleDistiller:
             batch = self._queue[: self.batch_size]
             if not batch:
                 return report
+            self.graph.prune_batches(self.retention_s)
             for record in batch:
                 triples = extract_triples(record.text, self.subject)
                 if triples:
-                    result = self.graph.commit(triples, record.session)
+                    result = self.graph.commit(triples, record.session, batch_id=f"distill:{record.id}")
+                    report.replayed += result.duplicate
                     report.triples += result.added + result.refreshed
                     report.skipped.extend(result.skipped)
             done = {r.id for r in batch}

@@ -20,35 +20,51 @@ Rules kept from the original:
 
 The methods are synchronous (they block on SQLite); the ``a``-prefixed twins run them in a
 worker thread so the event loop never waits on disk. Recall reads only the mirror.
+
+Neighbouring modules: :mod:`~homeagent_core.memory.graph_schema` (tables, migrations, name rules,
+purge criteria), :mod:`~homeagent_core.memory.graph_types` (row and result types),
+:mod:`~homeagent_core.memory.graph_vectors` (entity and block vectors, re-embedding).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import re
 import sqlite3
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from homeagent_core.memory.graph_cache import (
+from homeagent_core.memory import graph_vectors
+from homeagent_core.memory.graph_cache import GraphCache
+from homeagent_core.memory.graph_schema import (
+    DEFAULT_TYPE,
+    NAME_MAX,
+    PURGE_CRITERIA,
+    SCHEMA_VERSION,
+    backfill_terms,
+    check_name,
+    check_relation,
+    decode_terms,
+    marks,
+    migrate,
+    purge_where,
+)
+from homeagent_core.memory.graph_types import (
     BLOCK_COLUMNS,
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
     BlockRow,
     EntityRow,
-    GraphCache,
     RecallResult,
     RelationRow,
 )
-from homeagent_sdk.errors import MemoryStoreError, ModalityUnsupported
+from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
@@ -69,102 +85,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-DEFAULT_TYPE = "Concept"
-NAME_MIN, NAME_MAX = 2, 50
-RELATION_MAX = 50
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-PURGE_CRITERIA: dict[str, str] = {
-    "subject_contains": "the source entity's name contains this text (case-insensitive)",
-    "target_contains": "the target entity's name contains this text (case-insensitive)",
-    "relation_type": "the relation type equals this text",
-    "session": "the relation was committed in this session",
-    "before": "the relation was last updated before this Unix time (seconds)",
-    "max_confidence": "the relation's confidence is at most this value",
-}
-
-# Each entry migrates the schema from version i to i + 1; never edit a shipped entry.
-_MIGRATIONS: list[list[str]] = [
-    [
-        """CREATE TABLE entities (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            type TEXT NOT NULL DEFAULT 'Concept',
-            mention_count INTEGER NOT NULL DEFAULT 0,
-            vector BLOB,
-            vec_model TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL)""",
-        """CREATE TABLE sentences (
-            id INTEGER PRIMARY KEY,
-            text TEXT NOT NULL,
-            session TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL,
-            UNIQUE (text, session))""",
-        """CREATE TABLE relations (
-            id INTEGER PRIMARY KEY,
-            source_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
-            target_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
-            type TEXT NOT NULL,
-            confidence REAL NOT NULL DEFAULT 1.0,
-            session TEXT NOT NULL DEFAULT '',
-            sentence_id INTEGER REFERENCES sentences(id) ON DELETE SET NULL,
-            status TEXT NOT NULL DEFAULT 'active',
-            reviewed_at REAL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            UNIQUE (source_id, target_id, type, session))""",
-        "CREATE INDEX relations_target ON relations(target_id)",
-        "CREATE INDEX relations_sentence ON relations(sentence_id)",
-        """CREATE TABLE memory_blocks (
-            id INTEGER PRIMARY KEY,
-            digest TEXT NOT NULL UNIQUE,
-            mime TEXT NOT NULL DEFAULT '',
-            vector BLOB,
-            vec_model TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL)""",
-        """CREATE TABLE memory_block_edges (
-            id INTEGER PRIMARY KEY,
-            sentence_id INTEGER NOT NULL REFERENCES sentences(id) ON DELETE CASCADE,
-            block_id INTEGER NOT NULL REFERENCES memory_blocks(id) ON DELETE CASCADE,
-            type TEXT NOT NULL DEFAULT 'contains',
-            created_at REAL NOT NULL,
-            UNIQUE (sentence_id, block_id, type))""",
-        "CREATE INDEX block_edges_block ON memory_block_edges(block_id)",
-        """CREATE TABLE person_traits (
-            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
-            trait TEXT NOT NULL,
-            value TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            PRIMARY KEY (entity_id, trait))""",
-    ],
-]
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-def check_name(name: str) -> str | None:
-    """Why ``name`` (already trimmed) cannot be an entity name, or None when it can."""
-    if not name:
-        return "the name is empty"
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co") for c in name):
-        return "the name contains control characters"
-    if len(name) < NAME_MIN:
-        return f"the name {name!r} is shorter than {NAME_MIN} characters"
-    if len(name) > NAME_MAX:
-        return f"the name is longer than {NAME_MAX} characters ({len(name)})"
-    if not any(c.isalpha() or c in "-_" for c in name):
-        return f"the name {name!r} has no letter, CJK character, '-' or '_'"
-    return None
-
-
-def _check_relation(relation: str) -> str | None:
-    if not relation:
-        return "the relation is empty"
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co") for c in relation):
-        return "the relation contains control characters"
-    if len(relation) > RELATION_MAX:
-        return f"the relation is longer than {RELATION_MAX} characters ({len(relation)})"
-    return None
 
 
 @dataclass(slots=True)
@@ -189,14 +110,19 @@ class CommitResult:
     relation_ids: list[int] = field(default_factory=list)
     sentence_ids: list[int] = field(default_factory=list)
     block_digests: list[str] = field(default_factory=list)
+    duplicate: bool = False
+    """True when the commit's ``batch_id`` was applied before, so nothing was written."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "added": self.added,
             "refreshed": self.refreshed,
             "skipped": list(self.skipped),
             "media_blocks": list(self.block_digests),
         }
+        if self.duplicate:
+            out["duplicate"] = True
+        return out
 
 
 class GraphStore:
@@ -227,7 +153,9 @@ class GraphStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
+            migrate(self._conn, self.path)
+            with self._tx() as conn:
+                backfill_terms(conn)
             self.cache = GraphCache.load(self._conn)
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
@@ -240,23 +168,6 @@ class GraphStore:
             raise
 
     # ----------------------------------------------------------- lifecycle
-
-    def _migrate(self) -> None:
-        conn = self._conn
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-        current = int(row[0] or 0)
-        if current > SCHEMA_VERSION:
-            raise MemoryStoreError(
-                f"graph memory {self.path} has schema version {current}, written by a newer "
-                f"HomeAgent; this version understands up to {SCHEMA_VERSION}. Upgrade HomeAgent,"
-                " or point core.memory.graph at another file (the data was not touched)."
-            )
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self._tx():
-                for statement in _MIGRATIONS[version - 1]:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def _close_quietly(self) -> None:
         conn = getattr(self, "_conn", None)
@@ -285,12 +196,15 @@ class GraphStore:
         """Run ``fn(conn, changes)`` in one transaction, then refresh the touched rows.
 
         ``fn`` records every id it inserts, updates or deletes in ``changes``; the mirror
-        re-reads those rows after the commit. Used by the social layer for its own tables.
+        re-reads those rows after the commit. Keyword terms of new entities are stored in the
+        same transaction. Used by the social layer for its own tables.
         """
         with self._write_lock:
             changes = Changes()
             with self._tx() as conn:
                 result = fn(conn, changes)
+                if changes.entities:
+                    backfill_terms(conn, sorted(changes.entities))
             self._refresh(changes)
             return result
 
@@ -307,7 +221,7 @@ class GraphStore:
             ordered = sorted(ids)
             for i in range(0, len(ordered), 500):
                 chunk = ordered[i : i + 500]
-                for row in conn.execute(sql.format(marks=_marks(chunk)), chunk):
+                for row in conn.execute(sql.format(marks=marks(chunk)), chunk):
                     found[row[0]] = row
             return found
 
@@ -316,7 +230,7 @@ class GraphStore:
             f"SELECT {RELATION_COLUMNS} FROM relations WHERE id IN ({{marks}})", ch.relations
         )
         entities = rows(
-            f"SELECT {ENTITY_COLUMNS} FROM entities WHERE id IN ({{marks}})", ch.entities
+            f"SELECT {ENTITY_COLUMNS}, terms FROM entities WHERE id IN ({{marks}})", ch.entities
         )
         blocks = rows(
             f"SELECT {BLOCK_COLUMNS} FROM memory_blocks WHERE id IN ({{marks}})", ch.blocks
@@ -335,7 +249,8 @@ class GraphStore:
             # entities first (new endpoints must exist), removals of entities last
             for eid in ch.entities:
                 if eid in entities:
-                    cache.upsert_entity(EntityRow(*entities[eid]))
+                    row = entities[eid]
+                    cache.upsert_entity(EntityRow(*row[:-1]), decode_terms(row[-1]))
             for rid in ch.relations:
                 if rid in relations:
                     cache.upsert_relation(RelationRow(*relations[rid]))
@@ -363,14 +278,40 @@ class GraphStore:
         session: str = "",
         *,
         mimes: Mapping[str, str] | None = None,
+        batch_id: str | None = None,
     ) -> CommitResult:
         """Upsert the triples' entities and relations; invalid triples are skipped with reasons.
 
         ``triple.media_digests`` must be full sha256 digests (resolve short ones first);
-        ``mimes`` optionally maps a digest to its MIME type for new blocks.
+        ``mimes`` optionally maps a digest to its MIME type for new blocks. ``batch_id`` makes
+        the commit apply at most once: the id is recorded in the same transaction, and a
+        commit with an id already recorded writes nothing and returns ``duplicate=True``
+        (a writer replaying its input after a crash counts no mention twice).
         """
         items = list(triples)
-        return self.write(lambda conn, ch: self._commit_in(conn, ch, items, session, mimes or {}))
+
+        def run(conn: sqlite3.Connection, ch: Changes) -> CommitResult:
+            if batch_id is not None:
+                fresh = conn.execute(
+                    "INSERT INTO applied_batches (batch_id, applied_at) VALUES (?, ?)"
+                    " ON CONFLICT (batch_id) DO NOTHING RETURNING batch_id",
+                    (batch_id, self._clock()),
+                ).fetchall()
+                if not fresh:
+                    return CommitResult(duplicate=True)
+            return self._commit_in(conn, ch, items, session, mimes or {})
+
+        return self.write(run)
+
+    def prune_batches(self, older_than_s: float) -> int:
+        """Forget batch ids recorded more than ``older_than_s`` seconds ago; returns how many."""
+
+        def run(conn: sqlite3.Connection, _ch: Changes) -> int:
+            cutoff = self._clock() - older_than_s
+            gone = conn.execute("DELETE FROM applied_batches WHERE applied_at < ? RETURNING 1", (cutoff,))
+            return len(gone.fetchall())
+
+        return self.write(run)
 
     def _commit_in(
         self,
@@ -387,7 +328,7 @@ class GraphStore:
             reason = (
                 _prefixed("subject", check_name(subject))
                 or _prefixed("object", check_name(obj))
-                or _check_relation(relation)
+                or check_relation(relation)
             )
             conf = t.confidence
             if reason is None and not (isinstance(conf, int | float) and 0.0 <= conf <= 1.0):
@@ -564,7 +505,7 @@ class GraphStore:
         Raises:
             MemoryStoreError: no criteria, an unknown key, a bad value, or an unknown mode.
         """
-        where, args = _purge_where(criteria)
+        where, args = purge_where(criteria)
         if mode not in ("soft", "hard"):
             raise MemoryStoreError(f"purge mode must be 'soft' or 'hard', got {mode!r}")
 
@@ -576,8 +517,7 @@ class GraphStore:
                     (self._clock(), *args),
                 ).fetchall()
             else:
-                rows = conn.execute(f"DELETE FROM relations WHERE {where} RETURNING id", args)
-                rows = rows.fetchall()
+                rows = conn.execute(f"DELETE FROM relations WHERE {where} RETURNING id", args).fetchall()
             ch.relations.update(r[0] for r in rows)
             return len(rows)
 
@@ -605,7 +545,7 @@ class GraphStore:
                     f"no relation {subject!r} -{relation}-> {obj!r} to edit; use memory_recall"
                     " to see the stored names and relation types"
                 )
-            conn.execute(f"DELETE FROM relations WHERE id IN ({_marks(ids)})", ids)
+            conn.execute(f"DELETE FROM relations WHERE id IN ({marks(ids)})", ids)
             ch.relations.update(ids)
             result = self._commit_in(conn, ch, [new], session, {})
             if result.skipped:
@@ -781,41 +721,9 @@ class GraphStore:
 
     # ------------------------------------------------------------ vectors
 
-    def _stale(self, table: str, fingerprint: str, after: int, limit: int) -> list[tuple[Any, ...]]:
-        cols = "id, name" if table == "entities" else "id, digest, mime"
-        return self.read(
-            lambda conn: conn.execute(
-                f"SELECT {cols} FROM {table} WHERE (vector IS NULL OR vec_model != ?) AND id > ? ORDER BY id LIMIT ?",
-                (fingerprint, after, limit),
-            ).fetchall()
-        )
-
-    def _write_vectors(self, table: str, rows: list[tuple[int, bytes]], fingerprint: str) -> None:
-        def run(conn: sqlite3.Connection, ch: Changes) -> None:
-            conn.executemany(
-                f"UPDATE {table} SET vector = ?, vec_model = ? WHERE id = ?",
-                [(blob, fingerprint, rid) for rid, blob in rows],
-            )
-            (ch.entities if table == "entities" else ch.blocks).update(r for r, _ in rows)
-
-        self.write(run)
-
     async def embed_entities(self, ids: Iterable[int], provider: EmbeddingProvider) -> int:
         """Embed the names of entities ``ids`` whose vector is missing or of another space."""
-        fp = provider.info.fingerprint
-        todo: list[tuple[int, str]] = []
-        with self.cache.lock:
-            for eid in ids:
-                row = self.cache.entities.get(eid)
-                if row is not None and (row.vec_model != fp or not row.vector):
-                    todo.append((eid, row.name))
-        if not todo:
-            return 0
-        matrix = await provider.embed_texts([name for _, name in todo])
-        await asyncio.to_thread(
-            self._write_vectors, "entities", [(eid, matrix[i].tobytes()) for i, (eid, _) in enumerate(todo)], fp
-        )
-        return len(todo)
+        return await graph_vectors.embed_entities(self, ids, provider)
 
     async def reembed_stale(
         self,
@@ -826,47 +734,13 @@ class GraphStore:
     ) -> dict[str, int]:
         """Recompute vectors whose ``vec_model`` is empty or another space's, in batches.
 
-        Each batch is written back before the next starts, so an interrupted run resumes
-        where it stopped. Media blocks are embedded from ``load_media(digest) -> (bytes,
-        mime)`` when the provider embeds images; otherwise they are counted as skipped, never
-        given another model's vector.
+        See :func:`homeagent_core.memory.graph_vectors.reembed_stale`; ``provider`` defaults to
+        the store's embedder (nothing to do without one).
         """
         provider = provider or self.embedder
         if provider is None:
             return {"entities": 0, "blocks": 0, "blocks_skipped": 0}
-        from homeagent_sdk.embeddings import EmbedInput
-
-        fp = provider.info.fingerprint
-        counts = {"entities": 0, "blocks": 0, "blocks_skipped": 0}
-        after = 0
-        while rows := await asyncio.to_thread(self._stale, "entities", fp, after, batch_size):
-            matrix = await provider.embed_texts([name for _, name in rows])
-            vectors = [(rid, matrix[i].tobytes()) for i, (rid, _) in enumerate(rows)]
-            await asyncio.to_thread(self._write_vectors, "entities", vectors, fp)
-            counts["entities"] += len(rows)
-            after = rows[-1][0]
-        after = 0
-        while rows := await asyncio.to_thread(self._stale, "memory_blocks", fp, after, batch_size):
-            after = rows[-1][0]
-            inputs, ids = [], []
-            for rid, digest, _mime in rows:
-                loaded = await asyncio.to_thread(load_media, digest) if load_media is not None else None
-                if loaded is None:
-                    counts["blocks_skipped"] += 1
-                    continue
-                inputs.append(EmbedInput(data=loaded[0], mime=loaded[1]))
-                ids.append(rid)
-            if not inputs:
-                continue
-            try:
-                matrix = await provider.embed(inputs)
-            except ModalityUnsupported:
-                counts["blocks_skipped"] += len(inputs)
-                continue
-            vectors = [(rid, matrix[i].tobytes()) for i, rid in enumerate(ids)]
-            await asyncio.to_thread(self._write_vectors, "memory_blocks", vectors, fp)
-            counts["blocks"] += len(ids)
-        return counts
+        return await graph_vectors.reembed_stale(self, provider, batch_size=batch_size, load_media=load_media)
 
     # ------------------------------------------------------------ async twins
 
@@ -876,9 +750,10 @@ class GraphStore:
         session: str = "",
         *,
         mimes: Mapping[str, str] | None = None,
+        batch_id: str | None = None,
     ) -> CommitResult:
         """:meth:`commit` in a worker thread, then embed new entity names (if an embedder)."""
-        result = await asyncio.to_thread(self.commit, list(triples), session, mimes=mimes)
+        result = await asyncio.to_thread(self.commit, list(triples), session, mimes=mimes, batch_id=batch_id)
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
         return result
@@ -907,37 +782,3 @@ class GraphStore:
 
 def _prefixed(what: str, reason: str | None) -> str | None:
     return None if reason is None else f"{what}: {reason}"
-
-
-def _marks(items: list[Any]) -> str:
-    return ", ".join("?" * len(items))
-
-
-def _purge_where(criteria: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    if not isinstance(criteria, Mapping) or not criteria:
-        raise MemoryStoreError("purge needs at least one criterion: " + ", ".join(sorted(PURGE_CRITERIA)))
-    unknown = sorted(set(criteria) - set(PURGE_CRITERIA))
-    if unknown:
-        raise MemoryStoreError(f"unknown purge criteria {unknown}; use: {', '.join(sorted(PURGE_CRITERIA))}")
-    conds: list[str] = []
-    args: list[Any] = []
-    for key, value in criteria.items():
-        if key in ("subject_contains", "target_contains", "relation_type", "session"):
-            if not isinstance(value, str) or (key != "session" and not value.strip()):
-                raise MemoryStoreError(f"purge criterion {key} must be a non-empty string")
-            if key == "relation_type":
-                conds.append("type = ?")
-                args.append(value.strip())
-            elif key == "session":
-                conds.append("session = ?")
-                args.append(value)
-            else:
-                col = "source_id" if key == "subject_contains" else "target_id"
-                conds.append(f"{col} IN (SELECT id FROM entities WHERE instr(lower(name), lower(?)) > 0)")
-                args.append(value.strip())
-        else:
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise MemoryStoreError(f"purge criterion {key} must be a number, got {value!r}")
-            conds.append("updated_at < ?" if key == "before" else "confidence <= ?")
-            args.append(float(value))
-    return " AND ".join(conds), args

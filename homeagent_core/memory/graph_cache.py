@@ -2,16 +2,24 @@
 
 SQLite (:mod:`homeagent_core.memory.graph`) is the truth; this module keeps a networkx
 ``MultiDiGraph`` of the *active* graph next to it, loaded once on start and updated
-write-through by every store operation, so recall never touches SQL:
+write-through by every store operation, so recall never touches SQL. Beside the networkx graph
+(nodes = entity ids, edges = active relations keyed by relation id) it maintains, under the
+same lock and from the same calls:
 
-* nodes are entity ids (attributes: name, type, mention_count, vec_model, timestamps), edges
-  are active relations keyed by relation id;
-* a keyword index maps entity-name terms (jieba words, CJK bigrams, Latin words, the whole
-  name) to entity ids — the replacement of SQL ``LIKE``;
-* vector indexes (one contiguous float32 matrix per embedding space) hold entity-name vectors
-  and media-block vectors; a query is one matrix-vector product;
+* a compact adjacency map ``entity id -> {relation id: other endpoint}`` over both edge
+  directions — the structure the recall walk reads (one flat dict per node instead of
+  networkx's successor/predecessor/key-dict levels);
+* a keyword index: entity-name terms (jieba words, CJK bigrams, Latin words, the whole
+  lower-cased name) -> entity ids, plus whole name -> ids — the replacement of SQL ``LIKE``;
+* vector indexes (one contiguous float32 matrix per embedding space) for entity-name and
+  media-block vectors; a query is one matrix-vector product;
 * sentences and media blocks with their ``contains`` edges, so recalled relations carry their
   source sentence and media digests.
+
+Start-up reads each table with one streamed query, takes the keyword terms stored next to each
+entity (no tokenizer run per name) and fills the networkx dicts in bulk. :meth:`GraphCache.snapshot`
+cross-checks every derived structure against the rows, so the property test comparing the
+mirror with SQLite covers them all.
 
 All mutation and recall happen under one lock, held only for in-memory work (microseconds),
 because store writes run in worker threads while recall runs on the event loop.
@@ -19,12 +27,27 @@ because store writes run in worker threads while recall runs on the event loop.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import threading
-from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.graph_types import (
+    BLOCK_COLUMNS,
+    ENTITY_COLUMNS,
+    RELATION_COLUMNS,
+    BlockRow,
+    EntityRow,
+    RecalledEntity,
+    RecalledRelation,
+    RecallResult,
+    RelationRow,
+    VectorIndex,
+    decode_vector,
+)
 from homeagent_core.memory.keywords import name_terms
 
 if TYPE_CHECKING:
@@ -35,6 +58,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
+    "BLOCK_COLUMNS",
+    "ENTITY_COLUMNS",
+    "RELATION_COLUMNS",
     "BlockRow",
     "EntityRow",
     "GraphCache",
@@ -43,156 +69,67 @@ __all__ = [
     "RecalledRelation",
     "RelationRow",
     "VectorIndex",
+    "build_multidigraph",
 ]
 
 
-class EntityRow(NamedTuple):
-    id: int
-    name: str
-    type: str
-    mention_count: int
-    vector: bytes | None
-    vec_model: str
-    created_at: float
-    updated_at: float
+_EMPTY: frozenset[int] = frozenset()
+_ID = itemgetter(0)
+_E_MENTIONS, _E_UPDATED = itemgetter(3), itemgetter(7)  # EntityRow.mention_count, .updated_at
+_R_CONFIDENCE, _R_UPDATED = itemgetter(4), itemgetter(9)  # RelationRow.confidence, .updated_at
 
 
-class RelationRow(NamedTuple):
-    id: int
-    source_id: int
-    target_id: int
-    type: str
-    confidence: float
-    session: str
-    sentence_id: int | None
-    status: str
-    created_at: float
-    updated_at: float
+def _rank(rows: list[Any], first: Callable[[Any], Any], second: Callable[[Any], Any]) -> None:
+    """Sort rows in place by ``first`` descending, then ``second`` descending, then id.
 
-
-class BlockRow(NamedTuple):
-    id: int
-    digest: str
-    mime: str
-    vector: bytes | None
-    vec_model: str
-    created_at: float
-
-
-ENTITY_COLUMNS = "id, name, type, mention_count, vector, vec_model, created_at, updated_at"
-RELATION_COLUMNS = "id, source_id, target_id, type, confidence, session, sentence_id, status, created_at, updated_at"
-BLOCK_COLUMNS = "id, digest, mime, vector, vec_model, created_at"
-
-
-@dataclass(slots=True)
-class RecalledEntity:
-    name: str
-    type: str
-    mention_count: int
-    distance: int
-    updated_at: float
-
-
-@dataclass(slots=True)
-class RecalledRelation:
-    source: str
-    target: str
-    type: str
-    confidence: float
-    session: str
-    distance: int
-    updated_at: float
-    sentence: str = ""
-    media_digests: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class RecallResult:
-    """What a recall found: ranked entities and relations, and the seed names it started from."""
-
-    entities: list[RecalledEntity] = field(default_factory=list)
-    relations: list[RecalledRelation] = field(default_factory=list)
-    seeds: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "seeds": list(self.seeds),
-            "entities": [asdict(e) for e in self.entities],
-            "relations": [asdict(r) for r in self.relations],
-        }
-
-
-class VectorIndex:
-    """Rows of one embedding space in a contiguous float32 matrix, addressed by integer id.
-
-    Removed rows are zeroed and reused; search masks them out.
+    Three stable C-level sorts (least significant key first) instead of one sort with a
+    Python key function: no per-row tuple is built.
     """
-
-    def __init__(self, dimension: int, capacity: int = 256) -> None:
-        import numpy as np
-
-        self.dimension = dimension
-        self._mat: npt.NDArray[np.float32] = np.zeros((capacity, dimension), dtype=np.float32)
-        self._ids: npt.NDArray[np.int64] = np.full(capacity, -1, dtype=np.int64)
-        self._row_of: dict[int, int] = {}
-        self._free: list[int] = []
-        self._high = 0
-
-    def __len__(self) -> int:
-        return len(self._row_of)
-
-    def __contains__(self, item_id: object) -> bool:
-        return item_id in self._row_of
-
-    def set(self, item_id: int, vector: npt.NDArray[np.float32]) -> None:
-        import numpy as np
-
-        row = self._row_of.get(item_id)
-        if row is None:
-            if self._free:
-                row = self._free.pop()
-            else:
-                if self._high == len(self._ids):
-                    grow = max(256, len(self._ids))
-                    self._mat = np.concatenate([self._mat, np.zeros((grow, self.dimension), dtype=np.float32)])
-                    self._ids = np.concatenate([self._ids, np.full(grow, -1, dtype=np.int64)])
-                row = self._high
-                self._high += 1
-            self._row_of[item_id] = row
-            self._ids[row] = item_id
-        self._mat[row] = vector
-
-    def remove(self, item_id: int) -> None:
-        row = self._row_of.pop(item_id, None)
-        if row is not None:
-            self._mat[row] = 0.0
-            self._ids[row] = -1
-            self._free.append(row)
-
-    def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The ``k`` ids most similar to ``query`` (cosine; rows are L2-normalised)."""
-        import numpy as np
-
-        if not self._row_of or k <= 0:
-            return []
-        scores = self._mat[: self._high] @ query.astype(np.float32, copy=False)
-        scores[self._ids[: self._high] < 0] = -np.inf
-        k = min(k, len(self._row_of))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self._ids[r]), float(scores[r])) for r in top]
+    if len(rows) > 1:
+        rows.sort(key=_ID)
+        rows.sort(key=second, reverse=True)
+        rows.sort(key=first, reverse=True)
 
 
-def decode_vector(blob: bytes | None) -> npt.NDArray[np.float32] | None:
-    import numpy as np
+def build_multidigraph(nodes: Iterable[int], edges: Iterable[tuple[int, int, int]]) -> nx.MultiDiGraph[int]:
+    """A networkx ``MultiDiGraph`` with ``nodes`` and keyed ``edges`` ``(u, v, key)``, built in bulk.
 
-    if not blob:
-        return None
-    return np.frombuffer(blob, dtype=np.float32)
+    ``add_edges_from`` costs ~30 µs per edge on a multigraph (it builds views per edge); this
+    fills the graph's adjacency dicts directly, in the exact shape ``add_edge`` leaves them
+    (``succ[u][v]`` and ``pred[v][u]`` share one key dict), when the graph uses plain dicts;
+    otherwise it falls back to the public methods.
+    """
+    import networkx as nx
+
+    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()
+    factories = ("node_attr_dict", "adjlist_inner_dict", "edge_key_dict", "edge_attr_dict")
+    plain = all(getattr(g, f + "_factory", None) is dict for f in factories)
+    if not plain or getattr(g, "_adj", None) is not getattr(g, "_succ", 0):
+        g.add_nodes_from(nodes)
+        g.add_edges_from(edges)
+        return g
+    node, succ, pred = g._node, g._succ, g._pred
+    for n in nodes:
+        node[n] = {}
+        succ[n] = {}
+        pred[n] = {}
+    for u, v, key in edges:
+        try:
+            out, inc = succ[u], pred[v]
+        except KeyError:  # an endpoint not among ``nodes``: add it as add_edge would
+            for n in (u, v):
+                if n not in succ:
+                    node[n], succ[n], pred[n] = {}, {}, {}
+            out, inc = succ[u], pred[v]
+        keys = out.get(v)
+        if keys is None:
+            keys = out[v] = inc[u] = {}  # one key dict shared by both directions
+        keys[key] = {}
+    return g
 
 
 class GraphCache:
-    """The networkx mirror of the active graph plus keyword and vector indexes."""
+    """The networkx mirror of the active graph plus adjacency, keyword and vector indexes."""
 
     def __init__(self) -> None:
         import networkx as nx
@@ -206,8 +143,10 @@ class GraphCache:
         self.blocks: dict[int, BlockRow] = {}
         self.block_edges: dict[int, tuple[int, int, str]] = {}
         self._blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
-        self._postings: defaultdict[str, set[int]] = defaultdict(set)
-        self._terms_of: dict[int, set[str]] = {}
+        self._adj: dict[int, dict[int, int]] = {}
+        self._postings: dict[str, set[int]] = {}
+        self._terms_of: dict[int, tuple[str, ...]] = {}
+        self._by_whole: dict[str, set[int]] = {}
         self._entity_vectors: dict[tuple[str, int], VectorIndex] = {}
         self._block_vectors: dict[tuple[str, int], VectorIndex] = {}
 
@@ -215,55 +154,97 @@ class GraphCache:
 
     @classmethod
     def load(cls, conn: sqlite3.Connection) -> GraphCache:
-        """Build the mirror from every row SQLite holds (active relations only)."""
+        """Build the mirror from every row SQLite holds (active relations only).
+
+        Entity rows carry their keyword terms (``entities.terms``); a row without them (written
+        by an older version) is tokenised here. Repeated short strings (types, sessions, terms,
+        vector spaces) are shared, which keeps the mirror's memory down. The cyclic garbage
+        collector is paused while the rows stream in: they form no cycles, and its passes over
+        the growing heap would otherwise cost about as much as the load itself.
+        """
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return cls._load(conn)
+        finally:
+            if paused:
+                gc.enable()
+
+    @classmethod
+    def _load(cls, conn: sqlite3.Connection) -> GraphCache:
         cache = cls()
+        shared: dict[str, str] = {}
+        share = shared.setdefault
+        entities, ids_by_name, adj = cache.entities, cache.ids_by_name, cache._adj
+        postings, terms_of, by_whole = cache._postings, cache._terms_of, cache._by_whole
         with cache.lock:
-            for row in conn.execute(f"SELECT {ENTITY_COLUMNS} FROM entities"):
-                entity = EntityRow(*row)
-                cache.entities[entity.id] = entity
-                cache.ids_by_name[entity.name] = entity.id
-                terms = name_terms(entity.name)
-                cache._terms_of[entity.id] = terms
+            for eid, name, etype, mentions, vector, vec_model, created, updated, stored in conn.execute(
+                f"SELECT {ENTITY_COLUMNS}, terms FROM entities"
+            ):
+                vec_model = share(vec_model, vec_model)
+                row = EntityRow(eid, name, share(etype, etype), mentions, vector, vec_model, created, updated)
+                entities[eid] = row
+                ids_by_name[name] = eid
+                adj[eid] = {}
+                if stored:
+                    parts = stored.split("\t")
+                    terms = tuple(map(share, parts, parts))
+                else:
+                    terms = tuple(name_terms(name))
+                terms_of[eid] = terms
                 for term in terms:
-                    cache._postings[term].add(entity.id)
-                if entity.vector:
-                    cache._set_vector(
-                        cache._entity_vectors, entity.id, entity.vector, entity.vec_model
-                    )
-            cache.graph.add_nodes_from(cache.entities)
-            for sid, text in conn.execute("SELECT id, text FROM sentences"):
-                cache.sentences[sid] = text
-            for row in conn.execute(
+                    ids = postings.get(term)
+                    if ids is None:
+                        postings[term] = {eid}
+                    else:
+                        ids.add(eid)
+                whole = name.strip().lower()
+                ids = by_whole.get(whole)
+                if ids is None:
+                    by_whole[whole] = {eid}
+                else:
+                    ids.add(eid)
+                if vector:
+                    cache._set_vector(cache._entity_vectors, eid, vector, row.vec_model)
+            relations = cache.relations
+            make = tuple.__new__
+            edges: list[tuple[int, int, int]] = []
+            add_edge = edges.append
+            for rid, src, dst, rtype, conf, session, sid, _status, created, updated in conn.execute(
                 f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'"
             ):
-                cache.relations[row[0]] = RelationRow(*row)
-            cache.graph.add_edges_from(
-                (r.source_id, r.target_id, r.id) for r in cache.relations.values()
-            )
+                rtype, session = share(rtype, rtype), share(session, session)
+                values = (rid, src, dst, rtype, conf, session, sid, "active", created, updated)
+                relations[rid] = make(RelationRow, values)
+                adj[src][rid] = dst
+                adj[dst][rid] = src
+                add_edge((src, dst, rid))
+            cache.graph = build_multidigraph(entities, edges)
+            del edges
+            for sid, text in conn.execute("SELECT id, text FROM sentences"):
+                cache.sentences[sid] = text
             for row in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks"):
                 cache.upsert_block(BlockRow(*row))
-            for eid, sid, bid, etype in conn.execute(
-                "SELECT id, sentence_id, block_id, type FROM memory_block_edges"
-            ):
-                cache.upsert_block_edge(eid, sid, bid, etype)
+            for edge in conn.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges"):
+                cache.upsert_block_edge(*edge)
         return cache
 
     # --------------------------------------------------------------- mutation
 
-    def upsert_entity(self, row: EntityRow) -> None:
+    def upsert_entity(self, row: EntityRow, terms: Iterable[str] | None = None) -> None:
+        """Add or update an entity; ``terms`` are its stored keyword terms (computed if None)."""
         with self.lock:
             old = self.entities.get(row.id)
             if old is not None and old.name != row.name:
-                self._unindex_name(row.id)
+                self._unindex_name(row.id, old.name)
                 self.ids_by_name.pop(old.name, None)
             self.entities[row.id] = row
             self.ids_by_name[row.name] = row.id
-            self.graph.add_node(row.id)
+            if row.id not in self._adj:
+                self._adj[row.id] = {}
+                self.graph.add_node(row.id)
             if row.id not in self._terms_of:
-                terms = name_terms(row.name)
-                self._terms_of[row.id] = terms
-                for term in terms:
-                    self._postings[term].add(row.id)
+                self._index_name(row.id, row.name, tuple(terms) if terms else tuple(name_terms(row.name)))
             self._set_vector(self._entity_vectors, row.id, row.vector, row.vec_model)
 
     def remove_entity(self, entity_id: int) -> None:
@@ -271,14 +252,14 @@ class GraphCache:
             row = self.entities.pop(entity_id, None)
             if row is None:
                 return
+            for rid, other in self._adj.pop(entity_id, {}).items():
+                self.relations.pop(rid, None)
+                if other != entity_id:
+                    self._adj[other].pop(rid, None)
             if self.graph.has_node(entity_id):
-                for _u, _v, key in list(self.graph.in_edges(entity_id, keys=True)) + list(
-                    self.graph.out_edges(entity_id, keys=True)
-                ):
-                    self.relations.pop(key, None)
                 self.graph.remove_node(entity_id)
             self.ids_by_name.pop(row.name, None)
-            self._unindex_name(entity_id)
+            self._unindex_name(entity_id, row.name)
             for index in self._entity_vectors.values():
                 index.remove(entity_id)
 
@@ -290,15 +271,23 @@ class GraphCache:
                 return
             old = self.relations.get(row.id)
             if old is not None and (old.source_id, old.target_id) != (row.source_id, row.target_id):
-                self.graph.remove_edge(old.source_id, old.target_id, key=row.id)
+                self.remove_relation(row.id)
             self.relations[row.id] = row
             self.graph.add_edge(row.source_id, row.target_id, key=row.id)
+            self._adj.setdefault(row.source_id, {})[row.id] = row.target_id
+            self._adj.setdefault(row.target_id, {})[row.id] = row.source_id
 
     def remove_relation(self, relation_id: int) -> None:
         with self.lock:
             old = self.relations.pop(relation_id, None)
-            if old is not None and self.graph.has_edge(old.source_id, old.target_id, relation_id):
+            if old is None:
+                return
+            if self.graph.has_edge(old.source_id, old.target_id, relation_id):
                 self.graph.remove_edge(old.source_id, old.target_id, key=relation_id)
+            for end in (old.source_id, old.target_id):
+                nbrs = self._adj.get(end)
+                if nbrs is not None:
+                    nbrs.pop(relation_id, None)
 
     def upsert_sentence(self, sentence_id: int, text: str) -> None:
         with self.lock:
@@ -340,13 +329,25 @@ class GraphCache:
                 if not self._blocks_of_sentence[sid]:
                     del self._blocks_of_sentence[sid]
 
-    def _unindex_name(self, entity_id: int) -> None:
-        for term in self._terms_of.pop(entity_id, set()):
+    def _index_name(self, entity_id: int, name: str, terms: tuple[str, ...]) -> None:
+        self._terms_of[entity_id] = terms
+        for term in terms:
+            self._postings.setdefault(term, set()).add(entity_id)
+        self._by_whole.setdefault(name.strip().lower(), set()).add(entity_id)
+
+    def _unindex_name(self, entity_id: int, name: str) -> None:
+        for term in self._terms_of.pop(entity_id, ()):
             ids = self._postings.get(term)
             if ids is not None:
                 ids.discard(entity_id)
                 if not ids:
                     del self._postings[term]
+        whole = name.strip().lower()
+        ids = self._by_whole.get(whole)
+        if ids is not None:
+            ids.discard(entity_id)
+            if not ids:
+                del self._by_whole[whole]
 
     @staticmethod
     def _set_vector(
@@ -379,22 +380,34 @@ class GraphCache:
         A keyword matches a name when every term of the keyword is a term of the name (the
         keyword is inside the name) or every term of the name is a term of the keyword (the
         name is inside the keyword). Score = shared terms / the larger term count, summed
-        over keywords; ties go to the more-mentioned entity.
+        over keywords; ties go to the more-mentioned, then the older entity.
+
+        The first case is the intersection of the keyword terms' postings (smallest first);
+        the second needs a name whose whole lower-cased form is one of the keyword's terms, so
+        its candidates come from the whole-name map — no scan over every posting hit.
         """
         with self.lock:
-            scores: Counter[int] = Counter()
+            scores: dict[int, float] = {}
             for keyword in keywords:
                 kterms = name_terms(keyword)
-                if not kterms:
+                k = len(kterms)
+                if not k:
                     continue
-                hits: Counter[int] = Counter()
+                inside: set[int] | frozenset[int] = _EMPTY
+                posts = [self._postings.get(t, _EMPTY) for t in kterms]
+                if all(posts):
+                    posts.sort(key=len)
+                    inside = posts[0].intersection(*posts[1:])
+                    for eid in inside:
+                        scores[eid] = scores.get(eid, 0.0) + k / max(k, len(self._terms_of[eid]))
                 for term in kterms:
-                    hits.update(self._postings.get(term, ()))
-                for eid, n in hits.items():
-                    nterms = len(self._terms_of[eid])
-                    if n == len(kterms) or n == nterms:
-                        scores[eid] += n / max(len(kterms), nterms)
-            ranked = heapq.nlargest(limit, scores.items(), key=lambda kv: (kv[1], self.entities[kv[0]].mention_count))
+                    for eid in self._by_whole.get(term, _EMPTY):
+                        terms = self._terms_of[eid]
+                        if eid not in inside and kterms.issuperset(terms):
+                            scores[eid] = scores.get(eid, 0.0) + len(terms) / k
+            ranked = heapq.nlargest(
+                limit, scores.items(), key=lambda kv: (kv[1], self.entities[kv[0]].mention_count, -kv[0])
+            )
             return [eid for eid, _ in ranked]
 
     def vector_seeds(self, query: npt.NDArray[np.float32], fingerprint: str, k: int = 5) -> list[tuple[int, float]]:
@@ -423,68 +436,91 @@ class GraphCache:
     ) -> RecallResult:
         """Breadth-first walk (both edge directions) from ``seeds`` up to ``depth`` hops.
 
-        Entities rank by (distance, mention count, recency); relations by (distance,
-        confidence, recency). ``max_visit`` bounds the walk around hub entities.
-        ``exclude`` names are walked through but left out of the result.
+        Entities rank by (distance, mention count, recency, id); relations by (distance,
+        confidence, recency, id); a relation's distance is that of its nearer endpoint.
+        ``max_visit`` bounds the walk around hub entities. ``exclude`` names are walked
+        through but left out of the result.
+
+        The walk goes level by level over the compact adjacency map and stops as soon as the
+        levels found so far already fill ``max_entities`` and ``max_relations``: deeper levels
+        rank below every entity and relation found, so the result is the same as walking the
+        full depth and cutting the ranked lists.
         """
         with self.lock:
-            dist: dict[int, int] = {}
-            frontier: list[int] = []
-            for s in seeds:
-                if s in self.entities and s not in dist:
-                    dist[s] = 0
-                    frontier.append(s)
-            rel_dist: dict[int, int] = {}
-            succ, pred = self.graph._succ, self.graph._pred
-            d = 0
-            while frontier and d < depth:
-                nxt: list[int] = []
-                for node in frontier:
-                    for adj in (succ[node], pred[node]):
-                        for nbr, keys in adj.items():
-                            for key in keys:
-                                if key not in rel_dist:
-                                    rel_dist[key] = d
-                            if nbr not in dist and len(dist) < max_visit:
-                                dist[nbr] = d + 1
-                                nxt.append(nbr)
-                frontier = nxt
-                d += 1
+            entities, adj = self.entities, self._adj
             skip = exclude or set()
-            ents = [self.entities[e] for e in dist if self.entities[e].name not in skip]
-            ents.sort(key=lambda e: (dist[e.id], -e.mention_count, -e.updated_at))
-            rels = heapq.nsmallest(
-                max_relations,
-                (self.relations[r] for r in rel_dist),
-                key=lambda r: (rel_dist[r.id], -r.confidence, -r.updated_at, r.id),
-            )
+            dist: dict[int, int] = {}
+            level: list[int] = []
+            for s in seeds:
+                if s in entities and s not in dist:
+                    dist[s] = 0
+                    level.append(s)
+            ent_levels: list[list[int]] = [level]
+            rel_levels: list[list[int]] = []
+            n_ent = sum(1 for e in level if entities[e].name not in skip)
+            n_rel = 0
+            seen_rel: set[int] = set()
+            d = 0
+            while level and d < depth and (n_ent < max_entities or n_rel < max_relations):
+                nxt: list[int] = []
+                rels: list[int] = []
+                for node in level:
+                    for rid, nbr in adj[node].items():
+                        if rid not in seen_rel:
+                            seen_rel.add(rid)
+                            rels.append(rid)
+                        if nbr not in dist and len(dist) < max_visit:
+                            dist[nbr] = d + 1
+                            nxt.append(nbr)
+                rel_levels.append(rels)
+                n_rel += len(rels)
+                d += 1
+                ent_levels.append(nxt)
+                n_ent += sum(1 for e in nxt if entities[e].name not in skip) if skip else len(nxt)
+                level = nxt
+            out_entities: list[RecalledEntity] = []
+            for d, ids in enumerate(ent_levels):
+                need = max_entities - len(out_entities)
+                if need <= 0:
+                    break
+                rows = [entities[e] for e in ids]
+                if skip:
+                    rows = [e for e in rows if e.name not in skip]
+                _rank(rows, _E_MENTIONS, _E_UPDATED)
+                out_entities += [RecalledEntity(e[1], e[2], e[3], d, e[7]) for e in rows[:need]]
+            out_relations: list[RecalledRelation] = []
+            relations, sentences = self.relations, self.sentences
+            blocks_of = self._blocks_of_sentence
+            for d, ids in enumerate(rel_levels):
+                need = max_relations - len(out_relations)
+                if need <= 0:
+                    break
+                rrows = [relations[r] for r in ids]
+                _rank(rrows, _R_CONFIDENCE, _R_UPDATED)
+                out_relations += [
+                    RecalledRelation(
+                        entities[r[1]][1],
+                        entities[r[2]][1],
+                        r[3],
+                        r[4],
+                        r[5],
+                        d,
+                        r[9],
+                        sentences.get(r[6], "") if r[6] is not None else "",
+                        self._digests(r[6]) if r[6] in blocks_of else [],
+                    )
+                    for r in rrows[:need]
+                ]
             return RecallResult(
-                entities=[
-                    RecalledEntity(e.name, e.type, e.mention_count, dist[e.id], e.updated_at)
-                    for e in ents[:max_entities]
-                ],
-                relations=[self._recalled_relation(r, rel_dist[r.id]) for r in rels],
-                seeds=[self.entities[s].name for s in seeds if s in self.entities],
+                entities=out_entities,
+                relations=out_relations,
+                seeds=[entities[s].name for s in seeds if s in entities],
             )
 
-    def _recalled_relation(self, r: RelationRow, distance: int) -> RecalledRelation:
-        sentence = self.sentences.get(r.sentence_id, "") if r.sentence_id is not None else ""
-        digests = (
-            sorted(self.blocks[b].digest for b in self._blocks_of_sentence.get(r.sentence_id, ()))
-            if r.sentence_id is not None
-            else []
-        )
-        return RecalledRelation(
-            source=self.entities[r.source_id].name,
-            target=self.entities[r.target_id].name,
-            type=r.type,
-            confidence=r.confidence,
-            session=r.session,
-            distance=distance,
-            updated_at=r.updated_at,
-            sentence=sentence,
-            media_digests=digests,
-        )
+    def _digests(self, sentence_id: int | None) -> list[str]:
+        """Digests of the media blocks a sentence contains, sorted."""
+        blocks = self._blocks_of_sentence.get(sentence_id) if sentence_id is not None else None
+        return sorted(self.blocks[b].digest for b in blocks) if blocks else []
 
     def stats(self) -> dict[str, int]:
         with self.lock:
@@ -501,24 +537,50 @@ class GraphCache:
     def snapshot(self) -> dict[str, Any]:
         """Everything the mirror holds, in the shape :meth:`GraphStore.sql_snapshot` returns.
 
-        Also checks the mirror's internal indexes agree with its rows (the graph's edges, the
-        name map and the keyword postings), so a test comparing snapshots covers them too.
+        Also checks that every derived structure equals one rebuilt from the rows — the
+        networkx graph (both directions), the adjacency map, the name map, the keyword
+        postings and whole-name map, the vector indexes and the sentence→block map — so a test
+        comparing snapshots covers them too.
+
+        Raises:
+            AssertionError: a derived structure disagrees with the rows.
         """
         with self.lock:
-            edges = {key: (u, v) for u, v, key in self.graph.edges(keys=True)}
-            if edges != {r.id: (r.source_id, r.target_id) for r in self.relations.values()}:
+            rel_edges = {(r.source_id, r.target_id, r.id) for r in self.relations.values()}
+            if set(self.graph.edges(keys=True)) != rel_edges or len(rel_edges) != self.graph.number_of_edges():
                 raise AssertionError("mirror graph edges disagree with its relation rows")
+            if {(u, v, k) for u, v, k in self.graph.in_edges(keys=True)} != rel_edges:
+                raise AssertionError("mirror graph predecessors disagree with its successors")
             if set(self.graph.nodes) != set(self.entities):
                 raise AssertionError("mirror graph nodes disagree with its entity rows")
+            adj: dict[int, dict[int, int]] = {eid: {} for eid in self.entities}
+            for r in self.relations.values():
+                adj[r.source_id][r.id] = r.target_id
+                adj[r.target_id][r.id] = r.source_id
+            if self._adj != adj:
+                raise AssertionError("mirror adjacency map disagrees with its relation rows")
             if self.ids_by_name != {e.name: e.id for e in self.entities.values()}:
                 raise AssertionError("mirror name map disagrees with its entity rows")
-            for eid, terms in self._terms_of.items():
-                if any(eid not in self._postings[t] for t in terms):
-                    raise AssertionError(f"keyword index lost entity {eid}")
-            vec_ids = {i for idx in self._entity_vectors.values() for i in idx._row_of}
+            postings: dict[str, set[int]] = {}
+            by_whole: dict[str, set[int]] = {}
+            for e in self.entities.values():
+                terms = self._terms_of.get(e.id)
+                if terms is None or len(set(terms)) != len(terms) or set(terms) != name_terms(e.name):
+                    raise AssertionError(f"keyword terms of entity {e.id} disagree with its name")
+                for t in terms:
+                    postings.setdefault(t, set()).add(e.id)
+                by_whole.setdefault(e.name.strip().lower(), set()).add(e.id)
+            if set(self._terms_of) != set(self.entities) or self._postings != postings or self._by_whole != by_whole:
+                raise AssertionError("keyword index disagrees with entity rows")
+            vec_ids = {i for idx in self._entity_vectors.values() for i in idx.ids()}
             expected = {e.id for e in self.entities.values() if e.vector and e.vec_model}
             if vec_ids != expected:
                 raise AssertionError("entity vector index disagrees with entity rows")
+            blocks_of: dict[int, set[int]] = {}
+            for sid, bid, _ in self.block_edges.values():
+                blocks_of.setdefault(sid, set()).add(bid)
+            if dict(self._blocks_of_sentence) != blocks_of:
+                raise AssertionError("sentence-to-block map disagrees with block edges")
             return {
                 "entities": dict(self.entities),
                 "relations": dict(self.relations),

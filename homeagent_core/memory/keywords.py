@@ -3,13 +3,17 @@
 * :func:`extract_keywords` picks at most five search words from a user message (jieba words of
   the Chinese parts, Latin words, stop words removed) — the keyword half of automatic recall.
 * :func:`name_terms` is how an entity name is indexed in the in-memory keyword index (the
-  shared TF-IDF tokenizer plus the whole lower-cased name), replacing SQL ``LIKE``.
+  shared TF-IDF tokenizer plus the whole lower-cased name), replacing SQL ``LIKE``;
+  :func:`terms_fingerprint` identifies the tokenizer, so terms stored next to each entity are
+  recomputed when it changes.
 * :func:`bigram_jaccard` is the cheap similarity the merge heartbeat uses to propose
   duplicate entities.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import re
 import threading
@@ -23,6 +27,7 @@ __all__ = [
     "bigrams",
     "extract_keywords",
     "name_terms",
+    "terms_fingerprint",
     "warm_up",
 ]
 
@@ -105,13 +110,36 @@ def warm_up() -> None:
     tokenize("预热")
 
 
-def name_terms(name: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def name_terms(name: str) -> frozenset[str]:
     """Index terms of an entity name: tokenizer terms plus the whole lower-cased name."""
     terms = set(tokenize(name))
     whole = name.strip().lower()
     if whole:
         terms.add(whole)
-    return terms
+    return frozenset(terms)
+
+
+# Bump when name_terms changes in a way the probes below might not notice.
+TERMS_VERSION = 1
+_TERMS_PROBES = (
+    "小王住在杭州市西湖区",
+    "中华人民共和国",
+    "南京市长江大桥",
+    "北京大学生前来应聘",
+    "咖啡馆",
+    "Alice Smith",
+    "GPT-4o模型",
+    "Ünïcode Wörds 123",
+    "__init__-x",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def terms_fingerprint() -> str:
+    """A short hash of how :func:`name_terms` splits a fixed set of probe names."""
+    probe = repr([TERMS_VERSION] + [sorted(name_terms(p)) for p in _TERMS_PROBES])
+    return hashlib.sha256(probe.encode("utf-8")).hexdigest()[:16]
 
 
 def bigrams(text: str) -> set[str]:

@@ -100,3 +100,30 @@ def test_startup_loads_only_the_newest_records(tmp_path: Path) -> None:
     again = RuleDistiller(tmp_path / "raw", graph, max_load=3, retention_s=1e12)
     assert [r.text for r in again._queue] == ["记录7", "记录8", "记录9"]
     graph.close()
+
+
+def test_a_batch_replayed_after_a_crash_before_the_raw_rewrite_counts_mentions_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = GraphStore(tmp_path / "graph.db")
+    raw = tmp_path / "raw"
+    first = RuleDistiller(raw, graph)
+    first.add("我叫小王", session="s")
+    first.add("我住在杭州", session="s")
+    first.flush()
+
+    def crash(ids: set[str]) -> None:
+        raise OSError("disk went away before the raw files were rewritten")
+
+    monkeypatch.setattr(first, "_remove", crash)
+    with pytest.raises(OSError, match="disk went away"):
+        first.distill_once()
+    assert graph.cache.entity("用户").mention_count == 2  # the graph side was committed
+    second = RuleDistiller(raw, graph)  # the restart: the records are still on disk
+    assert len(second) == 2
+    report = second.distill_once()
+    assert (report.records, report.replayed, report.triples) == (2, 2, 0)
+    assert graph.cache.entity("用户").mention_count == 2
+    assert graph.cache.entity("小王").mention_count == 1
+    assert len(RuleDistiller(raw, graph)) == 0
+    graph.close()

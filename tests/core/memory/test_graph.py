@@ -247,3 +247,60 @@ async def test_media_blocks_are_embedded_only_by_an_image_capable_space(tmp_path
     query = (await clip.embed([EmbedInput.of_image(b"\x89PNG fake bytes")]))[0]
     assert store.cache.search_blocks(query, clip.info.fingerprint, 1)[0][0] == D1
     store.close()
+
+
+def test_a_commit_with_a_batch_id_applies_once_and_old_ids_are_pruned(tmp_path: Path) -> None:
+    now = [1000.0]
+    store = GraphStore(tmp_path / "g.db", clock=lambda: now[0])
+    first = store.commit([Triple("小王", "住在", "杭州")], "s", batch_id="distill:1")
+    again = store.commit([Triple("小王", "住在", "杭州")], "s", batch_id="distill:1")
+    assert (first.added, first.duplicate) == (1, False)
+    assert (again.added, again.refreshed, again.duplicate) == (0, 0, True)
+    assert again.to_dict()["duplicate"] is True
+    assert store.cache.entity("小王").mention_count == 1
+    now[0] = 1050.0
+    assert store.prune_batches(100.0) == 0  # recorded 50 s ago: kept
+    now[0] = 1200.0
+    assert store.prune_batches(100.0) == 1
+    assert not store.commit([Triple("小王", "住在", "杭州")], "s", batch_id="distill:1").duplicate
+    store.close()
+
+
+def test_a_version_1_database_is_migrated_and_its_keyword_terms_filled(tmp_path: Path) -> None:
+    from homeagent_core.memory.graph_schema import MIGRATIONS
+
+    path = tmp_path / "graph.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute("INSERT INTO entities (id, name, created_at, updated_at) VALUES (1, '杭州市西湖区', 0, 0)")
+        conn.execute("INSERT INTO entities (id, name, created_at, updated_at) VALUES (2, '断桥', 0, 0)")
+        conn.execute(
+            "INSERT INTO relations (source_id, target_id, type, created_at, updated_at) VALUES (1, 2, '有', 0, 0)"
+        )
+    conn.close()
+    store = GraphStore(path)
+    assert store.recall(["西湖"]).seeds == ["杭州市西湖区"]
+    assert [r.target for r in store.recall(["西湖"]).relations] == ["断桥"]
+    terms = dict(store.read(lambda c: c.execute("SELECT name, terms FROM entities").fetchall()))
+    assert set(terms["断桥"].split("\t")) == {"断桥"}
+    assert store.cache.snapshot() == store.sql_snapshot()
+    store.close()
+
+
+def test_keyword_terms_from_another_tokenizer_are_recomputed_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "graph.db"
+    store = GraphStore(path)
+    store.commit([Triple("杭州市西湖区", "有", "断桥")])
+    store.close()
+    with sqlite3.connect(path) as conn:  # as if an older tokenizer had split the names differently
+        conn.execute("UPDATE entities SET terms = 'stale'")
+        conn.execute("UPDATE graph_meta SET value = 'older' WHERE key = 'terms_fingerprint'")
+    conn.close()
+    store = GraphStore(path)
+    assert store.recall(["西湖"]).seeds == ["杭州市西湖区"]
+    assert store.recall(["stale"]).seeds == []
+    assert store.cache.snapshot() == store.sql_snapshot()  # snapshot checks terms == name_terms(name)
+    store.close()

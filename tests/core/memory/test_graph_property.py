@@ -1,4 +1,10 @@
-"""Property test: the networkx mirror always equals what SQLite holds, also after a reopen."""
+"""Property test: the networkx mirror always equals what SQLite holds, also after a reopen.
+
+``GraphCache.snapshot`` also checks every derived structure (networkx graph in both directions,
+adjacency map, keyword postings and the terms stored per entity, vector indexes) against the
+rows, so each comparison below covers them; after the reopen the keyword terms come from the
+``entities.terms`` column instead of the tokenizer.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.social import SocialGraph
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
@@ -63,6 +70,7 @@ ops = st.one_of(
     st.tuples(st.just("delete"), names),
     st.tuples(st.just("merge_blocks"), st.sampled_from(DIGESTS), st.sampled_from(DIGESTS)),
     st.tuples(st.just("reembed"), st.sampled_from([16, 32])),
+    st.tuples(st.just("trait"), st.sampled_from(["小李", "Carol", "小王"]), st.sampled_from(["age", "city"])),
 )
 
 
@@ -103,6 +111,8 @@ def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
             store.merge_blocks(op[1], op[2])
         elif kind == "reembed":
             asyncio.run(store.reembed_stale(FakeEmbedder(op[1]), batch_size=3))
+        elif kind == "trait":  # the social layer writes entities through its own SQL
+            SocialGraph(store).set_trait(op[1], op[2], "x")
     except MemoryStoreError:
         pass  # refused operations must leave both sides untouched, checked below
 
@@ -120,6 +130,8 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
                 apply(store, op)
                 assert store.cache.snapshot() == store.sql_snapshot(), op
             before = store.cache.snapshot()
+            stored = dict(store.read(lambda c: c.execute("SELECT name, terms FROM entities").fetchall()))
+            assert all(terms for terms in stored.values()), "every entity row carries its keyword terms"
         finally:
             store.close()
         reopened = GraphStore(path)
