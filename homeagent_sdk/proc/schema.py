@@ -23,13 +23,13 @@ def _type_schema(hint: Any, where: str) -> dict[str, Any]:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Annotated:
-        schema = dict(_type_schema(args[0], where))
+        annotated = dict(_type_schema(args[0], where))
         for meta in args[1:]:
             if isinstance(meta, str):
-                schema["description"] = meta
+                annotated["description"] = meta
             elif isinstance(meta, dict):
-                schema.update(meta)
-        return schema
+                annotated.update(meta)
+        return annotated
     if origin in (typing.Union, types.UnionType):
         members = [a for a in args if a is not type(None)]
         if len(members) == 1:

@@ -47,6 +47,7 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 
 Handler = Callable[[Any], Awaitable[Any]]
 
+_orjson: Any
 try:  # orjson is a dependency of the distribution; stdlib json keeps the SDK importable without it
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only where orjson is missing
@@ -78,7 +79,8 @@ if _orjson is not None:
     def dumps(obj: Any) -> bytes:
         """One frame: compact JSON plus the terminating newline."""
         try:
-            return _orjson.dumps(obj, default=_default, option=_OPTS)
+            frame: bytes = _orjson.dumps(obj, default=_default, option=_OPTS)
+            return frame
         except TypeError:
             # Integers beyond 64 bits and other corner cases orjson refuses.
             return _json_dumps(obj)
