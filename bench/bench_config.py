@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Row, arg_parser, emit, time_calls  # noqa: E402
+from _harness import Row, arg_parser, emit, time_calls
 
-from homeagent_core.config import ConfigStore  # noqa: E402
-from homeagent_core.plugins.manager import create_plugin_manager  # noqa: E402
+from homeagent_core.config import ConfigStore
+from homeagent_core.plugins.manager import create_plugin_manager
 
 
 def main() -> None:

@@ -140,6 +140,10 @@ def _vendor(names: list[str], dest: Path) -> list[str]:
     return vendored
 
 
+#: Folders a Lua plugin or a skill carries next to its entry.
+_RESOURCE_DIRS = ("thirdpart", "scripts", "references", "assets", "lib")
+
+
 def build_project(project: Path) -> Path:
     """Build into ``<project>/build/``; returns the built entry.
 
@@ -171,9 +175,13 @@ def build_project(project: Path) -> Path:
         if not source.is_file():
             raise BuildError(f"{source} not found: plugin.json names it as the entry")
         shutil.copy2(source, out / entry)
-        thirdpart = project / "thirdpart"
-        if thirdpart.is_dir():
-            shutil.copytree(thirdpart, out / "thirdpart")
+        # Skills and Lua plugins ship their resource folders (Agent Skills layout) as they are.
+        for folder in _RESOURCE_DIRS:
+            if (project / folder).is_dir():
+                shutil.copytree(project / folder, out / folder,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if (project / "skill.json").is_file():
+            shutil.copy2(project / "skill.json", out / "skill.json")
         return out / entry
     if entry == "plugin.bin":
         binary = project / "plugin.bin"
@@ -202,11 +210,15 @@ def pack_project(project: Path) -> Path:
     for extra in _EXTRA_FILES:
         if (project / extra).is_file():
             files[extra] = project / extra
-    for base in (project / "build" / "thirdpart",):
-        if base.is_dir():
+    build = project / "build"
+    for folder in ("skill.json", *_RESOURCE_DIRS):
+        base = build / folder
+        if base.is_file():
+            files[folder] = base
+        elif base.is_dir():
             for path in sorted(base.rglob("*")):
                 if path.is_file():
-                    files[str(path.relative_to(project / "build"))] = path
+                    files[str(path.relative_to(build))] = path
     sums = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {arc}\n" for arc, p in files.items())
     dist = project / "dist"
     dist.mkdir(exist_ok=True)

@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from homeagent_core.agent.channels import (
     CONSOLIDATION_CHANNEL,
@@ -37,9 +37,9 @@ from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import PluginHost
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.errors import ConfigValueError, PluginError, UsageError
-from homeagent_sdk.types import ChannelDef, InjectOptions, MediaAttachment, ToolDef
+from homeagent_sdk.types import ChannelDef, Event, InjectOptions, MediaAttachment, ToolDef
 
-__all__ = ["KERNEL_PLUGIN", "Kernel", "KernelSettings", "SourceSwitcher", "TurnMemory"]
+__all__ = ["KERNEL_PLUGIN", "Kernel", "KernelSettings", "SourceSwitcher", "StreamPart", "TurnMemory"]
 
 log = logging.getLogger(__name__)
 
@@ -393,47 +393,97 @@ class Kernel:
         """Send ``text`` and wait for the reply (``str(reply)`` is its text)."""
         return await self._library_io.inject_input_sync(text, channel, options, timeout=timeout)  # type: ignore[return-value]
 
+    @overload
+    def stream(
+        self,
+        text: str,
+        channel: str = "library",
+        *,
+        options: InjectOptions | None = None,
+        source: str = "library",
+        parts: Literal[False] = False,
+    ) -> AsyncIterator[str]: ...
+
+    @overload
+    def stream(
+        self,
+        text: str,
+        channel: str = "library",
+        *,
+        options: InjectOptions | None = None,
+        source: str = "library",
+        parts: Literal[True],
+    ) -> AsyncIterator[StreamPart]: ...
+
     async def stream(
-        self, text: str, channel: str = "library", *, options: InjectOptions | None = None
-    ) -> AsyncIterator[str]:
+        self,
+        text: str,
+        channel: str = "library",
+        *,
+        options: InjectOptions | None = None,
+        source: str = "library",
+        parts: bool = False,
+    ) -> AsyncIterator[Any]:
         """Send ``text`` and yield the reply's content deltas as they stream in.
 
         When the provider restarts a reply (a stream ``reset``), text already yielded is not
-        repeated. Raises what the turn raised, after the deltas it produced.
+        repeated. Raises what the turn raised, after the deltas it produced. ``source`` names
+        the sender (events, de-duplication). With ``parts=True`` it yields
+        :class:`StreamPart` items instead: ``content`` and ``reasoning`` deltas of this input's
+        own turn in arrival order, then one ``done`` part carrying the final :class:`Reply`.
         """
         sink: asyncio.Queue[Any] = asyncio.Queue()
-        item = self.submit(
-            self.make_item(text, channel, source="library", level=_level(options), options=options, sink=sink)
-        )
-        assert item.reply is not None
-        emitted = ""
-        replay: str | None = None
-        anything = False
-        while True:
-            delta = await sink.get()
-            if delta is END_OF_STREAM:
-                break
-            if delta is ROUND:
-                emitted, replay = "", None
-                continue
-            if delta is RESET:
-                replay = ""
-                continue
-            if replay is None:
-                emitted += delta
-                anything = True
-                yield delta
-                continue
-            replay += delta
-            if emitted.startswith(replay):
-                continue
-            common = len(emitted) if replay.startswith(emitted) else 0
-            emitted, replay = replay, None
-            anything = True
-            yield emitted[common:]
-        reply = await item.reply
-        if not anything and str(reply):
-            yield str(reply)
+        item = self.make_item(text, channel, source=source, level=_level(options), options=options, sink=sink)
+        thoughts: list[str] = []
+        unsubscribe: Callable[[], None] | None = None
+        if parts:
+
+            def on_reasoning(event: Event) -> None:
+                # Only this input's turn: deltas of other turns on the same channel are not ours.
+                turn = self.turn
+                if turn is not None and turn.item is item:
+                    thoughts.append(str(event.data.get("reasoning_content") or ""))
+                    sink.put_nowait(_THOUGHT)
+
+            unsubscribe = self.bus.subscribe(on_reasoning, "reasoning_delta", maxsize=100_000, label="stream")
+        try:
+            item = self.submit(item)
+            assert item.reply is not None
+            content, reasoning = _Replayed(), _Replayed()
+            anything = False
+            while True:
+                delta = await sink.get()
+                while thoughts:  # reasoning delivered before this delta came first
+                    out = reasoning.feed(thoughts.pop(0))
+                    if out:
+                        yield StreamPart("reasoning", out)
+                if delta is _THOUGHT:
+                    continue
+                if delta is END_OF_STREAM:
+                    break
+                if delta is ROUND:
+                    content.round()
+                    reasoning.round()
+                    continue
+                if delta is RESET:
+                    content.reset()
+                    reasoning.reset()
+                    continue
+                out = content.feed(delta)
+                if out:
+                    anything = True
+                    yield StreamPart("content", out) if parts else out
+            reply = await item.reply
+            if not anything and str(reply):
+                yield StreamPart("content", str(reply)) if parts else str(reply)
+            if parts:
+                full = reply.reasoning_content or ""
+                if full.startswith(reasoning.emitted) and len(full) > len(reasoning.emitted):
+                    yield StreamPart("reasoning", full[len(reasoning.emitted) :])
+                yield StreamPart("done", reply=reply)
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
 
     # ------------------------------------------------------------------ running inputs
 
@@ -503,6 +553,49 @@ class Kernel:
             "output_channels": sorted(self.channels.outputs),
             "children": {k: c.status for k, c in self.children.children.items()},
         }
+
+
+@dataclass(frozen=True)
+class StreamPart:
+    """One item of ``Kernel.stream(..., parts=True)``.
+
+    ``kind`` is ``"content"`` or ``"reasoning"`` (``text`` is the delta) or ``"done"``
+    (``reply`` is the turn's :class:`Reply`, with usage and the full reasoning).
+    """
+
+    kind: str
+    text: str = ""
+    reply: Reply | None = None
+
+
+#: Wakes a stream's consumer when a reasoning delta of its turn arrived on the bus.
+_THOUGHT = object()
+
+
+class _Replayed:
+    """Text yielded in one model round; swallows what a restarted (reset) stream repeats."""
+
+    def __init__(self) -> None:
+        self.emitted = ""
+        self.replay: str | None = None
+
+    def round(self) -> None:
+        self.emitted, self.replay = "", None
+
+    def reset(self) -> None:
+        self.replay = ""
+
+    def feed(self, delta: str) -> str:
+        """The part of ``delta`` not yielded yet ("" when it repeats earlier text)."""
+        if self.replay is None:
+            self.emitted += delta
+            return delta
+        self.replay += delta
+        if self.emitted.startswith(self.replay):
+            return ""
+        common = len(self.emitted) if self.replay.startswith(self.emitted) else 0
+        self.emitted, self.replay = self.replay, None
+        return self.emitted[common:]
 
 
 def _settle(item: InputItem, outcome: Reply | BaseException) -> None:

@@ -165,6 +165,13 @@ class StageRunner:
             )
             ctx.errors.append(message)
             log.warning(message)
+        trace = getattr(self.host, "trace", None)
+        if trace is not None:
+            shown = ", ".join(
+                f"{plugin}={'failed' if value is _FAILED else repr(value)}"
+                for plugin, value in zip(names, outcomes, strict=True)
+            )
+            trace(f"[trace] {stage}({', '.join(kwargs)}) -> {shown}")
         if self.bus is not None and len(self.bus):
             self.bus.publish(
                 "stage",

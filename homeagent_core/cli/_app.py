@@ -6,7 +6,18 @@ from typing import Annotated
 
 import typer
 
-from homeagent_core.cli import adapters_cmd, chat, config_cmd, doctor, knowledge_cmd, plugins_cmd, serve, skills_cmd
+from homeagent_core.cli import (
+    adapters_cmd,
+    chat,
+    config_cmd,
+    doctor,
+    install_cmd,
+    knowledge_cmd,
+    memory_cmd,
+    plugins_cmd,
+    serve,
+    skills_cmd,
+)
 from homeagent_sdk._version import __version__
 
 __all__ = ["app", "main"]
@@ -40,7 +51,10 @@ app.command("ask")(chat.ask)
 app.add_typer(plugins_cmd.app, name="plugins")
 app.add_typer(config_cmd.app, name="config")
 app.command("doctor")(doctor.doctor)
+app.command("install")(install_cmd.install)
+app.command("uninstall")(install_cmd.uninstall)
 app.add_typer(knowledge_cmd.app, name="knowledge")
+app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
 

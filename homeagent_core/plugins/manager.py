@@ -131,6 +131,7 @@ class PluginHost:
         self._info: dict[str, PluginInfo] = {}
         self._order: list[str] = []
         self._undo_trace: Callable[[], None] | None = None
+        self.trace: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ registration
 
@@ -233,6 +234,9 @@ class PluginHost:
                 continue
             try:
                 plugin = ep.load()
+                factory = getattr(plugin, "make_plugin", None)
+                if isinstance(plugin, types.ModuleType) and callable(factory):
+                    plugin = factory()  # a fresh instance per host, as for built-ins
             except Exception as exc:
                 self.record_failure(
                     ep.name,
@@ -259,6 +263,9 @@ class PluginHost:
             out(f"[trace] {hook_name} {'raised ' + repr(exc) if exc else 'returned ' + repr(outcome.get_result())}")
 
         self._undo_trace = self.pm.add_hookcall_monitoring(before, after)
+        # The kernel runs stage handlers itself (concurrently, one by one), so pluggy never
+        # sees those calls: the stage runner reports them through this writer instead.
+        self.trace = out
 
     # ------------------------------------------------------------------ introspection
 

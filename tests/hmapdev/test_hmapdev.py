@@ -130,3 +130,22 @@ def test_run_starts_the_plugin_against_a_scripted_model(project: Path) -> None:
     assert code == 0, out
     report = json.loads(out[out.index("{") :])
     assert "my_greeter_greet" in report["tools"] and report["stages"] == ["before_output"]
+
+
+def test_a_skill_package_carries_its_resource_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from hmapdev.cli import app
+
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["new", "notes", "--kind", "skill"]).exit_code == 0
+    project = tmp_path / "notes"
+    (project / "references").mkdir()
+    (project / "references" / "guide.md").write_text("how to", encoding="utf-8")
+    (project / "scripts").mkdir()
+    (project / "scripts" / "run.py").write_text("print(1)\n", encoding="utf-8")
+    result = runner.invoke(app, ["pack", "--project", str(project)])
+    assert result.exit_code == 0, result.output
+    names = zipfile.ZipFile(next((project / "dist").glob("*.hmap"))).namelist()
+    assert "references/guide.md" in names and "scripts/run.py" in names

@@ -8,18 +8,18 @@ import resource
 from collections.abc import AsyncIterator
 from typing import Any
 
-from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
 
 __all__ = [
     "ask",
     "ask_with_media",
-    "install_package",
     "interrupt",
     "kernel_status",
     "llm_configured",
+    "memory_tools",
+    "persona",
     "plugin_rows",
-    "remove_package",
+    "set_persona",
     "stream",
 ]
 
@@ -62,11 +62,18 @@ async def ask_with_media(
 async def stream(
     kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False
 ) -> AsyncIterator[dict[str, Any]]:
-    """Yield ``{"kind": "content", "text"}`` deltas, then ``{"kind": "done"}``."""
+    """Inject ``text`` and yield this input's own deltas as they arrive.
+
+    Yields ``{"kind": "content" | "reasoning", "text"}`` items, then one
+    ``{"kind": "done", "response", "usage"?, "reasoning_content"?}``. Subscribed before the
+    input is queued, so no delta is lost; deltas of other turns are never mixed in.
+    """
     options = InjectOptions(no_memory=no_memory)
-    async for delta in kernel.stream(text, channel, options=options):
-        yield {"kind": "content", "text": delta}
-    yield {"kind": "done"}
+    async for part in kernel.stream(text, channel, options=options, source=source, parts=True):
+        if part.kind == "done":
+            yield {"kind": "done", **_reply_dict(part.reply)}
+        else:
+            yield {"kind": part.kind, "text": part.text}
 
 
 async def interrupt(kernel: Any, text: str, *, channel: str, source: str) -> None:
@@ -122,21 +129,25 @@ def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
     return status
 
 
-async def install_package(services: Any, data: bytes) -> dict[str, Any]:
-    """Install a ``.hmap`` from its bytes."""
-    from homeagent_core.plugins import packages
-
-    try:
-        result = await asyncio.to_thread(packages.install_package, services.data_dir, data, overwrite=True)
-    except packages.PackageError as exc:
-        raise HomeAgentError(str(exc)) from None
-    return result
+MEMORY_TOOL_OWNERS = ("memory", "knowledge")
 
 
-async def remove_package(services: Any, name: str) -> dict[str, Any]:
-    from homeagent_core.plugins import packages
+def memory_tools(kernel: Any) -> dict[str, Any]:
+    """The memory and knowledge tools the model has, and the tool catalogue of its prompt."""
+    groups = kernel.tools.by_plugin()
+    tools = [
+        {"name": t.name, "plugin": t.plugin, "description": t.description, "parameters": t.parameters}
+        for owner in MEMORY_TOOL_OWNERS
+        for t in groups.get(owner, ())
+    ]
+    return {"tools": tools, "tool_prompt": kernel.prompt.catalogue(kernel.tools)}
 
-    try:
-        return await asyncio.to_thread(packages.remove_plugin, services.data_dir, name, config=services.config)
-    except packages.PackageError as exc:
-        raise HomeAgentError(str(exc)) from None
+
+def persona(kernel: Any) -> str:
+    """The persona text the running kernel puts in its prompt."""
+    return str(kernel.prompt.persona)
+
+
+def set_persona(kernel: Any, text: str) -> None:
+    """Use ``text`` as the persona from the next turn on (no restart)."""
+    kernel.prompt.persona = text

@@ -1,8 +1,8 @@
-"""Login, status, kernel snapshot, settings and plugin routes."""
+"""Login, status, kernel snapshot, settings and persona routes."""
 
 from __future__ import annotations
 
-import re
+import asyncio
 import time
 from typing import Any
 
@@ -12,14 +12,12 @@ from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.auth import SESSION_COOKIE
-from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, read_body, require_api
+from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, require_api
+from homeagent_core.builtin.webui.persona import MAX_PERSONA_CHARS, MODES, PersonaFile
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["routes"]
-
-_PLUGIN_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_.-]{1,128}$")
-
 
 def _ui(request: Request) -> UIState:
     return request.app.state.ui  # type: ignore[no-any-return]
@@ -140,61 +138,54 @@ def _to_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-# ---------------------------------------------------------------- plugins
+# ---------------------------------------------------------------- persona
+
+
+def _persona_file(ui: UIState) -> PersonaFile:
+    return PersonaFile(ui.services.data_dir)
 
 
 @require_api
-async def plugins_list(request: Request) -> Response:
+async def persona_get(request: Request) -> Response:
     ui = _ui(request)
-    disabled = ui.services.config.disabled_plugins()
-    rows = agent_port.plugin_rows(ui.services)
-    return ok({"plugins": rows, "disabled": sorted(disabled)})
-
-
-def _plugin_name(request: Request) -> str:
-    name = request.path_params["name"]
-    if not _PLUGIN_NAME.match(name):
-        raise ApiError(400, "plugin name must be 1-128 characters of letters, digits, '.', '_' or '-' without '..'")
-    return name
-
-
-@require_api
-async def plugin_disable(request: Request) -> Response:
-    name = _plugin_name(request)
-    _ui(request).services.config.set_plugin_disabled(name, True, by="webui")
-    return ok({"status": "disabled", "name": name, "action": "restart_required"})
+    file = _persona_file(ui)
+    text = await asyncio.to_thread(file.read)
+    return ok(
+        {
+            "initialized": bool(file.choice),
+            "mode": file.choice or "default",
+            "current_prompt": agent_port.persona(ui.kernel),
+            "file_override": text is not None,
+            "file": str(file.path),
+            "config_prompt": ui.services.config.get("core.agent.personal_prompt"),
+        }
+    )
 
 
 @require_api
-async def plugin_enable(request: Request) -> Response:
-    name = _plugin_name(request)
-    _ui(request).services.config.set_plugin_disabled(name, False)
-    return ok({"status": "enabled", "name": name, "action": "restart_required"})
-
-
-@require_api
-async def plugin_install(request: Request) -> Response:
+async def persona_post(request: Request) -> Response:
+    """``{mode: default|custom|later, content?}``; a change applies from the next turn."""
     ui = _ui(request)
-    body = await read_body(request, 100 * 1024 * 1024 + 1)
-    if request.headers.get("content-type", "").startswith("multipart/"):
-        raise ApiError(400, "send the .hmap file as the raw request body (Content-Type: application/zip)")
-    if not body:
-        raise ApiError(400, "empty body: send the .hmap file's bytes")
-    try:
-        result = await agent_port.install_package(ui.services, body)
-    except HomeAgentError as exc:
-        raise ApiError(400, str(exc)) from None
-    return ok(result, status=201)
-
-
-@require_api
-async def plugin_remove(request: Request) -> Response:
-    name = _plugin_name(request)
-    try:
-        result = await agent_port.remove_package(_ui(request).services, name)
-    except HomeAgentError as exc:
-        raise ApiError(404, str(exc)) from None
-    return ok(result)
+    data = await json_body(request, required={"mode": str})
+    mode = data["mode"]
+    if mode not in MODES:
+        raise ApiError(400, f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    file = _persona_file(ui)
+    kernel = ui.kernel
+    if mode == "custom":
+        content = data.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ApiError(400, "mode 'custom' needs a non-empty string field 'content' (the persona text)")
+        if len(content) > MAX_PERSONA_CHARS:
+            raise ApiError(400, f"content is {len(content)} characters; a persona may have {MAX_PERSONA_CHARS} at most")
+        await asyncio.to_thread(file.write, content)
+        agent_port.set_persona(kernel, content)
+    elif mode == "default":
+        await asyncio.to_thread(file.clear, "default")
+        agent_port.set_persona(kernel, ui.services.config.get("core.agent.personal_prompt") or "")
+    else:
+        await asyncio.to_thread(file.postpone)
+    return ok({"status": "ok", "mode": mode, "restart_required": False})
 
 
 routes = [
@@ -204,9 +195,6 @@ routes = [
     Route("/api/v1/kernel", kernel, methods=["GET"]),
     Route("/api/v1/settings", settings_get, methods=["GET"]),
     Route("/api/v1/settings", settings_put, methods=["PUT"]),
-    Route("/api/v1/plugins", plugins_list, methods=["GET"]),
-    Route("/api/v1/plugins", plugin_install, methods=["POST"]),
-    Route("/api/v1/plugins/{name}/disable", plugin_disable, methods=["POST"]),
-    Route("/api/v1/plugins/{name}/enable", plugin_enable, methods=["POST"]),
-    Route("/api/v1/plugins/{name}", plugin_remove, methods=["DELETE"]),
+    Route("/api/v1/persona", persona_get, methods=["GET"]),
+    Route("/api/v1/persona", persona_post, methods=["POST"]),
 ]

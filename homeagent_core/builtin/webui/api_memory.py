@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
 from homeagent_sdk.errors import HomeAgentError
 
@@ -65,6 +66,12 @@ async def context(request: Request) -> Response:
 
 
 @require_api
+async def memory_tools(request: Request) -> Response:
+    _service(request, "memory")
+    return ok(agent_port.memory_tools(_ui(request).kernel))
+
+
+@require_api
 async def knowledge_get(request: Request) -> Response:
     kb = _service(request, "knowledge")
     query = request.query_params.get("q", "")
@@ -102,6 +109,7 @@ routes = [
     Route("/api/v1/memory/graph", memory_graph, methods=["GET"]),
     Route("/api/v1/memory/documents", documents, methods=["GET"]),
     Route("/api/v1/memory/context", context, methods=["GET"]),
+    Route("/api/v1/memory/tools", memory_tools, methods=["GET"]),
     Route("/api/v1/knowledge", knowledge_get, methods=["GET"]),
     Route("/api/v1/knowledge", knowledge_post, methods=["POST"]),
     Route("/api/v1/knowledge", knowledge_delete, methods=["DELETE"]),

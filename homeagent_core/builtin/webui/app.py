@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, openai_compat
+from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_plugins, openai_compat
 from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
 from homeagent_core.builtin.webui.common import UIState, authenticated, error, require_api, require_web
 from homeagent_core.builtin.webui.events import EventHub
@@ -121,6 +121,7 @@ def build_app(state: UIState) -> Starlette:
         Route("/", index, methods=["GET"]),
         Route("/login", login_page, methods=["GET"]),
         *api_admin.routes,
+        *api_plugins.routes,
         *api_chat.routes,
         *api_memory.routes,
         *openai_compat.routes,

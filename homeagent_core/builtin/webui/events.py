@@ -4,12 +4,14 @@ Aggregate events (``agent_output``, ``tool_call``, ``raw_input``, ``stage``, ...
 a 200-entry ring so a reconnecting client (``Last-Event-ID``) gets what it missed; token
 deltas are forwarded live and never stored. A client whose queue overflows gets
 ``sync_required`` and is dropped: it refetches history instead of silently missing events.
-A client going away never affects the publisher.
+A client going away never affects the publisher. Heartbeats (``: heartbeat``) are written
+every ``heartbeat_s`` seconds of silence, straight from the client's own stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections import deque
@@ -20,13 +22,15 @@ import orjson
 
 from homeagent_sdk.types import Event
 
-__all__ = ["AGGREGATE", "DELTAS", "EventHub", "SSEFrame"]
+__all__ = ["AGGREGATE", "DELTAS", "EventHub", "SSEFrame", "Subscription"]
 
 AGGREGATE = frozenset(
     {"agent_output", "reasoning", "agent_error", "tool_call", "stage", "agent_llm_chain", "terminal_output",
      "raw_input", "system"}
 )
 DELTAS = frozenset({"content_delta", "reasoning_delta"})
+#: Most frames written together when a client's queue holds a burst.
+BATCH = 128
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,14 @@ class SSEFrame:
     event: str
     data: bytes
 
-    def encode(self) -> bytes:
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """The wire form, built once however many clients receive the frame."""
         head = f"id: {self.id}\n" if self.id else ""
         return f"{head}event: {self.event}\n".encode() + b"data: " + self.data + b"\n\n"
+
+    def encode(self) -> bytes:
+        return self.encoded
 
 
 @dataclass(eq=False)
@@ -78,7 +87,10 @@ class EventHub:
         try:
             client.queue.put_nowait(frame)
         except asyncio.QueueFull:
+            # Too slow: drop what it has not read, tell it to resync, end its stream. It is
+            # forgotten right away, so a stream that never started cannot pile up either.
             client.lagging = True
+            self._clients.discard(client)
             while not client.queue.empty():
                 client.queue.get_nowait()
             client.queue.put_nowait(SSEFrame("", "sync_required", b"{}"))
@@ -98,30 +110,65 @@ class EventHub:
     def client_count(self) -> int:
         return len(self._clients)
 
-    async def stream(self, last_id: str | None, *, replay: bool = True) -> AsyncIterator[bytes]:
-        """The byte stream of one SSE client (subscribed before anything is replayed)."""
-        client = _Client(queue=asyncio.Queue(maxsize=self.queue_size))
+    def subscribe(self, last_id: str | None = None, *, replay: bool = True) -> Subscription:
+        """Register a client now and take its replay snapshot in the same step.
+
+        Call it before the response starts (and before anything is injected): every event
+        published from here on reaches the client, and none is both replayed and queued.
+        """
+        client = _Client(queue=asyncio.Queue(maxsize=max(2, self.queue_size)))  # room for the resync pair
         self._clients.add(client)
+        frames = self.replay_after(last_id) if replay else []
+        return Subscription(self, client, frames)
+
+    def stream(self, last_id: str | None = None, *, replay: bool = True) -> AsyncIterator[bytes]:
+        """The byte stream of one SSE client (subscribed on this call, not on first read)."""
+        return self.subscribe(last_id, replay=replay).frames()
+
+    def _drop(self, client: _Client) -> None:
+        self._clients.discard(client)
+
+
+class Subscription:
+    """One SSE client: its replay snapshot and live queue; :meth:`frames` is its byte stream."""
+
+    def __init__(self, hub: EventHub, client: _Client, replay: list[SSEFrame] | None) -> None:
+        self.hub, self.client, self.replay = hub, client, replay
+
+    def close(self) -> None:
+        self.hub._drop(self.client)
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        """``retry``, the replay (or ``sync_required``), then live frames and heartbeats."""
         try:
             yield b"retry: 2000\n\n"
-            if replay:
-                frames = self.replay_after(last_id)
-                if frames is None:
-                    yield SSEFrame("", "sync_required", b"{}").encode()
-                else:
-                    for frame in frames:
-                        yield frame.encode()
-            next_beat = time.monotonic() + self.heartbeat_s
+            if self.replay is None:
+                yield SSEFrame("", "sync_required", b"{}").encode()
+            else:
+                for replayed in self.replay:
+                    yield replayed.encoded
+                self.replay = []
+            heartbeat = self.hub.heartbeat_s
+            next_beat = time.monotonic() + heartbeat
+            queue = self.client.queue
             while True:
-                timeout = max(0.0, next_beat - time.monotonic())
                 try:
-                    frame = await asyncio.wait_for(client.queue.get(), timeout)
+                    async with asyncio.timeout(max(0.0, next_beat - time.monotonic())):
+                        frame = await queue.get()
                 except TimeoutError:
                     yield b": heartbeat\n\n"
-                    next_beat = time.monotonic() + self.heartbeat_s
+                    next_beat = time.monotonic() + heartbeat
                     continue
                 if frame is None:
                     return
-                yield frame.encode()
+                # A burst goes out in one write: whatever else is queued already, up to a batch.
+                batch = [frame.encoded]
+                while len(batch) < BATCH and not queue.empty():
+                    more = queue.get_nowait()
+                    if more is None:
+                        yield b"".join(batch)
+                        return
+                    batch.append(more.encoded)
+                yield b"".join(batch)
         finally:
-            self._clients.discard(client)
+            self.close()

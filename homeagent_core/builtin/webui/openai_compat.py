@@ -2,7 +2,9 @@
 
 Only the last message is used and it must come from the user; it is injected on channel
 ``http`` without memory, so IDE templates never pollute what the agent remembers. Streaming is
-real: deltas are forwarded as they arrive, errors after the headers go in-stream.
+real: this request's own content and reasoning deltas are forwarded as they arrive, the last
+chunk carries the usage the model reported, errors after the headers go in-stream. Request
+errors use OpenAI's shape ``{"error": {"message", "type"}}`` so OpenAI clients show them.
 """
 
 from __future__ import annotations
@@ -51,8 +53,22 @@ def _usage(raw: dict[str, Any] | None) -> dict[str, int] | None:
             "total_tokens": int(raw.get("total", 0) or prompt + completion)}
 
 
+def _openai_error(exc: ApiError) -> Response:
+    """Errors in OpenAI's shape, so OpenAI clients show the message (``error.message``)."""
+    kind = "invalid_request_error" if exc.status < 500 else "server_error"
+    body = {"error": {"message": exc.message, "type": kind, "param": None, "code": None}}
+    return Response(orjson.dumps(body), status_code=exc.status, media_type="application/json", headers=exc.headers)
+
+
 @require_api
 async def completions(request: Request) -> Response:
+    try:
+        return await _completions(request)
+    except ApiError as exc:
+        return _openai_error(exc)
+
+
+async def _completions(request: Request) -> Response:
     data = await json_body(request, required={"messages": list})
     text = _last_user_text(data["messages"])
     model = data.get("model") if isinstance(data.get("model"), str) else MODEL_ID
@@ -85,11 +101,13 @@ async def completions(request: Request) -> Response:
             body["usage"] = usage
         return b"data: " + orjson.dumps(body) + b"\n\n"
 
+    kernel = ui.kernel  # a stopped kernel is a 503 before the headers
+
     async def events() -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant", "content": ""})
         usage = None
         try:
-            async for part in agent_port.stream(ui.kernel, text, channel="http", source="http", no_memory=True):
+            async for part in agent_port.stream(kernel, text, channel="http", source="http", no_memory=True):
                 if part["kind"] == "content" and part["text"]:
                     yield chunk({"content": part["text"]})
                 elif part["kind"] == "reasoning" and part["text"]:

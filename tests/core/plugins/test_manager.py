@@ -221,3 +221,35 @@ async def test_shutdown_runs_in_reverse_start_order_and_survives_a_failure():
         host.register(plugin(name, fail), name=name)
     await host.shutdown()
     assert order == ["third", "second", "first"]
+
+
+async def test_trace_plugins_also_prints_stage_hooks_run_by_the_kernel(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    from homeagent_core.library import Agent
+    from homeagent_sdk.testing import FakeModel
+
+    monkeypatch.setenv("HOMEAGENT_TRACE_PLUGINS", "1")
+
+    class Stage:
+        name = "tracer"
+
+        @hookimpl
+        def on_input(self, ctx):
+            return None
+
+    async with Agent(tmp_path, provider=FakeModel(default="ok"), plugins=[Stage()], load_entrypoints=False,
+                     builtins=()) as agent:
+        await agent.ask("hi")
+    assert "[trace] on_input(ctx) -> tracer=None" in capsys.readouterr().err
+
+
+def test_an_entry_point_module_with_make_plugin_gets_a_fresh_instance(site: Path):
+    source = GOOD.replace("def register_tools", "def _unused") + (
+        "\nclass P:\n    @hookimpl\n    def register_tools(self, registry):\n        pass\n\n"
+        "def make_plugin():\n    return P()\n"
+    )
+    make_distribution(site, "homeagent-plugin-made", "made", "ha_fixture_made", source)
+    first = create_plugin_manager(builtins=()).pm.get_plugin("made")
+    second = create_plugin_manager(builtins=()).pm.get_plugin("made")
+    assert type(first).__name__ == "P" and first is not second

@@ -231,14 +231,25 @@ async function loadPlugins() {
   body.textContent = "";
   for (const p of data.plugins) {
     const contributions = Object.entries(p.contributions || {}).map(([k, v]) => `${k}: ${v.length}`).join(", ");
-    const action = p.disabled
+    const actions = el("td", {});
+    actions.append(p.disabled
       ? el("button", {class: "secondary", onclick: () => toggle(p.name, "enable")}, "启用 Enable")
-      : el("button", {class: "secondary", onclick: () => toggle(p.name, "disable")}, "停用 Disable");
-    const status = el("td", {class: `status-${p.status}`}, p.disabled ? "disabled (restart)" : p.status);
+      : el("button", {class: "secondary", onclick: () => toggle(p.name, "disable")}, "停用 Disable"));
+    if (p.package) actions.append(el("button", {class: "secondary remove", onclick: () => removePlugin(p.name)}, "删除 Remove"));
+    let label = p.disabled ? "disabled (restart)" : p.status;
+    if (p.restart_required && !p.disabled) label = "installed (restart to load)";
+    const status = el("td", {class: `status-${p.status}`}, label);
     if (p.error) status.title = p.error;
-    body.append(el("tr", {"data-plugin": p.name}, el("td", {}, p.name), el("td", {}, p.kind), status,
-      el("td", {}, contributions), el("td", {}, action)));
+    const name = el("td", {}, p.version ? `${p.name} ${p.version}` : p.name);
+    body.append(el("tr", {"data-plugin": p.name}, name, el("td", {}, p.kind), status,
+      el("td", {}, contributions), actions));
   }
+}
+
+function installNote(text, failed) {
+  const out = $("#install-result");
+  out.textContent = text;
+  out.className = failed ? "error" : "";
 }
 
 async function toggle(name, what) {
@@ -246,19 +257,34 @@ async function toggle(name, what) {
   loadPlugins();
 }
 
+async function removePlugin(name) {
+  try {
+    await api(`/api/v1/plugins/${encodeURIComponent(name)}`, {method: "DELETE"});
+    installNote(`removed ${name}`, false);
+  } catch (err) { installNote(err.message, true); }
+  loadPlugins();
+}
+
 $("#install-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const file = $("#hmap").files[0];
-  const out = $("#install-result");
   if (!file) return;
+  const query = $("#hmap-overwrite").checked ? "?overwrite=true" : "";
   try {
-    const result = await api("/api/v1/plugins", {method: "POST", headers: {"Content-Type": "application/zip"}, body: file});
-    out.textContent = `installed ${result.name || ""} ${result.version || ""}`.trim();
-    out.className = "";
-  } catch (err) {
-    out.textContent = err.message;
-    out.className = "error";
-  }
+    const result = await api(`/api/v1/plugins${query}`, {method: "POST", headers: {"Content-Type": "application/zip"}, body: file});
+    const after = {reloaded: "running the new version", reload_required: "restart to load it"}[result.action] || result.action;
+    installNote(`installed ${result.name} ${result.version} (${after})`, false);
+  } catch (err) { installNote(err.message, true); }
+  loadPlugins();
+});
+
+$("#plugins-reload").addEventListener("click", async () => {
+  try {
+    const result = await api("/api/v1/plugins/reload", {method: "POST"});
+    const parts = [`reloaded: ${result.reloaded.join(", ") || "none"}`];
+    if (result.restart_required.length) parts.push(`restart needed for: ${result.restart_required.join(", ")}`);
+    installNote(parts.join("; "), false);
+  } catch (err) { installNote(err.message, true); }
   loadPlugins();
 });
 

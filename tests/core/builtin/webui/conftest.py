@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import io
+import json
+import stat
+import zipfile
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
+from hmapdev.build import pack_project, render_template
 from homeagent_core.app import App
 from homeagent_sdk.testing import FakeModel
 
@@ -30,20 +36,81 @@ class WebDaemon:
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
 
 
-@pytest.fixture
-async def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[WebDaemon]:
-    monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", API_KEY)
+def build_package(root: Path, *, name: str = "greeter", version: str = "0.1.0", greeting: str = "Hello") -> Path:
+    """A real out-of-process plugin package built with hmapdev (tool ``<name>_greet``)."""
+    project = root / f"{name}-{version}"
+    render_template("proc", name, project)
+    manifest = json.loads((project / "plugin.json").read_text(encoding="utf-8"))
+    manifest["version"] = version
+    (project / "plugin.json").write_text(json.dumps(manifest), encoding="utf-8")
+    source = project / "src" / "plugin.py"
+    source.write_text(source.read_text(encoding="utf-8").replace("Hello", greeting), encoding="utf-8")
+    return pack_project(project)
+
+
+def hostile_package(kind: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("plugin.json", json.dumps({"name": "evil", "version": "1.0.0", "entry": "plugin.bin"}))
+        zf.writestr("plugin.bin", "#!/bin/sh\n")
+        if kind == "slip":
+            zf.writestr("../../outside.sh", "rm -rf ~")
+        elif kind == "absolute":
+            zf.writestr("/etc/cron.d/evil", "* * * * * root true")
+        elif kind == "symlink":
+            link = zipfile.ZipInfo("thirdpart/passwd")
+            link.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(link, "/etc/passwd")
+    return buf.getvalue()
+
+
+@contextlib.asynccontextmanager
+async def running_daemon(data_dir: Path) -> AsyncIterator[WebDaemon]:
+    """A started App over ``data_dir`` (plugins already installed there start too)."""
     model = FakeModel(default="好的")
     app = App(
-        tmp_path / "data",
+        data_dir,
         load_entrypoints=False,
         builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui"),
         provider=model,
     )
     app.services.listen_port = 0
     await app.start()
-    plugin = app.host.pm.get_plugin("webui")
-    assert plugin is not None and plugin.port, app.status()
-    plugin.state.credentials.set_password(PASSWORD, plugin.state.credentials_path)
-    yield WebDaemon(app, model, plugin.url, plugin)
-    await app.stop()
+    try:
+        plugin = app.host.pm.get_plugin("webui")
+        assert plugin is not None and plugin.port, app.status()
+        plugin.state.credentials.set_password(PASSWORD, plugin.state.credentials_path)
+        yield WebDaemon(app, model, plugin.url, plugin)
+    finally:
+        await app.stop()
+
+
+@pytest.fixture(autouse=True)
+def _webui_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", API_KEY)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[WebDaemon]:
+    async with running_daemon(tmp_path / "data") as running:
+        yield running
+
+
+@pytest.fixture
+def start_daemon() -> Callable[[Path], contextlib.AbstractAsyncContextManager[WebDaemon]]:
+    """``async with start_daemon(data_dir) as daemon``: for tests that prepare the data dir first."""
+    return running_daemon
+
+
+@pytest.fixture
+def build_hmap() -> Callable[..., Path]:
+    """``build_hmap(root, name=, version=, greeting=)`` → a real ``.hmap`` built with hmapdev."""
+    return build_package
+
+
+@pytest.fixture
+def hostile_hmap() -> Callable[[str], bytes]:
+    """``hostile_hmap("slip" | "absolute" | "symlink")`` → the bytes of a malicious package."""
+    return hostile_package

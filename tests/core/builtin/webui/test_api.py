@@ -245,3 +245,9 @@ async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path):
         await app.stop()
     finally:
         busy.close()
+
+
+async def test_the_listening_socket_is_tcp_so_responses_are_not_held_back_by_nagle(daemon: WebDaemon):
+    # asyncio sets TCP_NODELAY on accepted connections only when the socket says it is TCP.
+    sockets = [s for server in daemon.plugin.server.servers for s in server.sockets]
+    assert sockets and all(s.proto == socket.IPPROTO_TCP for s in sockets)

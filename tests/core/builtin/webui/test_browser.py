@@ -1,4 +1,5 @@
-"""End to end in headless Chromium: log in, chat, see a tool call, browse memory, change a setting.
+"""End to end in headless Chromium: log in, chat, see a tool call, browse memory, install a
+``.hmap``, change a setting.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it); skipped with the reason when absent.
 Screenshots of the main pages are written to ``docs/screenshots/``.
@@ -52,7 +53,7 @@ async def login(page, daemon) -> None:
     await page.wait_for_selector("#chat-form")
 
 
-async def test_chat_memory_and_settings_in_a_real_browser(daemon, page):
+async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, tmp_path, build_hmap, hostile_hmap):
     SHOTS.mkdir(parents=True, exist_ok=True)
     daemon.model.add(
         ToolCallReply("memory_commit", {"triples": [{"subject": "小王", "relation": "住在", "object": "杭州"}]},
@@ -82,7 +83,23 @@ async def test_chat_memory_and_settings_in_a_real_browser(daemon, page):
 
     await page.click("nav a[data-page='plugins']")
     await page.wait_for_selector("#plugins tr[data-plugin='webui']")
+    await page.set_input_files("#hmap", str(build_hmap(tmp_path)))
+    await page.click("#install-form button[type='submit']")
+    await page.wait_for_selector("#install-result:has-text('installed greeter 0.1.0')")
+    row = page.locator("#plugins tr[data-plugin='greeter']")
+    await row.wait_for()
+    assert "restart to load" in await row.inner_text()
+    assert (daemon.app.data_dir / "plugins" / "greeter" / "plugin.pyz").is_file()
     await page.screenshot(path=str(SHOTS / "plugins.png"), full_page=True)
+    evil = tmp_path / "evil.hmap"
+    evil.write_bytes(hostile_hmap("slip"))
+    await page.set_input_files("#hmap", str(evil))
+    await page.click("#install-form button[type='submit']")
+    await page.wait_for_selector("#install-result.error:has-text('zip slip')")
+    assert not (daemon.app.data_dir / "plugins" / "evil").exists()
+    await row.locator("button.remove").click()
+    await page.wait_for_selector("#install-result:has-text('removed greeter')")
+    await page.wait_for_selector("#plugins tr[data-plugin='greeter']", state="detached")
 
     await page.click("nav a[data-page='settings']")
     field = page.locator("[data-key='core.agent.max_tool_turns']")

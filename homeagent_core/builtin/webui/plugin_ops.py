@@ -1,0 +1,144 @@
+"""Plugin management behind the web UI: packages on disk, the process supervisor, the host.
+
+Install, upgrade and removal go through the same installer as ``homeagent plugins`` and the
+``pluginmgr`` tools, so a package is checked the same way whichever door it comes through.
+What can go live at once does (an upgraded out-of-process plugin is restarted, skill folders
+are rescanned); what needs a restart (a new out-of-process or Lua plugin) is reported as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+from homeagent_core.plugins import packages
+
+__all__ = ["disabled_details", "install", "plugin_list", "reload", "remove"]
+
+
+def _supervisor(services: Any) -> Any:
+    return getattr(services, "supervisor", None)
+
+
+def _running(services: Any, name: str) -> Any:
+    supervisor = _supervisor(services)
+    return supervisor.get(name) if supervisor is not None else None
+
+
+async def install(services: Any, data: bytes, *, overwrite: bool = False) -> dict[str, Any]:
+    """Validate and install a ``.hmap`` from its bytes; a running plugin is upgraded in place.
+
+    Raises:
+        packages.PackageExistsError: installed already and ``overwrite`` is false.
+        packages.PackageError: the package is invalid (the installer's message says why).
+    """
+    manifest = await asyncio.to_thread(packages.validate_package, data)
+    running = _running(services, manifest.name) if overwrite else None
+    if running is not None:
+        await running.stop()
+    try:
+        result = await asyncio.to_thread(packages.install_package, services.data_dir, data, overwrite=overwrite)
+    except BaseException:
+        if running is not None:  # the old version is still on disk: bring it back
+            await _supervisor(services).reload(manifest.name)
+        raise
+    result["kind"] = manifest.kind
+    if running is not None:
+        await _supervisor(services).reload(manifest.name)
+        result["action"] = "reloaded"
+    return result
+
+
+async def remove(services: Any, name: str) -> dict[str, Any]:
+    """Stop a running out-of-process plugin, delete its folder and its settings.
+
+    Raises:
+        packages.PackageError: no such installed plugin.
+    """
+    running = _running(services, name)
+    if running is not None:
+        await running.stop()
+        _supervisor(services).detach(name)
+    result = await asyncio.to_thread(packages.remove_plugin, services.data_dir, name, config=services.config)
+    result["stopped"] = running is not None
+    return result
+
+
+async def reload(services: Any) -> dict[str, Any]:
+    """Apply what changed on disk without a restart.
+
+    Out-of-process plugins whose entry file changed are restarted by the supervisor; the
+    skill folders are rescanned; Lua plugins reload themselves when ``main.lua`` changes.
+    Installed packages the running agent does not know yet are listed as needing a restart.
+    """
+    supervisor = _supervisor(services)
+    reloaded = await supervisor.reload_changed() if supervisor is not None else []
+    skills = _skills(services)
+    if skills is not None:
+        await asyncio.to_thread(skills.reload)
+    rows = await asyncio.to_thread(packages.installed_plugins, services.data_dir)
+    pending = [r["name"] for r in rows if "error" not in r and not _loaded(services, r)]
+    return {"status": "reloaded", "reloaded": reloaded, "skills_rescanned": skills is not None,
+            "restart_required": pending}
+
+
+def _skills(services: Any) -> Any:
+    host = services.host
+    plugin = host.pm.get_plugin("skills") if host is not None else None
+    return plugin if plugin is not None and hasattr(plugin, "reload") else None
+
+
+def _loaded(services: Any, package: dict[str, Any]) -> bool:
+    """Whether the running agent serves this installed package."""
+    if package.get("entry") == "SKILL.md":
+        skills = _skills(services)
+        return skills is not None and str(package["name"]).casefold() in skills.index.skills
+    host = services.host
+    return host is not None and host.info(package["name"]) is not None
+
+
+def plugin_list(services: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Host plugin rows merged with installed packages (version, and those not loaded yet)."""
+    by_name = {r["name"]: r for r in rows}
+    supervisor = _supervisor(services)
+    live = {r["name"]: r for r in supervisor.status()} if supervisor is not None else {}
+    disabled = services.config.disabled_plugins()
+    for package in packages.installed_plugins(services.data_dir):
+        name = package["name"]
+        row = by_name.get(name)
+        if row is None:
+            loaded = "error" not in package and _loaded(services, package)
+            row = by_name[name] = {"name": name, "kind": _kind(package), "status": "started" if loaded else "installed",
+                                   "error": "", "hooks": [], "contributions": {}, "disabled": name in disabled,
+                                   "restart_required": not loaded}
+            rows.append(row)
+        row["package"] = package
+        row["version"] = row.get("version") or package.get("version", "")
+        if package.get("error"):
+            row["error"] = row.get("error") or package["error"]
+        info = live.get(name)
+        if info is not None:
+            row.update(pid=info.get("pid"), crash_count=info.get("crash_count"))
+    return rows
+
+
+def _kind(package: dict[str, Any]) -> str:
+    entry = str(package.get("entry", ""))
+    if entry in packages.PROC_ENTRIES or entry.startswith("plugin.bin"):
+        return "proc"
+    return {"main.lua": "lua", "SKILL.md": "skill"}.get(entry, "unknown")
+
+
+def disabled_details(config: Any) -> list[dict[str, Any]]:
+    """``[{name, disabled_at, disabled_by}]`` from the config database (read-only connection)."""
+    path = getattr(config, "path", ":memory:")
+    names = sorted(config.disabled_plugins())
+    if path == ":memory:":
+        return [{"name": n, "disabled_at": None, "disabled_by": None} for n in names]
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT name, disabled_at, disabled_by FROM disabled_plugins ORDER BY name").fetchall()
+    finally:
+        db.close()
+    return [{"name": n, "disabled_at": at, "disabled_by": by} for n, at, by in rows]
