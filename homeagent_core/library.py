@@ -63,7 +63,8 @@ class Agent:
     :param provider: any object implementing ``ChatProvider`` (e.g. ``FakeModel`` in tests);
         wins over ``llm``.
     :param plugins: extra plugin objects to register.
-    :param web: also start the web UI built-in.
+    :param web: also start the web UI built-in (and let built-ins open network listeners, such
+        as the plugin manager's loopback API; without it two agents never compete for a port).
     :param load_entrypoints: load installed ``homeagent`` entry-point plugins.
     """
 
@@ -82,6 +83,7 @@ class Agent:
             builtins = tuple(p for p in DEFAULT_PLUGINS if web or not p.endswith(".webui"))
         self.app = App(data_dir, load_entrypoints=load_entrypoints, builtins=builtins, plugins=plugins,
                        provider=provider)
+        self.app.services.listen_network = web
         self._portal: tuple[Any, Any] | None = None
         if provider is None and llm is not None:
             self.app.provider = _provider_from_llm(llm, self.app)

@@ -6,7 +6,8 @@ by the three-branch rule — an agent event by its response, a ``cold_storage`` 
 response, anything else by its input — after the channel's ``no_memory``/cleaner and the tool
 outputs (each unless its tool is ``no_memory``, through the tool's cleaner) are applied and
 whitespace is normalised. ``no_memory`` only affects this computation layer: the raw text
-stays in the event.
+stays in the event. A cleaner may be sync or async; one with an ``aclean`` coroutine method
+(the cleaners of out-of-process plugins, which need a round trip) is awaited through it.
 
 :meth:`RelevanceContext.prune` runs when there are more than ``max_context_size`` events: the
 newest ``protected`` (10) always stay, the rest are scored against the current input (cosine of
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import bisect
+import inspect
 import json
 import logging
 import math
@@ -51,6 +53,8 @@ __all__ = [
     "ContextEvent",
     "RelevanceContext",
     "ToolOutput",
+    "apply_cleaner",
+    "atext_for_vector",
     "clean_text",
     "text_for_vector",
 ]
@@ -172,30 +176,54 @@ class ContextEvent:
         return event
 
 
+def _vector_base(event: ContextEvent) -> str:
+    """Three branches: agent → response; cold_storage → input + response; else → input."""
+    if event.kind == "agent":
+        return event.response
+    if event.kind == "cold_storage":
+        return f"{event.input}\n{event.response}" if event.response else event.input
+    return event.input
+
+
 def text_for_vector(
     event: ContextEvent, *, channel_cleaner: Cleaner | None = None, channel_no_memory: bool = False
 ) -> str:
-    """The text an event is compared by ("" = the event gets no vector).
+    """The text an event is compared by ("" = the event gets no vector), with sync cleaners.
 
-    Three branches: agent → response; cold_storage → input + response; else → input. Then the
-    channel cleaner, the tool outputs (skipping ``no_memory`` tools, each through its cleaner),
-    and whitespace normalisation.
+    The base text by the three-branch rule, then the channel cleaner, the tool outputs
+    (skipping ``no_memory`` tools, each through its cleaner), and whitespace normalisation.
     """
     if event.no_memory or channel_no_memory:
         return ""
-    if event.kind == "agent":
-        base = event.response
-    elif event.kind == "cold_storage":
-        base = f"{event.input}\n{event.response}" if event.response else event.input
-    else:
-        base = event.input
-    if channel_cleaner is not None:
-        base = channel_cleaner(base)
-    parts = [base]
+    base = _vector_base(event)
+    parts = [channel_cleaner(base) if channel_cleaner is not None else base]
     for tool in event.tool_outputs:
-        if tool.no_memory:
-            continue
-        parts.append(tool.cleaner(tool.output) if tool.cleaner is not None else tool.output)
+        if not tool.no_memory:
+            parts.append(tool.cleaner(tool.output) if tool.cleaner is not None else tool.output)
+    return clean_text("\n".join(p for p in parts if p))
+
+
+async def apply_cleaner(cleaner: Any, text: str) -> str:
+    """Run one cleaner: ``await cleaner.aclean(text)`` when it has one, else call it (and await
+    the result when it is awaitable)."""
+    aclean = getattr(cleaner, "aclean", None)
+    value = aclean(text) if callable(aclean) else cleaner(text)
+    if inspect.isawaitable(value):
+        value = await value
+    return value if isinstance(value, str) else str(value)
+
+
+async def atext_for_vector(
+    event: ContextEvent, *, channel_cleaner: Any = None, channel_no_memory: bool = False
+) -> str:
+    """:func:`text_for_vector` for cleaners that may be async (what the context store uses)."""
+    if event.no_memory or channel_no_memory:
+        return ""
+    base = _vector_base(event)
+    parts = [await apply_cleaner(channel_cleaner, base) if channel_cleaner is not None else base]
+    for tool in event.tool_outputs:
+        if not tool.no_memory:
+            parts.append(await apply_cleaner(tool.cleaner, tool.output) if tool.cleaner is not None else tool.output)
     return clean_text("\n".join(p for p in parts if p))
 
 
@@ -299,7 +327,7 @@ class RelevanceContext:
         channel_no_memory: bool = False,
     ) -> ContextEvent:
         """Add ``event`` at its timestamp's place, computing its vector text and vector."""
-        event.vector_text = text_for_vector(
+        event.vector_text = await atext_for_vector(
             event, channel_cleaner=channel_cleaner, channel_no_memory=channel_no_memory
         )
         event.vector, event.fingerprint = None, ""

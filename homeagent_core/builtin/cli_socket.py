@@ -12,8 +12,10 @@ Protocol (one message per line, UTF-8):
   something the agent sent to the ``cli`` channel on its own, ``{"type": "error", "error":
   "..."}`` for a failure. ``usage`` is present only when the model reported it.
 * Lines starting with ``/`` are commands: ``/help``, ``/status``, ``/kernel``, ``/plugins``,
-  ``/memory <query>``, ``/knowledge <query>``, ``/settings [prefix]``, ``/settings get <key>``,
-  ``/settings set <key> <value…>``, ``/stop``.
+  ``/plugin list|info <name>|reload [name]|enable <name>|disable <name>|remove <name>``
+  (``/plugin install`` is refused: packages are installed from the web UI or with
+  ``homeagent plugins install``), ``/agents``, ``/memory <query>``, ``/knowledge <query>``,
+  ``/settings [prefix]``, ``/settings get <key>``, ``/settings set <key> <value…>``, ``/stop``.
 
 The socket is ``<data>/cli.sock`` (``plugin.cli.socket_path``), mode 0600 by default
 (``plugin.cli.socket_mode``), so only the daemon's user can talk to the agent.
@@ -53,7 +55,13 @@ HELP = """Commands:
   /help                        this text
   /status                      uptime, model, turns, plugins, tools
   /kernel                      the kernel status as JSON
-  /plugins                     plugins and their state
+  /plugins                     plugins and their state (same as /plugin list)
+  /plugin info <name>          one plugin: kind, state, version, tools, files
+  /plugin reload [name]        restart an out-of-process plugin (no name: those whose entry changed)
+  /plugin enable <name>        enable a plugin (starts it again when it can)
+  /plugin disable <name>       disable a plugin (stops it when it runs out of process)
+  /plugin remove <name>        uninstall a plugin package
+  /agents                      sub-agents started by spawn_child and their state
   /memory <query>              recall from the memory graph
   /knowledge <query>           search the knowledge base
   /settings [prefix]           list settings (secrets masked)
@@ -290,8 +298,9 @@ class CliSocket:
             "help": self._help,
             "status": self._status,
             "kernel": self._kernel,
-            "plugins": self._plugins,
-            "plugin": self._plugins,
+            "plugins": self._plugin,
+            "plugin": self._plugin,
+            "agents": self._agents,
             "memory": self._memory,
             "knowledge": self._knowledge,
             "settings": self._settings,
@@ -348,19 +357,194 @@ class CliSocket:
     async def _kernel(self, _rest: str) -> str:
         return json.dumps(self._kernel_or_fail().status(), ensure_ascii=False, indent=2, default=str)
 
-    async def _plugins(self, rest: str) -> str:
-        if rest and rest.split()[0] not in ("list",):
-            raise HomeAgentError("only '/plugins' (list) is available here; manage plugins with `homeagent plugins`")
-        host = getattr(self.sdk.services, "host", None)
+    # ------------------------------------------------------------------ /plugin
+
+    def _services(self) -> Any:
+        services = self.sdk.services
+        if services is None:
+            raise HomeAgentError("plugin management needs the privileged services of a built-in plugin")
+        return services
+
+    async def _plugin(self, rest: str) -> str:
+        words = rest.split()
+        action = words[0].lower() if words else "list"
+        args = words[1:]
+        if action == "list":
+            return await self._plugin_list()
+        if action == "install":
+            raise HomeAgentError(
+                "installing plugins from the chat socket is not supported: upload the .hmap in the web UI "
+                "(Plugins page) or run `homeagent plugins install <file-or-url>`"
+            )
+        if action == "reload":
+            return await self._plugin_reload(args[0] if args else "")
+        handler = {
+            "info": self._plugin_info,
+            "enable": self._plugin_enable,
+            "disable": self._plugin_disable,
+            "remove": self._plugin_remove,
+        }.get(action)
+        if handler is None:
+            raise HomeAgentError(
+                f"unknown /plugin action {action!r}; use list, info <name>, reload [name], enable <name>, "
+                "disable <name> or remove <name>"
+            )
+        if len(args) != 1:
+            raise HomeAgentError(f"usage: /plugin {action} <name>")
+        return await handler(args[0])
+
+    def _host(self) -> Any:
+        host = getattr(self._services(), "host", None)
         if host is None:
             raise HomeAgentError("the plugin host is not available")
-        kernel = getattr(self.sdk.services, "kernel", None)
+        return host
+
+    async def _plugin_list(self) -> str:
+        from homeagent_core.plugins import packages
+
+        services = self._services()
+        host = self._host()
+        kernel = getattr(services, "kernel", None)
         groups = kernel.tools.by_plugin() if kernel is not None else {}
+        disabled = services.config.disabled_plugins()
+        installed = {p["name"]: p for p in await asyncio.to_thread(packages.installed_plugins, services.data_dir)}
         lines = []
         for info in host.plugins():
             tools = len(groups.get(info.name, []))
+            version = installed.pop(info.name, {}).get("version") or info.version
+            status = _live_status(services, info.name) or info.status
+            flags = " (disabled)" if info.name in disabled else ""
             error = f" — {info.error}" if info.error else ""
-            lines.append(f"{info.name:<16} {info.kind:<10} {info.status:<8} {tools} tools{error}")
+            lines.append(f"{info.name:<16} {info.kind:<10} {status:<10} {tools} tools"
+                         f"{f'  v{version}' if version else ''}{flags}{error}")
+        for name, package in installed.items():
+            note = package.get("error") or ("disabled" if name in disabled else "installed; starts after a restart")
+            lines.append(f"{name:<16} {'package':<10} {'installed':<10} 0 tools  v{package.get('version', '?')}"
+                         f" — {note}")
+        return "\n".join(lines) or "no plugins"
+
+    async def _plugin_info(self, name: str) -> str:
+        from homeagent_core.plugins import packages
+
+        services = self._services()
+        info = self._host().info(name)
+        try:
+            details: dict[str, Any] | None = await asyncio.to_thread(packages.plugin_details, services.data_dir, name)
+        except packages.PackageError:
+            details = None
+        if info is None and details is None:
+            raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+        out: dict[str, Any] = {"name": name}
+        if info is not None:
+            row = info.to_dict()
+            out.update(kind=row["kind"], status=row["status"], error=row["error"],
+                       contributions=row["contributions"])
+        supervisor = getattr(services, "supervisor", None)
+        running = supervisor.get(name) if supervisor is not None else None
+        if running is not None:
+            live = running.runtime_info()
+            out.update(status=live["status"], pid=live["pid"], crash_count=live["crash_count"],
+                       auto_restart=live["auto_restart"], tools=live["tools"])
+            out["error"] = live["error"] or out.get("error", "")
+        out["disabled"] = name in services.config.disabled_plugins()
+        if details is not None:
+            out["package"] = details
+        return json.dumps(out, ensure_ascii=False, indent=2)
+
+    def _known(self, name: str) -> bool:
+        """Loaded (or failed) in this agent, or installed as a package."""
+        from homeagent_core.plugins.packages import NAME_RE
+
+        if self._host().info(name) is not None:
+            return True
+        return bool(NAME_RE.match(name)) and (Path(self._services().data_dir) / "plugins" / name).is_dir()
+
+    async def _plugin_reload(self, name: str) -> str:
+        services = self._services()
+        supervisor = getattr(services, "supervisor", None)
+        if not name:
+            changed = await supervisor.reload_changed() if supervisor is not None else []
+            skills = self._host().pm.get_plugin("skills")
+            rescanned = skills is not None and callable(getattr(skills, "reload", None))
+            if rescanned:
+                await asyncio.to_thread(skills.reload)
+            parts = [f"reloaded: {', '.join(changed)}" if changed else "no out-of-process plugin changed"]
+            if rescanned:
+                parts.append("skills rescanned")
+            return "; ".join(parts)
+        if supervisor is None or supervisor.get(name) is None:
+            if not self._known(name):
+                raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+            raise HomeAgentError(
+                f"{name} is not an out-of-process plugin; built-in, Lua and skill plugins are reloaded by "
+                "restarting the daemon"
+            )
+        if name in services.config.disabled_plugins():
+            raise HomeAgentError(f"{name} is disabled; /plugin enable {name} first")
+        await supervisor.reload(name)
+        return f"reloaded {name} (pid {supervisor.get(name).runtime_info()['pid']})"
+
+    async def _plugin_enable(self, name: str) -> str:
+        services = self._services()
+        if not self._known(name):
+            raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+        services.config.set_plugin_disabled(name, False)
+        supervisor = getattr(services, "supervisor", None)
+        running = supervisor.get(name) if supervisor is not None else None
+        if running is not None:
+            if not running.runtime_info()["alive"]:
+                await supervisor.reload(name)
+            return f"enabled {name}; it is running"
+        return f"enabled {name}; it starts with the next restart of the daemon"
+
+    async def _plugin_disable(self, name: str) -> str:
+        services = self._services()
+        if name == PLUGIN_NAME:
+            raise HomeAgentError(
+                "refusing to disable cli from its own socket (you would lose this connection for good); "
+                "use `homeagent plugins disable cli` if you mean it"
+            )
+        if not self._known(name):
+            raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+        services.config.set_plugin_disabled(name, True, by="cli")
+        supervisor = getattr(services, "supervisor", None)
+        running = supervisor.get(name) if supervisor is not None else None
+        if running is not None:
+            await running.stop()
+            return f"disabled {name}; it was stopped and its tools removed"
+        return f"disabled {name}; it is not loaded after the next restart of the daemon"
+
+    async def _plugin_remove(self, name: str) -> str:
+        from homeagent_core.builtin.pluginmgr import remove_installed
+        from homeagent_core.plugins.packages import PackageError
+
+        try:
+            await remove_installed(self._services(), name)
+        except PackageError as exc:
+            info = self._host().info(name)
+            if exc.to_dict().get("error") == "plugin not found" and info is not None and info.kind == "builtin":
+                raise HomeAgentError(
+                    f"{name} is built in, not an installed package (built-in plugins cannot be removed; "
+                    f"/plugin disable {name} instead)"
+                ) from None
+            raise HomeAgentError(str(exc)) from None
+        return f"removed {name}: its files and settings are deleted"
+
+    # ------------------------------------------------------------------ /agents
+
+    async def _agents(self, _rest: str) -> str:
+        kernel = self._kernel_or_fail()
+        children = kernel.children.children
+        if not children:
+            return "no sub-agents have been started (the model starts them with spawn_child)"
+        now = time.monotonic()
+        lines = []
+        for task_id, child in children.items():
+            took = (child.finished if child.finished is not None else now) - child.started
+            detail = {"failed": f" — {child.error}", "done": f" — {_one_line(child.result or '', 60)}"}.get(
+                child.status, ""
+            )
+            lines.append(f"{task_id:<10} {child.status:<8} {took:6.1f}s  {_one_line(child.task, 60)}{detail}")
         return "\n".join(lines)
 
     async def _run_tool(self, tool: str, arguments: dict[str, Any], what: str) -> str:
@@ -456,6 +640,18 @@ def _clear_stale_socket(path: Path) -> None:
     finally:
         probe.close()
     raise PluginError(f"another HomeAgent daemon is already listening on {path}", plugin_name=PLUGIN_NAME)
+
+
+def _live_status(services: Any, name: str) -> str:
+    """The supervisor's status of an out-of-process plugin ("" for others)."""
+    supervisor = getattr(services, "supervisor", None)
+    running = supervisor.get(name) if supervisor is not None else None
+    return str(running.runtime_info()["status"]) if running is not None else ""
+
+
+def _one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _uptime(seconds: float) -> str:

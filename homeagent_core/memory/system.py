@@ -80,6 +80,7 @@ class MemorySystem:
     heartbeats: list[Heartbeat] = field(default_factory=list)
     _current: dict[int, str] = field(default_factory=dict)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
+    _tools: Any = None
 
     # ------------------------------------------------------------------ opening
 
@@ -158,6 +159,7 @@ class MemorySystem:
 
     def attach(self, kernel: Kernel, config: ConfigStore) -> None:
         """Register the memory tools with the kernel and start the heartbeats."""
+        self._tools = kernel.tools  # tool definitions decide how their outputs are remembered
         from homeagent_core.knowledge_tools import knowledge_tools
         from homeagent_core.memory.document_tools import document_tools
         from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
@@ -304,7 +306,15 @@ class MemorySystem:
         if not self._remembered(ctx):
             return
         await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent")
-        outputs = [ToolOutput(r.name, r.result) for r in ctx.tool_results if r.success]
+        outputs = []
+        for result in ctx.tool_results:
+            if not result.success:
+                continue
+            tool = self._tools.get(result.name) if self._tools is not None else None
+            outputs.append(
+                ToolOutput(result.name, result.result, no_memory=bool(tool and tool.no_memory),
+                           cleaner=tool.cleaner if tool is not None else None)
+            )
         await self.context.append(
             ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
                          tool_outputs=outputs)

@@ -13,6 +13,12 @@ plugin's name); its seven stage hookimpls each do one ``stage.invoke`` round tri
 child registered that stage and return at once otherwise; ``on_event`` forwards subscribed
 events; ``shutdown()`` sends ``plugin.stop`` and kills after a 5 s grace.
 
+A tool or input channel the child registers with ``has_cleaner: true`` gets a
+:class:`RemoteCleaner` as its ``cleaner``: memory code awaits ``cleaner.aclean(text)`` (or calls
+it synchronously from a worker thread), which asks the child with ``cleaner.invoke`` and falls
+back to the raw text — logged once — when the child fails or does not answer within
+``cleaner_timeout``.
+
 Death is detected by waiting on the process, never by stdout EOF (a grandchild may hold the
 pipe open). On a crash every pending call fails with "plugin process exited", the plugin's
 tools, channels and stages are detached, ``system``/``plugin_crashed`` is published and the
@@ -41,7 +47,7 @@ from homeagent_sdk.errors import PluginLoadError, ToolError
 from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, Peer, PeerClosed, RemoteError
 from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
 
-__all__ = ["PROCESS_EXITED", "ProcPlugin", "discover_proc_plugins", "proc_entry"]
+__all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "proc_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,8 @@ log = logging.getLogger(__name__)
 PROCESS_EXITED = "proc: 插件进程已退出 (plugin process exited)"
 OWN_TOOLS = "own_tools"
 _STDERR_TAIL = 20
+#: Registration methods that may declare ``has_cleaner``, and the cleaner scope they create.
+_CLEANER_SCOPES = {"tool.register": "tool", "input.register": "input"}
 
 
 def proc_entry(plugin_dir: Path) -> Path | None:
@@ -194,6 +202,77 @@ class _Connection:
         self.exited.set_result(code)
 
 
+class RemoteCleaner:
+    """The ``cleaner`` of a tool or input channel that lives in a plugin process.
+
+    The kernel's cleaners are plain ``Callable[[str], str]``, but this one needs a round trip
+    to the child, answered on the daemon's event loop. So it offers both doors:
+
+    * ``await cleaner.aclean(text)`` — what the memory code uses (it runs on the loop);
+    * ``cleaner(text)`` — the plain call, for a caller in a worker thread: the request is run
+      on the plugin's loop and waited for there. Called on the loop thread itself it cannot
+      wait without deadlocking, so it returns ``text`` unchanged (and says so in the log).
+
+    Either way the answer is bounded by ``timeout``; any failure (the child's error, no answer,
+    the process gone) yields the raw text, reported once per cleaner at warning level.
+    """
+
+    def __init__(self, plugin: ProcPlugin, scope: str, name: str, timeout: float) -> None:
+        self.plugin, self.scope, self.name, self.timeout = plugin, scope, name, timeout
+        self.failures = 0
+
+    def __repr__(self) -> str:
+        return f"RemoteCleaner({self.plugin.name}: {self.scope} {self.name})"
+
+    async def aclean(self, text: str) -> str:
+        """The child's cleaned ``text``, or ``text`` itself when that fails."""
+        try:
+            answer = await self.plugin.call(
+                "cleaner.invoke", {"scope": self.scope, "name": self.name, "text": text}, timeout=self.timeout
+            )
+        except TimeoutError:
+            return self._fallback(text, f"no answer within {self.timeout:g} s")
+        except Exception as exc:
+            return self._fallback(text, str(exc) or type(exc).__name__)
+        cleaned = answer.get("text") if isinstance(answer, dict) else None
+        if not isinstance(cleaned, str):
+            return self._fallback(text, f"answered {answer!r:.80} instead of {{text: <string>}}")
+        return cleaned
+
+    def __call__(self, text: str) -> str:
+        loop = self.plugin.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or loop.is_closed():
+            return self._fallback(text, "the plugin is not running")
+        if running is loop:
+            return self._fallback(
+                text, "called synchronously on the event loop, where it cannot wait; await cleaner.aclean(text)"
+            )
+        future = asyncio.run_coroutine_threadsafe(self.aclean(text), loop)
+        try:
+            return future.result(self.timeout + 1.0)
+        except Exception as exc:  # the loop stopped, or the wait ran out
+            future.cancel()
+            return self._fallback(text, f"{type(exc).__name__}: {exc}")
+
+    def _fallback(self, text: str, why: str) -> str:
+        self.failures += 1
+        level = logging.WARNING if self.failures == 1 else logging.DEBUG
+        log.log(
+            level,
+            "plugin %s: the cleaner of %s %s failed (%s); its raw text is used%s",
+            self.plugin.name,
+            self.scope,
+            self.name,
+            why,
+            "; further failures of this cleaner are logged at debug level" if self.failures == 1 else "",
+        )
+        return text
+
+
 class ProcPlugin:
     """The pluggy plugin object wrapping one out-of-process plugin.
 
@@ -204,6 +283,7 @@ class ProcPlugin:
     :param handshake_timeout: seconds the child has to answer ``handshake``.
     :param start_timeout: seconds for ``plugin.init`` and ``plugin.start`` each.
     :param stop_grace: seconds between ``plugin.stop`` and SIGKILL.
+    :param cleaner_timeout: seconds one ``cleaner.invoke`` may take before the raw text is used.
     """
 
     def __init__(
@@ -216,6 +296,7 @@ class ProcPlugin:
         handshake_timeout: float = 10.0,
         start_timeout: float = 30.0,
         stop_grace: float = 5.0,
+        cleaner_timeout: float = 2.0,
     ) -> None:
         self.dir = Path(plugin_dir)
         self.manifest = manifest or load_manifest(self.dir)
@@ -225,6 +306,8 @@ class ProcPlugin:
         self.handshake_timeout = handshake_timeout
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
+        self.cleaner_timeout = cleaner_timeout
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.capabilities = frozenset(self.manifest.capabilities)
         self.stages: dict[str, str] = {}
         self.event_types: frozenset[str] | None = None
@@ -321,8 +404,9 @@ class ProcPlugin:
         self.stopping = False
         self.stages = {}
         self.event_types = None
+        self.loop = asyncio.get_running_loop()
         conn = _Connection(self, self.max_frame)
-        conn.peer.handlers.update(self._core.handlers())
+        conn.peer.handlers.update(self._with_cleaners(self._core.handlers()))
         env = dict(os.environ)
         env.update({"HOMEAGENT_PLUGIN_NAME": self.name, "HOMEAGENT_PLUGIN_DIR": str(self.dir)})
         try:
@@ -377,6 +461,31 @@ class ProcPlugin:
         self.last_error = ""
         log.info("plugin %s started (pid %d, stages: %s)", self.name, conn.pid, ", ".join(self.stages) or "none")
 
+    def _with_cleaners(self, handlers: dict[str, Any]) -> dict[str, Any]:
+        """Wrap the registrations that may say ``has_cleaner``: the stored definition gets a
+        :class:`RemoteCleaner` right after it was added (before anything can use it)."""
+        for method, scope in _CLEANER_SCOPES.items():
+            register = handlers[method]
+
+            async def with_cleaner(params: Any, register: Any = register, scope: str = scope) -> Any:
+                result = await register(params)
+                if isinstance(params, dict) and params.get("has_cleaner"):
+                    self._attach_cleaner(scope, params)
+                return result
+
+            handlers[method] = with_cleaner
+        return handlers
+
+    def _attach_cleaner(self, scope: str, params: dict[str, Any]) -> None:
+        raw = params.get("def") if isinstance(params.get("def"), dict) else {}
+        name = str(params.get("name") or raw.get("name") or "")
+        link = self.link
+        if link is None:
+            return
+        stored = link.tools.get(name) if scope == "tool" else link.channels.input(name)
+        if stored is not None:
+            stored.cleaner = RemoteCleaner(self, scope, name, self.cleaner_timeout)
+
     async def stop(self) -> None:
         """Kernel-initiated stop (never a crash): ``plugin.stop``, grace, then SIGKILL."""
         self.stopping = True
@@ -406,9 +515,20 @@ class ProcPlugin:
         self.status = "stopped"
 
     async def reload(self) -> None:
-        """Stop (not a crash) and launch again; registrations are renewed."""
+        """Stop (not a crash) and launch again; the manifest is read again (an upgrade may have
+        changed its version or capabilities) and registrations are renewed.
+
+        Raises:
+            PluginLoadError: the manifest on disk is now invalid, or the launch failed.
+        """
         await self.stop()
         self.supervisor.reset(self.name)
+        try:
+            manifest = load_manifest(self.dir)
+        except PackageError as exc:
+            self.status, self.last_error = "failed", str(exc)
+            raise PluginLoadError(f"plugin {self.name}: {exc}", plugin_name=self.name) from None
+        self.manifest, self.capabilities = manifest, frozenset(manifest.capabilities)
         await self.launch()
 
     # ------------------------------------------------------------------ crash handling

@@ -71,6 +71,8 @@ class Services:
     #: The running kernel (tools, channels, io) for privileged wrappers of proc/Lua/skill plugins.
     kernel: Any = None
     #: Where network-facing built-ins listen, from ``homeagent serve --host/--port``.
+    #: False in library use without ``web=True``: built-ins open no network listeners.
+    listen_network: bool = True
     listen_host: str | None = None
     listen_port: int | None = None
     #: Extra status for status pages (memory counts, tiers): a callable returning a dict.

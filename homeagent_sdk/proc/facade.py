@@ -114,6 +114,26 @@ class _Memory(_Part):
     async def introspect(self) -> dict[str, Any]:
         return dict(await self._call("memory.introspect") or {})
 
+    async def merge(self, source: str, target: str) -> dict[str, int]:
+        """Fold entity ``source`` into ``target``; ``{merged, moved, deduplicated, removed_self_loops}``."""
+        return dict(await self._call("memory.merge", {"source": source, "target": target}) or {})
+
+    async def purge(self, criteria: dict[str, Any], mode: str = "soft") -> int:
+        """Soft- or hard-delete the relations matching ``criteria``
+        (``subject_contains``, ``relation_type``, ``target_contains``); returns how many."""
+        result = await self._call("memory.purge", {"criteria": dict(criteria), "mode": mode}) or {}
+        return int(result.get("purged", 0))
+
+    async def append_text(self, event: TextEvent | dict[str, Any], *, source: str = "") -> str:
+        """Append one record to the conversation log; returns its id.
+
+        The host always records the plugin itself as the source (``source`` is accepted for
+        the in-process signature and ignored).
+        """
+        data = event.to_dict() if isinstance(event, TextEvent) else dict(event)
+        result = await self._call("textmemory.append", {"event": data}) or {}
+        return str(result.get("id", ""))
+
 
 class _Doc(_Part):
     async def query(self, text: str, top_k: int = 5) -> list[Doc]:
@@ -126,6 +146,10 @@ class _Doc(_Part):
 
     async def remove(self, doc_id: str) -> None:
         await self._call("doc.remove", {"id": doc_id})
+
+    async def stats(self) -> dict[str, Any]:
+        """Counts of the document store (documents, dense rows, stale vectors, space)."""
+        return dict(await self._call("doc.stats") or {})
 
 
 class _Knowledge(_Part):
@@ -151,6 +175,21 @@ class _Social(_Part):
         result = await self._call("social.listPersons") or {}
         return list(result.get("persons", []))
 
+    async def trait(self, name: str, trait: str) -> str | None:
+        """One trait's value, or None when the person or the trait is unknown."""
+        result = await self._call("social.getTrait", {"name": name, "trait": trait}) or {}
+        return result.get("value") if result.get("found") else None
+
+    async def relations(self, name: str) -> list[dict[str, str]]:
+        """The person's relations (``person``, ``relation``, ``direction``); ``[]`` if unknown."""
+        result = await self._call("social.getRelations", {"name": name}) or {}
+        return list(result.get("relations") or [])
+
+    async def network(self, name: str, depth: int = 2) -> dict[str, Any]:
+        """People within ``depth`` hops: ``{center, people[{name, distance}], relations}``."""
+        result = await self._call("social.getNetwork", {"name": name, "depth": depth}) or {}
+        return dict(result.get("network") or {})
+
 
 class _LLM(_Part):
     async def chat(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -160,16 +199,22 @@ class _LLM(_Part):
         reply = await self.chat([{"role": "user", "content": prompt}])
         return str(reply.get("content", ""))
 
-    async def list_sources(self) -> list[str]:
+    async def list_sources(self) -> list[dict[str, Any]]:
         return list((await self._call("llm.listSources") or {}).get("sources", []))
 
     async def current_source(self) -> str:
         return str((await self._call("llm.currentSource") or {}).get("source", ""))
 
+    async def set_source(self, name: str) -> None:
+        """Make ``name`` the default model source (an unknown name raises PluginError)."""
+        await self._call("llm.setSource", {"name": name})
+
 
 class _TextMemory(_Part):
-    async def append(self, event: TextEvent) -> None:
-        await self._call("textmemory.append", {"event": event.to_dict()})
+    async def append(self, event: TextEvent) -> str:
+        """Append one record to the conversation log; returns its id."""
+        result = await self._call("textmemory.append", {"event": event.to_dict()}) or {}
+        return str(result.get("id", ""))
 
 
 class RemoteSDK:

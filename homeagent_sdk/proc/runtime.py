@@ -21,7 +21,10 @@ On ``plugin.start`` the runtime calls the plugin's ``register_*`` hooks with reg
 forward each contribution to the host, declares the stages the plugin implements, then calls
 ``startup(sdk)`` with a :class:`~homeagent_sdk.proc.facade.RemoteSDK` — the same ``PluginSDK``
 shape in-process plugins get, whose calls travel to the host. Handlers may be sync (run in a
-worker thread) or ``async def``. stdout carries the protocol only: ``serve`` moves it aside
+worker thread) or ``async def``. A tool or input channel declared with a cleaner
+(``ToolDef(cleaner=...)``, ``ChannelDef(cleaner=...)``) is registered with ``has_cleaner: true``
+and the host asks for the cleaned text with ``cleaner.invoke`` when it files that tool's output
+or that channel's input in memory. stdout carries the protocol only: ``serve`` moves it aside
 and points file descriptor 1 at stderr, so a stray ``print`` cannot corrupt the wire.
 The process exits after ``plugin.stop`` or when stdin closes.
 """
@@ -142,7 +145,11 @@ class _ToolRegistry:
         if timeout is not None:
             definition.timeout = timeout
         self._rt.tools[definition.name] = definition
-        self._rt.registrations.append(("tool.register", {"name": definition.name, "def": definition.to_dict()}))
+        payload: dict[str, Any] = {"name": definition.name, "def": definition.to_dict()}
+        if definition.cleaner is not None:
+            self._rt.cleaners[("tool", definition.name)] = definition.cleaner
+            payload["has_cleaner"] = True
+        self._rt.registrations.append(("tool.register", payload))
         return definition
 
 
@@ -160,7 +167,11 @@ class _ChannelRegistry:
             method = "output.register"
         else:
             method = "input.register"
-        self._rt.registrations.append((method, {"name": channel.name, "def": channel.to_dict()}))
+        payload: dict[str, Any] = {"name": channel.name, "def": channel.to_dict()}
+        if self._kind == "input" and channel.cleaner is not None:
+            self._rt.cleaners[("input", channel.name)] = channel.cleaner
+            payload["has_cleaner"] = True
+        self._rt.registrations.append((method, payload))
 
 
 class _SettingsRegistry:
@@ -188,6 +199,8 @@ class ChildRuntime:
         self.config: dict[str, Any] = {}
         self.tools: dict[str, ToolDef] = {}
         self.outputs: dict[str, ChannelDef] = {}
+        #: (scope, name) -> cleaner of a tool ("tool") or an input channel ("input").
+        self.cleaners: dict[tuple[str, str], Callable[[str], Any]] = {}
         self.registrations: list[tuple[str, dict[str, Any]]] = []
         self.sdk: RemoteSDK | None = None
         self.done = asyncio.Event()
@@ -205,6 +218,7 @@ class ChildRuntime:
                 "plugin.start": self._start,
                 "plugin.stop": self._stop,
                 "tool.invoke": self._tool,
+                "cleaner.invoke": self._clean,
                 "stage.invoke": self._stage,
                 "output.invoke": self._output,
                 "event.deliver": self._event,
@@ -300,6 +314,24 @@ class ChildRuntime:
             return {"result": value.result, "success": value.success}
         to_dict = getattr(value, "to_dict", None)
         return {"result": to_dict() if callable(to_dict) else value}
+
+    async def _clean(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``cleaner.invoke {scope, name, text}`` -> ``{text}``; ``scope`` is ``tool`` or ``input``
+        (absent: a tool's cleaner, else an input channel's)."""
+        scope, name, text = params.get("scope") or "", params.get("name", ""), params.get("text")
+        if not isinstance(text, str):
+            raise ValueError(f"参数解析失败: cleaner.invoke needs text (a string), got {type(text).__name__}")
+        if scope:
+            cleaner = self.cleaners.get((scope, name))
+        else:
+            cleaner = self.cleaners.get(("tool", name)) or self.cleaners.get(("input", name))
+        if cleaner is None:
+            what = f"{scope or 'tool'} {name}"
+            raise LookupError(f"{what} 未注册 Cleaner (no cleaner was registered for {what})")
+        value = await _call(cleaner, text)
+        if not isinstance(value, str):
+            raise TypeError(f"the cleaner of {scope or 'tool'} {name} returned {type(value).__name__}, not a string")
+        return {"text": value}
 
     async def _stage(self, params: dict[str, Any]) -> dict[str, Any]:
         stage = params.get("stage", "")

@@ -186,3 +186,116 @@ async def test_a_failing_model_is_reported_as_an_error_line_and_the_connection_s
 async def test_socket_mode_setting_is_respected(harness):
     h = await harness([CLI], {"plugin.cli.socket_mode": "0660"})
     assert stat.S_IMODE((h.app.data_dir / "cli.sock").stat().st_mode) == 0o660
+
+
+# --------------------------------------------------------------------------- /plugin and /agents
+
+RAW_PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "raw_ndjson_plugin.py"
+
+
+def install_raw(data: Path) -> Path:
+    """The stdlib-only protocol plugin, installed as ``<data>/plugins/raw`` (version 1.0)."""
+    import sys
+
+    folder = data / "plugins" / "raw"
+    folder.mkdir(parents=True)
+    (folder / "plugin.json").write_text(json.dumps({"name": "raw", "version": "1.0", "entry": "plugin.bin"}))
+    entry = folder / "plugin.bin"
+    entry.write_text(f"#!{sys.executable}\n" + RAW_PLUGIN.read_text())
+    entry.chmod(0o755)
+    return entry
+
+
+async def commander(path: Path) -> tuple[Client, Any]:
+    client = await Client.connect(path)
+
+    async def command(line: str) -> dict[str, Any]:
+        await client.send(line)
+        return (await client.until_response())[-1]
+
+    return client, command
+
+
+async def test_plugin_commands_inspect_disable_enable_reload_and_remove_a_proc_plugin(harness, tmp_path: Path):
+    data = tmp_path / "data"
+    entry = install_raw(data)
+    h = await harness([CLI], data=data)
+    client, command = await commander(data / "cli.sock")
+    supervisor = h.app.supervisor
+
+    listed = (await command("/plugin list"))["content"]
+    row = next(line for line in listed.splitlines() if line.startswith("raw "))
+    assert "proc" in row and "started" in row and "v1.0" in row
+    assert (await command("/plugins"))["content"] == listed
+
+    info = json.loads((await command("/plugin info raw"))["content"])
+    pid = info["pid"]
+    assert info["kind"] == "proc" and pid > 0 and "raw_echo" in info["tools"] and not info["disabled"]
+    assert info["package"]["version"] == "1.0" and "plugin.bin" in info["package"]["files"]
+
+    disabled = await command("/plugin disable raw")
+    assert disabled["content"] == "disabled raw; it was stopped and its tools removed"
+    assert "raw" in h.config.disabled_plugins() and "raw_echo" not in h.tools
+    row = next(line for line in (await command("/plugin list"))["content"].splitlines() if line.startswith("raw "))
+    assert "stopped" in row and "(disabled)" in row
+    assert "is disabled; /plugin enable raw first" in (await command("/plugin reload raw"))["error"]
+
+    assert (await command("/plugin enable raw"))["content"] == "enabled raw; it is running"
+    assert "raw" not in h.config.disabled_plugins()
+    assert await h.ok("raw_echo", text="back") == "back"
+
+    reloaded = (await command("/plugin reload raw"))["content"]
+    new_pid = supervisor.get("raw").runtime_info()["pid"]
+    assert reloaded == f"reloaded raw (pid {new_pid})" and new_pid != pid
+    assert (await command("/plugin reload"))["content"] == "no out-of-process plugin changed; skills rescanned"
+    entry.write_text(entry.read_text() + "\n# a new build\n")
+    assert (await command("/plugin reload"))["content"] == "reloaded: raw; skills rescanned"
+    assert supervisor.get("raw").runtime_info()["alive"]
+
+    removed = await command("/plugin remove raw")
+    assert removed["content"] == "removed raw: its files and settings are deleted"
+    assert not (data / "plugins" / "raw").exists() and "raw_echo" not in h.tools
+    assert (await command("/plugin remove raw"))["error"] == "plugin raw is not installed"
+    await client.close()
+
+
+async def test_plugin_commands_refuse_what_they_cannot_do_with_a_reason(harness):
+    h = await harness([CLI, "homeagent_core.builtin.cfgmgr"])
+    client, command = await commander(h.app.data_dir / "cli.sock")
+    install = (await command("/plugin install https://example.com/weather.hmap"))["error"]
+    assert "web UI" in install and "homeagent plugins install" in install
+    assert "built-in plugins cannot be removed" in (await command("/plugin remove cfgmgr"))["error"]
+    assert "unknown plugin 'nope'" in (await command("/plugin info nope"))["error"]
+    assert "unknown plugin 'nope'" in (await command("/plugin enable nope"))["error"]
+    assert "unknown plugin 'nope'" in (await command("/plugin reload nope"))["error"]
+    assert "not an out-of-process plugin" in (await command("/plugin reload cfgmgr"))["error"]
+    assert "refusing to disable cli" in (await command("/plugin disable cli"))["error"]
+    assert "cli" not in h.config.disabled_plugins()
+    assert (await command("/plugin enable"))["error"] == "usage: /plugin enable <name>"
+    assert "unknown /plugin action 'frob'" in (await command("/plugin frob"))["error"]
+    info = json.loads((await command("/plugin info cfgmgr"))["content"])
+    assert info["kind"] == "builtin" and info["status"] == "started" and "package" not in info
+    disabled = (await command("/plugin disable cfgmgr"))["content"]
+    assert disabled == "disabled cfgmgr; it is not loaded after the next restart of the daemon"
+    assert "cfgmgr" in h.config.disabled_plugins()
+    await client.close()
+
+
+async def test_agents_lists_the_kernels_sub_agents(harness):
+    from homeagent_sdk.errors import ProviderError
+
+    model = FakeModel([FakeReply(content="笔记整理完毕：三条待办。"), ProviderError("upstream down")], default="ok")
+    h = await harness([CLI], model=model)
+    client, command = await commander(h.app.data_dir / "cli.sock")
+    assert (await command("/agents"))["content"].startswith("no sub-agents have been started")
+
+    first = h.kernel.children.spawn("整理今天的笔记", 2)
+    await h.kernel.children.wait(first.task_id)
+    second = h.kernel.children.spawn("查一下天气", 1)
+    await h.kernel.children.wait(second.task_id)
+    lines = (await command("/agents"))["content"].splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("child_1") and " done " in lines[0]
+    assert "整理今天的笔记" in lines[0] and "笔记整理完毕：三条待办。" in lines[0]
+    assert lines[1].startswith("child_2") and " failed " in lines[1] and "upstream down" in lines[1]
+    await client.close()

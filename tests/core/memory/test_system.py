@@ -81,3 +81,28 @@ async def test_status_reports_the_active_embedding_tier_and_counts(tmp_path: Pat
     assert status["active_tier"] in ("dense", "static", "tfidf")
     assert any(t["active"] for t in status["embedding_tiers"])
     assert status["context_events"] == 2
+
+
+async def test_tool_outputs_are_remembered_through_their_cleaner_and_no_memory_flag(tmp_path: Path):
+    from homeagent_sdk import hookimpl
+    from homeagent_sdk.types import ToolDef
+
+    class Tools:
+        name = "secrets"
+
+        @hookimpl
+        def register_tools(self, registry):
+            registry.add(ToolDef(name="lookup_pin", description="the door PIN", no_memory=True,
+                                 handler=lambda: "PIN 4711"))
+            registry.add(ToolDef(name="weather", description="today's weather", cleaner=lambda t: t.upper(),
+                                 handler=lambda: "sunny in hangzhou"))
+
+    model = FakeModel([
+        ToolCallReply(calls=[("lookup_pin", {}), ("weather", {})]),
+        "done",
+    ])
+    async with Agent(tmp_path, provider=model, plugins=[Tools()], load_entrypoints=False, builtins=()) as agent:
+        await agent.ask("pin and weather?")
+        agent_event = [e for e in agent.app.memory.context.events if e.kind == "agent"][-1]
+    assert "SUNNY IN HANGZHOU" in agent_event.vector_text
+    assert "4711" not in agent_event.vector_text
