@@ -112,6 +112,28 @@ def _check_adapters(app: Any) -> list[Finding]:
     return found
 
 
+def _check_health(app: Any) -> list[Finding]:
+    """The last periodic self-check the running daemon recorded (healthcheck built-in)."""
+    import time
+
+    from homeagent_core.builtin.healthcheck import read_history
+
+    points = read_history(app.data_dir)["points"]
+    if not points:
+        return [Finding("health", "ok", "no self-check recorded yet (the daemon runs one periodically)")]
+    last = points[-1]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last.get("time", 0)))
+    if last.get("ok"):
+        return [Finding("health", "ok", f"last self-check {when}: everything ok ({len(points)} checks kept)")]
+    failing = ", ".join(last.get("failing", [])) or "unknown"
+    details = "; ".join(
+        str(last.get(part, {}).get("error") or last.get(part, {}).get("problems") or "")
+        for part in last.get("failing", [])
+    ).strip("; ")
+    message = f"last self-check {when} failed: {failing}" + (f" ({details})" if details else "")
+    return [Finding("health", "warn", message, "see `homeagent chat` → /status, or the web UI kernel page")]
+
+
 def _check_embeddings(app: Any) -> list[Finding]:
     import asyncio
 
@@ -141,7 +163,7 @@ def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
     try:
-        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_runtime):
+        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health, _check_runtime):
             try:
                 found.extend(check(app))
             except Exception as exc:  # a broken check must not hide the others

@@ -8,6 +8,7 @@ import resource
 from collections.abc import AsyncIterator
 from typing import Any
 
+from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
 
 __all__ = [
@@ -123,6 +124,14 @@ def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
         provider = kernel.provider
         if hasattr(provider, "list_sources"):
             status["llm_sources"] = provider.list_sources()
+    from homeagent_core.builtin.healthcheck import read_history
+
+    try:
+        points = read_history(services.data_dir)["points"]
+    except HomeAgentError as exc:
+        status["healthcheck"] = {"error": str(exc)}
+    else:
+        status["healthcheck"] = {"last": points[-1] if points else None, "kept": len(points)}
     extra = getattr(services, "status_extra", None)
     if callable(extra):
         status.update(extra())

@@ -147,3 +147,18 @@ def test_serve_starts_plugins_and_exits_zero_on_sigterm(tmp_path: Path):
     assert "stopped" in rest
     assert (data / "config.db").exists()
     assert (data.stat().st_mode & 0o777) == 0o700
+
+
+def test_doctor_shows_the_last_recorded_self_check(tmp_path: Path):
+    import json as _json
+
+    data = tmp_path / "d"
+    history = data / "plugin_data" / "healthcheck" / "history.json"
+    history.parent.mkdir(parents=True)
+    llm = {"ok": False, "error": "no answer within 120s"}
+    point = {"time": 1_800_000_000, "ok": False, "failing": ["llm"], "llm": llm}
+    history.write_text(_json.dumps({"points": [point], "reports": {}}), encoding="utf-8")
+    findings = json.loads(invoke("doctor", "--json", "--data", str(data)).output)
+    health = next(f for f in findings if f["area"] == "health")
+    assert health["status"] == "warn" and "failed: llm" in health["message"]
+    assert "no answer within 120s" in health["message"]
