@@ -161,7 +161,7 @@ function drawGraph(data) {
   const edges = data.edges || [];
   const ns = "http://www.w3.org/2000/svg";
   const pos = new Map();
-  const cx = 300, cy = 200, r = Math.min(170, 40 + nodes.length * 6);
+  const cx = 300, cy = 200, r = Math.min(170, 100 + nodes.length * 4);
   nodes.forEach((n, i) => {
     const angle = (2 * Math.PI * i) / Math.max(1, nodes.length);
     pos.set(n.id, [cx + r * Math.cos(angle), cy + r * Math.sin(angle)]);
