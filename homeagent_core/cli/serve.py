@@ -18,7 +18,7 @@ def serve(
     host: Annotated[
         str | None,
         typer.Option(
-            help="Address the web UI binds to [default: 127.0.0.1, or plugin.webui.addr]. "
+            help="Address the web UI binds to (default: 127.0.0.1, or plugin.webui.addr). "
             "Keep 127.0.0.1 unless a reverse proxy with TLS fronts it.",
             show_default=False,
         ),
@@ -26,7 +26,7 @@ def serve(
     port: Annotated[
         int | None,
         typer.Option(
-            help="Port of the web UI; 0 picks a free one [default: 8080, or plugin.webui.addr].",
+            help="Port of the web UI; 0 picks a free one (default: 8080, or plugin.webui.addr).",
             min=0,
             max=65535,
             show_default=False,

@@ -44,7 +44,7 @@ from homeagent_core.plugins.supervisor import Supervisor
 from homeagent_sdk import hookimpl
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import PluginLoadError, ToolError
-from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, Peer, PeerClosed, RemoteError
+from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameBatcher, Peer, PeerClosed, RemoteError
 from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
 
 __all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "proc_entry"]
@@ -57,6 +57,14 @@ OWN_TOOLS = "own_tools"
 _STDERR_TAIL = 20
 #: Registration methods that may declare ``has_cleaner``, and the cleaner scope they create.
 _CLEANER_SCOPES = {"tool.register": "tool", "input.register": "input"}
+#: Changed StageContext fields written back directly when the value has the field's plain
+#: type (the common case: a text field); anything else goes through ``apply_changes``.
+_PLAIN_FIELDS: dict[str, type] = {
+    name: type(spec.default)
+    for name, spec in StageContext.__dataclass_fields__.items()
+    if type(spec.default) in (str, bool) and name != "phase"
+}
+_PLAIN_FIELDS["response"] = str
 
 
 def proc_entry(plugin_dir: Path) -> Path | None:
@@ -111,6 +119,7 @@ class _Connection:
         self.problem = ""
         self._partial = b""
         self._stdin: asyncio.WriteTransport | None = None
+        self._batch: FrameBatcher | None = None
         self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -128,6 +137,8 @@ class _Connection:
         )
         self.transport = transport
         self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        if self._stdin is not None:
+            self._batch = FrameBatcher(self._stdin)
         reader = transport.get_pipe_transport(1)
         if reader is not None and hasattr(reader, "max_size"):
             reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
@@ -141,9 +152,9 @@ class _Connection:
         return self.transport is not None and not self.exited.done()
 
     def _write(self, data: bytes) -> None:
-        if self._stdin is None or self._stdin.is_closing():
+        if self._batch is None or self._batch.transport.is_closing():
             raise PeerClosed(PROCESS_EXITED)
-        self._stdin.write(data)
+        self._batch.write(data)
 
     def stderr(self, data: bytes) -> None:
         data = self._partial + data
@@ -653,7 +664,16 @@ class ProcPlugin:
         if result is not None:
             params["result"] = result
         answer = await self.call("stage.invoke", params) or {}
-        apply_changes(ctx, answer.get("changed") or {})
+        changed = answer.get("changed")
+        if changed:
+            rest: dict[str, Any] = {}
+            for key, value in changed.items():
+                if _PLAIN_FIELDS.get(key) is type(value):
+                    setattr(ctx, key, value)
+                else:
+                    rest[key] = value
+            if rest:
+                apply_changes(ctx, rest)
         if call is not None and isinstance(answer.get("call"), dict):
             arguments = answer["call"].get("arguments")
             if isinstance(arguments, dict):

@@ -32,6 +32,7 @@ The process exits after ``plugin.stop`` or when stdin closes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import logging
@@ -48,7 +49,7 @@ from homeagent_sdk._names import PROJECT_NAME
 from homeagent_sdk._version import __version__
 from homeagent_sdk.proc.facade import RemoteSDK
 from homeagent_sdk.proc.schema import function_schema
-from homeagent_sdk.proc.wire import PROTOCOL_VERSION, Peer, dumps, loads
+from homeagent_sdk.proc.wire import PROTOCOL_VERSION, FrameBatcher, Peer, dumps, loads
 from homeagent_sdk.types import ChannelDef, ConfigDef, Event, StageContext, ToolCall, ToolDef, ToolResult
 
 __all__ = ["STAGES", "ChildRuntime", "serve"]
@@ -65,32 +66,68 @@ STAGES: tuple[str, ...] = (
     "after_output",
 )
 _CTX_FIELDS: tuple[str, ...] = tuple(StageContext.__dataclass_fields__)
+_CTX_NAMES = frozenset(_CTX_FIELDS)
 _READONLY = frozenset({"phase"})
+#: Fields whose values are immutable JSON scalars: compared directly, no snapshot needed.
+_SCALAR_FIELDS: tuple[str, ...] = tuple(
+    f for f, spec in StageContext.__dataclass_fields__.items() if spec.default_factory is dataclasses.MISSING
+)
+#: Fields holding lists/dicts a handler may mutate in place: snapshotted as one JSON blob.
+_MUTABLE_FIELDS: tuple[str, ...] = tuple(f for f in _CTX_FIELDS if f not in _SCALAR_FIELDS)
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 
 
 _NESTED: dict[str, Any] = {"tool_calls": ToolCall, "tool_results": ToolResult}
 
 
 def _wire_ctx(raw: dict[str, Any]) -> StageContext:
-    """StageContext from its wire form; the generic ``from_dict`` is too slow for every stage."""
+    """StageContext from its wire form; the generic ``from_dict`` is too slow for every stage.
+
+    The host sends exactly the dataclass fields, so the direct constructor call is tried first;
+    unknown keys, nested items with extra keys and attachments take the slower paths.
+    """
     try:
-        kwargs = {k: v for k, v in raw.items() if k in _CTX_FIELDS}
+        try:
+            ctx = StageContext(**raw)
+        except TypeError:
+            ctx = StageContext(**{k: v for k, v in raw.items() if k in _CTX_NAMES})
         for key, cls in _NESTED.items():
-            items = kwargs.get(key)
+            items = getattr(ctx, key)
             if items:
-                names = cls.__dataclass_fields__
-                kwargs[key] = [cls(**{k: v for k, v in item.items() if k in names}) for item in items]
-        if kwargs.get("attachments"):
+                try:
+                    setattr(ctx, key, [cls(**item) for item in items])
+                except TypeError:
+                    names = cls.__dataclass_fields__
+                    setattr(ctx, key, [cls(**{k: v for k, v in item.items() if k in names}) for item in items])
+        if ctx.attachments:
             return StageContext.from_dict(raw)
-        return StageContext(**kwargs)
+        return ctx
     except (TypeError, AttributeError):
         return StageContext.from_dict(raw)
 
 
-def _is_async(fn: Any) -> bool:
+def _check_async(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+#: ``_check_async`` answers per callable; bound methods are keyed by their function.
+_ASYNC: dict[Any, bool] = {}
+
+
+def _is_async(fn: Any) -> bool:
+    key = getattr(fn, "__func__", fn)
+    try:
+        return _ASYNC[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable callable
+        return _check_async(fn)
+    answer = _ASYNC[key] = _check_async(fn)
+    if len(_ASYNC) > 4096:  # callables made per call (partials, lambdas) must not pile up
+        _ASYNC.clear()
+    return answer
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -207,6 +244,7 @@ class ChildRuntime:
         self.exit_code = 0
         self._stopped = False
         self.peer: Peer | None = None
+        self._stage_impls: dict[str, tuple[Callable[..., Any], tuple[str, ...]] | None] = {}
 
     def attach(self, peer: Peer) -> None:
         self.peer = peer
@@ -333,13 +371,29 @@ class ChildRuntime:
             raise TypeError(f"the cleaner of {scope or 'tool'} {name} returned {type(value).__name__}, not a string")
         return {"text": value}
 
+    def _stage_impl(self, stage: str) -> tuple[Callable[..., Any], tuple[str, ...]] | None:
+        """The plugin's handler of ``stage`` and its argument names (looked up once)."""
+        try:
+            return self._stage_impls[stage]
+        except KeyError:
+            pass
+        impls = getattr(self.pm.hook, stage).get_hookimpls() if stage in STAGES else []
+        found = (impls[0].function, tuple(impls[0].argnames)) if impls else None
+        self._stage_impls[stage] = found
+        return found
+
     async def _stage(self, params: dict[str, Any]) -> dict[str, Any]:
-        stage = params.get("stage", "")
-        impl = self._impl(stage) if stage in STAGES else None
-        if impl is None:
+        found = self._stage_impl(params.get("stage", ""))
+        if found is None:
             return {"changed": {}}
+        impl, argnames = found
         ctx = _wire_ctx(params.get("ctx") or {})
-        before = {f: dumps(getattr(ctx, f)) for f in _CTX_FIELDS}
+        # Scalars are immutable: keeping the objects is the snapshot. Lists and dicts may be
+        # mutated in place, so they are snapshotted as one JSON blob and compared field by
+        # field only when that blob changed.
+        scalars = [getattr(ctx, f) for f in _SCALAR_FIELDS]
+        odd = {f: dumps(v) for f, v in zip(_SCALAR_FIELDS, scalars, strict=True) if type(v) not in _IMMUTABLE}
+        mutable_before = dumps([getattr(ctx, f) for f in _MUTABLE_FIELDS])
         kwargs: dict[str, Any] = {"ctx": ctx}
         call = result = None
         if "call" in params:
@@ -350,16 +404,21 @@ class ChildRuntime:
             result = ToolResult.from_dict(params["result"])
             result_before = dumps([result.result, result.success])
             kwargs["result"] = result
-        argnames = getattr(self.pm.hook, stage).get_hookimpls()[0].argnames
         returned = await _call(impl, **{k: v for k, v in kwargs.items() if k in argnames})
         changed: dict[str, Any] = {}
-        for f in _CTX_FIELDS:
+        for f, old in zip(_SCALAR_FIELDS, scalars, strict=True):
             if f in _READONLY:
                 continue
             value = getattr(ctx, f)
-            encoded = dumps(value)
-            if encoded != before[f]:
-                changed[f] = loads(encoded)
+            if f in odd or (value is not old and (type(value) is not type(old) or value != old)):
+                encoded = dumps(value)
+                if encoded != odd.get(f) and encoded != dumps(old):
+                    changed[f] = loads(encoded)
+        mutable_after = dumps([getattr(ctx, f) for f in _MUTABLE_FIELDS])
+        if mutable_after != mutable_before:
+            for f, old, new in zip(_MUTABLE_FIELDS, loads(mutable_before), loads(mutable_after), strict=True):
+                if f not in _READONLY and dumps(new) != dumps(old):
+                    changed[f] = new
         if changed.get("response", "") is None:
             del changed["response"]  # a plugin cannot un-set a response
         out: dict[str, Any] = {"changed": changed}
@@ -425,7 +484,8 @@ async def _serve_async(plugin: object, wire_out: int) -> int:
     loop = asyncio.get_running_loop()
     runtime = ChildRuntime(plugin)
     writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(wire_out, "wb", buffering=0))
-    peer = Peer(writer.write, label=f"plugin {runtime.name}")
+    batcher = FrameBatcher(writer)
+    peer = Peer(batcher.write, label=f"plugin {runtime.name}")
     runtime.attach(peer)
 
     stopping: list[asyncio.Task[None]] = []
@@ -440,7 +500,7 @@ async def _serve_async(plugin: object, wire_out: int) -> int:
     await runtime.done.wait()
     reader.close()
     for _ in range(1000):  # let the last answers reach the host (bounded: 1 s)
-        if not writer.get_write_buffer_size():
+        if not batcher.pending and not writer.get_write_buffer_size():
             break
         await asyncio.sleep(0.001)
     writer.close()

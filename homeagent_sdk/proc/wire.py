@@ -28,6 +28,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_MAX_FRAME",
     "PROTOCOL_VERSION",
+    "FrameBatcher",
     "FrameTooLarge",
     "Peer",
     "PeerClosed",
@@ -101,6 +102,45 @@ class PeerClosed(Exception):
 
 class FrameTooLarge(Exception):
     """A frame exceeded the frame cap; the message gives both sizes and the setting to raise."""
+
+
+class FrameBatcher:
+    """Writes frames to a transport, coalescing those sent within one loop iteration.
+
+    The first frame of an iteration goes out at once (no added latency for a lone call);
+    frames written after it in the same iteration — 32 calls in flight, a burst of answers —
+    are joined and sent with one write when the loop comes round, saving a system call and a
+    wake-up of the reader per frame. Order is kept.
+    """
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
+        self._queue: list[bytes] = []
+        self._armed = False
+        self._loop = asyncio.get_running_loop()
+
+    @property
+    def pending(self) -> int:
+        """Bytes accepted but not yet handed to the transport."""
+        return sum(map(len, self._queue))
+
+    def write(self, data: bytes) -> None:
+        if self._armed:
+            self._queue.append(data)
+            return
+        self.transport.write(data)
+        self._armed = True
+        self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._armed = False
+        queue = self._queue
+        if not queue:
+            return
+        self._queue = []
+        if self.transport.is_closing():
+            return
+        self.transport.write(queue[0] if len(queue) == 1 else b"".join(queue))
 
 
 _ID_RE = re.compile(rb'"id"\s*:\s*(\d+)')

@@ -15,7 +15,8 @@ EXAMPLES = sorted(set(EXAMPLES))
 
 
 def test_every_kind_of_plugin_has_an_example():
-    assert {p.name for p in EXAMPLES} >= {"homeagent-plugin-hello", "proc-echo", "lua-dice", "tea-brewing"}
+    kinds = {"homeagent-plugin-hello", "proc-echo", "lua-dice", "tea-brewing", "file-channel"}
+    assert {p.name for p in EXAMPLES} >= kinds
     for example in EXAMPLES:
         assert (example / "README.md").is_file(), f"{example.name} has no README.md"
 

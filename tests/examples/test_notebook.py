@@ -1,24 +1,26 @@
-"""``examples/notebook.ipynb`` is valid and runs top to bottom against a FakeModel.
+"""``examples/notebook.ipynb`` is valid and runs top to bottom in a real Jupyter kernel.
 
-The code cells are executed in order in one namespace on one event loop, with top-level
-``await`` allowed as in Jupyter; no Jupyter installation is needed.
+The notebook is executed with ``nbclient`` on an ``ipykernel`` kernel started from this
+interpreter (a kernelspec written to a temporary ``JUPYTER_PATH`` pins it, whatever kernels the
+machine has installed), offline, with a time limit per cell; any cell that raises fails the test.
 """
 
 from __future__ import annotations
 
 import ast
-import asyncio
-import contextlib
-import io
 import json
 import os
+import sys
 from pathlib import Path
-from types import CodeType
 from typing import Any
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "notebook.ipynb"
+KERNEL = "python3"
+CELL_TIMEOUT_S = 120
 
 
 def load() -> dict[str, Any]:
@@ -30,57 +32,74 @@ def source(cell: dict[str, Any]) -> str:
     return text if isinstance(text, str) else "".join(text)
 
 
-def compile_cell(text: str, index: int) -> CodeType:
-    return compile(text, f"<notebook cell {index}>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+def pin_kernel(jupyter_dir: Path) -> None:
+    """Write a ``python3`` kernelspec that runs ipykernel in this interpreter."""
+    spec_dir = jupyter_dir / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (HomeAgent tests)",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
 
 
-def run_notebook(nb: dict[str, Any]) -> list[str]:
-    """Execute every code cell in order; returns each cell's printed output."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    outputs: list[str] = []
-    loop = asyncio.new_event_loop()
-    try:
-        for index, cell in enumerate(nb["cells"]):
-            if cell["cell_type"] != "code":
-                continue
-            code = compile_cell(source(cell), index)
-            buffer = io.StringIO()
-            with contextlib.redirect_stdout(buffer):
-                result = eval(code, namespace)
-                if asyncio.iscoroutine(result):
-                    loop.run_until_complete(asyncio.wait_for(result, timeout=120))
-            outputs.append(buffer.getvalue())
-    finally:
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-    return outputs
+def stdout_of(cell: Any) -> str:
+    return "".join(out.get("text", "") for out in cell.get("outputs", []) if out.get("name") == "stdout")
 
 
 def test_the_notebook_is_valid_nbformat_4_without_stored_outputs():
     nb = load()
     assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
     assert nb["metadata"]["kernelspec"]["language"] == "python"
+    assert nb["metadata"]["kernelspec"]["name"] == KERNEL
     ids = [cell["id"] for cell in nb["cells"]]
     assert len(ids) == len(set(ids))
     for index, cell in enumerate(nb["cells"]):
         assert cell["cell_type"] in ("markdown", "code")
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and cell["execution_count"] is None
-            compile_cell(source(cell), index)  # every code cell is valid Python
-    try:
-        import nbformat
-    except ImportError:
-        return
+            # every code cell is valid Python (top-level await allowed, as in Jupyter)
+            compile(source(cell), f"<notebook cell {index}>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     nbformat.validate(nbformat.reads(NOTEBOOK.read_text(encoding="utf-8"), as_version=4))
 
 
-def test_the_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
+async def test_the_notebook_runs_top_to_bottom_in_a_jupyter_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    jupyter_dir = tmp_path / "jupyter"
+    pin_kernel(jupyter_dir)
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_dir))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))
 
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    outputs = run_notebook(load())
-    text = "\n".join(outputs)
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    assert KernelSpecManager().get_kernel_spec(KERNEL).argv[0] == sys.executable
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    kernel_env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TMPDIR": str(scratch),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "MPLBACKEND": "Agg",
+    }
+    nb = nbformat.reads(NOTEBOOK.read_text(encoding="utf-8"), as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name=KERNEL,
+        timeout=CELL_TIMEOUT_S,
+        startup_timeout=60,
+        allow_errors=False,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    await client.async_execute(env=kernel_env)  # raises CellExecutionError on the first failing cell
+
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert all(cell.execution_count is not None for cell in code_cells), "a cell did not run"
+    assert not [out for cell in code_cells for out in cell.outputs if out.output_type == "error"]
+    text = "\n".join(stdout_of(cell) for cell in code_cells)
 
     assert "你好小王！我记住了：你住在杭州。" in text
     assert "Hangzhou is famous for Longjing tea." in text
@@ -89,5 +108,5 @@ def test_the_notebook_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.Mon
     assert "Use water at 80 °C for green tea." in text
     assert "tool result the model saw: 80 °C" in text
     assert "('小王', '住在', '杭州')" in text
-    assert [p for p in tmp_path.iterdir() if p.name.startswith("homeagent-notebook-")], "the notebook's data dir"
-    assert os.environ["TMPDIR"] == str(tmp_path)
+    assert [p for p in scratch.iterdir() if p.name.startswith("homeagent-notebook-")], "the notebook's data dir"
+    assert f"data directory: {scratch}" in text
