@@ -1,24 +1,46 @@
-"""Document store at scale: start-up time and query latency with N documents.
+"""Document store at scale: start-up, crash recovery, query latency and quality with N documents.
 
-Builds a store of ``--docs`` synthetic conversation-like documents (default 100,000; with
-``--dim`` > 0 each gets a random unit vector, standing in for an embedding space), closes it,
-then measures: opening with the lexical snapshot (a clean shutdown), opening without it (the
-index rebuilt from the stored term blobs, as after ``kill -9``), and ``search`` latency
-(lexical, or fused with a query vector).
+Two corpora of ``--docs`` documents (default 100,000; with ``--dim`` > 0 each gets a random
+unit vector, standing in for an embedding space):
 
-    python bench/bench_documents.py [--docs 100000] [--dim 384] [--queries 200] [--json]
+* ``synthetic`` — "<name>: " + 8–22 words drawn uniformly from a 60-word list. Every
+  character gram is common, so every posting list is long: the worst case for the lexical
+  index (about 210 grams per document).
+* ``locomo`` — the turns of the LoCoMo conversations (``shared/data/locomo-dev``) stored once
+  as they are, then repeated with variations until ``--docs``: other speaker names (also
+  inside the text), about a fifth of the words replaced by words drawn from the corpus's own
+  word frequencies, words dropped or inserted, digits changed, sentences reordered. Real
+  vocabulary with a natural long tail (thousands of distinct words).
+
+For each corpus the script builds a store and closes it, then measures: opening after a clean
+close (snapshot current); opening after ``kill -9`` of a real writer process that added
+``--tail`` documents after the last snapshot without closing (the most a crash leaves to
+re-index while background snapshots keep up; defaults to just under the snapshot threshold);
+opening with no usable snapshot at all (every document's stored terms re-indexed);
+``search`` latency fused with a query vector and lexical only; single ``add`` latency. On the
+``locomo`` corpus the LoCoMo questions are the queries, and the lexical top 10 of the default
+(budgeted) scoring is compared with exact BM25 over every posting: overlap of the two top-10
+lists and evidence recall@10 of the planted original conversations in the 100k-document store.
+
+    python bench/bench_documents.py [--corpus both|synthetic|locomo] [--docs 100000]
+        [--dim 384] [--queries 200] [--tail N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
+import re
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +48,12 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_locomo import DEFAULT_DATA, load_conversation  # noqa: E402
 
 from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
+from homeagent_core.memory.lexical import char_ngrams  # noqa: E402
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput  # noqa: E402
 
 _WORD_TEXT = (
@@ -38,6 +64,31 @@ _WORD_TEXT = (
 )
 WORDS = _WORD_TEXT.split()
 NAMES = ["Caroline", "Melanie", "Jon", "Gina", "小王", "Tim", "John"]
+_NAME_TEXT = (
+    "Aaron Abby Adam Aisha Alan Alex Alice Amir Ana Andre Anna Ben Bella Carl Chloe Chris Dan "
+    "Dana Dev Diego Ella Emma Eric Eva Felix Fiona Frank Grace Hana Harry Ivan Iris Jack Jade "
+    "Jake James Jane Jin Kai Kate Leo Lena Liam Lily Lucas Lucy Mark Maya Mia Mike Nadia Nina "
+    "Noah Olga Omar Oscar Paul Priya Quinn Raj Rosa Ryan Sam Sara Sean Sofia Tara Tom Uma Vera "
+    "Will Yara Yuki Zoe 李明 王芳 张伟 刘洋 陈静 杨帆 赵磊 黄丽"
+)
+MORE_NAMES = _NAME_TEXT.split()
+_TOKEN = re.compile(r"\S+")
+_WRITER = """
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/bench")
+from bench_documents import RandomSpace
+from homeagent_core.memory.documents import Document, DocumentStore
+
+async def main(path, docs_file, dim):
+    store = DocumentStore(path, RandomSpace(dim) if dim else None)
+    docs = [Document(**d) for d in json.loads(open(docs_file, encoding="utf-8").read())]
+    for i in range(0, len(docs), 500):
+        await store.add_many(docs[i : i + 500], batch_size=500)
+    print("acknowledged", len(docs), flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+"""
 
 
 class RandomSpace(EmbeddingProvider):
@@ -61,69 +112,264 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[int(q * (len(ordered) - 1))], 3)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    rng = random.Random(7)
+# -- corpora ---------------------------------------------------------------------------------
+
+
+class SyntheticCorpus:
+    """Uniform draws from 60 words: the worst case (every gram common)."""
+
+    name = "synthetic"
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+
+    def documents(self, n: int, start: int = 0) -> list[Document]:
+        return [
+            Document(content=sentence(self.rng), source="bench", created_at=1e9 + i * 60)
+            for i in range(start, start + n)
+        ]
+
+    def queries(self, n: int) -> list[str]:
+        return [sentence(self.rng)[:60] for _ in range(n)]
+
+
+class LocomoCorpus:
+    """LoCoMo turns once as they are (the planted conversations), then varied repetitions."""
+
+    name = "locomo"
+
+    def __init__(self, data: Path, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.conversations = []
+        for path in sorted(data.glob("*.json")):
+            turns, questions = load_conversation(path)
+            speakers = sorted({t[1].split(":", 1)[0] for t in turns})
+            self.conversations.append((path.stem, turns, questions, speakers))
+        if not self.conversations:
+            raise SystemExit(f"no LoCoMo .json files in {data}")
+        counts = Counter(
+            w for _, turns, _, _ in self.conversations for _, text, _ in turns
+            for w in _TOKEN.findall(text.split(":", 1)[1])
+        )
+        self.vocab = list(counts)
+        self.cum_weights = list(itertools.accumulate(counts.values()))
+        self.originals = [
+            Document(
+                content=text, source=f"locomo:{stem}", created_at=when,
+                meta={"dia_id": dia, "conversation": stem},
+            )
+            for stem, turns, _, _ in self.conversations for dia, text, when in turns
+        ]
+        self.turn_count = len(self.originals)
+
+    def _vary(self, text: str, speakers: list[str], names: dict[str, str]) -> str:
+        rng = self.rng
+        speaker, body = text.split(":", 1)
+        for old in speakers:
+            body = body.replace(old, names[old])
+        sentences = re.split(r"(?<=[.!?])\s+", body.strip())
+        if len(sentences) > 1 and rng.random() < 0.3:
+            rng.shuffle(sentences)
+        words: list[str] = []
+        for word in _TOKEN.findall(" ".join(sentences)):
+            roll = rng.random()
+            if roll < 0.05:
+                continue
+            if roll < 0.22:
+                word = rng.choices(self.vocab, cum_weights=self.cum_weights)[0]
+            elif roll < 0.27:
+                words.append(rng.choices(self.vocab, cum_weights=self.cum_weights)[0])
+            words.append(re.sub(r"\d", lambda _: str(rng.randint(0, 9)), word))
+        return f"{names[speaker]}: " + " ".join(words or [rng.choice(self.vocab)])
+
+    def documents(self, n: int, start: int = 0) -> list[Document]:
+        out: list[Document] = []
+        index = start
+        while len(out) < n:
+            rep, pos = divmod(index, self.turn_count)
+            if rep == 0:
+                out.append(self.originals[pos])
+            else:
+                conv_index, offset = 0, pos
+                while offset >= len(self.conversations[conv_index][1]):
+                    offset -= len(self.conversations[conv_index][1])
+                    conv_index += 1
+                stem, turns, _, speakers = self.conversations[conv_index]
+                if offset == 0 or not hasattr(self, "_names"):
+                    self._names = dict(zip(speakers, self.rng.sample(MORE_NAMES, len(speakers)), strict=True))
+                _, text, when = turns[offset]
+                out.append(
+                    Document(
+                        content=self._vary(text, speakers, self._names),
+                        source=f"variant:{rep}:{stem}",
+                        created_at=when + rep * 86400 * 400,
+                    )
+                )
+            index += 1
+        return out
+
+    def queries(self, n: int) -> list[str]:
+        qs = [qa["question"] for _, _, questions, _ in self.conversations for qa in questions]
+        return (qs * (n // len(qs) + 1))[: max(n, len(qs))]
+
+
+# -- measurements ----------------------------------------------------------------------------
+
+
+def _open_s(path: Path, space: RandomSpace | None) -> tuple[float, DocumentStore]:
+    t0 = time.perf_counter()
+    store = DocumentStore(path, space)
+    return round(time.perf_counter() - t0, 3), store
+
+
+def _abandon(store: DocumentStore) -> None:
+    """Drop a store without flushing anything (its background snapshot may finish)."""
+    store._join_snapshot()
+    store._closed = True
+    store._db.close()
+
+
+def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> None:
+    """Add ``docs`` in a real subprocess, then ``kill -9`` it once they are acknowledged."""
+    docs_file = workdir / "tail.json"
+    docs_file.write_text(
+        json.dumps([{k: v for k, v in d.to_dict().items() if k != "id"} for d in docs]),
+        encoding="utf-8",
+    )
+    script = workdir / "writer.py"
+    script.write_text(_WRITER, encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(REPO), str(path), str(docs_file), str(dim)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    if not line.startswith("acknowledged"):
+        raise SystemExit(f"the writer process failed before acknowledging: {line!r}")
+
+
+def _top10_quality(store: DocumentStore, corpus: LocomoCorpus) -> dict[str, float]:
+    """Lexical top 10 with the default budget vs exact BM25, on the LoCoMo questions."""
+    dia = {
+        store._slot_of[d.id]: (d.meta["conversation"], d.meta["dia_id"]) for d in corpus.originals
+    }
+    overlap, recall_budget, recall_exact = [], [], []
+    for stem, _, questions, _ in corpus.conversations:
+        for qa in questions:
+            budget = store._rank(qa["question"], 10, None)
+            budget_limit = store._lex.max_postings
+            store._lex.max_postings = None
+            exact = store._rank(qa["question"], 10, None)
+            store._lex.max_postings = budget_limit
+            a, b = [s for s, _ in budget], [s for s, _ in exact]
+            overlap.append(len(set(a) & set(b)) / max(1, len(b)))
+            evidence = {(stem, e) for e in qa["evidence"]}
+            recall_budget.append(len(evidence & {dia.get(s) for s in a}) / len(evidence))
+            recall_exact.append(len(evidence & {dia.get(s) for s in b}) / len(evidence))
+    return {
+        "top10_overlap_with_exact_pct": round(100 * statistics.mean(overlap), 1),
+        "planted_recall@10_budgeted": round(100 * statistics.mean(recall_budget), 1),
+        "planted_recall@10_exact": round(100 * statistics.mean(recall_exact), 1),
+    }
+
+
+async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Namespace) -> dict[str, Any]:
     space = RandomSpace(args.dim) if args.dim else None
+    result: dict[str, Any] = {"corpus": corpus.name, "docs": args.docs, "dim": args.dim}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "documents.db"
         store = DocumentStore(path, space)
+        words: Counter[str] = Counter()
+        grams: set[str] = set()
         t0 = time.perf_counter()
         batch = 5000
         for start in range(0, args.docs, batch):
-            docs = [
-                Document(content=sentence(rng), source="bench", created_at=1e9 + i * 60)
-                for i in range(start, min(args.docs, start + batch))
-            ]
+            docs = corpus.documents(min(batch, args.docs - start), start)
+            if start < 20_000:
+                for d in docs:
+                    words.update(w.lower() for w in re.findall(r"[^\W_]+", d.content))
+                    grams.update(char_ngrams(d.content))
             await store.add_many(docs, batch_size=batch)
-        build_s = time.perf_counter() - t0
+        result["build_s"] = round(time.perf_counter() - t0, 2)
+        result["distinct_words_first_20k"] = len(words)
+        result["distinct_grams_first_20k"] = len(grams)
+        result["postings_per_doc"] = round(
+            (len(store._lex._slots) + store._lex.delta_postings) / max(1, len(store)), 1
+        )
         store.close()
 
-        t0 = time.perf_counter()
-        store = DocumentStore(path, space)
-        open_snapshot_s = time.perf_counter() - t0
-        store._db.close()
-        Path(str(path) + ".lex.npz").unlink()
-        t0 = time.perf_counter()
-        store = DocumentStore(path, space)
-        open_rebuild_s = time.perf_counter() - t0
+        result["snapshot_mb"] = round(Path(str(path) + ".lex").stat().st_size / 2**20, 1)
+        result["open_clean_s"], store = _open_s(path, space)
+        _abandon(store)
 
-        queries = [sentence(rng)[:60] for _ in range(args.queries)]
+        tail = args.tail if args.tail is not None else int(
+            max(DocumentStore.snapshot_min_docs, DocumentStore.snapshot_fraction * args.docs)
+        ) - 1
+        _kill_writer(path, corpus.documents(tail, args.docs), args.dim, Path(tmp))
+        result["tail_after_last_snapshot"] = tail
+        result["open_after_kill9_s"], store = _open_s(path, space)
+        _abandon(store)
+
+        (Path(str(path) + ".lex")).unlink()
+        result["open_without_snapshot_s"], store = _open_s(path, space)
+        store.flush()  # let the snapshot the rebuild started finish before timing queries
+
+        queries = corpus.queries(args.queries)
         qvecs = await space.embed([EmbedInput.of_text(q) for q in queries]) if space else None
-        lat: list[float] = []
+        fused: list[float] = []
+        lexical: list[float] = []
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
             store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None)
-            lat.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        await store.add("Caroline: one more document after start-up", source="bench")
-        insert_ms = (time.perf_counter() - t0) * 1000
+            fused.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            store.search(q, 10)
+            lexical.append((time.perf_counter() - t0) * 1000)
+        result["query_fused_p50_ms"] = round(statistics.median(fused), 2)
+        result["query_fused_p90_ms"] = pct(fused, 0.9)
+        result["query_lexical_p50_ms"] = round(statistics.median(lexical), 2)
+        result["query_lexical_p90_ms"] = pct(lexical, 0.9)
+        inserts = []
+        for i, doc in enumerate(corpus.documents(21, args.docs + tail)):
+            t0 = time.perf_counter()
+            await store.add(doc.content, source="bench", created_at=doc.created_at)
+            if i:
+                inserts.append((time.perf_counter() - t0) * 1000)
+        result["single_insert_p50_ms"] = round(statistics.median(inserts), 2)
+        if isinstance(corpus, LocomoCorpus):
+            result.update(_top10_quality(store, corpus))
         store.close()
-    return {
-        "docs": args.docs,
-        "dim": args.dim,
-        "build_s": round(build_s, 2),
-        "open_with_snapshot_s": round(open_snapshot_s, 3),
-        "open_rebuild_s": round(open_rebuild_s, 3),
-        "query_p50_ms": round(statistics.median(lat), 3),
-        "query_p90_ms": pct(lat, 0.9),
-        "single_insert_ms": round(insert_ms, 2),
-    }
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", choices=["both", "synthetic", "locomo"], default="both")
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384, help="vector dimension (0 = lexical only)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--tail", type=int, default=None, help="documents written after the last snapshot before kill -9"
+    )
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo folder of the locomo corpus")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = asyncio.run(run(args))
+    corpora: list[SyntheticCorpus | LocomoCorpus] = []
+    if args.corpus in ("both", "synthetic"):
+        corpora.append(SyntheticCorpus())
+    if args.corpus in ("both", "locomo"):
+        corpora.append(LocomoCorpus(Path(args.data)))
+    results = {c.name: asyncio.run(run_corpus(c, args)) for c in corpora}
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(results, ensure_ascii=False))
         return
-    print("| metric | value |\n|---|---:|")
-    for key, value in result.items():
-        print(f"| {key} | {value} |")
+    names = list(results)
+    print("| metric | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))
+    keys = [k for r in results.values() for k in r if k != "corpus"]
+    for key in dict.fromkeys(keys):
+        print(f"| {key} | " + " | ".join(str(results[n].get(key, "")) for n in names) + " |")
 
 
 if __name__ == "__main__":

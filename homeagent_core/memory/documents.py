@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.lexical import LexicalIndex, decode_terms, encode_terms, term_counts
+from homeagent_core.memory.lexical import LexicalIndex, decode_many, decode_terms, encode_terms, term_counts
+from homeagent_core.memory.lexical_snapshot import SnapshotArrays, remove_partial, write_snapshot
+from homeagent_core.memory.time_order import TimeOrder
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import Doc
 
@@ -146,10 +148,23 @@ class DocumentStore:
         neighbour_weight: share of an adjacent document's score a document receives.
         neighbour_window: seconds within which same-source documents count as adjacent.
 
-    Opening loads metadata, the vector matrix and the lexical index (from its snapshot
-    ``<path>.lex.npz`` when present) synchronously; call it from a worker thread in async code.
-    Methods that embed are ``async``; the rest are plain and thread-safe.
+    Opening loads metadata, the vector matrix and the lexical index synchronously; call it
+    from a worker thread in async code. Methods that embed are ``async``; the rest are plain
+    and thread-safe.
+
+    The lexical index is snapshotted to ``<path>.lex``: in a background thread whenever
+    ``snapshot_min_docs`` and ``snapshot_fraction`` of the documents have been added since
+    the last one, and on :meth:`flush` / :meth:`close`. Opening loads the newest valid
+    snapshot and re-indexes only the documents stored after it, so start-up after a crash
+    costs about the same as after a clean close. SQLite stays the only durable record: the
+    snapshot is a cache checked against it.
     """
+
+    snapshot_min_docs: int = 2000
+    """Documents added since the last snapshot before a background one is written ..."""
+    snapshot_fraction: float = 0.05
+    """... and the share of the store they must also reach."""
+    _DENSE_CANDIDATES = 64  # the dense path's best also get exact lexical scores
 
     def __init__(
         self,
@@ -191,6 +206,11 @@ class DocumentStore:
         self._dim = embedder.info.dimension if embedder else 0
         self._closed = False
         self._dirty_access: dict[int, tuple[float, int]] = {}
+        self._snap_lock = threading.Lock()
+        self._snap_thread: threading.Thread | None = None
+        self._snap_watermark = 0
+        self._lex_changes = 0
+        self._snap_changes = -1
         self._load()
 
     # -- loading ---------------------------------------------------------------------------
@@ -206,40 +226,44 @@ class DocumentStore:
             self._db.execute("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
         self._store_id = store_id
         rows = self._db.execute(
-            "SELECT slot, id, created_at, source, vec_model, vector FROM documents ORDER BY slot"
+            "SELECT slot, id, created_at, source, vec_model, vector, lex_len FROM documents"
+            " ORDER BY slot"
         ).fetchall()
-        self._ids: dict[int, str] = {}
-        self._slot_of: dict[str, int] = {}
-        cap = max(64, (rows[-1][0] + 1) if rows else 0)
+        slots = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        cap = 64
+        while cap <= (int(slots[-1]) if len(rows) else 0):
+            cap *= 2
+        self._ids: dict[int, str] = dict(zip(slots.tolist(), (r[1] for r in rows), strict=True))
+        self._slot_of: dict[str, int] = {doc_id: slot for slot, doc_id in self._ids.items()}
         self._created = np.zeros(cap, dtype=np.float64)
-        self._source = np.full(cap, -1, dtype=np.int32)
-        self._alive = np.zeros(cap, dtype=bool)
+        self._created[slots] = np.fromiter((r[2] for r in rows), dtype=np.float64, count=len(rows))
         self._source_codes: dict[str, int] = {}
+        codes = [self._source_codes.setdefault(r[3], len(self._source_codes)) for r in rows]
+        self._source = np.full(cap, -1, dtype=np.int32)
+        self._source[slots] = np.asarray(codes, dtype=np.int32)
+        self._alive = np.zeros(cap, dtype=bool)
+        self._alive[slots] = True
+        self._row_of = np.full(cap, -1, dtype=np.int64)
         self._rows = np.zeros((64, max(self._dim, 1)), dtype=np.float32)
         self._row_slot = np.zeros(64, dtype=np.int64)
-        self._slot_row: dict[int, int] = {}
         self._n = 0
         self._stale = 0
-        dense_slots: list[int] = []
-        dense_vecs: list[bytes] = []
-        for slot, doc_id, created, source, vec_model, vector in rows:
-            self._register(slot, doc_id, created, source)
-            if (
-                self._fingerprint
-                and vec_model == self._fingerprint
-                and vector is not None
-                and len(vector) == 4 * self._dim
-            ):
-                dense_slots.append(slot)
-                dense_vecs.append(vector)
-                continue
-            if self._fingerprint:
-                self._stale += 1
-        if dense_vecs:
-            matrix = np.frombuffer(b"".join(dense_vecs), dtype=np.float32).reshape(-1, self._dim)
-            self._append_rows(np.asarray(dense_slots, dtype=np.int64), matrix)
-        self._order_cache: tuple[Any, Any] | None = None
-        self._lex = self._load_lexical(np.asarray(list(self._ids), dtype=np.int64))
+        if self._fingerprint:
+            size = 4 * self._dim
+            dense = [
+                i for i, r in enumerate(rows)
+                if r[4] == self._fingerprint and r[5] is not None and len(r[5]) == size
+            ]
+            self._stale = len(rows) - len(dense)
+            if dense:
+                matrix = np.frombuffer(b"".join(rows[i][5] for i in dense), dtype=np.float32)
+                self._append_rows(slots[dense], matrix.reshape(-1, self._dim))
+        lengths = np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows))
+        del rows
+        self._time = TimeOrder(self.neighbour_window)
+        self._lex = self._load_lexical(slots, lengths)
+        with self._lock:
+            self._maybe_snapshot()
         if self._stale:
             log.info(
                 "document store %s: %d documents have no vector in the active space %s; "
@@ -250,43 +274,70 @@ class DocumentStore:
             )
 
     def _snapshot_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".lex.npz")
+        return self.path.with_name(self.path.name + ".lex")
 
-    def _load_lexical(self, alive: npt.NDArray[np.int64]) -> LexicalIndex:
+    def _max_issued_slot(self) -> int:
+        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='documents'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _load_lexical(self, slots: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> LexicalIndex:
+        """The lexical index: the snapshot plus the documents stored after it, or a rebuild.
+
+        The snapshot is trusted only if it names this store, does not cover slots the
+        database never issued (a database restored from an older copy), and records the
+        same gram count for every stored document it covers; otherwise every document's
+        stored terms are re-indexed in one vectorised pass.
+        """
         snap = self._snapshot_path()
+        try:
+            self.path.with_name(self.path.name + ".lex.npz").unlink(missing_ok=True)  # old format
+            if remove_partial(snap):
+                log.info("document store %s: removed a partial lexical snapshot", self.path)
+        except OSError as exc:
+            log.warning("document store %s: cannot remove an old snapshot file: %s", self.path, exc)
+        index: LexicalIndex | None = None
         if snap.exists():
             try:
-                index, watermark = LexicalIndex.load(snap, alive)
-                if self._meta("lex_snapshot") == f"{self._store_id}:{watermark}":
-                    newer = self._db.execute(
-                        "SELECT slot, lex, lex_len FROM documents WHERE slot > ? ORDER BY slot",
-                        (watermark,),
-                    ).fetchall()
-                    for slot, blob, length in newer:
-                        buckets, counts = decode_terms(blob)
-                        index.add_terms(slot, buckets, counts, length)
-                    return index
-                log.info("document store %s: lexical snapshot is out of date; rebuilding", self.path)
-            except (OSError, ValueError, KeyError) as exc:
-                log.warning("document store %s: ignoring unreadable lexical snapshot: %s", self.path, exc)
-        built = [
-            (slot, *decode_terms(blob), length)
-            for slot, blob, length in self._db.execute(
-                "SELECT slot, lex, lex_len FROM documents ORDER BY slot"
+                index = LexicalIndex.load(
+                    snap, slots, lengths, tag=self._store_id, max_slot=self._max_issued_slot()
+                )
+            except ValueError as exc:
+                log.warning("document store %s: rebuilding the lexical index: %s", self.path, exc)
+        after = index.base_watermark if index is not None else 0
+        tail = self._db.execute(
+            "SELECT slot, lex, lex_len FROM documents WHERE slot > ? ORDER BY slot", (after,)
+        ).fetchall()
+        self._snap_changes = 0 if index is not None and not tail else -1
+        if index is None:
+            index = LexicalIndex()
+        self._snap_watermark = index.base_watermark
+        if tail:
+            try:
+                terms, buckets, counts = decode_many([r[1] for r in tail])
+            except ValueError as exc:
+                raise MemoryStoreError(
+                    f"document store {self.path}: {exc}; the database is damaged, restore it "
+                    "from a backup or move it away to start with an empty store"
+                ) from exc
+            index.add_bulk(
+                np.fromiter((r[0] for r in tail), dtype=np.int64, count=len(tail)),
+                terms,
+                buckets,
+                counts,
+                np.fromiter((r[2] for r in tail), dtype=np.int64, count=len(tail)),
             )
-        ]
-        return LexicalIndex.build(built)
+        return index
 
     def _register(self, slot: int, doc_id: str, created: float, source: str) -> None:
         if slot >= len(self._alive):
             size = len(self._alive)
             while size <= slot:
                 size *= 2
-            self._created = np.concatenate([self._created, np.zeros(size - len(self._created))])
-            self._source = np.concatenate(
-                [self._source, np.full(size - len(self._source), -1, dtype=np.int32)]
-            )
-            self._alive = np.concatenate([self._alive, np.zeros(size - len(self._alive), bool)])
+            grow = size - len(self._alive)
+            self._created = np.concatenate([self._created, np.zeros(grow)])
+            self._source = np.concatenate([self._source, np.full(grow, -1, dtype=np.int32)])
+            self._alive = np.concatenate([self._alive, np.zeros(grow, bool)])
+            self._row_of = np.concatenate([self._row_of, np.full(grow, -1, dtype=np.int64)])
         self._ids[slot] = doc_id
         self._slot_of[doc_id] = slot
         self._created[slot] = created
@@ -296,9 +347,7 @@ class DocumentStore:
     def _append_rows(self, slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
         need = self._n + len(slots)
         if need > len(self._rows):
-            size = len(self._rows)
-            while size < need:
-                size *= 2
+            size = max(64, need + need // 4)
             rows = np.zeros((size, self._rows.shape[1]), dtype=np.float32)
             rows[: self._n] = self._rows[: self._n]
             row_slot = np.zeros(size, dtype=np.int64)
@@ -306,20 +355,20 @@ class DocumentStore:
             self._rows, self._row_slot = rows, row_slot
         self._rows[self._n : need] = vectors
         self._row_slot[self._n : need] = slots
-        for i, slot in enumerate(slots.tolist()):
-            self._slot_row[slot] = self._n + i
+        self._row_of[slots] = np.arange(self._n, need, dtype=np.int64)
         self._n = need
 
     def _drop_row(self, slot: int) -> None:
-        row = self._slot_row.pop(slot, None)
-        if row is None:
+        row = int(self._row_of[slot])
+        if row < 0:
             return
+        self._row_of[slot] = -1
         last = self._n - 1
         if row != last:
             moved = int(self._row_slot[last])
             self._rows[row] = self._rows[last]
             self._row_slot[row] = moved
-            self._slot_row[moved] = row
+            self._row_of[moved] = row
         self._n = last
 
     # -- properties ------------------------------------------------------------------------
@@ -447,7 +496,9 @@ class DocumentStore:
                 self._lex.add_terms(slot, buckets, counts, length)
             if vectors is not None:
                 self._append_rows(np.asarray(slots, dtype=np.int64), vectors)
-            self._order_cache = None
+            self._time.append(np.asarray(slots, dtype=np.int64), self._created, self._source)
+            self._lex_changes += 1
+            self._maybe_snapshot()
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents by id; returns how many existed. Durable on return."""
@@ -463,14 +514,14 @@ class DocumentStore:
             self._db.execute(f"DELETE FROM documents WHERE slot IN ({marks})", slots)
             for slot, blob in blobs:
                 self._lex.remove(slot, decode_terms(blob)[0])
+            self._lex_changes += 1
             for slot in slots:
                 doc_id = self._ids.pop(slot)
                 del self._slot_of[doc_id]
                 self._alive[slot] = False
                 self._dirty_access.pop(slot, None)
-                if slot in self._slot_row:
-                    self._drop_row(slot)
-            self._order_cache = None
+                self._drop_row(slot)
+            self._time.invalidate()
             return len(slots)
 
     # -- reads -----------------------------------------------------------------------------
@@ -541,11 +592,11 @@ class DocumentStore:
     ) -> list[tuple[int, float]]:
         cap = len(self._alive)
         total = np.zeros(cap, dtype=np.float32)
-        if self.lexical_weight > 0:
-            lex = self._lex.scores(text)
-            peak = float(lex.max()) if len(lex) else 0.0
-            if peak > 0:
-                total[: len(lex)] += (self.lexical_weight / peak) * lex[:cap]
+        expand = None
+        if self.neighbour_weight > 0:
+            self._time.ensure(self._alive, self._created, self._source)
+            expand = self._time.neighbours
+        best_dense: npt.NDArray[np.int64] | None = None
         if qvec is not None and self._n and self.dense_weight > 0:
             if qvec.shape != (self._dim,):
                 raise UsageError(
@@ -555,8 +606,16 @@ class DocumentStore:
             peak = float(dense.max())
             if peak > 0:
                 total[self._row_slot[: self._n]] += (self.dense_weight / peak) * dense
+                k = min(self._DENSE_CANDIDATES, self._n)
+                rows = np.argpartition(-dense, k - 1)[:k] if k < self._n else np.arange(self._n)
+                best_dense = self._row_slot[rows]
+        if self.lexical_weight > 0:
+            lex = self._lex.scores(text, candidates=best_dense, expand=expand)
+            peak = float(lex.max()) if len(lex) else 0.0
+            if peak > 0:
+                total[: len(lex)] += (self.lexical_weight / peak) * lex[:cap]
         if self.neighbour_weight > 0:
-            total = self._smooth(total)
+            total = self._time.smooth(total, self.neighbour_weight)
         total *= self._alive
         k = min(top_k, len(self._ids))
         if k <= 0:
@@ -565,24 +624,6 @@ class DocumentStore:
         cand = cand[total[cand] > 0]
         order = np.lexsort((cand, -total[cand]))
         return [(int(cand[i]), float(total[cand[i]])) for i in order[:k]]
-
-    def _smooth(self, total: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        if self._order_cache is None:
-            slots = np.flatnonzero(self._alive)
-            order = slots[np.lexsort((slots, self._created[slots]))]
-            same = self._source[order[1:]] == self._source[order[:-1]]
-            close = np.diff(self._created[order]) <= self.neighbour_window
-            self._order_cache = (order, (same & close).astype(np.float32))
-        order, link = self._order_cache
-        if len(order) < 2:
-            return total
-        seq = total[order]
-        share = np.zeros_like(seq)
-        share[:-1] += link * seq[1:]
-        share[1:] += link * seq[:-1]
-        out = total.copy()
-        out[order] = seq + self.neighbour_weight * share
-        return out
 
     async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
         """Search, then delete every hit from the store (consume-on-read) and return them."""
@@ -651,27 +692,76 @@ class DocumentStore:
         )
         self._dirty_access.clear()
 
+    def _maybe_snapshot(self) -> None:
+        """Start a background snapshot once enough documents have entered the base segment.
+
+        Called with ``_lock`` held, after inserts. Only the base (what the last merge folded
+        in) is saved, so this costs no merge; after ``kill -9`` start-up re-indexes only the
+        documents above the newest snapshot's watermark.
+        """
+        grown = self._lex.base_watermark - self._snap_watermark
+        if grown < max(self.snapshot_min_docs, self.snapshot_fraction * len(self._ids)):
+            return
+        with self._snap_lock:
+            if self._snap_thread is not None and self._snap_thread.is_alive():
+                return
+            complete = self._lex.delta_postings == 0
+            arrays = self._lex.snapshot_arrays(tag=self._store_id, merge=False)
+            thread = threading.Thread(
+                target=self._write_snapshot,
+                args=(arrays, self._lex_changes if complete else -1),
+                name=f"lexical-snapshot:{self.path.name}",
+                daemon=True,
+            )
+            self._snap_thread = thread
+            thread.start()
+
+    def _write_snapshot(self, arrays: SnapshotArrays, changes: int) -> None:
+        try:
+            write_snapshot(self._snapshot_path(), arrays)
+        except OSError as exc:
+            log.warning("document store %s: lexical snapshot not written: %s", self.path, exc)
+            remove_partial(self._snapshot_path())
+            return
+        with self._snap_lock:
+            self._snap_watermark = max(self._snap_watermark, arrays.watermark)
+            self._snap_changes = changes
+
+    def _join_snapshot(self) -> None:
+        with self._snap_lock:
+            thread = self._snap_thread
+        if thread is not None:
+            thread.join()
+
     def flush(self) -> None:
-        """Persist read counters and write the lexical snapshot (fast start next time)."""
+        """Persist read counters and bring the lexical snapshot up to date (fast next start)."""
         with self._lock:
             if self._closed:
                 return
             self._flush_access()
-            watermark = max(self._ids) if self._ids else 0
-            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='documents'").fetchone()
-            watermark = max(watermark, int(row[0]) if row else 0)
-            self._lex.save(self._snapshot_path(), watermark=watermark)
-            self._db.execute(
-                "INSERT OR REPLACE INTO store_meta VALUES ('lex_snapshot', ?)",
-                (f"{self._store_id}:{watermark}",),
-            )
+            self._join_snapshot()
+            if self._snap_changes == self._lex_changes and self._snapshot_path().exists():
+                return
+            arrays = self._lex.snapshot_arrays(tag=self._store_id)
+            try:
+                write_snapshot(self._snapshot_path(), arrays)
+            except OSError as exc:
+                remove_partial(self._snapshot_path())
+                raise MemoryStoreError(
+                    f"document store {self.path}: cannot write the lexical snapshot: {exc}; "
+                    "check the folder's free space and permissions (documents are not affected)"
+                ) from exc
+            self._snap_watermark, self._snap_changes = arrays.watermark, self._lex_changes
 
     def close(self) -> None:
         """Flush and close; further calls raise :class:`UsageError`."""
         with self._lock:
             if self._closed:
                 return
-            self.flush()
+            try:
+                self.flush()
+            except MemoryStoreError as exc:
+                log.warning("%s", exc)
             self._closed = True
             self._db.close()
 

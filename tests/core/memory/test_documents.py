@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from homeagent_core.memory.documents import Document, DocumentStore, format_related
-from homeagent_core.memory.lexical import LexicalIndex, char_ngrams
+from homeagent_core.memory.lexical import char_ngrams
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
 
@@ -103,7 +102,7 @@ async def test_store_reopened_without_snapshot_after_a_crash_rebuilds_the_index(
     after = [h.document.id for h in await reopened.query("pottery bowl support", 5, touch=False)]
     assert after == before and extra.id in after
     reopened._db.close()
-    (tmp_path / "documents.db.lex.npz").unlink()
+    (tmp_path / "documents.db.lex").unlink()
     rebuilt = DocumentStore(tmp_path / "documents.db")
     assert [h.document.id for h in await rebuilt.query("pottery bowl support", 5, touch=False)] == before
     rebuilt.close()
@@ -162,25 +161,6 @@ async def test_empty_documents_and_duplicate_ids_are_rejected(tmp_path):
     store.close()
     with pytest.raises(UsageError, match="closed"):
         await store.add("after close")
-
-
-def test_lexical_index_merge_and_snapshot_keep_the_same_scores(tmp_path):
-    texts = [f"document number {i} talks about topic {i % 7} and colour {i % 3}" for i in range(300)]
-    index = LexicalIndex()
-    for slot, text in enumerate(texts):
-        index.add(slot, text)
-    from homeagent_core.memory.lexical import term_counts
-
-    index.remove(5, term_counts(texts[5])[0])
-    before = index.scores("topic 3 colour 1")
-    index.merge()
-    assert np.allclose(index.scores("topic 3 colour 1"), before)
-    index.save(tmp_path / "lex.npz", watermark=299)
-    alive = np.array([s for s in range(300) if s != 5], dtype=np.int64)
-    loaded, watermark = LexicalIndex.load(tmp_path / "lex.npz", alive)
-    assert watermark == 299 and len(loaded) == 299
-    assert np.allclose(loaded.scores("topic 3 colour 1")[:300], before[:300])
-    assert before[5] == 0
 
 
 def test_related_block_is_empty_without_hits():

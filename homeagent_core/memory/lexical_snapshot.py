@@ -1,0 +1,139 @@
+"""On-disk snapshot of the lexical index's base segment.
+
+Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format
+version, the owning store's tag, the watermark = highest slot covered, array sizes and a
+crc32 per array), then the raw little-endian arrays: postings per bucket (``int32``), posting
+slots (``int32``), posting term frequencies (``uint16``) and document lengths by slot
+(``float32``). Writes go to ``<name>.tmp`` in chunks, are fsynced and renamed over the old
+snapshot, and the folder is fsynced: a crash at any point leaves either the previous snapshot
+or the new one, plus at most a partial ``.tmp`` that readers ignore and
+:func:`remove_partial` deletes. Reads check the magic, sizes and checksums, so a damaged file
+is refused rather than half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+__all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "write_snapshot"]
+
+MAGIC = b"HALEXSN\x02"
+VERSION = 2
+_CHUNK = 1 << 20
+_FIELDS: tuple[tuple[str, str], ...] = (
+    ("counts", "<i4"),
+    ("slots", "<i4"),
+    ("tfs", "<u2"),
+    ("lengths", "<f4"),
+)
+
+
+@dataclass(slots=True, frozen=True)
+class SnapshotArrays:
+    """What a snapshot holds. ``counts[b]`` postings of bucket ``b`` come next in ``slots``."""
+
+    tag: str
+    watermark: int
+    counts: npt.NDArray[np.int32]
+    slots: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.uint16]
+    lengths: npt.NDArray[np.float32]
+
+
+def tmp_path(path: Path) -> Path:
+    """Where a snapshot of ``path`` is written before it is renamed into place."""
+    return path.with_name(path.name + ".tmp")
+
+
+def remove_partial(path: Path) -> bool:
+    """Delete a partial snapshot left by a crash mid-write; returns whether one was removed.
+
+    A partial file that cannot be removed is left alone: readers never look at it.
+    """
+    try:
+        tmp_path(path).unlink()
+    except OSError:
+        return False
+    return True
+
+
+def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
+    """Write ``arrays`` to ``path`` atomically (tmp file, fsync, rename, fsync the folder)."""
+    blobs = [np.ascontiguousarray(getattr(arrays, name), dtype=dtype) for name, dtype in _FIELDS]
+    header = json.dumps(
+        {
+            "version": VERSION,
+            "tag": arrays.tag,
+            "watermark": int(arrays.watermark),
+            "sizes": [len(b) for b in blobs],
+            "crc32": [zlib.crc32(b.data) for b in blobs],
+        }
+    ).encode()
+    tmp = tmp_path(path)
+    with open(tmp, "wb") as fh:
+        fh.write(MAGIC + struct.pack("<I", len(header)) + header)
+        for blob in blobs:
+            view = blob.data.cast("B")
+            for start in range(0, len(view), _CHUNK):
+                fh.write(view[start : start + _CHUNK])
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_snapshot(path: Path) -> SnapshotArrays:
+    """Read and verify a snapshot.
+
+    Raises:
+        ValueError: the file is missing, truncated, of another format or version, or damaged.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(MAGIC) + 4)
+            if len(head) < len(MAGIC) + 4 or head[: len(MAGIC)] != MAGIC:
+                raise ValueError(f"{path}: not a lexical snapshot of version {VERSION}")
+            (size,) = struct.unpack("<I", head[len(MAGIC) :])
+            try:
+                meta = json.loads(fh.read(size))
+                sizes, crcs = meta["sizes"], meta["crc32"]
+                tag, watermark = str(meta["tag"]), int(meta["watermark"])
+            except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                raise ValueError(f"{path}: unreadable snapshot header: {exc}") from exc
+            if meta.get("version") != VERSION or len(sizes) != len(_FIELDS):
+                raise ValueError(f"{path}: snapshot version {meta.get('version')} is not {VERSION}")
+            out: list[np.ndarray] = []
+            for (name, dtype), count, crc in zip(_FIELDS, sizes, crcs, strict=True):
+                arr = np.fromfile(fh, dtype=dtype, count=int(count))
+                if len(arr) != count:
+                    raise ValueError(f"{path}: snapshot is truncated in {name}")
+                if zlib.crc32(arr.data) != crc:
+                    raise ValueError(f"{path}: snapshot checksum of {name} does not match")
+                out.append(arr.astype(dtype[1:], copy=False))
+            if fh.read(1):
+                raise ValueError(f"{path}: snapshot has trailing bytes")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
+    counts, slots, tfs, lengths = out
+    if int(counts.sum(dtype=np.int64)) != len(slots) or len(tfs) != len(slots) or np.any(counts < 0):
+        raise ValueError(f"{path}: snapshot posting counts do not add up")
+    if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
+        raise ValueError(f"{path}: snapshot postings name slots outside 0..{watermark}")
+    if len(lengths) > watermark + 1:
+        raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
+    return SnapshotArrays(tag, watermark, counts, slots, tfs, lengths)

@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from homeagent_core.memory import lexical
+from homeagent_core.memory.lexical import (
+    LexicalIndex,
+    char_ngrams,
+    decode_many,
+    decode_terms,
+    encode_terms,
+    term_counts,
+)
+from homeagent_core.memory.lexical_snapshot import read_snapshot, write_snapshot
+from homeagent_core.memory.lexical_snapshot import tmp_path as partial_path
+
+_WORD_TEXT = (
+    "alpha beta gamma delta paint painted sunrise lake camping adoption school melanie caroline "
+    "小王 你好 museum pottery bowl guitar concert marathon yoga recipe dumplings"
+)
+WORDS = _WORD_TEXT.split()
+
+
+def random_texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14))) for _ in range(count)]
+
+
+def brute_force_bm25(texts: dict[int, str], query: str, k1: float = 1.2, b: float = 0.75) -> dict[int, float]:
+    """Textbook BM25 over the same hashed grams, one document at a time."""
+    docs = {slot: term_counts(text) for slot, text in texts.items()}
+    n = len(docs)
+    avgdl = sum(d[2] for d in docs.values()) / n
+    wanted = set(term_counts(query)[0].tolist())
+    sets = [set(d[0].tolist()) for d in docs.values()]
+    df = {q: sum(q in terms for terms in sets) for q in wanted}
+    out = {}
+    for slot, (buckets, counts, length) in docs.items():
+        score = 0.0
+        for bucket, tf in zip(buckets.tolist(), counts.tolist(), strict=True):
+            if bucket in wanted:
+                idf = math.log1p((n - df[bucket] + 0.5) / (df[bucket] + 0.5))
+                score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl))
+        out[slot] = score
+    return out
+
+
+def build_with_removals(monkeypatch, seed: int = 3) -> tuple[LexicalIndex, dict[int, str]]:
+    monkeypatch.setattr(lexical, "DELTA_MAX", 400)  # many merges on a small index
+    rng = random.Random(seed)
+    index = LexicalIndex(max_postings=None)
+    texts: dict[int, str] = {}
+    slot = 0
+    for text in random_texts(seed, 900):
+        if texts and rng.random() < 0.15:
+            victim = rng.choice(sorted(texts))
+            index.remove(victim, term_counts(texts.pop(victim))[0])
+        slot += rng.randint(1, 3)
+        texts[slot] = text
+        index.add(slot, text)
+    return index, texts
+
+
+def assert_matches(index: LexicalIndex, texts: dict[int, str], query: str) -> None:
+    expected = brute_force_bm25(texts, query)
+    got = index.scores(query)
+    for slot, value in expected.items():
+        assert got[slot] == pytest.approx(value, rel=1e-4, abs=1e-5)
+    dead = np.ones(len(got), dtype=bool)
+    dead[list(texts)] = False
+    assert not got[dead].any()
+
+
+def test_char_ngrams_treat_a_cjk_run_as_one_word():
+    assert "小王" in char_ngrams("见到小王") and " 见到小" in char_ngrams("见到小王")
+
+
+@pytest.mark.parametrize("query", ["paint sunrise", "小王 museum camping", "alpha", "nothing-matches-zzz"])
+def test_incremental_index_with_merges_and_removals_equals_textbook_bm25(monkeypatch, query):
+    index, texts = build_with_removals(monkeypatch)
+    assert index.delta_postings > 0 and index.base_watermark > 0  # both segments in use
+    assert_matches(index, texts, query)
+    index.merge()
+    assert index.delta_postings == 0
+    assert_matches(index, texts, query)
+
+
+def test_bulk_build_scores_like_one_by_one_adds():
+    texts = random_texts(5, 500)
+    one_by_one = LexicalIndex()
+    for slot, text in enumerate(texts, start=1):
+        one_by_one.add(slot, text)
+    blobs = [encode_terms(*term_counts(t)[:2]) for t in texts]
+    terms, buckets, counts = decode_many(blobs)
+    lengths = np.array([term_counts(t)[2] for t in texts])
+    bulk = LexicalIndex.build(np.arange(1, 501), terms, buckets, counts, lengths)
+    for query in ("pottery bowl", "melanie painted a sunrise", "你好"):
+        assert np.allclose(bulk.scores(query), one_by_one.scores(query), rtol=1e-5)
+
+
+def test_decode_many_equals_decoding_one_blob_at_a_time():
+    blobs = [encode_terms(*term_counts(t)[:2]) for t in random_texts(9, 50)] + [b""]
+    terms, buckets, counts = decode_many(blobs)
+    singles = [decode_terms(b) for b in blobs]
+    assert terms.tolist() == [len(s[0]) for s in singles]
+    assert np.array_equal(buckets, np.concatenate([s[0] for s in singles]))
+    assert np.array_equal(counts, np.concatenate([s[1] for s in singles]))
+    with pytest.raises(ValueError, match="blob 1 has 7 bytes"):
+        decode_many([b"", b"1234567"])
+
+
+def test_slots_must_be_added_in_ascending_order():
+    index = LexicalIndex()
+    index.add(5, "hello")
+    with pytest.raises(ValueError, match="not above the highest indexed slot 5"):
+        index.add(5, "again")
+    with pytest.raises(ValueError, match="ascend above"):
+        index.add_bulk(np.array([3]), np.array([1]), np.array([7], np.uint32), np.array([1], np.uint16), np.array([1]))
+
+
+def test_budgeted_scores_are_exact_for_the_best_documents_and_never_too_high():
+    texts = {slot: text for slot, text in enumerate(random_texts(11, 3000), start=1)}
+    texts[1500] = "pottery bowl guitar marathon dumplings yoga recipe"
+    exact = LexicalIndex(max_postings=None)
+    budget = LexicalIndex(max_postings=8000, rescore=100)
+    for slot, text in texts.items():
+        exact.add(slot, text)
+        budget.add(slot, text)
+    exact.merge()
+    budget.merge()
+    query = "pottery bowl for the guitar marathon"
+    full, cheap = exact.scores(query), budget.scores(query)
+    assert np.all(cheap <= full + 1e-4)  # a document outside the candidates keeps a partial score
+    top = np.argsort(-cheap, kind="stable")[:100]
+    assert np.allclose(cheap[top], full[top], rtol=1e-5)  # the best are rescored exactly
+    assert set(np.argsort(-cheap)[:10].tolist()) == set(np.argsort(-full)[:10].tolist())
+    assert 1500 in np.argsort(-full)[:10]
+    # without rescoring the common buckets, the same documents score lower than exact BM25
+    assert cheap[np.argsort(-cheap)[150:]].sum() < full[np.argsort(-cheap)[150:]].sum()
+    # a named candidate gets its exact score even if the budgeted pass ranked it low
+    low, other = (int(x) for x in np.argsort(-cheap)[-2:])
+    assert cheap[low] < full[low] and cheap[other] < full[other]
+    named = budget.scores(query, candidates=np.array([low]), expand=lambda c: np.array([other, 10**9]))
+    assert named[low] == pytest.approx(full[low], rel=1e-5)
+    assert named[other] == pytest.approx(full[other], rel=1e-5)  # added by expand
+
+
+def test_snapshot_round_trip_keeps_scores_and_drops_documents_deleted_since(tmp_path):
+    texts = random_texts(13, 300)
+    index = LexicalIndex()
+    for slot, text in enumerate(texts, start=1):
+        index.add(slot, text)
+    path = tmp_path / "lex"
+    assert index.save(path, tag="store-a") == 300
+    alive = np.array([s for s in range(1, 301) if s != 7], dtype=np.int64)
+    lengths = np.array([term_counts(texts[s - 1])[2] for s in alive])
+    loaded = LexicalIndex.load(path, alive, lengths, tag="store-a", max_slot=300)
+    index.remove(7, term_counts(texts[6])[0])
+    for query in ("camping lake", "小王 你好"):
+        assert np.allclose(loaded.scores(query), index.scores(query), rtol=1e-5)
+    assert len(loaded) == 299 and 7 not in loaded and loaded.base_watermark == 300
+
+
+def test_snapshot_is_refused_when_it_does_not_describe_the_store(tmp_path):
+    texts = random_texts(17, 40)
+    index = LexicalIndex()
+    for slot, text in enumerate(texts, start=1):
+        index.add(slot, text)
+    path = tmp_path / "lex"
+    index.save(path, tag="store-a")
+    slots = np.arange(1, 41)
+    lengths = np.array([term_counts(t)[2] for t in texts])
+    with pytest.raises(ValueError, match="another store"):
+        LexicalIndex.load(path, slots, lengths, tag="store-b")
+    with pytest.raises(ValueError, match="only issued 39"):
+        LexicalIndex.load(path, slots[:-1], lengths[:-1], tag="store-a", max_slot=39)
+    changed = lengths.copy()
+    changed[3] += 1
+    with pytest.raises(ValueError, match="disagrees with the stored documents"):
+        LexicalIndex.load(path, slots, changed, tag="store-a")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda data: data[: len(data) // 2], "truncated"),
+        (lambda data: data[:-3] + bytes([data[-3] ^ 0xFF]) + data[-2:], "checksum of lengths"),
+        (lambda data: b"NOTASNAP" + data[8:], "not a lexical snapshot"),
+        (lambda data: data + b"x", "trailing bytes"),
+        (lambda data: b"", "not a lexical snapshot"),
+    ],
+)
+def test_damaged_snapshot_files_are_refused(tmp_path, damage, message):
+    index = LexicalIndex()
+    for slot, text in enumerate(random_texts(19, 30), start=1):
+        index.add(slot, text)
+    path = tmp_path / "lex"
+    index.save(path, tag="t")
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ValueError, match=message):
+        read_snapshot(path)
+
+
+def test_captured_snapshot_arrays_are_not_changed_by_later_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(lexical, "DELTA_MAX", 200)
+    texts = random_texts(23, 200)
+    index = LexicalIndex()
+    for slot, text in enumerate(texts[:100], start=1):
+        index.add(slot, text)
+    index.merge()
+    captured = index.snapshot_arrays(tag="t", merge=False)
+    reference = LexicalIndex()
+    for slot, text in enumerate(texts[:100], start=1):
+        reference.add(slot, text)
+    for slot, text in enumerate(texts[100:], start=101):  # merges build new arrays
+        index.add(slot, text)
+    index.remove(3, term_counts(texts[2])[0])
+    index.merge()
+    write_snapshot(tmp_path / "lex", captured)
+    assert not partial_path(tmp_path / "lex").exists()
+    slots = np.arange(1, 101)
+    lengths = np.array([term_counts(t)[2] for t in texts[:100]])
+    loaded = LexicalIndex.load(tmp_path / "lex", slots, lengths, tag="t")
+    assert loaded.base_watermark == 100
+    assert np.allclose(loaded.scores("paint the lake")[:101], reference.scores("paint the lake")[:101])
+
+
+def test_replacing_a_document_by_one_of_equal_length_rescores_with_the_new_length():
+    index = LexicalIndex()
+    index.add(1, "paint lake")
+    index.add(2, "yoga recipe museum")
+    index.scores("lake")  # caches per-document length factors
+    index.remove(2, term_counts("yoga recipe museum")[0])
+    index.add(3, "lake lake lake lake")  # same count and total length as before the removal
+    assert_matches(index, {1: "paint lake", 3: "lake lake lake lake"}, "lake")

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import numpy as np
+
+from homeagent_core.memory.time_order import TimeOrder
+
+
+def arrays(created: list[float], source: list[int], cap: int = 16):
+    c = np.zeros(cap)
+    s = np.full(cap, -1, dtype=np.int32)
+    alive = np.zeros(cap, dtype=bool)
+    c[1 : len(created) + 1] = created
+    s[1 : len(source) + 1] = source
+    alive[1 : len(created) + 1] = True
+    return alive, c, s
+
+
+def naive_smooth(total, alive, created, source, window, weight):
+    slots = sorted(np.flatnonzero(alive).tolist(), key=lambda x: (created[x], x))
+    out = total.copy()
+    for i, slot in enumerate(slots):
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(slots):
+                other = slots[j]
+                if source[other] == source[slot] and abs(created[other] - created[slot]) <= window:
+                    out[slot] += weight * total[other]
+    return out
+
+
+def test_appending_later_documents_matches_sorting_from_scratch():
+    alive, created, source = arrays([10, 20, 30, 500, 510, 520], [0, 0, 1, 1, 1, 0])
+    order = TimeOrder(window=60)
+    alive_now = alive.copy()
+    alive_now[5:] = False
+    order.ensure(alive_now, created, source)
+    order.append(np.array([5, 6]), created, source)  # come after everything: appended
+    scratch = TimeOrder(window=60)
+    scratch.ensure(alive, created, source)
+    total = np.arange(16, dtype=np.float32)
+    assert np.allclose(order.smooth(total, 0.5), scratch.smooth(total, 0.5))
+    assert np.allclose(order.smooth(total, 0.5), naive_smooth(total, alive, created, source, 60, 0.5))
+    assert sorted(order.neighbours(np.array([4])).tolist()) == [5]  # 3 is too long before
+    assert sorted(order.neighbours(np.array([5])).tolist()) == [4]  # 6 is another source
+
+
+def test_a_document_older_than_the_newest_invalidates_the_order():
+    alive, created, source = arrays([10, 20, 15], [0, 0, 0])
+    order = TimeOrder(window=60)
+    alive_now = alive.copy()
+    alive_now[3] = False
+    order.ensure(alive_now, created, source)
+    order.append(np.array([3]), created, source)
+    order.ensure(alive, created, source)  # sorts again
+    assert sorted(order.neighbours(np.array([3])).tolist()) == [1, 2]
+    total = np.ones(16, dtype=np.float32)
+    assert np.allclose(order.smooth(total, 0.2), naive_smooth(total, alive, created, source, 60, 0.2))
+
+
+def test_neighbours_of_unknown_or_isolated_slots_are_empty():
+    alive, created, source = arrays([10, 5000], [0, 0])
+    order = TimeOrder(window=60)
+    order.ensure(alive, created, source)
+    assert order.neighbours(np.array([1, 2, 9, 40])).tolist() == []
