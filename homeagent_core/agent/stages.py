@@ -263,7 +263,7 @@ async def _drive(coro: Coroutine[Any, Any, Any], suspended_on: Any) -> Any:
                     return done.value
                 continue
         except BaseException:
-            pass
+            pass  # resumed below, the coroutine takes the future's result or exception itself
         try:
             fut = coro.send(None)
         except StopIteration as done:

@@ -9,6 +9,7 @@ Inference always runs off the event loop, one batch at a time behind a lock.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import io
 import threading
@@ -99,11 +100,13 @@ class _TorchProvider(EmbeddingProvider):
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def _embed_texts(self, texts: list[str]) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _embed_texts(self, texts: list[str]) -> Any:
+        """Unnormalised text features, one row per text (runs in a worker thread)."""
 
-    def _embed_images(self, images: list[Any]) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _embed_images(self, images: list[Any]) -> Any:
+        """Unnormalised image features, one row per decoded image (runs in a worker thread)."""
 
     def _embed_sync(self, inputs: list[EmbedInput]) -> npt.NDArray[np.float32]:
         import numpy as np
