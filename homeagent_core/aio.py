@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from homeagent_sdk.errors import SyncInAsyncError
 
-__all__ = ["await_me_maybe", "call_maybe_async", "is_async_callable", "run_sync"]
+__all__ = ["await_me_maybe", "call_maybe_async", "is_async_callable", "refuse_running_loop", "run_sync"]
 
 T = TypeVar("T")
 
@@ -52,6 +52,23 @@ async def call_maybe_async(fn: Callable[..., Any], /, *args: Any, **kwargs: Any)
     return result
 
 
+def refuse_running_loop(coro: Awaitable[Any], what: str) -> None:
+    """Raise :class:`SyncInAsyncError` (closing ``coro``) when this thread runs an event loop.
+
+    ``what`` is the async twin to suggest, e.g. ``"agent.ask"``.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if inspect.iscoroutine(coro):
+        coro.close()
+    name = what.rsplit(".", 1)[-1]
+    raise SyncInAsyncError(
+        f"{name}_sync() cannot run inside a running event loop (Jupyter, async code): use `await {what}(...)` instead"
+    )
+
+
 def run_sync(coro: Coroutine[Any, Any, T] | Awaitable[T], what: str) -> T:
     """Run ``coro`` to completion from synchronous code.
 
@@ -59,17 +76,8 @@ def run_sync(coro: Coroutine[Any, Any, T] | Awaitable[T], what: str) -> T:
         SyncInAsyncError: an event loop is already running in this thread (a notebook, an
             ``async def``); the message says to ``await`` the async twin instead.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        if inspect.iscoroutine(coro):
-            coro.close()
-        raise SyncInAsyncError(
-            f"{what}_sync() cannot run inside a running event loop (Jupyter, async code): "
-            f"use `await {what}(...)` instead"
-        )
+    refuse_running_loop(coro, what)
+
     async def _main() -> T:
         return await coro
 

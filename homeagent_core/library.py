@@ -19,11 +19,11 @@ import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from homeagent_core.aio import run_sync
+from homeagent_core.aio import refuse_running_loop, run_sync
 from homeagent_core.app import App
 from homeagent_core.plugins.manager import DEFAULT_PLUGINS
 from homeagent_sdk.api import ChatProvider
-from homeagent_sdk.errors import SyncInAsyncError, UsageError
+from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import InjectOptions
 
 __all__ = ["Agent"]
@@ -176,16 +176,7 @@ class Agent:
         import asyncio
         import threading
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            coro.close()
-            raise SyncInAsyncError(
-                f"{what}_sync() cannot run inside a running event loop (Jupyter, async code): "
-                f"use `await agent.{what}(...)` instead"
-            )
+        refuse_running_loop(coro, f"agent.{what}")
         if self._portal is None:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="homeagent-sync", daemon=True)

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
-import inspect
 import json
 import logging
 import re
 import time
-import types
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from homeagent_core.aio import call_maybe_async
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
+from homeagent_sdk.schema import function_schema
 from homeagent_sdk.types import ToolCall, ToolDef, ToolResult
 
 __all__ = [
@@ -42,120 +40,6 @@ log = logging.getLogger(__name__)
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 _MAX_RESULT_LOG = 200
-
-
-# --------------------------------------------------------------------------- schema derivation
-
-
-def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a docstring into (description, {param: description}).
-
-    Understands Google style (``Args:`` / ``Arguments:`` / ``Parameters:`` blocks with
-    ``name (type): text`` entries) and Sphinx style (``:param name: text``).
-    """
-    doc = inspect.cleandoc(doc or "")
-    params: dict[str, str] = {}
-    desc_lines: list[str] = []
-    section = ""
-    current = ""
-    for line in doc.splitlines():
-        stripped = line.strip()
-        sphinx = re.match(r":param\s+(?:[\w\[\], |]+\s+)?(\w+)\s*:\s*(.*)", stripped)
-        if sphinx:
-            section, current = "sphinx", sphinx.group(1)
-            params[current] = sphinx.group(2).strip()
-            continue
-        if re.match(r"^(Args|Arguments|Parameters|Params)\s*:\s*$", stripped):
-            section, current = "args", ""
-            continue
-        if re.match(r"^(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$", stripped) or stripped.startswith(
-            (":return", ":raises", ":rtype")
-        ):
-            section, current = "other", ""
-            continue
-        if section == "args":
-            entry = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
-            if entry and not line.startswith(" " * 8):
-                current = entry.group(1)
-                params[current] = entry.group(2).strip()
-            elif current and stripped:
-                params[current] = f"{params[current]} {stripped}".strip()
-            continue
-        if section == "sphinx":
-            if current and stripped:
-                params[current] = f"{params[current]} {stripped}".strip()
-            continue
-        if section == "other":
-            continue
-        desc_lines.append(line)
-    return "\n".join(desc_lines).strip(), params
-
-
-def _type_schema(hint: Any, where: str) -> dict[str, Any]:
-    """JSON schema of one annotation.
-
-    Raises:
-        UsageError: the annotation has no JSON equivalent (the message names ``where``).
-    """
-    if hint is inspect.Parameter.empty or hint is Any:
-        return {}
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    schema: dict[str, Any]
-    if origin is typing.Annotated:
-        schema = dict(_type_schema(args[0], where))
-        for meta in args[1:]:
-            if isinstance(meta, str):
-                schema["description"] = meta
-            elif isinstance(meta, dict):
-                schema.update(meta)
-        return schema
-    if hint is None or hint is type(None):
-        return {"type": "null"}
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in args if a is not type(None)]
-        if len(members) == 1:
-            return _type_schema(members[0], where)
-        return {"anyOf": [_type_schema(a, where) for a in members]}
-    if origin is typing.Literal:
-        schema = {"enum": list(args)}
-        kinds = {type(a) for a in args}
-        if len(kinds) == 1:
-            only = _type_schema(kinds.pop(), where)
-            schema.update({k: v for k, v in only.items() if k == "type"})
-        return schema
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return {"enum": [m.value for m in hint]}
-    if hint is bool:
-        return {"type": "boolean"}
-    if hint is int:
-        return {"type": "integer"}
-    if hint is float:
-        return {"type": "number"}
-    if hint is str:
-        return {"type": "string"}
-    container = origin or hint
-    if container in (list, tuple, set, frozenset) or (
-        isinstance(container, type) and issubclass(container, Sequence) and container not in (str, bytes)
-    ):
-        schema = {"type": "array"}
-        if args and not (container is tuple and len(args) == 2 and args[1] is Ellipsis):
-            if container is tuple and len(args) > 1:
-                schema["prefixItems"] = [_type_schema(a, where) for a in args]
-            else:
-                schema["items"] = _type_schema(args[0], where)
-        elif args:
-            schema["items"] = _type_schema(args[0], where)
-        return schema
-    if container is dict or (isinstance(container, type) and issubclass(container, Mapping)):
-        schema = {"type": "object"}
-        if len(args) == 2 and args[1] is not Any:
-            schema["additionalProperties"] = _type_schema(args[1], where)
-        return schema
-    raise UsageError(
-        f"{where}: type {hint!r} has no JSON schema equivalent; use str, int, float, bool, "
-        "list, dict, Literal, an Enum, or register an explicit ToolDef with `parameters`"
-    )
 
 
 def tool_from_function(
@@ -184,40 +68,10 @@ def tool_from_function(
             )
         name = fn_name
     _check_name(name, plugin)
-    doc_desc, param_docs = _doc_sections(inspect.getdoc(fn) or "")
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:
-        raise UsageError(f"tool {name!r}: cannot resolve its type hints ({exc})") from exc
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    extra_allowed = False
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind is param.VAR_KEYWORD:
-            extra_allowed = True
-            continue
-        if param.kind is param.VAR_POSITIONAL or param.name in ("self", "cls"):
-            continue
-        if param.kind is param.POSITIONAL_ONLY:
-            raise UsageError(
-                f"tool {name!r}: parameter {param.name!r} is positional-only; tools are called with keyword arguments"
-            )
-        schema = dict(_type_schema(hints.get(param.name, param.annotation), f"tool {name!r} parameter {param.name!r}"))
-        if param.name in param_docs and "description" not in schema:
-            schema["description"] = param_docs[param.name]
-        if param.default is param.empty:
-            required.append(param.name)
-        elif param.default is not None and _jsonable(param.default):
-            schema["default"] = param.default.value if isinstance(param.default, enum.Enum) else param.default
-        properties[param.name] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = required
-    if not extra_allowed:
-        parameters["additionalProperties"] = False
+    description_from_doc, parameters = function_schema(fn, name)
     return ToolDef(
         name=name,
-        description=description if description is not None else (doc_desc or name),
+        description=description if description is not None else description_from_doc,
         parameters=parameters,
         plugin=plugin,
         no_memory=no_memory,
@@ -226,16 +80,6 @@ def tool_from_function(
         timeout=timeout,
         handler=fn,
     )
-
-
-def _jsonable(value: Any) -> bool:
-    if isinstance(value, enum.Enum):
-        return True
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _check_name(name: str, plugin: str) -> None:

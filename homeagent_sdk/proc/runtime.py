@@ -48,8 +48,8 @@ from homeagent_sdk import hookspecs
 from homeagent_sdk._names import PROJECT_NAME
 from homeagent_sdk._version import __version__
 from homeagent_sdk.proc.facade import RemoteSDK
-from homeagent_sdk.proc.schema import function_schema
 from homeagent_sdk.proc.wire import PROTOCOL_VERSION, FrameBatcher, Peer, dumps, loads
+from homeagent_sdk.schema import function_schema
 from homeagent_sdk.types import ChannelDef, ConfigDef, Event, StageContext, ToolCall, ToolDef, ToolResult
 
 __all__ = ["STAGES", "ChildRuntime", "serve"]
