@@ -24,7 +24,8 @@ def test_ask_sync_works_from_plain_code_and_keeps_the_agent_running(tmp_path: Pa
 
 async def test_ask_sync_inside_an_event_loop_says_to_await_instead(tmp_path: Path):
     agent = Agent(tmp_path, provider=FakeModel(default="x"), load_entrypoints=False, builtins=())
-    with pytest.raises(SyncInAsyncError, match=r"ask_sync\(\) cannot run inside a running event loop.*await agent\.ask"):
+    refusal = r"ask_sync\(\) cannot run inside a running event loop.*await agent\.ask"
+    with pytest.raises(SyncInAsyncError, match=refusal):
         agent.ask_sync("hi")
     await agent.aclose()
 
