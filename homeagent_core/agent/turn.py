@@ -558,17 +558,21 @@ class Turn:
 
 
 def _merge_fragment(slots: dict[int, dict[str, Any]], fragment: dict[str, Any]) -> None:
+    """Fold one streamed tool-call fragment: flat or OpenAI-nested, arguments as text or object."""
+    fn = fragment["function"] if isinstance(fragment.get("function"), dict) else {}
     index = fragment.get("stream_index", fragment.get("index", 0))
     slot = slots.get(index)
     if slot is None:
         slot = slots[index] = {"id": "", "name": "", "raw": [], "arguments": None}
     if fragment.get("id"):
         slot["id"] = fragment["id"]
-    if fragment.get("name"):
-        slot["name"] = fragment["name"]
-    raw = fragment.get("raw_arguments")
-    if raw:
-        slot["raw"].append(raw)
+    if fragment.get("name") or fn.get("name"):
+        slot["name"] = fragment.get("name") or fn["name"]
+    raw = fragment.get("raw_arguments", fn.get("arguments"))
+    if isinstance(raw, dict):
+        slot["arguments"] = raw
+    elif raw:
+        slot["raw"].append(raw if isinstance(raw, str) else json.dumps(raw))
     elif isinstance(fragment.get("arguments"), dict):
         slot["arguments"] = fragment["arguments"]
     elif isinstance(fragment.get("arguments"), str):

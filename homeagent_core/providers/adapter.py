@@ -8,6 +8,12 @@ speaks HTTP through that script, with the kernel's fallbacks of §4.3/§4.4.
 Contract extensions (all optional, documented in docs/ADAPTERS.md): ``endpoint`` may contain
 ``{model}``; ``stream_endpoint`` is used for streaming requests; ``stream_format = "ndjson"``
 feeds every body line (not only ``data:`` lines) to ``transform_stream_chunk``.
+
+Adapters written for the original runtime rely on it for three things this module does too:
+an endpoint naming Gemini's models collection (``/v1/models``) is completed with
+``/{model}:generateContent`` (``:streamGenerateContent?alt=sse`` when streaming); a stream
+answered as NDJSON (by content type) is read line by line without ``stream_format``; and the
+key header follows the vendor when the adapter sets none (see :func:`key_header`).
 """
 
 from __future__ import annotations
@@ -38,10 +44,13 @@ if TYPE_CHECKING:
 
     from homeagent_core.providers.lua import LuaSandbox
 
-__all__ = ["AdapterScript", "LuaAdaptedProvider", "load_adapter"]
+__all__ = ["AdapterScript", "LuaAdaptedProvider", "complete_models_endpoint", "key_header", "load_adapter",
+           "names_models_collection"]
 
 _log = logging.getLogger("homeagent.providers")
 _AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+_NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl",
+                           "application/x-jsonlines", "application/jsonlines"})
 NON_STREAM_TIMEOUT_S = 180.0
 STREAM_CONNECT_TIMEOUT_S = 30.0
 
@@ -181,6 +190,45 @@ def load_adapter(path: Path | str, **sandbox_opts: Any) -> AdapterScript:
     return AdapterScript(src, origin=str(p), **sandbox_opts)
 
 
+def names_models_collection(endpoint: str) -> bool:
+    """True when an endpoint's path ends at a models collection (Gemini's ``/v1/models``).
+
+    Nothing is ever POSTed to a models collection itself, so such an endpoint can only mean
+    "the model's own method under it", which the original runtime's Gemini adapter relies on.
+    """
+    path = endpoint.partition("?")[0].rstrip("/")
+    return path.endswith("/models") or path == "models"
+
+
+def complete_models_endpoint(endpoint: str, model: str, stream: bool) -> str:
+    """``/v1/models`` -> ``/v1/models/{model}:generateContent`` (or the SSE stream variant)."""
+    path, _, query = endpoint.partition("?")
+    name = model.removeprefix("models/")
+    path = f"{path.rstrip('/')}/{quote(name, safe='')}:" + \
+        ("streamGenerateContent" if stream else "generateContent")
+    params = [q for q in query.split("&") if q]
+    if stream and not any(q.startswith("alt=") for q in params):
+        params.append("alt=sse")
+    return path + ("?" + "&".join(params) if params else "")
+
+
+def key_header(headers: dict[str, str], endpoint: str, api_key: str) -> tuple[str, str]:
+    """The header carrying the source's key when the adapter set none of its own.
+
+    ``Authorization: Bearer <key>`` as the original runtime always sent, except for the two
+    vendors whose APIs refuse an API key there: Anthropic (recognised by its required
+    ``anthropic-version`` header) takes ``x-api-key``, and Gemini (an endpoint under a models
+    collection or naming ``:generateContent``) takes ``x-goog-api-key``.
+    """
+    lowered = {k.lower() for k in headers}
+    if "anthropic-version" in lowered:
+        return "x-api-key", api_key
+    path = endpoint.partition("?")[0].lower()
+    if names_models_collection(path) or "generatecontent" in path:
+        return "x-goog-api-key", api_key
+    return "Authorization", f"Bearer {api_key}"
+
+
 def _error_reason(body: str) -> str:
     try:
         b = orjson.loads(body)
@@ -249,6 +297,8 @@ class LuaAdaptedProvider:
               else self.adapter.endpoint)
         if "{model}" in ep:
             ep = ep.replace("{model}", quote(model, safe=""))
+        elif names_models_collection(ep):
+            ep = complete_models_endpoint(ep, model, stream)
         return self.base_url + ep
 
     def build(self, request: dict[str, Any], stream: bool) -> tuple[str, dict[str, str], str]:
@@ -274,7 +324,8 @@ class LuaAdaptedProvider:
                 headers.update(dyn)
         headers["Content-Type"] = "application/json"
         if self._api_key and not any(h.lower() in _AUTH_HEADERS for h in headers):
-            headers["Authorization"] = f"Bearer {self._api_key}"
+            name, value = key_header(headers, self.adapter.endpoint, self._api_key)
+            headers[name] = value
         return url, headers, body
 
     def _status_error(self, status: int, body: str) -> ProviderError:
@@ -383,7 +434,6 @@ class LuaAdaptedProvider:
         url, headers, body = self.build(request, stream=True)
         timeout = httpx.Timeout(connect=self.connect_timeout_s, read=None, write=30.0,
                                 pool=self.connect_timeout_s)
-        ndjson = self.adapter.stream_format == "ndjson"
         async with self._sem:
             try:
                 async with self._http().stream("POST", url, content=body, headers=headers,
@@ -391,6 +441,8 @@ class LuaAdaptedProvider:
                     if resp.status_code != 200:
                         text = (await resp.aread()).decode("utf-8", "replace")
                         raise self._status_error(resp.status_code, text)
+                    ctype = resp.headers.get("content-type", "").partition(";")[0].strip().lower()
+                    ndjson = self.adapter.stream_format == "ndjson" or ctype in _NDJSON_TYPES
                     held: dict[str, Any] | None = None
                     state = self.adapter.new_stream_state()
                     first = True

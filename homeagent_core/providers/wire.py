@@ -16,6 +16,7 @@ __all__ = [
     "STANDARD_FINISH_REASONS",
     "normalize_args",
     "normalize_chunk",
+    "normalize_fragment",
     "normalize_response",
     "normalize_usage",
     "parse_openai_chunk",
@@ -30,8 +31,6 @@ _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav",
                   "audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/mp4": "mp4",
                   "audio/m4a": "mp4", "audio/ogg": "ogg", "audio/flac": "flac",
                   "audio/x-flac": "flac"}
-_TOOL_KEYS = ("id", "type", "name", "arguments", "raw_arguments", "stream_index", "index",
-              "function")
 
 
 def _num(v: Any) -> int | None:
@@ -156,8 +155,36 @@ def normalize_chunk(chunk: Any) -> dict[str, Any]:
         out["usage"] = usage
     tcs = chunk.get("tool_calls")
     if isinstance(tcs, list) and tcs:
-        out["tool_calls"] = [{k: tc[k] for k in _TOOL_KEYS if k in tc}
-                             for tc in tcs if isinstance(tc, dict)]
+        out["tool_calls"] = [normalize_fragment(tc, i) for i, tc in enumerate(tcs) if isinstance(tc, dict)]
+    return out
+
+
+def normalize_fragment(tc: dict[str, Any], position: int = 0) -> dict[str, Any]:
+    """One streamed tool-call fragment -> the flat contract shape.
+
+    Accepts the flat shape ``{id, type, name, raw_arguments, stream_index}``, OpenAI's nested
+    ``{index, id, type, function: {name, arguments}}`` (adapters that pass deltas through, the
+    Anthropic one of the original runtime) and argument objects instead of JSON text (Ollama,
+    Gemini), which become JSON text so fragments of one call still concatenate. Empty ``id``
+    and ``name`` (continuation fragments) are left out; the index falls back to the position.
+    """
+    fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else {}
+    index = next((v for v in (tc.get("stream_index"), tc.get("index")) if _num(v) is not None), position)
+    out: dict[str, Any] = {"stream_index": _num(index)}
+    for key, value in (("id", tc.get("id")), ("type", tc.get("type")), ("name", tc.get("name") or fn.get("name"))):
+        if isinstance(value, str) and value:
+            out[key] = value
+    raw = tc.get("raw_arguments")
+    if raw is None and "arguments" in fn:
+        raw = fn["arguments"]
+    if raw is None and isinstance(tc.get("arguments"), str):
+        raw = tc["arguments"]
+    if isinstance(raw, str):
+        out["raw_arguments"] = raw
+    elif raw is not None:
+        out["raw_arguments"] = orjson.dumps(raw).decode()
+    if isinstance(tc.get("arguments"), dict):
+        out["arguments"] = tc["arguments"]
     return out
 
 
