@@ -24,6 +24,7 @@ from homeagent_core.agent.kernel import Kernel, KernelSettings
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import create_plugin_manager
 from homeagent_core.providers import ProviderManager, SourceConfig, deploy_bundled_adapters
+from homeagent_core.providers.adapter import AdapterScript, LuaAdaptedProvider
 from homeagent_core.providers.errors import ProviderError
 from homeagent_sdk import hookimpl
 
@@ -212,3 +213,39 @@ async def test_the_turn_merges_nested_fragments_and_argument_objects() -> None:
         await bus.aclose()
     assert tool.calls == ["alpha", "beta"]
     assert reply == "lookup said value-of-alpha and value-of-beta"
+
+
+BOGUS = """
+return {
+  name = "bogus", endpoint = "%s", headers = %s,
+  transform_request = function(raw)
+    local req = json.decode(raw)
+    return json.encode(%s)
+  end,
+}
+"""
+REFUSALS = {
+    "openai": ("/v1/chat/completions", "{}", "{model = req.model, messages = req.messages, bogus = true}",
+               "Unrecognized request argument supplied: bogus"),
+    "anthropic": ("/v1/messages", '{["anthropic-version"] = "2023-06-01"}',
+                  "{model = req.model, max_tokens = 10, messages = req.messages, bogus = true}",
+                  "bogus: Extra inputs are not permitted"),
+    "gemini": ("/v1beta/models/{model}:generateContent", "{}",
+               "{contents = {{role = 'user', parts = {{text = 'hi'}}}}, bogus = true}", 'Unknown name "bogus"'),
+    "ollama": ("/api/generate/chat", "{}", "{model = req.model, messages = req.messages}", "404 page not found"),
+}
+
+
+@pytest.mark.parametrize("vendor", list(REFUSALS))
+async def test_the_loopback_apis_refuse_unknown_fields_and_paths(vendor: str) -> None:
+    endpoint, headers, body, message = REFUSALS[vendor]
+    api = VendorAPI(vendor)
+    async with LoopbackServer(api.app()) as srv:
+        p = LuaAdaptedProvider("s", AdapterScript(BOGUS % (endpoint, headers, body)), base_url=srv.base_url,
+                               api_key=API_KEY, model="llama3.2")
+        try:
+            with pytest.raises(ProviderError, match=message):
+                await p.chat(dict(USER))
+        finally:
+            await p.aclose()
+    assert api.refusals[0][0] == (404 if vendor == "ollama" else 400)
