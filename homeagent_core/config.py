@@ -115,6 +115,10 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
        restart_required=True),
     _d("core.embeddings.dimension", "int", 0, "Vector size of that service (0 = ask it once at start).",
        min=0, max=65536, category="memory", restart_required=True),
+    _d("core.embeddings.languages", "string", "",
+       "Languages the dense model understands, comma-separated ISO codes (zh, en; * = any). Empty: "
+       "the model card's, else the provider's default. Queries in other languages skip the dense path.",
+       category="memory", restart_required=True),
     _d("core.embeddings.allow_download", "bool", False,
        "Allow fetching model weights from the Hugging Face hub.", category="memory"),
     _d("core.memory.media.enabled", "bool", True, "Store media attachments (false = text only).",

@@ -28,6 +28,7 @@ import numpy as np
 
 from homeagent_core.aio import run_sync
 from homeagent_core.embeddings.tfidf import TfidfIndex, tokenize
+from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import HomeAgentError, UsageError
 
 if TYPE_CHECKING:
@@ -350,7 +351,7 @@ class KnowledgeBase:
         if peak > 0:
             for n, v in zip(names, lex_vals, strict=True):
                 scores[n] += self.lexical_weight * v / peak
-        if self.embedder is not None and self.dense_weight > 0:
+        if self.embedder is not None and self.dense_weight > 0 and self.embedder.info.serves(text_language(query)):
             await self._ensure_vectors()
             qvec = (await self.embedder.embed_texts([query]))[0]
             dense = np.array([max(0.0, float(self._vectors[n] @ qvec)) for n in names])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -31,6 +32,7 @@ __all__ = [
     "Modality",
     "ModalityUnsupported",
     "make_fingerprint",
+    "text_language",
 ]
 
 Modality = Literal["text", "image"]
@@ -85,13 +87,37 @@ class EmbedInput:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingInfo:
-    """Describes one embedding space."""
+    """Describes one embedding space.
+
+    ``languages`` are the languages whose text the model understands (ISO 639-1 codes such as
+    ``"zh"``, ``"en"``; ``"*"`` = any). Search fuses a dense path only for queries in one of
+    them (:func:`text_language`): an English-only model's vectors of a Chinese question are
+    noise, and fusing them lowers recall.
+    """
 
     name: str
     model: str
     dimension: int
     fingerprint: str
     modalities: frozenset[str] = field(default_factory=lambda: frozenset({"text"}))
+    languages: frozenset[str] = field(default_factory=lambda: frozenset({"*"}))
+
+    def serves(self, language: str) -> bool:
+        """True when text in ``language`` (as :func:`text_language` names it) embeds meaningfully."""
+        return "*" in self.languages or language in self.languages
+
+
+_CJK_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_RE = re.compile("[A-Za-z]")
+
+
+def text_language(text: str) -> str:
+    """The language of a query for fusion: ``"zh"`` when CJK characters are at least a
+    quarter of its letters, else ``"en"`` (Latin script; other scripts are rare in practice).
+    """
+    cjk = len(_CJK_RE.findall(text))
+    latin = len(_LATIN_RE.findall(text))
+    return "zh" if cjk and cjk * 3 >= latin else "en"
 
 
 class EmbeddingProvider(abc.ABC):

@@ -95,7 +95,14 @@ class FakeEmbedder(EmbeddingProvider):
 
     __test__ = False
 
-    def __init__(self, dimension: int = 64, *, image: bool = False, name: str = "fake") -> None:
+    def __init__(
+        self,
+        dimension: int = 64,
+        *,
+        image: bool = False,
+        name: str = "fake",
+        languages: frozenset[str] = frozenset({"*"}),
+    ) -> None:
         modalities = frozenset({"text", "image"} if image else {"text"})
         self.info = EmbeddingInfo(
             name=name,
@@ -103,6 +110,7 @@ class FakeEmbedder(EmbeddingProvider):
             dimension=dimension,
             fingerprint=make_fingerprint(name, f"fake-{dimension}", dimension),
             modalities=modalities,
+            languages=languages,
         )
         self.calls: list[list[EmbedInput]] = []
 

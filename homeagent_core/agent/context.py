@@ -42,6 +42,7 @@ import numpy as np
 
 from homeagent_core.memory.documents import Document
 from homeagent_core.memory.lexical import char_ngrams
+from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -351,7 +352,7 @@ class RelevanceContext:
 
     async def _scores(self, current_input: str, candidates: list[ContextEvent]) -> np.ndarray:
         query = clean_text(current_input)
-        if self.embedder is None:
+        if self.embedder is None or not self.embedder.info.serves(text_language(query)):
             return _lexical_similarities(query, [e.vector_text for e in candidates])
         fp = self.embedder.info.fingerprint
         missing = [e for e in candidates if e.vector_text and (e.vector is None or e.fingerprint != fp)]

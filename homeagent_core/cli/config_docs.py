@@ -220,6 +220,14 @@ it looked. Vectors of different models never mix: every stored vector carries th
 fingerprint of its model, and only vectors of the active model take part in dense search.
 After a change of model, older entries are still found through the lexical index until they
 are re-embedded.
+
+Every dense model declares the languages it understands: the `language:` of its model card
+(for sentence-transformers models), Chinese and English for Chinese-CLIP, English for
+open_clip models other than the multilingual ones, any language for `http`. A query in
+another language is answered by the lexical path alone, so an English-only model never
+lowers Chinese recall (and costs no embedding time there). `core.embeddings.languages`
+(`zh,en`, `*` for any) overrides the declaration; `homeagent doctor` prints which languages
+each path serves.
 """
 
 

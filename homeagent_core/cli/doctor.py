@@ -152,11 +152,24 @@ def _check_embeddings(app: Any) -> list[Finding]:
     for status in tiers.statuses:
         if status.active:
             found.append(Finding("memory", "ok", f"embedding tier in use: {status.tier} ({status.provider})"))
+            found.append(Finding("memory", "ok", _languages_message(status.tier, status.languages)))
         elif not status.available:
             looked = f" (looked for: {', '.join(status.looked_for)})" if status.looked_for else ""
             found.append(Finding("memory", "warn", f"embedding tier {status.tier} unavailable: {status.reason}{looked}",
                                  "memory works on the next tier; see docs/CONFIG.md for model paths"))
     return found
+
+
+def _languages_message(tier: str, languages: list[str]) -> str:
+    """Which path serves which language: the dense model for its own, lexical for the rest."""
+    if tier == "tfidf" or not languages:
+        return "search languages: every language by the lexical path (Chinese and English n-grams)"
+    if "*" in languages:
+        return f"search languages: every language by the {tier} model fused with the lexical path"
+    return (
+        f"search languages: {', '.join(languages)} by the {tier} model fused with the lexical path; "
+        "other languages by the lexical path alone (set core.embeddings.languages to change)"
+    )
 
 
 def run_checks(data: Path | None) -> list[Finding]:

@@ -178,6 +178,7 @@ class ChineseClipProvider(_TorchProvider):
             dimension=dim,
             fingerprint=make_fingerprint("chineseclip", space_label(model), dim, weights_id),
             modalities=frozenset({"text", "image"}),
+            languages=frozenset({"zh", "en"}),  # a Chinese RoBERTa text tower; English words in its vocabulary
         )
 
     def _embed_texts(self, texts: list[str]) -> Any:
@@ -230,6 +231,14 @@ def _open_clip_folder(folder: Path, shown: str) -> Path:
             "(open_clip_model.safetensors or open_clip_pytorch_model.bin)"
         )
     return folder
+
+
+def _openclip_languages(model_name: str) -> frozenset[str]:
+    """open_clip text towers are English except the multilingual (XLM-R, mT5...) ones."""
+    lowered = model_name.lower()
+    if any(mark in lowered for mark in ("xlm", "multilingual", "mt5", "m3", "nllb")):
+        return frozenset({"*"})
+    return frozenset({"en"})
 
 
 class OpenClipProvider(_TorchProvider):
@@ -298,6 +307,7 @@ class OpenClipProvider(_TorchProvider):
             dimension=dim,
             fingerprint=make_fingerprint("openclip", label, dim, weights_id),
             modalities=frozenset({"text", "image"}),
+            languages=_openclip_languages(model_name),
         )
 
     @staticmethod

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "l2_normalize",
+    "model_card_languages",
+    "parse_languages",
     "require",
     "resolve_model",
     "rss_mb",
@@ -180,3 +182,52 @@ def rss_mb() -> float:
     except OSError:
         pass
     return 0.0
+
+
+_MULTILINGUAL = frozenset({"multilingual", "multi", "*"})
+
+
+def parse_languages(value: object) -> frozenset[str]:
+    """Languages from a setting or a model card: ``"zh, en"``, ``["zh", "en"]``, ``"*"``.
+
+    ``multilingual`` means any language. Codes are lower-cased; region suffixes are dropped
+    (``zh-CN`` → ``zh``). An empty value gives an empty set (= not declared).
+    """
+    if isinstance(value, str):
+        items = [x for x in value.replace(";", ",").split(",")]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = [str(x) for x in value]
+    else:
+        return frozenset()
+    codes = {x.strip().lower().replace("_", "-").split("-")[0] for x in items if x.strip()}
+    if codes & _MULTILINGUAL:
+        return frozenset({"*"})
+    return frozenset(codes)
+
+
+def model_card_languages(directory: Path) -> frozenset[str]:
+    """The ``language:`` of a Hugging Face model card (``README.md`` front matter) in ``directory``.
+
+    Empty when the card is missing, unreadable or silent. Ten or more languages count as
+    multilingual (``{"*"}``): such cards list the training languages, not a restriction.
+    """
+    card = directory / "README.md"
+    try:
+        text = card.read_text(encoding="utf-8", errors="replace")[:20000]
+    except OSError:
+        return frozenset()
+    if not text.startswith("---"):
+        return frozenset()
+    end = text.find("\n---", 3)
+    if end < 0:
+        return frozenset()
+    import yaml
+
+    try:
+        meta = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return frozenset()
+    if not isinstance(meta, dict):
+        return frozenset()
+    languages = parse_languages(meta.get("language"))
+    return frozenset({"*"}) if len(languages) >= 10 else languages

@@ -15,6 +15,7 @@ dimension (:func:`same_space`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.embeddings.clip import DEFAULT_CHINESE_CLIP
+from homeagent_core.embeddings.common import parse_languages
 from homeagent_sdk.embeddings import EmbeddingProvider, EmbeddingUnavailable
 from homeagent_sdk.errors import UsageError
 
@@ -168,6 +170,7 @@ class TierStatus:
     dimension: int | None = None
     fingerprint: str | None = None
     modalities: list[str] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)
     load: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,6 +184,7 @@ class TierStatus:
             "dimension": self.dimension,
             "fingerprint": self.fingerprint,
             "modalities": list(self.modalities),
+            "languages": list(self.languages),
             "load": list(self.load),
         }
 
@@ -254,6 +258,9 @@ class ProviderRegistry:
             raise EmbeddingUnavailable(
                 f"embedding provider factory {name!r} returned {type(provider).__name__}, not an EmbeddingProvider"
             )
+        languages = parse_languages((config or {}).get("languages"))
+        if languages:
+            provider.info = dataclasses.replace(provider.info, languages=languages)
         return provider
 
     async def _try(self, tier: str, name: str, config: dict[str, Any]) -> tuple[EmbeddingProvider | None, TierStatus]:
@@ -271,6 +278,7 @@ class ProviderRegistry:
         status.dimension = provider.info.dimension
         status.fingerprint = provider.info.fingerprint
         status.modalities = sorted(provider.info.modalities)
+        status.languages = sorted(provider.info.languages)
         status.load = list(getattr(provider, "load_reports", []))
         return provider, status
 
@@ -308,7 +316,7 @@ class ProviderRegistry:
                     reason="no word-vector files configured (core.agent.embedding_model_path)",
                 )
             )
-        statuses.append(TierStatus("tfidf", "tfidf", available=True, modalities=["text"]))
+        statuses.append(TierStatus("tfidf", "tfidf", available=True, modalities=["text"], languages=["*"]))
         if dense_p is not None:
             tier, active = "dense", dense_p
             statuses[0].active = True

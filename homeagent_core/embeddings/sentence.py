@@ -15,6 +15,7 @@ from homeagent_core.embeddings.clip import decode_image
 from homeagent_core.embeddings.common import (
     ensure_installed,
     l2_normalize,
+    model_card_languages,
     require,
     resolve_model,
     space_label,
@@ -81,6 +82,8 @@ class SentenceTransformerProvider(EmbeddingProvider):
             dimension=int(dim),
             fingerprint=make_fingerprint("sentence-transformers", space_label(model), int(dim), weights_id),
             modalities=frozenset(modalities),
+            # an undeclared card leaves the model serving any language, as before
+            languages=model_card_languages(path) or frozenset({"*"}),
         )
 
     def _encode(self, items: list[Any]) -> Any:

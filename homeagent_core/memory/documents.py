@@ -32,7 +32,9 @@ import numpy as np
 
 from homeagent_core.memory.lexical import LexicalIndex, decode_many, decode_terms, encode_terms, term_counts
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, remove_partial, write_snapshot
+from homeagent_core.memory.lexical_terms import TERMS_VERSION
 from homeagent_core.memory.time_order import TimeOrder
+from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import Doc
 
@@ -225,6 +227,7 @@ class DocumentStore:
             store_id = uuid.uuid4().hex
             self._db.execute("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
         self._store_id = store_id
+        self._upgrade_terms()
         rows = self._db.execute(
             "SELECT slot, id, created_at, source, vec_model, vector, lex_len FROM documents"
             " ORDER BY slot"
@@ -272,6 +275,33 @@ class DocumentStore:
                 self._stale,
                 self._fingerprint,
             )
+
+    def _upgrade_terms(self) -> None:
+        """Re-derive every document's stored lexical terms when the term scheme changed.
+
+        One transaction (a crash leaves the old terms and version, and the next start redoes
+        it); the lexical snapshot, built from the old terms, is removed.
+        """
+        if self._meta("lex_version") == TERMS_VERSION:
+            return
+        rows = self._db.execute("SELECT slot, title, content FROM documents").fetchall()
+        updates = []
+        for slot, title, content in rows:
+            buckets, counts, length = term_counts(f"{title}\n{content}" if title else content)
+            updates.append((encode_terms(buckets, counts), length, slot))
+        cur = self._db.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            cur.executemany("UPDATE documents SET lex=?, lex_len=? WHERE slot=?", updates)
+            cur.execute("INSERT OR REPLACE INTO store_meta VALUES ('lex_version', ?)", (TERMS_VERSION,))
+            cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            cur.execute("ROLLBACK")
+            raise MemoryStoreError(f"document store {self.path}: cannot re-index stored terms: {exc}") from exc
+        if rows:
+            self._snapshot_path().unlink(missing_ok=True)
+            log.info("document store %s: re-derived the lexical terms of %d documents (term scheme %s)",
+                     self.path, len(rows), TERMS_VERSION)
 
     def _snapshot_path(self) -> Path:
         return self.path.with_name(self.path.name + ".lex")
@@ -550,9 +580,14 @@ class DocumentStore:
         if top_k <= 0 or not text.strip() or not self._ids:
             return []
         qvec = None
-        if self.embedder is not None and self._n and self.dense_weight > 0:
+        if self.embedder is not None and self._n and self.dense_weight > 0 and self.dense_serves(text):
             qvec = (await self.embedder.embed_texts([text]))[0]
         return self.search(text, top_k, query_vector=qvec, touch=touch)
+
+    def dense_serves(self, text: str) -> bool:
+        """True when the embedding model understands ``text``'s language, so the dense path
+        may be fused; otherwise the query is answered by the lexical path alone."""
+        return self.embedder is not None and self.embedder.info.serves(text_language(text))
 
     def search(
         self,

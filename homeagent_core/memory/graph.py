@@ -64,6 +64,7 @@ from homeagent_core.memory.graph_types import (
     RecallResult,
     RelationRow,
 )
+from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
@@ -657,7 +658,7 @@ class GraphStore:
 
     async def embed_query(self, text: str) -> tuple[npt.NDArray[np.float32] | None, str]:
         """The embedder's vector for ``text`` and its fingerprint, or ``(None, "")``."""
-        if self.embedder is None or not text.strip():
+        if self.embedder is None or not text.strip() or not self.embedder.info.serves(text_language(text)):
             return None, ""
         matrix = await self.embedder.embed_texts([text])
         return matrix[0], self.embedder.info.fingerprint

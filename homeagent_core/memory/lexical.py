@@ -34,7 +34,6 @@ exactly. The delta is always scored in full through a bucket→weight table. Sna
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, write_snapshot
+from homeagent_core.memory.lexical_terms import word_grams
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -60,7 +60,6 @@ __all__ = [
 
 BUCKETS = 1 << 20
 _MASK = BUCKETS - 1
-_WORD = re.compile(r"[^\W_]+")
 DELTA_MAX = 1 << 17
 """Postings the delta holds before it is folded into the base."""
 QUERY_POSTINGS = 1 << 19
@@ -70,19 +69,14 @@ RESCORE = 256
 _CHUNK = 1 << 20
 
 
-def char_ngrams(text: str, lo: int = 2, hi: int = 4) -> list[str]:
-    """Character ``lo``..``hi``-grams of each lower-cased word, padded with one space each side.
+def char_ngrams(text: str) -> list[str]:
+    """Every index gram of ``text`` (:func:`~homeagent_core.memory.lexical_terms.word_grams`, flattened).
 
-    ``"Hi Mel"`` gives ``" h", "hi", "i ", " hi", "hi ", " hi ", " m", ...``. Punctuation never
-    forms part of a gram; a run of CJK characters counts as one "word".
+    ``"Hi Mel"`` gives ``" h", "hi", "i ", " hi", "hi ", " hi ", " m", ...``; Chinese gives
+    character bigrams and whole three- or four-character words. Punctuation never forms
+    part of a gram.
     """
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        padded = f" {word} "
-        size = len(padded)
-        for n in range(lo, hi + 1):
-            out.extend(padded[i : i + n] for i in range(size - n + 1))
-    return out
+    return [gram for word in word_grams(text) for gram in word]
 
 
 def term_counts(text: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]:
@@ -136,8 +130,8 @@ def _query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int6
     """Unique buckets of the query's grams, and for each bucket the index of its first word."""
     buckets: list[int] = []
     words: list[int] = []
-    for i, word in enumerate(_WORD.findall(query.lower())):
-        for gram in char_ngrams(word):
+    for i, grams in enumerate(word_grams(query)):
+        for gram in grams:
             buckets.append(zlib.crc32(gram.encode()) & _MASK)
             words.append(i)
     unique, first = np.unique(np.asarray(buckets, dtype=np.int64), return_index=True)

@@ -51,7 +51,7 @@ def embedding_tier_config(config: ConfigStore) -> dict[str, Any]:
     """``ProviderRegistry.select`` arguments from the ``core.embeddings.*`` settings."""
     provider = config.get("core.embeddings.provider")
     dense: dict[str, Any] = {"allow_download": config.get("core.embeddings.allow_download")}
-    for key in ("model", "base_url", "api_key", "dimension"):
+    for key in ("model", "base_url", "api_key", "dimension", "languages"):
         value = config.get(f"core.embeddings.{key}")
         if value:
             dense[key] = value

