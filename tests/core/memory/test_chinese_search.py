@@ -167,3 +167,44 @@ def test_the_chinese_dev_set_is_reproducible_and_its_evidence_exists() -> None:
         ids = {t["dia_id"] for key, turns in conv.items() if key.startswith("session_") and isinstance(turns, list)
                for t in turns}
         assert conv["qa"] and all(set(q["evidence"]) <= ids for q in conv["qa"])
+
+
+@pytest.mark.slow
+async def test_a_local_multilingual_sentence_model_is_fused_for_chinese(tmp_path: Path) -> None:
+    """A tiny BERT saved as a sentence-transformers folder whose card lists many languages:
+    the real loading code reads the card, and Chinese questions go through the dense path."""
+    st = pytest.importorskip("sentence_transformers")
+    pytest.importorskip("torch")
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "embeddings"))
+    from tiny_models import write_cjk_vocab
+
+    from homeagent_core.embeddings.sentence import SentenceTransformerProvider
+
+    raw = tmp_path / "bert"
+    raw.mkdir()
+    size = write_cjk_vocab(raw)
+    BertTokenizer.from_pretrained(str(raw)).save_pretrained(str(raw))
+    config = BertConfig(vocab_size=size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(str(raw))
+    try:
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Pooling, Transformer
+    word = Transformer(str(raw), max_seq_length=32)
+    dimension = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
+    model = st.SentenceTransformer(modules=[word, Pooling(dimension())])
+    folder = tmp_path / "tiny-multilingual"
+    model.save(str(folder))
+    languages = "".join(f"- {c}\n" for c in ("ar", "de", "en", "es", "fr", "hi", "it", "ja", "ko", "ru", "zh"))
+    (folder / "README.md").write_text(f"---\nlanguage:\n{languages}library_name: sentence-transformers\n---\n",
+                                      encoding="utf-8")
+    provider = SentenceTransformerProvider(str(folder))
+    assert provider.info.languages == frozenset({"*"})
+    store = DocumentStore(tmp_path / "docs.db", provider)
+    await store.add("我妹妹在华为上班。", source="chat", created_at=1.0)
+    assert store.dense_serves("我妹妹在哪工作？")
+    assert await store.query("我妹妹在哪工作？", 1)
+    store.close()
