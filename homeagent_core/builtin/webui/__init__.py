@@ -2,8 +2,11 @@
 
 A Starlette app served by uvicorn inside the daemon's event loop, bound to 127.0.0.1:8080 by
 default (``homeagent serve --host/--port`` or the setting ``plugin.webui.addr``). Every API
-route requires the API key or a login session. Plugins add routes under
-``/plugins/<name>/`` through the ``register_routes`` hook.
+route requires the API key or a login session; a foreign ``Host`` or a cross-site ``Origin`` is
+refused before any route runs, and a cookie session must echo its CSRF token on every change
+(see ``docs/SECURITY.md``). It is also the only HTTP door of the plugin manager
+(``/api/v1/plugins``). Plugins add routes under ``/plugins/<name>/`` through the
+``register_routes`` hook.
 """
 
 from __future__ import annotations
@@ -67,8 +70,14 @@ class WebUI:
                                description="API key to use on first start instead of a generated one."))
         registry.add(ConfigDef(key="session_ttl_hours", type="int", default=24, min=1, max=24 * 90,
                                description="Login session lifetime."))
-        registry.add(ConfigDef(key="trusted_proxies", type="string", default="",
-                               description="Comma-separated IPs/CIDRs whose X-Forwarded-For is trusted."))
+        registry.add(ConfigDef(key="trusted_proxies", type="string", default="", restart_required=True,
+                               description="Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For and "
+                                           "X-Forwarded-Proto are believed. Empty: the client address is the "
+                                           "socket peer, and forwarded headers are ignored."))
+        registry.add(ConfigDef(key="allowed_hosts", type="string", default="", restart_required=True,
+                               description="Comma-separated extra host names the web UI answers to (e.g. a reverse "
+                                           "proxy's public name). IP addresses, localhost and this machine's name "
+                                           "are always allowed; any other Host header is refused (DNS rebinding)."))
         registry.add(ConfigDef(key="max_body_bytes", type="int", default=1024 * 1024, min=1024,
                                description="Largest JSON request body."))
         registry.add(ConfigDef(key="max_upload_bytes", type="int", default=64 * 1024 * 1024, min=1024,
@@ -92,8 +101,8 @@ class WebUI:
         self.state, secrets = build_state(sdk)
         if secrets:
             self._announce(secrets, sdk)
-        self.app = build_app(self.state)
         host, port = self._listen(sdk)
+        self.app = build_app(self.state, bound_host=host)
         # proto=IPPROTO_TCP: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say they are
         # TCP; with proto 0 every response body waited ~40 ms for the client's delayed ACK.
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -111,7 +120,11 @@ class WebUI:
         sock.listen(128)
         sock.setblocking(False)
         self.host, self.port = host, sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none")
+        # proxy_headers=False: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1, and any
+        # local client could claim a fresh address per login try. Forwarded headers are read only from
+        # plugin.webui.trusted_proxies (auth.client_ip).
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none",
+                                proxy_headers=False, server_header=False)
         self.server = _EmbeddedServer(config)
         self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]), name="webui")
         async with asyncio.timeout(10):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -19,37 +20,61 @@ from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["routes"]
 
+log = logging.getLogger("homeagent.webui")
+
 def _ui(request: Request) -> UIState:
     return request.app.state.ui  # type: ignore[no-any-return]
 
 
 async def login(request: Request) -> Response:
+    """``{username, password}`` → a session cookie and the session's CSRF token.
+
+    The source address is the socket peer (or what a trusted proxy forwarded), so a client
+    cannot pick a fresh identity per try; while a source waits, even the right password is
+    refused unchecked.
+    """
     ui = _ui(request)
     source = ui.source_of(request)
     wait = ui.limiter.retry_after(source)
     if wait:
-        return error(429, "登录尝试过于频繁，请稍后再试", {"Retry-After": str(wait)})
+        return error(429, f"登录尝试过于频繁，请 {wait} 秒后再试", {"Retry-After": str(wait)})
     try:
         data = await json_body(request, required={"username": str, "password": str})
     except ApiError as exc:
         return error(exc.status, exc.message)
     if not ui.credentials.check_password(data["username"], data["password"]):
-        ui.limiter.failed(source)
+        imposed = ui.limiter.failed(source)
+        if imposed:
+            log.warning(
+                "web UI: repeated failed logins from %s; its next try must wait %d s (a correct login from "
+                "elsewhere is not affected)", source, int(imposed),
+            )
         return error(401, "用户名或密码错误")
     ui.limiter.succeeded(source)
     token = ui.sessions.create()
-    response = ok({"status": "ok"})
+    response = ok({"status": "ok", "csrf_token": ui.sessions.csrf_token(token)})
     response.set_cookie(
-        SESSION_COOKIE, token, max_age=int(ui.sessions.ttl_s), httponly=True, samesite="lax", path="/"
+        SESSION_COOKIE, token, max_age=int(ui.sessions.ttl_s), httponly=True, samesite="strict", path="/",
+        secure=ui.scheme_of(request) == "https",
     )
     return response
+
+
+@require_api
+async def session(request: Request) -> Response:
+    """How this request is authenticated, and the CSRF token a cookie session must send."""
+    ui = _ui(request)
+    body: dict[str, Any] = {"auth": request.state.auth}
+    if request.state.auth == "session":
+        body["csrf_token"] = ui.sessions.csrf_token(request.cookies.get(SESSION_COOKIE))
+    return ok(body)
 
 
 @require_api
 async def logout(request: Request) -> Response:
     _ui(request).sessions.drop(request.cookies.get(SESSION_COOKIE))
     response = ok({"status": "ok"})
-    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response
 
 
@@ -191,6 +216,7 @@ async def persona_post(request: Request) -> Response:
 routes = [
     Route("/api/v1/login", login, methods=["POST"]),
     Route("/api/v1/logout", logout, methods=["POST"]),
+    Route("/api/v1/session", session, methods=["GET"]),
     Route("/api/v1/status", status, methods=["GET"]),
     Route("/api/v1/kernel", kernel, methods=["GET"]),
     Route("/api/v1/settings", settings_get, methods=["GET"]),

@@ -6,6 +6,7 @@ import asyncio
 import mimetypes
 import re
 import time
+import unicodedata
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,17 @@ from starlette.routing import Route
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
 
-__all__ = ["routes"]
+__all__ = ["routes", "upload_name"]
 
 DEDUP_CACHE = 256
 ALLOWED_UPLOAD = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/(wav|x-wav|mpeg|ogg|mp4)|text/plain|application/pdf)$")
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._\-\u4e00-\u9fff]+")
+#: Characters kept in a stored upload name: letters and digits of any script, '.', '_', '-'.
+_UNSAFE_NAME = re.compile(r"[^\w.\-]+")
+#: Longest stored name in UTF-8 bytes (file systems allow 255) and longest kept extension.
+MAX_NAME_BYTES = 120
+MAX_EXTENSION = 16
+#: Longest file name a client may send at all; longer is refused rather than guessed at.
+MAX_SENT_NAME = 1024
 
 
 def _ui(request: Request) -> UIState:
@@ -90,9 +97,44 @@ async def interrupt(request: Request) -> Response:
     return ok({"status": "interrupted"})
 
 
-def _save_upload(folder: Path, name: str, data: bytes) -> Path:
+def _cut(text: str, limit: int) -> str:
+    """``text`` shortened to at most ``limit`` UTF-8 bytes without splitting a character."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+def upload_name(sent: str, mime: str) -> str:
+    """A safe file name for an upload: sanitized, unicode kept, capped, extension kept.
+
+    The extension is the sent one when it belongs to ``mime`` (``photo.JPG`` for image/jpeg),
+    otherwise the type's own (``evil.html`` sent as text/plain is stored as ``evil_html.txt``),
+    so a stored file is never served back as a type other than the one it was checked as.
+
+    Raises:
+        ApiError: 400 when the sent name is longer than ``MAX_SENT_NAME`` characters.
+    """
+    if len(sent) > MAX_SENT_NAME:
+        raise ApiError(400, f"the file name is {len(sent)} characters long; send at most {MAX_SENT_NAME} "
+                            "(it is stored shortened to about 120 bytes anyway)")
+    base = unicodedata.normalize("NFC", sent.replace("\\", "/").rsplit("/", 1)[-1])
+    stem, dot, ext = base.rpartition(".")
+    if not dot:
+        stem, ext = base, ""
+    known = mimetypes.guess_type(f"x.{ext}")[0] if ext else None
+    if ext and known == mime and len(ext) <= MAX_EXTENSION and _UNSAFE_NAME.search(ext) is None:
+        suffix = "." + ext
+    else:
+        stem = f"{stem}_{ext}" if ext else stem
+        suffix = _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ""
+    stem = _UNSAFE_NAME.sub("_", stem).strip("._") or "upload"
+    return _cut(stem, MAX_NAME_BYTES - len(suffix.encode("utf-8"))).rstrip("._") + suffix
+
+
+_EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt", "audio/wav": ".wav",
+               "audio/x-wav": ".wav", "audio/ogg": ".ogg", "audio/mp4": ".m4a"}
+
+
+def _save_upload(folder: Path, clean: str, data: bytes) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    clean = _SAFE_NAME.sub("_", Path(name).name).strip("._") or "upload"
     target = folder / clean
     if target.exists():
         target = folder / f"{target.stem}_{int(time.time() * 1000)}{target.suffix}"
@@ -127,7 +169,8 @@ async def upload(request: Request) -> Response:
         raise ApiError(415, f"file type {mime or 'unknown'!r} is not accepted (images, audio, text, PDF)")
     if mime.startswith("image/") and not _looks_like_image(data):
         raise ApiError(415, "the file says it is an image but its content is not")
-    path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", filename, data)
+    clean = upload_name(filename, mime)
+    path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
     result = await agent_port.ask_with_media(
         ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port, plugin_ops
-from homeagent_core.builtin.webui.common import ApiError, UIState, ok, read_body, require_api
+from homeagent_core.builtin.webui.common import (
+    ApiError,
+    UIState,
+    is_json_type,
+    json_body,
+    media_type,
+    ok,
+    read_body,
+    require_api,
+)
 from homeagent_core.plugins import packages
 
 __all__ = ["routes"]
 
 _PLUGIN_NAME = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_.-]{1,128}$")
 MAX_PACKAGE_BYTES = packages.MAX_PACKAGE_BYTES
+#: Content types under which a request body is taken as the package bytes.
+PACKAGE_TYPES = frozenset({"application/zip", "application/octet-stream", "application/x-zip-compressed"})
 
 
 def _ui(request: Request) -> UIState:
@@ -82,20 +95,78 @@ async def plugin_enable(request: Request) -> Response:
 
 @require_api
 async def plugin_install(request: Request) -> Response:
-    """The raw ``.hmap`` bytes as the body; ``?overwrite=true`` upgrades an installed plugin."""
-    if request.headers.get("content-type", "").startswith("multipart/"):
-        raise ApiError(400, "send the .hmap file as the raw request body (Content-Type: application/zip)")
+    """Install a ``.hmap``; ``?overwrite=true`` upgrades an installed plugin.
+
+    The body is chosen by its declared ``Content-Type``, never sniffed: ``application/zip`` or
+    ``application/octet-stream`` (the package bytes), ``multipart/form-data`` (a ``file``
+    field), or ``application/json`` (``{"path": "/x.hmap"}`` or ``{"url": "https://..."}``,
+    optional ``"overwrite": true``). Anything else is a 415.
+    """
+    kind = media_type(request)
     overwrite = _flag(request, "overwrite")
-    body = await read_body(request, MAX_PACKAGE_BYTES)
-    if not body:
-        raise ApiError(400, "empty body: send the .hmap file's bytes")
+    source: bytes | Path
+    fetched: Path | None = None
+    if kind in PACKAGE_TYPES:
+        source = await read_body(request, MAX_PACKAGE_BYTES)
+        if not source:
+            raise ApiError(400, "empty body: send the .hmap file's bytes")
+    elif kind == "multipart/form-data":
+        source = await _multipart_package(request)
+    elif is_json_type(kind):
+        data = await json_body(request)
+        overwrite = overwrite or _json_flag(data.get("overwrite", False))
+        url, path = data.get("url"), data.get("path")
+        if not isinstance(url, str | None) or not isinstance(path, str | None) or not (url or path):
+            raise ApiError(400, 'a JSON body must name the package: {"path": "/x.hmap"} or {"url": "https://..."}')
+        if url:
+            try:
+                fetched = await packages.download(url, Path(tempfile.gettempdir()))
+            except packages.PackageError as exc:
+                raise ApiError(502, f"download failed: {exc}") from None
+            source = fetched
+        else:
+            source = Path(str(path)).expanduser()
+    else:
+        shown = request.headers.get("content-type") or "none"
+        raise ApiError(415, f"Content-Type {shown} is not accepted: send the .hmap as application/zip (or "
+                            "application/octet-stream, or multipart/form-data field 'file'), or JSON {path} / {url}")
     try:
-        result = await plugin_ops.install(_ui(request).services, body, overwrite=overwrite)
+        result = await plugin_ops.install(_ui(request).services, source, overwrite=overwrite)
     except packages.PackageExistsError as exc:
         raise ApiError(409, str(exc)) from None
     except packages.PackageError as exc:
         raise ApiError(400, str(exc)) from None
+    finally:
+        if fetched is not None:
+            fetched.unlink(missing_ok=True)
     return ok(result, status=201)
+
+
+async def _multipart_package(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_PACKAGE_BYTES + 64 * 1024:
+        raise ApiError(413, f"request body too large (the package limit is {MAX_PACKAGE_BYTES} bytes)")
+    try:
+        async with request.form(max_files=1, max_fields=4, max_part_size=MAX_PACKAGE_BYTES + 1) as form:
+            file = form.get("file")
+            if file is None or isinstance(file, str):
+                raise ApiError(400, "missing multipart field 'file' (the .hmap)")
+            data = await file.read(MAX_PACKAGE_BYTES + 1)
+    except ApiError:
+        raise
+    except Exception as exc:  # multipart parser errors are user input errors
+        raise ApiError(400, f"could not read the upload: {exc}") from None
+    if len(data) > MAX_PACKAGE_BYTES:
+        raise ApiError(413, f"request body too large (the package limit is {MAX_PACKAGE_BYTES} bytes)")
+    if not data:
+        raise ApiError(400, "the multipart field 'file' is empty")
+    return data
+
+
+def _json_flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ApiError(400, f"overwrite must be true or false, got {value!r}")
 
 
 @require_api

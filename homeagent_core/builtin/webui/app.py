@@ -20,6 +20,7 @@ from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_pl
 from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
 from homeagent_core.builtin.webui.common import UIState, authenticated, error, require_api, require_web
 from homeagent_core.builtin.webui.events import EventHub
+from homeagent_core.builtin.webui.guard import RequestGuard, parse_allowed_hosts
 from homeagent_core.builtin.webui.history import ChatHistory
 from homeagent_core.plugins.registries import PluginRoutes
 from homeagent_sdk.errors import PluginLoadError
@@ -59,6 +60,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
     )
     try:
         proxies = parse_proxies(sdk.settings.get("trusted_proxies"))
+        allowed_hosts = parse_allowed_hosts(sdk.settings.get("allowed_hosts"))
     except ValueError as exc:
         raise PluginLoadError(f"webui: {exc}", plugin_name="webui") from None
     hub = EventHub()
@@ -72,6 +74,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         hub=hub,
         history=history,
         proxies=proxies,
+        allowed_hosts=allowed_hosts,
         plugin_dir=sdk.data_dir,
         max_body=sdk.settings.get("max_body_bytes"),
         max_upload=sdk.settings.get("max_upload_bytes"),
@@ -116,7 +119,8 @@ def _plugin_routes(state: UIState) -> list[Mount]:
     return mounts
 
 
-def build_app(state: UIState) -> Starlette:
+def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
+    """The web UI app; every request first passes the Host/Origin guard (see ``guard``)."""
     routes: list[Any] = [
         Route("/", index, methods=["GET"]),
         Route("/login", login_page, methods=["GET"]),
@@ -130,7 +134,10 @@ def build_app(state: UIState) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(GZipMiddleware, minimum_size=2048)],
+        middleware=[
+            Middleware(RequestGuard, bound_host=bound_host, allowed_hosts=state.allowed_hosts),
+            Middleware(GZipMiddleware, minimum_size=2048),
+        ],
         exception_handlers={404: not_found, 405: method_not_allowed},
     )
     app.state.ui = state

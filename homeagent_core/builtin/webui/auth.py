@@ -15,13 +15,16 @@ import json
 import os
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Credentials", "LoginLimiter", "Sessions", "client_ip", "parse_proxies"]
+__all__ = ["Credentials", "LoginLimiter", "Sessions", "client_ip", "parse_proxies", "request_scheme"]
 
 SESSION_COOKIE = "homeagent_session"
+#: The header a cookie session must echo its CSRF token in on state-changing requests.
+CSRF_HEADER = "x-csrf-token"
 
 
 def _scrypt(password: str, salt: bytes) -> str:
@@ -89,26 +92,34 @@ class Credentials:
 
 @dataclass
 class Sessions:
-    """Login sessions: random tokens with an expiry (kept in memory)."""
+    """Login sessions: random tokens with an expiry and a CSRF token each (kept in memory)."""
 
     ttl_s: float = 24 * 3600
-    _tokens: dict[str, float] = field(default_factory=dict)
+    _tokens: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def create(self) -> str:
         token = secrets.token_hex(32)
-        self._tokens[token] = time.time() + self.ttl_s
+        self._tokens[token] = (time.time() + self.ttl_s, secrets.token_urlsafe(32))
         return token
 
     def valid(self, token: str | None) -> bool:
+        return self.csrf_token(token) is not None
+
+    def csrf_token(self, token: str | None) -> str | None:
+        """The CSRF token of a live session (None when the session is unknown or expired).
+
+        Cookie-authenticated requests that change state must echo it in ``X-CSRF-Token``; a
+        page on another origin cannot read it, so it cannot forge such a request.
+        """
         if not token:
-            return False
-        expiry = self._tokens.get(token)
-        if expiry is None:
-            return False
-        if expiry < time.time():
+            return None
+        entry = self._tokens.get(token)
+        if entry is None:
+            return None
+        if entry[0] < time.time():
             del self._tokens[token]
-            return False
-        return True
+            return None
+        return entry[1]
 
     def drop(self, token: str | None) -> None:
         if token:
@@ -117,29 +128,66 @@ class Sessions:
 
 @dataclass
 class LoginLimiter:
-    """At most ``limit`` failed logins per source within ``window_s``."""
+    """Per-source login backoff: ``free`` failures, then waits that double up to ``max_wait_s``.
 
-    limit: int = 5
-    window_s: float = 600.0
-    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    A source is an IPv4 address or an IPv6 /64 (one host usually owns a whole /64). After
+    ``free`` failed logins a source waits ``base_wait_s`` before its next try, and each further
+    failure doubles the wait up to ``max_wait_s``: a password guesser is slowed to a few tries an
+    hour while the owner, after mistyping, is never locked out for longer than ``max_wait_s``.
+    A success, or ``forget_s`` without failures, clears the source. While a source waits every
+    try is refused unchecked, the right password included. At most ``max_sources`` are tracked
+    (the oldest are dropped first) so that many addresses cannot exhaust memory.
+    """
+
+    free: int = 5
+    base_wait_s: float = 30.0
+    max_wait_s: float = 900.0
+    forget_s: float = 24 * 3600.0
+    max_sources: int = 4096
+    clock: Callable[[], float] = time.monotonic
+    _state: OrderedDict[str, tuple[int, float, float]] = field(default_factory=OrderedDict)
+
+    @staticmethod
+    def key(source: str) -> str:
+        """The bucket of an address: the address itself, or its /64 for IPv6."""
+        try:
+            addr = ipaddress.ip_address(source)
+        except ValueError:
+            return source
+        if isinstance(addr, ipaddress.IPv6Address):
+            if addr.ipv4_mapped is not None:
+                return str(addr.ipv4_mapped)
+            return str(ipaddress.ip_network(f"{addr}/64", strict=False))
+        return str(addr)
+
+    def _entry(self, key: str) -> tuple[int, float, float] | None:
+        entry = self._state.get(key)
+        if entry is not None and self.clock() - entry[2] > self.forget_s:
+            del self._state[key]
+            return None
+        return entry
 
     def retry_after(self, source: str) -> int:
         """Seconds until ``source`` may try again (0 = now)."""
-        now = time.time()
-        failures = self._failures.get(source)
-        if not failures:
+        entry = self._entry(self.key(source))
+        if entry is None:
             return 0
-        while failures and failures[0] <= now - self.window_s:
-            failures.popleft()
-        if len(failures) < self.limit:
-            return 0
-        return max(1, int(failures[0] + self.window_s - now) + 1)
+        left = entry[1] - self.clock()
+        return max(1, int(left + 0.999)) if left > 0 else 0
 
-    def failed(self, source: str) -> None:
-        self._failures.setdefault(source, deque()).append(time.time())
+    def failed(self, source: str) -> float:
+        """Count a failed login; returns the wait it now imposes on ``source`` (0 while still free)."""
+        key, now = self.key(source), self.clock()
+        count = (self._entry(key) or (0, 0.0, 0.0))[0] + 1
+        wait = 0.0 if count < self.free else min(self.max_wait_s, self.base_wait_s * 2 ** (count - self.free))
+        self._state[key] = (count, now + wait, now)
+        self._state.move_to_end(key)
+        while len(self._state) > self.max_sources:
+            self._state.popitem(last=False)
+        return wait
 
     def succeeded(self, source: str) -> None:
-        self._failures.pop(source, None)
+        self._state.pop(self.key(source), None)
 
 
 def parse_proxies(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -158,17 +206,40 @@ def parse_proxies(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Netwo
     return nets
 
 
-def client_ip(
-    peer: str, headers: dict[str, str], proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
-) -> str:
-    """The client's address: the peer, unless the peer is a trusted proxy (then X-Forwarded-For)."""
+def _trusted(value: str, proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
     try:
-        addr = ipaddress.ip_address(peer)
+        addr = ipaddress.ip_address(value.strip().strip("[]"))
     except ValueError:
+        return False
+    return any(addr in net for net in proxies)
+
+
+def client_ip(
+    peer: str, headers: Mapping[str, str], proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+) -> str:
+    """The client's address: the socket peer, unless the peer is a trusted proxy.
+
+    Behind trusted proxies ``X-Forwarded-For`` is read from the right: each proxy appends the
+    address it received from, so the first entry that is not itself a trusted proxy is the
+    client. Entries further left were written by the client and prove nothing.
+    """
+    if not _trusted(peer, proxies):
         return peer
-    if not any(addr in net for net in proxies):
-        return peer
-    forwarded = headers.get("x-forwarded-for", "")
-    if forwarded:
-        return forwarded.split(",")[0].strip()
+    hops = [h.strip() for h in headers.get("x-forwarded-for", "").split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, proxies):
+            return hop
+    if hops:
+        return hops[0]
     return headers.get("x-real-ip", peer).strip() or peer
+
+
+def request_scheme(
+    scheme: str, peer: str, headers: Mapping[str, str], proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+) -> str:
+    """``https`` when the connection is TLS, or a trusted proxy says its client used TLS."""
+    if _trusted(peer, proxies):
+        forwarded = headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+        if forwarded in ("http", "https"):
+            return forwarded
+    return scheme

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -13,7 +14,16 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from homeagent_core.builtin.webui.auth import SESSION_COOKIE, Credentials, LoginLimiter, Sessions, client_ip
+from homeagent_core.builtin.webui.auth import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    Credentials,
+    LoginLimiter,
+    Sessions,
+    client_ip,
+    request_scheme,
+)
+from homeagent_core.builtin.webui.guard import SAFE_METHODS
 
 if TYPE_CHECKING:
     import ipaddress
@@ -22,7 +32,9 @@ if TYPE_CHECKING:
     from homeagent_core.builtin.webui.history import ChatHistory
     from homeagent_core.plugins.sdk import Services
 
-__all__ = ["ApiError", "UIState", "error", "json_body", "ok", "require_api", "require_web"]
+__all__ = [
+    "ApiError", "UIState", "error", "is_json_type", "json_body", "media_type", "ok", "require_api", "require_web",
+]
 
 log = logging.getLogger("homeagent.webui")
 
@@ -50,6 +62,7 @@ class UIState:
     history: ChatHistory
     proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     plugin_dir: Path
+    allowed_hosts: frozenset[str] = frozenset()
     max_body: int = 1024 * 1024
     max_upload: int = 64 * 1024 * 1024
     started_at: float = 0.0
@@ -62,8 +75,14 @@ class UIState:
         return self.services.kernel
 
     def source_of(self, request: Request) -> str:
+        """The client address: the socket peer, or what a trusted proxy forwarded."""
         peer = request.client.host if request.client else ""
-        return client_ip(peer, dict(request.headers), self.proxies)
+        return client_ip(peer, request.headers, self.proxies)
+
+    def scheme_of(self, request: Request) -> str:
+        """``https`` when the browser's connection is TLS (directly or at a trusted proxy)."""
+        peer = request.client.host if request.client else ""
+        return request_scheme(request.url.scheme, peer, request.headers, self.proxies)
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -102,12 +121,23 @@ def _guarded(fn: Endpoint, *, web: bool) -> Endpoint:
                 return RedirectResponse("/login", status_code=302)
             return error(401, "unauthorized")
         request.state.auth = method
+        if method == "session" and request.method not in SAFE_METHODS and not _csrf_ok(request):
+            return error(403, (
+                "missing or wrong X-CSRF-Token header: a logged-in browser session must send the token from "
+                "GET /api/v1/session with every change (scripts should use the API key instead)"
+            ))
         try:
             return await fn(request)
         except ApiError as exc:
             return error(exc.status, exc.message, exc.headers)
 
     return wrapper
+
+
+def _csrf_ok(request: Request) -> bool:
+    expected = _state(request).sessions.csrf_token(request.cookies.get(SESSION_COOKIE))
+    sent = request.headers.get(CSRF_HEADER, "")
+    return bool(expected and sent) and hmac.compare_digest(sent.encode(), str(expected).encode())
 
 
 def require_api(fn: Endpoint) -> Endpoint:
@@ -134,9 +164,26 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def media_type(request: Request) -> str:
+    """The request's ``Content-Type`` without parameters, lower-cased (``""`` when absent)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def is_json_type(kind: str) -> bool:
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
 async def json_body(request: Request, *, required: dict[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
-    """Parse a JSON object body and check required fields' types; errors are 400/413."""
+    """Parse a JSON object body and check required fields' types; errors are 400/413/415.
+
+    A body must say ``Content-Type: application/json``: a browser form or a ``text/plain``
+    fetch from another site can send JSON-looking text, but never with that type unless the
+    server allowed it through CORS (it does not).
+    """
     raw = await read_body(request, _state(request).max_body)
+    if raw.strip() and not is_json_type(media_type(request)):
+        shown = request.headers.get("content-type") or "none"
+        raise ApiError(415, f"Content-Type must be application/json for this endpoint, got {shown}")
     try:
         data = orjson.loads(raw or b"{}")
     except orjson.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from homeagent_core.plugins import packages
@@ -26,8 +27,8 @@ def _running(services: Any, name: str) -> Any:
     return supervisor.get(name) if supervisor is not None else None
 
 
-async def install(services: Any, data: bytes, *, overwrite: bool = False) -> dict[str, Any]:
-    """Validate and install a ``.hmap`` from its bytes; a running plugin is upgraded in place.
+async def install(services: Any, data: bytes | Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Validate and install a ``.hmap`` (its bytes or a local path); a running plugin is upgraded in place.
 
     Raises:
         packages.PackageExistsError: installed already and ``overwrite`` is false.

@@ -1,14 +1,14 @@
-"""The pluginmgr built-in: tools and the loopback HTTP API over real packages, supervised proc
-plugins, a real config and real HTTP on 127.0.0.1."""
+"""The pluginmgr built-in: tools over real packages and supervised proc plugins, and its HTTP
+door (the web UI's /api/v1/plugins) over real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import functools
 import http.server
 import io
 import json
-import socket
+import os
 import sys
 import threading
 import zipfile
@@ -20,19 +20,19 @@ import httpx
 import pytest
 
 from homeagent_core.app import App
-from homeagent_core.builtin.pluginmgr import PluginMgr, make_plugin, parse_http_addr
+from homeagent_core.builtin.pluginmgr import make_plugin
 from homeagent_core.config import ConfigStore
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.proc import discover_proc_plugins
-from homeagent_core.plugins.registries import PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_core.plugins.supervisor import Supervisor
-from homeagent_sdk.errors import PluginLoadError
 from homeagent_sdk.testing import FakeModel
 from homeagent_sdk.types import StageContext, ToolCall
 
 RAW = Path(__file__).resolve().parents[2] / "plugins" / "raw_ndjson_plugin.py"
 MGR = "homeagent_core.builtin.pluginmgr"
+WEBUI = "homeagent_core.builtin.webui"
+API_KEY = "test-api-key-0123456789"
 
 
 def raw_hmap(path: Path, version: str, marker: str = "[raw]") -> Path:
@@ -48,11 +48,8 @@ def bad_hmap(path: Path) -> Path:
     return path
 
 
-def mgr_sdk(services: Services, **settings: Any) -> ScopedSDK:
-    """The pluginmgr's scoped SDK with its settings declared (and ``settings`` applied)."""
-    PluginMgr().register_settings(PluginSettings("pluginmgr", services.config))
-    for key, value in settings.items():
-        services.config.set(f"plugin.pluginmgr.{key}", value)
+def mgr_sdk(services: Services) -> ScopedSDK:
+    """The pluginmgr's privileged scoped SDK."""
     return ScopedSDK.for_plugin("pluginmgr", services, privileged=True)
 
 
@@ -62,8 +59,7 @@ async def test_install_list_info_upgrade_and_remove_through_the_tools(tmp_path: 
     supervisor = Supervisor(backoff=(0.01, 0.01, 0.01))
     services = Services(config=config, bus=bus, data_dir=tmp_path, supervisor=supervisor)
     mgr = make_plugin()
-    await mgr.startup(mgr_sdk(services, http_addr=""))
-    assert mgr.server is None  # empty address: no HTTP API
+    await mgr.startup(mgr_sdk(services))
     try:
         first = json.loads(await mgr.plugin_install(str(raw_hmap(tmp_path / "a.hmap", "1.0"))))
         assert first["status"] == "installed" and first["action"] == "reload_required"
@@ -92,7 +88,6 @@ async def test_install_list_info_upgrade_and_remove_through_the_tools(tmp_path: 
         assert json.loads(mgr.plugin_info("raw")) == {"error": "plugin not found"}
         assert json.loads(await mgr.plugin_remove("raw")) == {"error": "plugin not found"}
     finally:
-        await mgr.shutdown()
         await supervisor.stop_all()
         await bus.aclose()
         config.close()
@@ -157,28 +152,50 @@ def file_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         thread.join(timeout=5)
 
 
+def listening_tcp_ports() -> set[int]:
+    """TCP ports this process listens on (its own sockets, matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table, encoding="ascii") as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 @pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Any]:
-    """``await running(install_first=False)`` -> (App, pluginmgr plugin, httpx client)."""
+async def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """``await running(install_first=False)`` -> (App, web UI plugin, httpx client with the API key)."""
+    monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", API_KEY)
     apps: list[App] = []
     clients: list[httpx.AsyncClient] = []
 
-    async def make(*, install_first: bool = False) -> tuple[App, PluginMgr, httpx.AsyncClient]:
+    async def make(*, install_first: bool = False) -> tuple[App, Any, httpx.AsyncClient]:
         data = tmp_path / "data"
         if install_first:  # an installed proc plugin the app starts and supervises
             from homeagent_core.plugins.packages import install_package
 
             install_package(data, raw_hmap(tmp_path / "first.hmap", "1.0"))
-        app = App(data, load_entrypoints=False, builtins=[MGR], provider=FakeModel(default="ok"), memory=False,
-                  overrides={"plugin.pluginmgr.http_addr": "127.0.0.1:0"})
+        before = listening_tcp_ports()
+        app = App(data, load_entrypoints=False, builtins=[MGR, WEBUI], provider=FakeModel(default="ok"),
+                  memory=False)
+        app.services.listen_port = 0
         apps.append(app)
         await app.start()
         assert app.status()["failed"] == [], app.status()
-        mgr = app.host.pm.get_plugin("pluginmgr")
-        assert mgr.port and mgr.host == "127.0.0.1"
-        client = httpx.AsyncClient(base_url=mgr.url, timeout=30)
+        web = app.host.pm.get_plugin("webui")
+        # the web UI is the only listener the daemon added: the plugin manager has no port of its own
+        assert listening_tcp_ports() - before == {web.port}
+        client = httpx.AsyncClient(base_url=web.url, timeout=30, headers={"X-API-Key": API_KEY})
         clients.append(client)
-        return app, mgr, client
+        return app, web, client
 
     yield make
     for client in clients:
@@ -188,90 +205,47 @@ async def running(tmp_path: Path) -> AsyncIterator[Any]:
             await app.stop()
 
 
-async def test_the_http_api_installs_lists_details_and_removes_packages(
+async def test_the_plugin_manager_http_door_is_the_authenticated_web_ui(
     running: Any, tmp_path: Path, file_server: tuple[str, Path]
 ) -> None:
-    app, _mgr, client = await running()
-    assert (await client.get("/plugins")).json() == []
-
+    app, web, client = await running()
     package = raw_hmap(tmp_path / "raw.hmap", "1.0").read_bytes()
-    created = await client.post("/plugins", content=package, headers={"content-type": "application/zip"})
+    async with httpx.AsyncClient(base_url=web.url, timeout=30) as stranger:
+        anonymous = await stranger.post("/api/v1/plugins", content=package, headers={"content-type": "application/zip"})
+        assert anonymous.status_code == 401
+    assert not (app.data_dir / "plugins" / "raw").exists()
+
+    created = await client.post("/api/v1/plugins", content=package, headers={"content-type": "application/zip"})
     assert created.status_code == 201, created.text
-    body = created.json()
-    assert (body["status"], body["name"], body["version"], body["action"]) == (
-        "installed", "raw", "1.0", "reload_required")
-    assert len(body["checksum"]) == 64 and (app.data_dir / "plugins" / "raw" / "plugin.bin").exists()
-
-    again = await client.post("/plugins", content=package)
-    assert again.status_code == 409
-    assert again.json()["error"] == "plugin already exists" and again.json()["current"] == "1.0"
-
-    by_path = await client.post("/plugins", json={"path": str(raw_hmap(tmp_path / "v2.hmap", "2.0")),
-                                                  "overwrite": True})
+    assert (created.json()["name"], created.json()["version"]) == ("raw", "1.0")
+    by_path = await client.post("/api/v1/plugins", json={"path": str(raw_hmap(tmp_path / "v2.hmap", "2.0")),
+                                                         "overwrite": True})
     assert by_path.status_code == 201, by_path.text
     assert (by_path.json()["action"], by_path.json()["previous_version"]) == ("upgraded", "1.0")
-
-    listed = (await client.get("/plugins")).json()
-    assert listed == [{"name": "raw", "version": "2.0", "description": "", "author": "", "entry": "plugin.bin",
-                       "deprecated": False}]
-    details = (await client.get("/plugins/raw")).json()
-    assert details["version"] == "2.0" and details["files"] == ["plugin.bin", "plugin.json"]
-    for key in ("license", "homepage", "repository", "min_version", "tags", "deprecated"):
-        assert key in details
-
-    missing = await client.get("/plugins/nope")
-    assert (missing.status_code, missing.json()) == (404, {"error": "plugin not found"})
-    removed = await client.delete("/plugins/raw")
-    assert removed.status_code == 200
-    assert removed.json() == {"status": "removed", "name": "raw", "action": "reload_required"}
-    assert not (app.data_dir / "plugins" / "raw").exists()
-    gone = await client.delete("/plugins/raw")
-    assert (gone.status_code, gone.json()) == (404, {"error": "plugin not found"})
-
     base, www = file_server
     raw_hmap(www / "served.hmap", "3.0")
-    by_url = await client.post("/plugins", json={"url": f"{base}/served.hmap"})
-    assert by_url.status_code == 201, by_url.text
-    assert by_url.json()["version"] == "3.0"
-    not_there = await client.post("/plugins", json={"url": f"{base}/absent.hmap"})
-    assert not_there.status_code == 502 and "HTTP 404" in not_there.json()["details"]
-
-
-async def test_the_http_api_refuses_bad_requests_with_clear_errors(running: Any, tmp_path: Path) -> None:
-    app, _mgr, client = await running()
-    neither = await client.post("/plugins", json={"overwrite": True})
-    assert (neither.status_code, neither.json()) == (400, {"error": "url or path is required"})
-    empty = await client.post("/plugins", content=b"")
-    assert empty.status_code == 400 and empty.json()["error"] == "url or path is required"
-    broken_json = await client.post("/plugins", content=b"{not json", headers={"content-type": "application/json"})
-    assert broken_json.status_code == 400 and "not valid JSON" in broken_json.json()["error"]
-    invalid = await client.post("/plugins", json={"path": str(bad_hmap(tmp_path / "bad.hmap"))})
-    assert invalid.status_code == 400
-    assert invalid.json()["error"] == "invalid package" and "missing required" in invalid.json()["details"]
-    not_zip = await client.post("/plugins", content=b"PK-but-not-really")
-    assert not_zip.status_code == 400 and "not a valid zip" in not_zip.json()["details"]
-    no_file = await client.post("/plugins", json={"path": str(tmp_path / "absent.hmap")})
-    assert no_file.status_code == 400 and "cannot read package" in no_file.json()["details"]
-    scheme = await client.post("/plugins", json={"url": "ftp://example.com/x.hmap"})
-    assert scheme.status_code == 502 and "only http and https" in scheme.json()["details"]
-    flag = await client.post("/plugins?overwrite=maybe", content=b"x")
-    assert flag.status_code == 400 and "overwrite must be true or false" in flag.json()["error"]
-    assert not any((app.data_dir / "plugins").iterdir())  # nothing was left behind
+    by_url = await client.post("/api/v1/plugins?overwrite=true", json={"url": f"{base}/served.hmap"})
+    assert by_url.status_code == 201 and by_url.json()["version"] == "3.0", by_url.text
+    not_there = await client.post("/api/v1/plugins", json={"url": f"{base}/absent.hmap"})
+    assert not_there.status_code == 502 and "HTTP 404" in not_there.json()["error"]
+    invalid = await client.post("/api/v1/plugins", json={"path": str(bad_hmap(tmp_path / "bad.hmap"))})
+    assert invalid.status_code == 400 and "missing required" in invalid.json()["error"]
+    assert (await client.delete("/api/v1/plugins/raw")).status_code == 200
+    assert not (app.data_dir / "plugins" / "raw").exists()
 
 
 async def test_installing_over_a_running_proc_plugin_restarts_it_on_the_new_version(
     running: Any, tmp_path: Path
 ) -> None:
-    app, _mgr, client = await running(install_first=True)
+    app, _web, client = await running(install_first=True)
     assert app.supervisor is not None and app.kernel is not None
     plugin = app.supervisor.get("raw")
     old_pid = plugin.runtime_info()["pid"]
     assert old_pid > 0
-    listed = (await client.get("/plugins")).json()
-    assert listed[0]["status"] == "started" and listed[0]["pid"] == old_pid
 
     package = raw_hmap(tmp_path / "v2.hmap", "2.0", "[v2]").read_bytes()
-    upgraded = await client.post("/plugins?overwrite=true", content=package)
+    upgraded = await client.post("/api/v1/plugins?overwrite=true", content=package,
+                                 headers={"content-type": "application/octet-stream"})
     assert upgraded.status_code == 201, upgraded.text
     assert (upgraded.json()["action"], upgraded.json()["previous_version"]) == ("reloaded", "1.0")
     info = plugin.runtime_info()
@@ -280,84 +254,9 @@ async def test_installing_over_a_running_proc_plugin_restarts_it_on_the_new_vers
     await plugin.before_output(ctx)
     assert ctx.final_text == "x [v2]"
 
-    removed = await client.delete("/plugins/raw")
+    removed = await client.delete("/api/v1/plugins/raw")
     assert removed.status_code == 200
     assert not plugin.runtime_info()["alive"]
     assert plugin.runtime_info()["tools"] == []
     result = await app.kernel.tools.execute(ToolCall("c", "raw_echo", {"text": "hi"}))
     assert not result.success
-
-
-async def test_a_non_loopback_address_is_refused_unless_allowed(tmp_path: Path) -> None:
-    config = ConfigStore(":memory:")
-    bus = EventBus()
-    services = Services(config=config, bus=bus, data_dir=tmp_path)
-    try:
-        refused = PluginMgr()
-        with pytest.raises(PluginLoadError, match=r"not a loopback address.*http_allow_remote"):
-            await refused.startup(mgr_sdk(services, http_addr="0.0.0.0:0"))
-        assert refused.server is None
-        allowed = PluginMgr()
-        config.set("plugin.pluginmgr.http_allow_remote", True)
-        await allowed.startup(ScopedSDK.for_plugin("pluginmgr", services, privileged=True))
-        try:
-            assert allowed.host == "0.0.0.0" and allowed.port
-            async with httpx.AsyncClient(timeout=30) as client:
-                reply = await client.get(f"http://127.0.0.1:{allowed.port}/plugins")
-            assert reply.json() == []
-        finally:
-            await allowed.shutdown()
-    finally:
-        await bus.aclose()
-        config.close()
-
-
-def test_listen_addresses_are_parsed_and_checked() -> None:
-    assert parse_http_addr("127.0.0.1:9876", allow_remote=False) == ("127.0.0.1", 9876)
-    assert parse_http_addr(":9876", allow_remote=False) == ("127.0.0.1", 9876)
-    assert parse_http_addr("[::1]:9876", allow_remote=False) == ("::1", 9876)
-    assert parse_http_addr("localhost:1", allow_remote=False) == ("localhost", 1)
-    assert parse_http_addr("192.168.1.5:80", allow_remote=True) == ("192.168.1.5", 80)
-    for bad in ("9876", "host:port", "127.0.0.1:70000"):
-        with pytest.raises(ValueError, match="not host:port"):
-            parse_http_addr(bad, allow_remote=False)
-    for remote in ("0.0.0.0:9876", "192.168.1.5:9876", "example.com:9876"):
-        with pytest.raises(ValueError, match="not a loopback address"):
-            parse_http_addr(remote, allow_remote=False)
-
-
-async def test_a_port_in_use_is_a_clear_plugin_start_error(tmp_path: Path) -> None:
-    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
-    app = App(tmp_path / "data", load_entrypoints=False, builtins=[MGR], provider=FakeModel(default="ok"),
-              memory=False, overrides={"plugin.pluginmgr.http_addr": f"127.0.0.1:{port}"})
-    try:
-        await app.start()
-        info = app.host.info("pluginmgr")
-        assert info is not None and info.status == "failed"
-        assert f"cannot listen on 127.0.0.1:{port}" in info.error
-        assert "plugin.pluginmgr.http_addr" in info.error
-    finally:
-        await app.stop()
-        taken.close()
-
-
-async def test_shutdown_closes_the_listening_socket(tmp_path: Path) -> None:
-    config = ConfigStore(":memory:")
-    bus = EventBus()
-    services = Services(config=config, bus=bus, data_dir=tmp_path)
-    mgr = PluginMgr()
-    try:
-        await mgr.startup(mgr_sdk(services, http_addr="127.0.0.1:0"))
-        port = mgr.port
-        async with httpx.AsyncClient(timeout=30) as client:
-            assert (await client.get(f"http://127.0.0.1:{port}/plugins")).status_code == 200
-        await mgr.shutdown()
-        with pytest.raises(OSError):
-            await asyncio.open_connection("127.0.0.1", port)
-    finally:
-        await mgr.shutdown()
-        await bus.aclose()
-        config.close()

@@ -4,8 +4,23 @@
 const $ = (selector) => document.querySelector(selector);
 const HIDDEN_CHANNELS = new Set(["_consolidation_", "http"]);
 
+// A logged-in session must echo its CSRF token on every change (POST/PUT/DELETE); the server
+// hands it out only to this origin (GET /api/v1/session), so other sites cannot forge changes.
+let csrfToken = null;
+async function csrf() {
+  if (csrfToken === null) {
+    const response = await fetch("/api/v1/session", {credentials: "same-origin"});
+    const body = response.ok ? await response.json() : {};
+    csrfToken = body.csrf_token || "";
+  }
+  return csrfToken;
+}
+
 async function api(path, options = {}) {
-  const response = await fetch(path, {credentials: "same-origin", ...options});
+  const method = (options.method || "GET").toUpperCase();
+  const headers = {...(options.headers || {})};
+  if (!["GET", "HEAD", "OPTIONS"].includes(method)) headers["X-CSRF-Token"] = await csrf();
+  const response = await fetch(path, {credentials: "same-origin", ...options, headers});
   if (response.status === 401) {
     window.location.href = "/login";
     throw new Error("unauthorized");

@@ -53,10 +53,13 @@ async def test_login_sets_a_safe_session_cookie_and_logout_ends_it(daemon: WebDa
         response = await client.post("/api/v1/login", json={"username": "admin", "password": daemon.password})
         assert response.status_code == 200
         cookie = response.headers["set-cookie"].lower()
-        assert "httponly" in cookie and "samesite=lax" in cookie and "max-age=86400" in cookie
+        assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=86400" in cookie
+        assert "secure" not in cookie  # plain http on loopback: a Secure cookie would never come back
+        token = response.json()["csrf_token"]
+        assert (await client.get("/api/v1/session")).json() == {"auth": "session", "csrf_token": token}
         assert (await client.get("/api/v1/status")).status_code == 200
         assert (await client.get("/", follow_redirects=False)).status_code == 200
-        assert (await client.post("/api/v1/logout")).status_code == 200
+        assert (await client.post("/api/v1/logout", headers={"X-CSRF-Token": token})).status_code == 200
         assert (await client.get("/api/v1/status")).status_code == 401
         page = await client.get("/", follow_redirects=False)
         assert page.status_code == 302 and page.headers["location"] == "/login"
@@ -74,7 +77,10 @@ async def test_login_failures_are_rate_limited_per_source_with_retry_after(daemo
 
 async def test_login_rejects_malformed_bodies(daemon: WebDaemon):
     async with daemon.client(key=False) as client:
-        assert (await client.post("/api/v1/login", content=b"{not json")).status_code == 400
+        broken = await client.post("/api/v1/login", content=b"{not json", headers={"content-type": "application/json"})
+        assert broken.status_code == 400
+        untyped = await client.post("/api/v1/login", content=b'{"username": "admin", "password": "x"}')
+        assert untyped.status_code == 415 and "application/json" in untyped.json()["error"]
         wrong = await client.post("/api/v1/login", json={"username": "admin", "password": 123})
         assert wrong.status_code == 400 and "must be str" in wrong.json()["error"]
 
@@ -84,12 +90,15 @@ def test_forwarded_for_is_trusted_only_from_configured_proxies():
     headers = {"x-forwarded-for": "203.0.113.9, 10.0.0.2"}
     assert client_ip("10.1.2.3", headers, proxies) == "203.0.113.9"
     assert client_ip("198.51.100.7", headers, proxies) == "198.51.100.7"
+    # a client behind the proxy writes what it likes on the left; the proxy appends the truth
+    spoofed = {"x-forwarded-for": "1.2.3.4, 203.0.113.9"}
+    assert client_ip("10.1.2.3", spoofed, proxies) == "203.0.113.9"
     with pytest.raises(ValueError, match="not an IP address"):
         parse_proxies("example.com")
 
 
 def test_the_login_limiter_forgets_after_success():
-    limiter = LoginLimiter(limit=2)
+    limiter = LoginLimiter(free=2)
     limiter.failed("a")
     limiter.failed("a")
     assert limiter.retry_after("a") >= 1 and limiter.retry_after("b") == 0

@@ -85,10 +85,26 @@ async def test_malicious_or_broken_packages_are_refused_with_the_installers_mess
     assert not (daemon.app.data_dir.parent / "outside.sh").exists()
 
 
-async def test_a_multipart_upload_is_refused_with_how_to_send_it(daemon: WebDaemon):
+async def test_a_package_is_taken_by_its_declared_type_and_never_sniffed(
+    daemon: WebDaemon, tmp_path: Path, build_hmap
+):
+    path = build_hmap(tmp_path, name="typed")
+    package = path.read_bytes()
     async with daemon.client() as client:
-        response = await client.post("/api/v1/plugins", files={"file": ("x.hmap", b"zip", "application/zip")})
-    assert response.status_code == 400 and "raw request body" in response.json()["error"]
+        for kind in ("text/plain", "application/x-www-form-urlencoded", ""):
+            refused = await client.post("/api/v1/plugins", content=package, headers={"content-type": kind})
+            assert refused.status_code == 415, kind
+            assert "application/zip" in refused.json()["error"]
+        empty_field = await client.post("/api/v1/plugins", files={"file": ("x.hmap", b"", "application/zip")})
+        assert empty_field.status_code == 400 and "'file' is empty" in empty_field.json()["error"]
+        form = await client.post("/api/v1/plugins", files={"file": ("typed.hmap", package, "application/zip")})
+        assert form.status_code == 201, form.text
+        by_path = await client.post("/api/v1/plugins?overwrite=true", json={"path": str(path)})
+        assert by_path.status_code == 201 and by_path.json()["name"] == "typed", by_path.text
+        neither = await client.post("/api/v1/plugins", json={"overwrite": True})
+        assert neither.status_code == 400 and '{"path"' in neither.json()["error"]
+        scheme = await client.post("/api/v1/plugins", json={"url": "ftp://example.com/x.hmap"})
+        assert scheme.status_code == 502 and "only http and https" in scheme.json()["error"]
 
 
 def alive(pid: int) -> bool:

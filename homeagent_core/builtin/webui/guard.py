@@ -1,0 +1,158 @@
+"""Request guards in front of every web UI route: Host (DNS rebinding) and Origin (cross-site).
+
+* **Host.** A page on ``evil.example`` whose DNS name is re-pointed at 127.0.0.1 talks to the
+  daemon as if it were its own origin, but its requests carry ``Host: evil.example``. Only
+  names that cannot be rebound by a stranger are served: IP literals, ``localhost`` (and
+  ``*.localhost``), the address the server is bound to, this machine's host name (and
+  ``<name>.local``), and the names in ``plugin.webui.allowed_hosts``. Anything else is a 421.
+* **Origin.** A state-changing request (any method but GET/HEAD/OPTIONS) whose ``Origin`` is
+  not this server's own origin, or whose ``Sec-Fetch-Site`` says it came from another site
+  (another port of the same host counts as another site), is a 403 — whatever credentials it
+  carries. Clients that are not browsers (scripts, the ``openai`` library) send neither header.
+
+The CSRF token that cookie sessions must send, and the JSON content-type rule, are checked by
+the route guards in :mod:`homeagent_core.builtin.webui.common`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["SAFE_METHODS", "RequestGuard", "parse_allowed_hosts", "split_host"]
+
+#: Methods that must not change state; everything else is checked for its Origin.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def split_host(value: str) -> tuple[str, int | None]:
+    """``"Example.COM:8080"`` → ``("example.com", 8080)``; ``"[::1]"`` → ``("::1", None)``.
+
+    A malformed port gives ``("", None)`` so that the caller refuses it.
+    """
+    value = value.strip().lower()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+        if rest and not rest.startswith(":"):
+            return "", None
+    elif value.count(":") == 1:
+        host, _, port = value.partition(":")
+    else:
+        host, port = value, ""  # a bare IPv6 address or a name without a port
+    if port and not (port.isdigit() and int(port) <= 65535):
+        return "", None
+    return host.rstrip("."), int(port) if port else None
+
+
+def parse_allowed_hosts(text: str) -> frozenset[str]:
+    """``plugin.webui.allowed_hosts`` (comma-separated host names) → lower-case names.
+
+    Raises:
+        ValueError: an entry is not a plain host name (it carries a scheme, a path or a port).
+    """
+    names = set()
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        host, port = split_host(item)
+        if not host or port is not None or "/" in item or "@" in item:
+            raise ValueError(
+                f"allowed_hosts: {item!r} is not a host name; write names only, e.g. agent.example.com,homeagent.lan"
+            )
+        names.add(host)
+    return frozenset(names)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _machine_names() -> set[str]:
+    name = socket.gethostname().lower().rstrip(".")
+    return {name, f"{name}.local"} if name else set()
+
+
+class RequestGuard:
+    """ASGI middleware refusing a foreign ``Host`` and a cross-site ``Origin``."""
+
+    def __init__(self, app: ASGIApp, *, bound_host: str = "", allowed_hosts: Iterable[str] = ()) -> None:
+        self.app = app
+        self.extra = frozenset(h.lower() for h in allowed_hosts)
+        self.allowed = {"localhost", *_machine_names(), *self.extra}
+        bound = split_host(bound_host)[0] if bound_host else ""
+        if bound and bound not in ("0.0.0.0", "::"):
+            self.allowed.add(bound)
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether a ``Host`` name (no port) may be served."""
+        return bool(host) and (host in self.allowed or host.endswith(".localhost") or _is_ip(host))
+
+    def origin_refusal(self, method: str, headers: dict[str, str], host: tuple[str, int | None]) -> str | None:
+        """Why a state-changing request is cross-site, or None when it is not."""
+        if method in SAFE_METHODS:
+            return None
+        origin = headers.get("origin")
+        if origin is None:
+            site = headers.get("sec-fetch-site", "")
+            if site in ("cross-site", "same-site"):
+                return f"cross-site request refused (Sec-Fetch-Site: {site})"
+            return None
+        parts = urlsplit(origin.strip().lower())
+        if origin.strip().lower() == "null" or parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            return f"cross-site request refused: Origin {origin!r} is not this server"
+        default = _DEFAULT_PORTS[parts.scheme]
+        try:
+            origin_port = parts.port or default
+        except ValueError:
+            return f"cross-site request refused: Origin {origin!r} is not this server"
+        same = parts.hostname == host[0] and origin_port == (host[1] or default)
+        if same or parts.hostname in self.extra:
+            return None
+        return (
+            f"cross-site request refused: Origin {origin!r} is not this server; a browser page may only change "
+            "state from the web UI itself (add a reverse proxy's public name to plugin.webui.allowed_hosts)"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = split_host(headers.get("host", ""))
+        if not self.host_allowed(host[0]):
+            shown = headers.get("host", "")
+            await _refuse(send, 421, (
+                f"Host {shown!r} is not served here (DNS rebinding protection); open the web UI by its address or "
+                "localhost, or add the name to plugin.webui.allowed_hosts"
+            ) if shown else "a Host header is required")
+            return
+        refusal = self.origin_refusal(scope["method"], headers, host)
+        if refusal is not None:
+            await _refuse(send, 403, refusal)
+            return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = orjson.dumps({"error": message})
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"x-content-type-options", b"nosniff"),
+    ]
+    start: dict[str, Any] = {"type": "http.response.start", "status": status, "headers": headers}
+    await send(start)
+    await send({"type": "http.response.body", "body": body})
