@@ -18,7 +18,9 @@ Protocol (one message per line, UTF-8):
   ``/settings [prefix]``, ``/settings get <key>``, ``/settings set <key> <value…>``, ``/stop``.
 
 The socket is ``<data>/cli.sock`` (``plugin.cli.socket_path``), mode 0600 by default
-(``plugin.cli.socket_mode``), so only the daemon's user can talk to the agent.
+(``plugin.cli.socket_mode``), so only the daemon's user can talk to the agent. It is bound in
+a private directory and moved into place with its mode already set, so it is never briefly
+open to other users.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import hmac
 import json
 import logging
 import os
+import shutil
 import socket
 import stat
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -155,8 +159,8 @@ class CliSocket:
         path = Path(raw).expanduser() if raw else data / "cli.sock"
         await asyncio.to_thread(_clear_stale_socket, path)
         mode = int(str(sdk.settings.get("socket_mode") or "0600"), 8)
-        self._server = await asyncio.start_unix_server(self._serve, path=str(path), limit=MAX_LINE)
-        os.chmod(path, mode)
+        sock = await asyncio.to_thread(_bind_private, path, mode)
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_LINE)
         self.path = path
         self._started = time.time()
         log.info("cli socket listening on %s (mode %o)", path, mode)
@@ -620,6 +624,30 @@ async def stream_turn(kernel: Any, text: str, send: Any) -> Any:
         elif isinstance(delta, str) and delta:
             send({"type": "delta", "content": delta})
     return await item.reply
+
+
+def _bind_private(path: Path, mode: int) -> socket.socket:
+    """A listening Unix socket at ``path`` that never exists there with another ``mode``.
+
+    ``bind`` creates the file with the process umask (often 0755 for a socket, so connectable
+    by every local user); it is bound inside a fresh 0700 directory, given ``mode`` there, and
+    only then renamed into place.
+    """
+    private = Path(tempfile.mkdtemp(prefix=".cli-sock-", dir=path.parent))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        staged = private / "s"
+        sock.bind(str(staged))
+        os.chmod(staged, mode)
+        sock.listen(100)
+        os.replace(staged, path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    sock.setblocking(False)
+    return sock
 
 
 def _clear_stale_socket(path: Path) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,28 @@ async def test_the_socket_is_private_and_removed_on_shutdown(harness):
         _clear_stale_socket(path)
     await h.stop()
     assert not path.exists()
+
+
+async def test_the_socket_never_appears_at_its_path_with_a_looser_mode(harness, monkeypatch: pytest.MonkeyPatch):
+    """With a permissive umask, the file a client can connect to already has mode 0600."""
+    seen: list[tuple[str, int | None]] = []
+    real_chmod = os.chmod
+
+    def chmod(target: Any, mode: int, *args: Any, **kwargs: Any) -> None:
+        public = Path(target).name == "cli.sock"
+        seen.append((Path(target).name, stat.S_IMODE(os.stat(target).st_mode) if public else None))
+        real_chmod(target, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    old_umask = os.umask(0)
+    try:
+        h = await harness([CLI])
+    finally:
+        os.umask(old_umask)
+    path = h.app.data_dir / "cli.sock"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert seen and all(name != "cli.sock" for name, _ in seen), seen  # the mode was set before it was there
+    await h.stop()
 
 
 async def test_a_stale_socket_file_is_replaced_and_a_plain_file_is_refused(tmp_path: Path):
