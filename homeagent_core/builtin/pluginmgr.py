@@ -135,6 +135,14 @@ class PluginMgr:
         if services is None:
             raise PluginLoadError("pluginmgr needs the privileged services of a built-in plugin", plugin_name=self.name)
         self._services = services
+        config = getattr(services, "config", None)
+        stale = sorted(config.items("plugin.pluginmgr.http_")) if config is not None else []
+        if stale:
+            log.warning(
+                "%s no longer does anything: the plugin manager opens no port of its own; use the web UI's "
+                "/api/v1/plugins with the API key or a login (remove the setting with `homeagent config unset`)",
+                ", ".join(stale),
+            )
 
     @property
     def services(self) -> Any:

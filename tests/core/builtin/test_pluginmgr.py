@@ -260,3 +260,26 @@ async def test_installing_over_a_running_proc_plugin_restarts_it_on_the_new_vers
     assert plugin.runtime_info()["tools"] == []
     result = await app.kernel.tools.execute(ToolCall("c", "raw_echo", {"text": "hi"}))
     assert not result.success
+
+
+async def test_a_stored_listen_address_from_older_versions_is_reported_as_unused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from homeagent_sdk.types import ConfigDef
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    old = ConfigStore(data / "config.db")
+    old.define(ConfigDef(key="plugin.pluginmgr.http_addr", type="string", default="127.0.0.1:9876"))
+    old.set("plugin.pluginmgr.http_addr", "127.0.0.1:9876")
+    old.close()
+    caplog.set_level("WARNING", logger="homeagent.pluginmgr")
+    before = listening_tcp_ports()
+    app = App(data, load_entrypoints=False, builtins=[MGR], provider=FakeModel(default="ok"), memory=False)
+    await app.start()
+    try:
+        assert app.status()["failed"] == []
+        assert listening_tcp_ports() == before
+    finally:
+        await app.stop()
+    assert any("plugin.pluginmgr.http_addr no longer does anything" in r.getMessage() for r in caplog.records)
