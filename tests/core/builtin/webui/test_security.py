@@ -235,5 +235,13 @@ async def test_an_upload_with_a_400_character_name_is_stored_under_a_capped_safe
         assert (daemon.app.data_dir / "uploads" / name).read_bytes() == PNG
         as_html = await client.post("/api/v1/chat/file", files={"file": ("page.html", b"<script>", "text/plain")})
         assert as_html.status_code == 200 and as_html.json()["file"]["name"] == "page_html.txt"
+        served = await client.get(as_html.json()["file"]["url"])
+        assert served.headers["content-type"].startswith("text/plain")
+        assert "sandbox" in served.headers["content-security-policy"]
+        # a file stored under an HTML name (as older versions did) is never served as a page
+        (daemon.app.data_dir / "uploads" / "old.html").write_text("<script>alert(1)</script>", encoding="utf-8")
+        old = await client.get("/uploads/old.html")
+        assert old.headers["content-type"] == "application/octet-stream"
+        assert old.headers["content-disposition"].startswith("attachment")
         absurd = await client.post("/api/v1/chat/file", files={"file": ("a" * 1500 + ".png", PNG, "image/png")})
         assert absurd.status_code == 400 and "file name is 1504 characters" in absurd.json()["error"]
