@@ -29,6 +29,9 @@ MAX_NAME_BYTES = 120
 MAX_EXTENSION = 16
 #: Longest file name a client may send at all; longer is refused rather than guessed at.
 MAX_SENT_NAME = 1024
+#: The extension a stored upload of each type gets when the sent one does not match it.
+_EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt", "audio/wav": ".wav",
+               "audio/x-wav": ".wav", "audio/ogg": ".ogg", "audio/mp4": ".m4a"}
 
 
 def _ui(request: Request) -> UIState:
@@ -127,10 +130,6 @@ def upload_name(sent: str, mime: str) -> str:
         suffix = _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ""
     stem = _UNSAFE_NAME.sub("_", stem).strip("._") or "upload"
     return _cut(stem, MAX_NAME_BYTES - len(suffix.encode("utf-8"))).rstrip("._") + suffix
-
-
-_EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt", "audio/wav": ".wav",
-               "audio/x-wav": ".wav", "audio/ogg": ".ogg", "audio/mp4": ".m4a"}
 
 
 def _save_upload(folder: Path, clean: str, data: bytes) -> Path:
