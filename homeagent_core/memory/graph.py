@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from homeagent_core.memory import graph_vectors
+from homeagent_core.memory.graph_analytics import GraphAnalytics
 from homeagent_core.memory.graph_cache import GraphCache
 from homeagent_core.memory.graph_schema import (
     DEFAULT_TYPE,
@@ -158,6 +159,7 @@ class GraphStore:
             with self._tx() as conn:
                 backfill_terms(conn)
             self.cache = GraphCache.load(self._conn)
+            self.analytics = GraphAnalytics(self.cache)
         except sqlite3.DatabaseError as exc:
             self._close_quietly()
             raise MemoryStoreError(

@@ -266,6 +266,21 @@ class MergeJob:
         self._proposed: set[tuple[str, str]] = set()
 
     def candidates(self) -> list[tuple[str, str, float]]:
+        """Near-duplicate pairs, best first: names whose bigram Jaccard is above the threshold,
+        then pairs whose names share a bigram and whose neighbourhoods overlap
+        (:meth:`GraphAnalytics.duplicate_candidates`: "王小明" / "小明" who know the same people)."""
+        by_name, by_neighbours = self._both_candidates()
+        return (by_name + by_neighbours)[: self.max_pairs]
+
+    def _both_candidates(self) -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float]]]:
+        by_name = self._name_candidates()
+        taken = {(a, b) for a, b, _ in by_name} | self._proposed
+        by_neighbours = [
+            p for p in self.graph.analytics.duplicate_candidates(max_pairs=self.max_pairs) if (p[0], p[1]) not in taken
+        ]
+        return by_name, by_neighbours[: max(0, self.max_pairs - len(by_name))]
+
+    def _name_candidates(self) -> list[tuple[str, str, float]]:
         """Pairs of entity names with bigram Jaccard above the threshold, best first."""
         with self.graph.cache.lock:
             names = [e.name for e in self.graph.cache.entities.values()]
@@ -292,12 +307,17 @@ class MergeJob:
         return pairs[: self.max_pairs]
 
     async def __call__(self) -> int:
-        pairs = await asyncio.to_thread(self.candidates)
+        by_name, by_neighbours = await asyncio.to_thread(self._both_candidates)
+        pairs = by_name + by_neighbours
         if not pairs:
             return 0
-        lines = [f"{i}. {a} ↔ {b}（相似度 {s:.2f}）" for i, (a, b, s) in enumerate(pairs, 1)]
+        lines = [f"{i}. {a} ↔ {b}（名称相似度 {s:.2f}）" for i, (a, b, s) in enumerate(by_name, 1)]
+        lines += [
+            f"{i}. {a} ↔ {b}（名称相近，且共同关联的实体重合 {s:.0%}）"
+            for i, (a, b, s) in enumerate(by_neighbours, len(by_name) + 1)
+        ]
         await self.submit(
-            "[记忆整理] 以下实体名称高度相似，可能指同一事物。请逐对判断：是同一事物就调用 "
+            "[记忆整理] 以下实体可能指同一事物。请逐对判断：是同一事物就调用 "
             "memory_merge(keep, drop) 合并，不是就忽略。\n" + "\n".join(lines)
         )
         self._proposed.update((a, b) for a, b, _ in pairs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from homeagent_core.memory.graph_cache import RecallResult
@@ -31,13 +31,23 @@ SHOWN_NAMES = 5
 FREQUENT_NAMES = 3
 
 
-def format_index(result: RecallResult, shown: int = SHOWN_NAMES) -> str:
-    """The ``【记忆索引】`` line for ``result`` ("" when it found no entity)."""
+def format_index(
+    result: RecallResult,
+    shown: int = SHOWN_NAMES,
+    *,
+    salient: Callable[[list[str], int], list[str] | None] | None = None,
+) -> str:
+    """The ``【记忆索引】`` line for ``result`` ("" when it found no entity).
+
+    The "高频" names are the most salient recalled entities when ``salient`` ranks them
+    (:meth:`GraphAnalytics.salient_names`), else the most mentioned.
+    """
     entities = result.entities
     if not entities:
         return ""
-    frequent = sorted(entities, key=lambda e: (-e.mention_count, e.distance))[:FREQUENT_NAMES]
-    parts = [f"关联 {len(entities)} 个记忆实体，高频：" + "、".join(e.name for e in frequent)]
+    by_mentions = [e.name for e in sorted(entities, key=lambda e: (-e.mention_count, e.distance))]
+    frequent = (salient(by_mentions, FREQUENT_NAMES) if salient is not None else None) or by_mentions[:FREQUENT_NAMES]
+    parts = [f"关联 {len(entities)} 个记忆实体，高频：" + "、".join(frequent)]
     names: list[str] = []
     for e in entities[:shown]:
         names.append(e.name if e.type in ("", "Concept") else f"{e.name}({e.type})")
@@ -86,4 +96,4 @@ class MemoryIndexer:
         """The ``【记忆索引】`` line for a user input, or "" when the graph knows nothing of it."""
         if not text.strip():
             return ""
-        return format_index(await self.recall(text))
+        return format_index(await self.recall(text), salient=self.graph.analytics.salient_names)

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
 RULE_DISTILL_INTERVAL_S = 600.0
+ANALYTICS_INTERVAL_S = 600.0
+"""How often entity salience is recomputed (and once at start-up), in a worker thread."""
 
 
 def embedding_tier_config(config: ConfigStore) -> dict[str, Any]:
@@ -205,6 +207,12 @@ class MemorySystem:
             Heartbeat("archive", get("core.agent.archive_interval"), ArchiveJob(self.graph, _ColdDocs(self), ask_llm)),
             Heartbeat("merge", get("core.agent.merge_interval"), MergeJob(self.graph, submit_self_input)),
             Heartbeat("review", get("core.agent.review_interval"), ReviewJob(self.graph, ask_llm)),
+            Heartbeat(
+                "analytics",
+                ANALYTICS_INTERVAL_S,
+                lambda: asyncio.to_thread(self.graph.analytics.refresh),
+                run_at_start=True,
+            ),
         ]
         for heartbeat in self.heartbeats:
             heartbeat.start()

@@ -14,10 +14,12 @@ result, never failing the whole commit.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.distill import DEFAULT_SUBJECT
 from homeagent_core.memory.graph import PURGE_CRITERIA
 from homeagent_sdk.errors import MemoryStoreError, ToolError
 from homeagent_sdk.types import ToolDef, Triple
@@ -264,9 +266,28 @@ def memory_tools(
     async def person_network(name: str, depth: int = 2) -> dict[str, Any]:
         name, depth = _text(name, "name"), _int(depth, "depth", 1, 4)
         try:
-            return social.network(name, depth)
+            out = social.network(name, depth)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
+        try:  # "how do I know them?": the chain from the user to this person
+            steps = graph.analytics.path(DEFAULT_SUBJECT, name)
+        except KeyError:
+            steps = None
+        if steps:
+            out["how_connected"] = [s.to_dict() for s in steps]
+        return out
+
+    async def memory_path(source: str, target: str, max_hops: int = 6) -> dict[str, Any]:
+        source, target = _text(source, "source"), _text(target, "target")
+        max_hops = _int(max_hops, "max_hops", 1, 10)
+        try:
+            steps = await asyncio.to_thread(graph.analytics.path, source, target, max_hops=max_hops)
+        except KeyError as exc:
+            raise ToolError(str(exc.args[0])) from None
+        if steps is None:
+            return {"source": source, "target": target, "path": [],
+                    "note": f"no chain of at most {max_hops} relations connects {source!r} and {target!r}"}
+        return {"source": source, "target": target, "hops": len(steps), "path": [s.to_dict() for s in steps]}
 
     criteria_schema = {
         "type": "object",
@@ -390,6 +411,21 @@ def memory_tools(
                 ["name"],
             ),
             handler=person_network,
+            parallel_safe=True,
+        ),
+        ToolDef(
+            name="memory_path",
+            description="两个实体如何关联 / how two things in memory are connected: the shortest chain of "
+            "relations between them (either direction), each with its source sentence.",
+            parameters=_obj(
+                {
+                    "source": {"type": "string", "description": "an entity name"},
+                    "target": {"type": "string", "description": "another entity name"},
+                    "max_hops": {"type": "integer", "minimum": 1, "maximum": 10, "default": 6},
+                },
+                ["source", "target"],
+            ),
+            handler=memory_path,
             parallel_safe=True,
         ),
     ]

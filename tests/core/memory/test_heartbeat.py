@@ -140,7 +140,7 @@ async def test_merge_proposes_similar_names_once_through_the_self_input_queue(
 
     job = MergeJob(graph, submit)
     assert await job() == 1
-    assert "张三丰老师 ↔ 张三丰老师傅（相似度 0.80）" in sent[0] and "memory_merge" in sent[0]
+    assert "张三丰老师 ↔ 张三丰老师傅（名称相似度 0.80）" in sent[0] and "memory_merge" in sent[0]
     assert await job() == 0 and len(sent) == 1
 
 

@@ -18,6 +18,7 @@ D1 = "ab" * 32
 
 NAMES = [
     "memory_recall",
+    "memory_path",
     "memory_commit",
     "memory_merge",
     "memory_purge",
