@@ -151,7 +151,7 @@ def build_project(project: Path) -> Path:
         BuildError: the project is invalid or a step failed.
     """
     manifest = read_project(project)
-    entry = manifest["entry"]
+    entry = str(manifest["entry"])
     out = project / "build"
     if out.exists():
         shutil.rmtree(out)

@@ -17,6 +17,7 @@ go straight to SQLite.
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import json
 import logging
@@ -418,7 +419,7 @@ class ConfigStore:
             except Exception:
                 log.exception("config listener failed for %s", key)
 
-    def disabled_plugins(self) -> set[str]:
+    def disabled_plugins(self) -> builtins.set[str]:
         return {row[0] for row in self._db.execute("SELECT name FROM disabled_plugins")}
 
     def set_plugin_disabled(self, name: str, disabled: bool, *, by: str = "user") -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import logging
 import os
@@ -328,7 +329,7 @@ class KnowledgeBase:
         prefix = normalize_name(category) + "/" if category.strip() else ""
         return [e for n, e in sorted(self._entries.items()) if n.startswith(prefix)]
 
-    def categories(self) -> list[str]:
+    def categories(self) -> builtins.list[str]:
         """Every category path that holds at least one entry."""
         cats: set[str] = set()
         for name in self._entries:
@@ -336,7 +337,7 @@ class KnowledgeBase:
             cats.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         return sorted(cats)
 
-    async def search(self, query: str, top_k: int = 5, *, category: str = "") -> list[KnowledgeHit]:
+    async def search(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
         """Fused dense + lexical search; ties broken by name."""
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
@@ -367,6 +368,6 @@ class KnowledgeBase:
         """:meth:`create` for synchronous callers (refuses to run inside an event loop)."""
         return run_sync(self.create(name, content), "KnowledgeBase.create")
 
-    def search_sync(self, query: str, top_k: int = 5, *, category: str = "") -> list[KnowledgeHit]:
+    def search_sync(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
         """:meth:`search` for synchronous callers (refuses to run inside an event loop)."""
         return run_sync(self.search(query, top_k, category=category), "KnowledgeBase.search")

@@ -157,7 +157,7 @@ class ChineseClipProvider(_TorchProvider):
 
         try:
             self._model = AutoModel.from_pretrained(str(path)).to(device).eval()
-            self._processor = AutoProcessor.from_pretrained(str(path))
+            self._processor = AutoProcessor.from_pretrained(str(path))  # type: ignore[no-untyped-call]
         except (OSError, ValueError, KeyError) as exc:
             raise EmbeddingUnavailable(f"could not load Chinese-CLIP model from {str(path)!r}: {exc}") from exc
         for attr in ("text_model", "vision_model", "text_projection", "visual_projection"):

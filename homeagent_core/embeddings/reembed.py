@@ -55,8 +55,8 @@ async def _rows(source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterable[Row
 
     def flat(item: Any) -> Iterable[Row]:
         if isinstance(item, list) or (isinstance(item, tuple) and item and isinstance(item[0], (tuple, list))):
-            return [tuple(r) for r in item]  # type: ignore[misc]
-        return [tuple(item)]  # type: ignore[list-item]
+            return [tuple(r) for r in item]
+        return [tuple(item)]
 
     if isinstance(source, AsyncIterable):
         async for item in source:

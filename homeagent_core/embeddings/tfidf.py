@@ -225,7 +225,8 @@ class TfidfIndex:
         if tids is not None:
             df = df[tids]
         n = len(self._slot_of)
-        return np.log((1.0 + n) / (1.0 + df)) + 1.0
+        idf: npt.NDArray[np.float64] = np.log((1.0 + n) / (1.0 + df)) + 1.0
+        return idf
 
     def _doc_norms(self) -> npt.NDArray[np.float64]:
         import numpy as np

@@ -215,7 +215,7 @@ def stat_key(directory: Path) -> tuple[int, ...]:
 def fix_schema(value: Any) -> Any:
     """Undo Lua's empty-table ambiguity in a JSON schema (``properties: []`` -> ``{}``)."""
     if isinstance(value, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in value.items():
             if k in ("properties", "additionalProperties", "items") and v == []:
                 out[k] = {} if k != "additionalProperties" else True

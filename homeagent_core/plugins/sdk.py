@@ -20,6 +20,7 @@ from homeagent_sdk.errors import HomeAgentError
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
+    from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
 
@@ -53,6 +54,11 @@ class _Missing:
 
     def __getattr__(self, attr: str) -> Any:
         raise HomeAgentError(f"sdk.{self._service}.{attr}: {self._service} is not available here ({self._reason})")
+
+
+def _service(service: str, value: Any) -> Any:
+    """``value``, or a :class:`_Missing` stand-in when this agent does not run the service."""
+    return value if value is not None else _Missing(service, "the kernel is not running")
 
 
 @dataclass
@@ -103,11 +109,13 @@ class ScopedSDK:
         self.log = logging.getLogger(f"homeagent.plugin.{name}")
         self.settings = PluginSettingsView(name, services.config)
         self.events = _Events(services.bus, name)
-        for service in ("io", "memory", "doc", "knowledge", "social", "llm"):
-            value = getattr(services, service)
-            if service == "io" and services.kernel is not None:
-                value = services.kernel.io_for(name, external=external)
-            setattr(self, service, value if value is not None else _Missing(service, "the kernel is not running"))
+        io = services.kernel.io_for(name, external=external) if services.kernel is not None else services.io
+        self.io: IOAPI = _service("io", io)
+        self.memory: MemoryAPI = _service("memory", services.memory)
+        self.doc: DocAPI = _service("doc", services.doc)
+        self.knowledge: KnowledgeAPI = _service("knowledge", services.knowledge)
+        self.social: SocialAPI = _service("social", services.social)
+        self.llm: LLMAPI = _service("llm", services.llm)
         # Built-ins are granted the whole config store explicitly (cfgmgr, webui settings).
         self.config: ConfigStore | None = services.config if privileged else None
         self.services = services if privileged else None
