@@ -1,12 +1,15 @@
 """Runs one stage's handlers concurrently on one :class:`StageContext`.
 
 Every plugin's impl of a stage runs at the same time on the same context, as in the original
-kernel. ``async def`` impls are started eagerly (run up to their first real suspension right
-away, like Python 3.12's eager tasks), so trivial handlers finish without a task; the ones
-that suspend continue as tasks and are awaited together. Plain impls run in a small dedicated
-thread pool so a blocking one cannot stall the loop (and if one returns an awaitable, it is
-awaited on the loop). Each handler is bounded by the stage timeout: one that raises or hangs
-is recorded in ``ctx.errors`` (and logged) and the others finish normally.
+kernel. Each ``async def`` impl runs in its own asyncio task, so inside a handler
+``asyncio.current_task()`` is that handler's task: its own ``asyncio.timeout(...)``, a
+``cancel()`` of itself or a stray ``CancelledError`` ends only that handler, never the turn.
+(Python 3.12's eager tasks would save one loop pass for handlers that never suspend; this
+runtime is 3.11, where tasks always start on the next pass.) Plain impls run in a small
+dedicated thread pool so a blocking one cannot stall the loop (and if one returns an
+awaitable, it is awaited on the loop). Each handler is bounded by the stage timeout: one that
+raises, is cancelled or hangs is recorded in ``ctx.errors`` (and logged) and the others finish
+normally.
 
 The handler list of each stage is cached and refreshed whenever the set of registered plugins
 changes, so the hot path does not rebuild it on every turn.
@@ -19,7 +22,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -104,7 +107,8 @@ class StageRunner:
         """Run every handler of ``stage``; returns the strings they returned, in handler order.
 
         For ``before_toolcall`` those strings are rejections. Errors and timeouts are appended
-        to ``ctx.errors``; this method itself raises only ``CancelledError``.
+        to ``ctx.errors``; this method itself raises only ``CancelledError`` (when the turn
+        itself is cancelled, never because of a handler).
         """
         handlers = self.handlers(stage)
         if not handlers:
@@ -117,40 +121,26 @@ class StageRunner:
             if stage == "after_toolcall":
                 kwargs["result"] = result
         started = time.perf_counter()
+        loop = asyncio.get_running_loop()
         names: list[str] = []
-        outcomes: list[Any] = []
-        waits: list[tuple[int, Coroutine[Any, Any, Any]]] = []
+        tasks: list[asyncio.Task[Any] | None] = []
         for handler in handlers:
             if tool_stage and handler.scope == OWN_TOOLS and (call is None or call.plugin != handler.plugin_name):
                 continue
-            index = len(names)
             names.append(handler.plugin_name)
             if not self._is_async(handler.function):
-                outcomes.append(_FAILED)
-                waits.append((index, self._run_sync(handler, kwargs)))
+                tasks.append(loop.create_task(self._run_sync(handler, kwargs)))
                 continue
             try:
-                coro = handler(**kwargs)
-                if not inspect.iscoroutine(coro):
-                    outcomes.append(_FAILED)
-                    waits.append((index, _resolved(coro)))
-                    continue
-                first = coro.send(None)  # eager start: trivial handlers end right here
-            except StopIteration as done:
-                outcomes.append(done.value)
-                continue
-            except Exception as exc:
+                made = handler(**kwargs)
+            except Exception as exc:  # e.g. an async __call__ that raised before returning
                 self._record(stage, ctx, handler.plugin_name, exc)
-                outcomes.append(_FAILED)
+                tasks.append(None)
                 continue
-            outcomes.append(_FAILED)
-            waits.append((index, _drive(coro, first)))
+            tasks.append(loop.create_task(made if inspect.iscoroutine(made) else _resolved(made)))
         if not names:
             return []
-        if waits:
-            finished = await self._gather(stage, ctx, [names[i] for i, _ in waits], [c for _, c in waits])
-            for (index, _), value in zip(waits, finished, strict=True):
-                outcomes[index] = value
+        outcomes = await self._settle(stage, ctx, names, tasks)
         returned: list[str] = []
         for plugin, value in zip(names, outcomes, strict=True):
             if value is None or value is _FAILED:
@@ -179,45 +169,67 @@ class StageRunner:
             )
         return returned
 
-    async def _gather(
-        self, stage: str, ctx: StageContext, names: list[str], coros: list[Coroutine[Any, Any, Any]]
+    async def _settle(
+        self, stage: str, ctx: StageContext, names: list[str], tasks: list[asyncio.Task[Any] | None]
     ) -> list[Any]:
-        if len(coros) == 1:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    return [await coros[0]]
-            except TimeoutError:
-                self._record_timeout(stage, ctx, names[0])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._record(stage, ctx, names[0], exc)
-            return [_FAILED]
-        loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(c) for c in coros]
-        try:
-            _, pending = await asyncio.wait(tasks, timeout=self.timeout)
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            raise
+        """Wait for the handler tasks (bounded by the stage timeout); their values or ``_FAILED``.
+
+        One waiter future and one timer for the whole stage: every handler started at the same
+        moment, so the shared deadline is each handler's own timeout.
+        """
+        live = [t for t in tasks if t is not None]
+        pending = [t for t in live if not t.done()]
+        late: set[asyncio.Task[Any]] = set()
         if pending:
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            left = len(pending)
+
+            def one_done(_task: asyncio.Task[Any]) -> None:
+                nonlocal left
+                left -= 1
+                if left == 0 and not waiter.done():
+                    waiter.set_result(None)
+
             for task in pending:
-                task.cancel()
-            # Let the cancelled handlers run their cleanup (bounded: one may ignore the cancel).
-            await asyncio.wait(pending, timeout=1.0)
+                task.add_done_callback(one_done)
+            timer = loop.call_later(self.timeout, _wake, waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                for task in live:
+                    task.cancel()
+                raise
+            finally:
+                timer.cancel()
+                for task in pending:
+                    task.remove_done_callback(one_done)
+            late = {t for t in live if not t.done()}
+            if late:
+                for task in late:
+                    task.cancel()
+                # Let the cancelled handlers run their cleanup (bounded: one may ignore the cancel).
+                await asyncio.wait(late, timeout=1.0)
+                for task in late:
+                    if not task.done():  # ignored the cancel: abandoned, its outcome discarded
+                        task.add_done_callback(_discard)
         out: list[Any] = []
-        for plugin, task in zip(names, tasks, strict=True):
-            if task in pending:
+        for plugin, outcome in zip(names, tasks, strict=True):
+            if outcome is None:
+                out.append(_FAILED)
+            elif outcome in late:
                 self._record_timeout(stage, ctx, plugin)
                 out.append(_FAILED)
-                continue
-            error = task.exception()
-            if error is not None:
-                self._record(stage, ctx, plugin, error)
+            elif outcome.cancelled():  # cancelled from inside (its own doing), not by the turn
+                self._record(stage, ctx, plugin, asyncio.CancelledError("the handler's task was cancelled"))
                 out.append(_FAILED)
             else:
-                out.append(task.result())
+                error = outcome.exception()
+                if error is not None:
+                    self._record(stage, ctx, plugin, error)
+                    out.append(_FAILED)
+                else:
+                    out.append(outcome.result())
         return out
 
     def _record(self, stage: str, ctx: StageContext, plugin: str, exc: BaseException) -> None:
@@ -237,37 +249,16 @@ class _Failed:
 _FAILED = _Failed()
 
 
-async def _drive(coro: Coroutine[Any, Any, Any], suspended_on: Any) -> Any:
-    """Finish a coroutine that was started by hand and suspended on ``suspended_on``.
+def _discard(task: asyncio.Task[Any]) -> None:
+    """Retrieve an abandoned handler's outcome so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
-    This is what a task does: wait for the future the coroutine yielded, then resume it
-    (the coroutine reads the future's result or exception itself). Cancelling the task that
-    runs this cancels the awaited future, so the coroutine sees ``CancelledError`` as usual.
-    """
-    fut = suspended_on
-    while True:
-        try:
-            if fut is None:  # a bare yield (asyncio.sleep(0)): give the loop one turn
-                await asyncio.sleep(0)
-            else:
-                # The coroutine's own ``await`` marked the future as blocking (a task resets
-                # that flag before waiting); reset it so this await may wait on it again.
-                fut._asyncio_future_blocking = False
-                await fut
-        except asyncio.CancelledError:
-            if fut is None or not fut.cancelled():
-                # Cancelled while the coroutine waits on something we could not cancel.
-                try:
-                    fut = coro.throw(asyncio.CancelledError())
-                except StopIteration as done:
-                    return done.value
-                continue
-        except BaseException:
-            pass  # resumed below, the coroutine takes the future's result or exception itself
-        try:
-            fut = coro.send(None)
-        except StopIteration as done:
-            return done.value
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """The stage deadline: stop waiting for the handlers that are still running."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 async def _resolved(value: Any) -> Any:

@@ -293,3 +293,52 @@ async def test_the_handler_cache_follows_plugin_registration() -> None:
     stages.host.unregister("first")
     await stages.run("on_input", ctx)
     assert ctx.extra["ran"] == ["first", "first", "second", "second"]
+
+
+async def test_a_handlers_own_timeout_and_self_cancel_end_only_that_handler(make_kernel: Any) -> None:
+    """Each handler runs in its own task: what it does to "its" task never reaches the turn."""
+
+    class OwnTimeout:
+        name = "own_timeout"
+
+        @hookimpl
+        async def pre_action(self, ctx: StageContext) -> None:
+            try:
+                async with asyncio.timeout(0.01):
+                    await asyncio.Event().wait()  # never set: the handler's own deadline ends it
+            except TimeoutError:
+                ctx.extra["own_timeout"] = "gave up on its own"
+
+    class CancelsItself:
+        name = "cancels_itself"
+
+        @hookimpl
+        async def pre_action(self, ctx: StageContext) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await asyncio.sleep(0)
+
+    class Bystander:
+        name = "bystander"
+
+        @hookimpl
+        async def pre_action(self, ctx: StageContext) -> None:
+            await asyncio.sleep(0)
+            ctx.extra["bystander"] = True
+
+    seen: list[StageContext] = []
+
+    class Spy:
+        name = "spy"
+
+        @hookimpl
+        def after_output(self, ctx: StageContext) -> None:
+            seen.append(ctx)
+
+    kernel = await make_kernel(OwnTimeout(), CancelsItself(), Bystander(), Spy())
+    reply = await kernel.ask("你好", timeout=10)
+    assert reply == "ok"
+    assert reply.errors == ["pre_action: plugin cancels_itself: CancelledError: the handler's task was cancelled"]
+    assert seen[0].extra["own_timeout"] == "gave up on its own" and seen[0].extra["bystander"] is True
+    assert kernel.loop.failures == 0
