@@ -482,15 +482,13 @@ class AgentHarness:
         for handler in host.handlers("register_settings"):
             if handler.plugin_name == name:
                 settings = registries.PluginSettings(name, app.config, host)
-                handler(registry=settings)
+                host.call_registration("register_settings", name, registry=settings)
                 app.settings[name] = settings
         app.kernel.attach_plugin(name)
         for handler in host.handlers("startup"):
             if handler.plugin_name == name:
                 try:
-                    result = handler(sdk=app.sdk_for(name))
-                    if asyncio.iscoroutine(result):
-                        await result
+                    await host.acall("startup", handler, sdk=app.sdk_for(name))
                 except Exception as exc:
                     host.record_failure(name, exc)
                     app.kernel.detach_plugin(name)
@@ -518,10 +516,8 @@ class AgentHarness:
             unsubscribe()
         for handler in host.handlers("shutdown"):
             if handler.plugin_name == name:
-                result = handler()
-                if asyncio.iscoroutine(result):
-                    async with asyncio.timeout(10):
-                        await result
+                async with asyncio.timeout(10):
+                    await host.acall("shutdown", handler)
         self.app.kernel.detach_plugin(name)
         host.unregister(name)
 

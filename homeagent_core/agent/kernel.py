@@ -242,18 +242,14 @@ class Kernel:
             ),
         ]
         for hook, make in hooks:
-            for handler in self.host.handlers(hook):
-                if handler.plugin_name != name:
-                    continue
-                try:
-                    result = handler.function(*([make()] if handler.argnames else []))
-                    if asyncio.iscoroutine(result):
-                        result.close()
-                        raise PluginError(f"plugin {name!r}: hook {hook} must be sync", plugin_name=name)
-                except Exception as exc:
-                    self.detach_plugin(name)
-                    self.host.record_failure(name, exc)
-                    raise PluginError(f"plugin {name!r}: {hook} failed: {exc}", plugin_name=name) from exc
+            if not any(handler.plugin_name == name for handler in self.host.handlers(hook)):
+                continue
+            try:
+                self.host.call_registration(hook, name, **{self.host.spec_argname(hook): make()})
+            except Exception as exc:
+                self.detach_plugin(name)
+                self.host.record_failure(name, exc)
+                raise PluginError(f"plugin {name!r}: {hook} failed: {exc}", plugin_name=name) from exc
 
     def detach_plugin(self, name: str) -> list[str]:
         """Remove every tool and channel of ``name`` (before a reload, or after a crash)."""

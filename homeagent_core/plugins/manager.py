@@ -22,13 +22,14 @@ import os
 import sys
 import time
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pluggy
 
 from homeagent_core.aio import await_me_maybe
+from homeagent_core.plugins.hookcall import acall_wrapped, is_wrapper
 from homeagent_sdk import hookspecs
 from homeagent_sdk._names import PROJECT_NAME
 from homeagent_sdk.errors import PluginLoadError, PluginValidationError
@@ -37,6 +38,7 @@ from homeagent_sdk.types import Event
 __all__ = [
     "DEFAULT_PLUGINS",
     "ENTRYPOINT_GROUP",
+    "SEQUENTIAL_HOOKS",
     "STAGES",
     "HookHandler",
     "PluginHost",
@@ -70,6 +72,21 @@ STAGES: tuple[str, ...] = (
     "after_toolcall",
     "before_output",
     "after_output",
+)
+
+#: Hooks called one plugin at a time, in order: wrappers and tryfirst/trylast apply.
+SEQUENTIAL_HOOKS: tuple[str, ...] = (
+    "register_tools",
+    "register_input_channels",
+    "register_output_channels",
+    "register_embedding_providers",
+    "register_settings",
+    "register_routes",
+    "register_commands",
+    "register_adapters",
+    "startup",
+    "shutdown",
+    "on_event",
 )
 
 R = TypeVar("R")
@@ -109,6 +126,7 @@ class HookHandler:
     function: Callable[..., Any]
     argnames: tuple[str, ...]
     scope: str = ""
+    impl: pluggy.HookImpl | None = field(default=None, compare=False, repr=False)
 
     def __call__(self, **kwargs: Any) -> Any:
         return self.function(*[kwargs[name] for name in self.argnames])
@@ -171,10 +189,38 @@ class PluginHost:
             raise PluginValidationError(f"plugin {name!r}: {exc}", plugin_name=name) from exc
         except ValueError as exc:  # duplicate name or object
             raise PluginValidationError(f"plugin {name!r}: {exc}", plugin_name=name) from exc
+        problem = self._stage_option_problem(plugin, name)
+        if problem:
+            self.pm.unregister(plugin)
+            raise PluginValidationError(problem, plugin_name=name)
         hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
         self._info[name] = PluginInfo(name, kind, version, distribution, hooks=hooks)
         self._order.append(name)
         return name
+
+    def _stage_option_problem(self, plugin: object, name: str) -> str:
+        """Why ``plugin`` cannot keep one of its stage impls ("" when it can).
+
+        Stage hooks run every plugin's impl concurrently on one ``StageContext``: there is no
+        call chain a wrapper could wrap and no order tryfirst/trylast could change, so those
+        options are refused instead of being silently ignored.
+        """
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.name not in STAGES:
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                used = [opt for opt in ("wrapper", "hookwrapper", "tryfirst", "trylast") if getattr(impl, opt)]
+                if used:
+                    options = ", ".join(f"{opt}=True" for opt in used)
+                    return (
+                        f"plugin {name!r}: hook {caller.name} ({impl.function.__qualname__}) is declared with "
+                        f"@hookimpl({options}), which cannot apply to a stage hook: every plugin's {caller.name} "
+                        "runs concurrently on the same StageContext, so there is no chain to wrap and no order; "
+                        "use a plain @hookimpl (see docs/PLUGINS.md, 'Hook semantics')"
+                    )
+        return ""
 
     def unregister(self, name: str) -> None:
         """Remove a plugin; its registry contributions are removed by their owners."""
@@ -254,11 +300,13 @@ class PluginHost:
         """Print every hook call with its arguments, impls and result (HOMEAGENT_TRACE_PLUGINS)."""
         out = write or (lambda text: print(text, file=sys.stderr))
 
-        def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: dict[str, Any]) -> None:
+        def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
             names = ", ".join(impl.plugin_name for impl in impls)
             out(f"[trace] {hook_name}({', '.join(kwargs)}) -> impls: {names}")
 
-        def after(outcome: Any, hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: dict[str, Any]) -> None:
+        def after(
+            outcome: pluggy.Result[Any], hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]
+        ) -> None:
             exc = outcome.exception
             out(f"[trace] {hook_name} {'raised ' + repr(exc) if exc else 'returned ' + repr(outcome.get_result())}")
 
@@ -291,19 +339,62 @@ class PluginHost:
         if info is not None and item in info.contributions.get(kind, []):
             info.contributions[kind].remove(item)
 
-    def handlers(self, hook_name: str) -> list[HookHandler]:
-        """The impls of one hook in registration (discovery) order.
+    def handlers(self, hook_name: str, *, reverse: bool = False) -> list[HookHandler]:
+        """The plain (non-wrapper) impls of one hook, in the order sequential hooks call them.
 
-        Lifecycle hooks run in this order (``shutdown`` in reverse); stage handlers run
-        concurrently, so their order does not matter.
+        ``tryfirst`` impls come first and ``trylast`` ones last; within each group plugins keep
+        their discovery (registration) order, or the reverse with ``reverse=True`` (used for
+        ``shutdown``). Stage hooks run their handlers concurrently; they cannot carry these
+        options (refused at registration), so for them this is simply discovery order.
         """
         caller = getattr(self.pm.hook, hook_name)
+        rank = {name: i for i, name in enumerate(self._order)}
+        direction = -1 if reverse else 1
+        impls = sorted(
+            (impl for impl in caller.get_hookimpls() if not is_wrapper(impl)),
+            key=lambda impl: (
+                0 if impl.tryfirst else 2 if impl.trylast else 1,
+                direction * rank.get(impl.plugin_name, len(rank)),
+            ),
+        )
         out: list[HookHandler] = []
-        for impl in caller.get_hookimpls():
+        for impl in impls:
             plugin = impl.plugin
             scope = getattr(plugin, "scope", "") or getattr(impl.function, "scope", "")
-            out.append(HookHandler(impl.plugin_name, impl.function, tuple(impl.argnames), str(scope or "")))
+            out.append(HookHandler(impl.plugin_name, impl.function, tuple(impl.argnames), str(scope or ""), impl))
         return out
+
+    def wrappers(self, hook_name: str) -> list[pluggy.HookImpl]:
+        """The wrapper impls of a sequential hook, in pluggy's list order (the last is outermost)."""
+        return [impl for impl in getattr(self.pm.hook, hook_name).get_hookimpls() if is_wrapper(impl)]
+
+    def call_plugin(self, hook_name: str, plugin_name: str, **kwargs: Any) -> list[Any]:
+        """Call one plugin's impl of a sync sequential hook through pluggy, inside every wrapper.
+
+        pluggy's own hook calling (``subset_hook_caller``) runs it, so wrappers, old-style
+        hookwrappers and hook-call tracing behave exactly as pluggy documents.
+        """
+        others = [
+            impl.plugin
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls()
+            if impl.plugin_name != plugin_name and not is_wrapper(impl)
+        ]
+        results: list[Any] = self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+        return results
+
+    async def acall(self, hook_name: str, handler: HookHandler, **kwargs: Any) -> Any:
+        """Call one plugin's impl of an async-capable sequential hook inside every wrapper.
+
+        Like :meth:`call_plugin`, but the impl may be ``async def``: it is awaited before the
+        wrappers' teardowns run, so they see its real result or exception.
+        """
+        wrappers = self.wrappers(hook_name)
+        if not wrappers or handler.impl is None:
+            return await await_me_maybe(handler(**kwargs))
+        if self.trace is not None:
+            shown = f"{hook_name}({', '.join(kwargs)}) -> {handler.plugin_name}"
+            self.trace(f"[trace] {shown} inside {len(wrappers)} wrapper(s)")
+        return await acall_wrapped(wrappers, handler.impl, kwargs)
 
     def stage_handlers(self, stage: str) -> list[HookHandler]:
         if stage not in STAGES:
@@ -318,24 +409,38 @@ class PluginHost:
         A plugin whose impl raises is marked failed; the others still register.
         """
         registries: dict[str, R] = {}
+        argname = self.spec_argname(hook_name)
         for handler in self.handlers(hook_name):
             registry = make_registry(handler.plugin_name)
-            argname = handler.argnames[0] if handler.argnames else ""
             try:
-                result = handler.function(*([registry] if argname else []))
-                if inspect.isawaitable(result):
-                    if inspect.iscoroutine(result):
-                        result.close()
-                    raise PluginValidationError(
-                        f"plugin {handler.plugin_name!r}: hook {hook_name} must be sync "
-                        f"(it returned an awaitable); register objects whose methods are async instead",
-                        plugin_name=handler.plugin_name,
-                    )
+                self.call_registration(hook_name, handler.plugin_name, **{argname: registry})
             except Exception as exc:
                 self.record_failure(handler.plugin_name, exc)
                 continue
             registries[handler.plugin_name] = registry
         return registries
+
+    def spec_argname(self, hook_name: str) -> str:
+        """The name of a registration hook's one argument (``registry``, ``router``, ``app``)."""
+        spec = getattr(self.pm.hook, hook_name).spec
+        return spec.argnames[0] if spec is not None and spec.argnames else "registry"
+
+    def call_registration(self, hook_name: str, plugin_name: str, **kwargs: Any) -> None:
+        """Run one plugin's impl of a registration hook (through :meth:`call_plugin`).
+
+        Raises:
+            PluginValidationError: the impl returned an awaitable (registration hooks are sync).
+            Exception: whatever the impl or a wrapper raised.
+        """
+        for result in self.call_plugin(hook_name, plugin_name, **kwargs):
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise PluginValidationError(
+                    f"plugin {plugin_name!r}: hook {hook_name} must be sync "
+                    f"(it returned an awaitable); register objects whose methods are async instead",
+                    plugin_name=plugin_name,
+                )
 
     # One typed method per registration hook (what the rest of the core calls).
 
@@ -363,7 +468,7 @@ class PluginHost:
     def register_commands(self, app: Any) -> None:
         for handler in self.handlers("register_commands"):
             try:
-                handler(app=app)
+                self.call_registration("register_commands", handler.plugin_name, app=app)
             except Exception as exc:
                 self.record_failure(handler.plugin_name, exc)
 
@@ -377,7 +482,7 @@ class PluginHost:
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(timeout):
-                    await await_me_maybe(handler(sdk=sdk_for(name)))
+                    await self.acall("startup", handler, sdk=sdk_for(name))
             except TimeoutError:
                 self.record_failure(name, f"startup did not finish within {timeout:g} s")
                 failed.append(name)
@@ -398,11 +503,14 @@ class PluginHost:
         return failed
 
     async def shutdown(self, *, timeout: float = 10.0) -> None:
-        """Run ``shutdown()`` in reverse start order; a failing or hanging one is logged."""
-        for handler in reversed(self.handlers("shutdown")):
+        """Run ``shutdown()`` in reverse start order (tryfirst / trylast still first / last).
+
+        A failing or hanging one is logged.
+        """
+        for handler in self.handlers("shutdown", reverse=True):
             try:
                 async with asyncio.timeout(timeout):
-                    await await_me_maybe(handler())
+                    await self.acall("shutdown", handler)
             except TimeoutError:
                 log.error("plugin %s: shutdown did not finish within %g s", handler.plugin_name, timeout)
             except Exception:
@@ -415,7 +523,8 @@ class PluginHost:
         return self.handlers("on_event")
 
     async def deliver_event(self, handler: HookHandler, event: Event) -> None:
-        await await_me_maybe(handler(event=event))
+        """Deliver one event to one plugin's ``on_event`` (inside the ``on_event`` wrappers)."""
+        await self.acall("on_event", handler, event=event)
 
 
 def create_plugin_manager(
