@@ -12,7 +12,7 @@ import logging
 import logging.handlers
 import os
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,13 @@ from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
 from homeagent_core.memory.facades import LLMFacade
-from homeagent_core.plugins.manager import PluginHost, create_plugin_manager
+from homeagent_core.plugins.manager import HookHandler, PluginHost, create_plugin_manager
 from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.embeddings import EmbeddingProvider
 from homeagent_sdk.errors import PluginValidationError
+from homeagent_sdk.types import Event
 
 __all__ = ["App", "configure_logging"]
 
@@ -150,11 +151,13 @@ class App:
             tool_timeout=get("core.agent.tool_timeout"),
             stage_timeout=get("core.agent.stage_timeout"),
             max_context_size=get("core.agent.max_context_size"),
+            child_max_depth=get("core.agent.child_max_depth"),
+            child_max_per_turn=get("core.agent.child_max_per_turn"),
             system_prompt=get("core.agent.system_prompt"),
             personal_prompt=get("core.agent.personal_prompt"),
             temperature=get("core.llm.temperature"),
             max_tokens=get("core.llm.max_tokens"),
-            **({"context_window": window} if window else {}),
+            context_window=int(window) if window else KernelSettings.context_window,
         )
 
     async def _open_memory(self) -> None:
@@ -214,13 +217,17 @@ class App:
             self.memory.attach(self.kernel, self.config)
         await self.host.startup(self.sdk_for)
         for handler in self.host.event_handlers():
-            self._unsubscribe.append(
-                self.bus.subscribe(
-                    lambda event, h=handler: self.host.deliver_event(h, event), label=handler.plugin_name
-                )
-            )
+            self._unsubscribe.append(self.bus.subscribe(self._deliverer(handler), label=handler.plugin_name))
         self.started = True
         self.bus.publish("system", {"type": "started", "plugins": self.host.plugin_names()})
+
+    def _deliverer(self, handler: HookHandler) -> Callable[[Event], Awaitable[None]]:
+        """The bus callback that hands each event to one plugin's ``on_event``."""
+
+        def deliver(event: Event) -> Awaitable[None]:
+            return self.host.deliver_event(handler, event)
+
+        return deliver
 
     async def stop(self) -> None:
         """Shut plugins down in reverse start order, then close the bus and the config."""

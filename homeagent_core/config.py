@@ -93,6 +93,14 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
     _d("core.agent.stage_timeout", "duration", "30s", "Timeout of one stage handler.", category="agent"),
     _d("core.agent.max_context_size", "int", 30, "Events kept in the context window (L0).",
        min=11, max=10_000, category="agent"),
+    _d("core.agent.child_max_depth", "int", 1,
+       "How deep sub-agents may nest: 1 = only the agent's own turns spawn children (spawn_child); "
+       "2 = children may spawn children of their own, and so on. Calls beyond it are refused.",
+       min=1, max=5, restart_required=True, category="agent"),
+    _d("core.agent.child_max_per_turn", "int", 16,
+       "Most sub-agents one turn may spawn in all, its children's children included. "
+       "Calls beyond it are refused with a message telling the model to collect results instead.",
+       min=1, max=1000, restart_required=True, category="agent"),
     _d("core.agent.distill_interval", "duration", "30m", "Context prune into documents.", category="memory"),
     _d("core.agent.archive_interval", "duration", "60m", "Cold documents into graph triples.", category="memory"),
     _d("core.agent.merge_interval", "duration", "120m", "Similar-entity merge review.", category="memory"),

@@ -29,7 +29,7 @@ from homeagent_core.agent.loop import AgentClosed, EventLoop, KernelIO
 from homeagent_core.agent.prompt import DEFAULT_SYSTEM_PROMPT, PromptBuilder, Timeline
 from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
 from homeagent_core.agent.stages import StageRunner
-from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, SubAgents
+from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, CHILD_TOOLS, SubAgents
 from homeagent_core.agent.tools import PluginToolRegistry, ToolRegistry
 from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
 from homeagent_core.aio import await_me_maybe
@@ -58,6 +58,11 @@ class KernelSettings:
     :param max_context_size: events the kernel's own timeline keeps.
     :param context_window: the model's context window in tokens (prompt budget).
     :param llm_timeout: seconds one model call may take (None = no limit).
+    :param max_children: children running at once.
+    :param child_max_depth: deepest child level (``core.agent.child_max_depth``; 1 = children
+        cannot spawn children).
+    :param child_max_per_turn: children one top-level turn may spawn, descendants included
+        (``core.agent.child_max_per_turn``).
     """
 
     max_tool_turns: int = 10
@@ -76,6 +81,8 @@ class KernelSettings:
     preempt_cooldown: float = 2.0
     dedup_window: float = 10.0
     max_children: int = 8
+    child_max_depth: int = 1
+    child_max_per_turn: int = 16
     consolidation_max_turns: int = 5
 
     def __post_init__(self) -> None:
@@ -86,6 +93,9 @@ class KernelSettings:
             "max_context_size",
             "context_window",
             "queue_capacity",
+            "max_children",
+            "child_max_depth",
+            "child_max_per_turn",
         )
         for f in fields(self):
             if f.name in positive and not getattr(self, f.name) > 0:
@@ -131,7 +141,12 @@ class Kernel:
         self.prompt = PromptBuilder(
             system_prompt=s.system_prompt, persona=s.personal_prompt, context_window=s.context_window
         )
-        self.children = SubAgents(self._run_child, max_running=s.max_children)
+        self.children = SubAgents(
+            self._run_child,
+            max_running=s.max_children,
+            max_depth=s.child_max_depth,
+            max_per_turn=s.child_max_per_turn,
+        )
         self.io = KernelIO(self, KERNEL_PLUGIN, max_level=4)
         self._library_io = KernelIO(self, "library", max_level=4)
         self.loop = EventLoop(self.scheduler, self._run_item)
@@ -484,6 +499,13 @@ class Kernel:
     # ------------------------------------------------------------------ running inputs
 
     async def _run_item(self, item: InputItem) -> None:
+        token = self.children.begin_turn()
+        try:
+            await self._run_top_level(item)
+        finally:
+            self.children.end_turn(token)
+
+    async def _run_top_level(self, item: InputItem) -> None:
         if item.self_input:
             await self._run_consolidation(item)
             return
@@ -520,7 +542,7 @@ class Kernel:
                 f"{self.prompt.head()}\n\n（内部整理任务：输出通道 {CONSOLIDATION_CHANNEL}，"
                 "不要向用户发送消息，直接给出结论。）"
             )
-            text = await turn.run_plain(system, self.tools.schemas(names), self.settings.consolidation_max_turns)
+            text = await turn.run_plain(system, names, self.settings.consolidation_max_turns)
         finally:
             self.scheduler.running = None
         _settle(item, Reply(text, channel=CONSOLIDATION_CHANNEL, errors=turn.ctx.errors))
@@ -528,11 +550,13 @@ class Kernel:
     async def _run_child(self, task: str, max_turns: int) -> str:
         item = InputItem(text=task, channel=CHILD_CHANNEL, source="spawn_child", no_memory=True)
         turn = Turn(self, item)
-        names = [n for n in self.tools.names() if n not in CHILD_EXCLUDED_TOOLS]
+        # Runs in the child's own lineage: children of children only while above the depth limit.
+        excluded = CHILD_EXCLUDED_TOOLS - (CHILD_TOOLS if self.children.may_spawn() else frozenset())
+        names = [n for n in self.tools.names() if n not in excluded]
         system = (
             f"{self.prompt.head()}\n\n你是一个子代理：独立完成下面的任务（看不到主对话），完成后用文本给出最终结果。"
         )
-        return await turn.run_plain(system, self.tools.schemas(names), max_turns)
+        return await turn.run_plain(system, names, max_turns)
 
     def status(self) -> dict[str, Any]:
         """A snapshot for status pages: queue, turns, tools, channels."""

@@ -1,15 +1,23 @@
 """Sub-agents: ``spawn_child(task, max_turns)`` runs a child tool loop in the background.
 
-A child gets the task as its only input, the kernel's tools except the ones that would let
-it spawn further children or switch the model source, no memory and no output channel of
-its own (it may still call ``output_send__*`` tools). ``child_result(task_id)`` reports
-whether it is still running, its answer, or why it failed. Task ids are ``child_1``,
+A child gets the task as its only input, the kernel's tools except ``llm_set_source`` (and
+except ``spawn_child`` / ``child_result`` once it is as deep as children may go), no memory
+and no output channel of its own (it may still call ``output_send__*`` tools). The tool set
+is enforced, not only offered: a call to any other tool is refused. ``child_result(task_id)``
+reports whether it is still running, its answer, or why it failed. Task ids are ``child_1``,
 ``child_2``, ... per kernel.
+
+Limits: ``max_running`` children at once; children of children only down to ``max_depth``
+(a top-level turn is depth 0, its children depth 1); at most ``max_per_turn`` children in
+all for one top-level turn, its children's children included. The depth and the shared
+count travel with the running code in a context variable, so they follow the child's own
+task and any tasks it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import time
@@ -17,14 +25,33 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
-__all__ = ["CHILD_EXCLUDED_TOOLS", "ChildTask", "SubAgents"]
+__all__ = ["CHILD_EXCLUDED_TOOLS", "CHILD_TOOLS", "ChildTask", "SubAgents"]
 
 log = logging.getLogger(__name__)
 
-#: Tools a child may not call.
+#: Tools a child may not call (at the depth limit, which is the default of 1).
 CHILD_EXCLUDED_TOOLS = frozenset({"spawn_child", "child_result", "llm_set_source"})
+#: The tools that spawn and query children.
+CHILD_TOOLS = frozenset({"spawn_child", "child_result"})
 
 MIN_TURNS, MAX_TURNS, DEFAULT_TURNS = 1, 30, 5
+
+
+@dataclass
+class _Tree:
+    """What one top-level turn and all of its descendants share: how many children they spawned."""
+
+    spawned: int = 0
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    depth: int
+    tree: _Tree
+
+
+#: The lineage of the code running now (None outside any turn, e.g. a direct library call).
+_LINEAGE: contextvars.ContextVar[_Lineage | None] = contextvars.ContextVar("homeagent_child_lineage", default=None)
 
 
 @dataclass
@@ -52,15 +79,46 @@ class ChildTask:
 class SubAgents:
     """Spawns and tracks child runs.
 
-    :param run_child: ``run_child(task, max_turns) -> answer`` (the kernel's child runner).
+    :param run_child: ``run_child(task, max_turns) -> answer`` (the kernel's child runner; it
+        runs inside the child's lineage, so :meth:`depth` is the child's depth there).
     :param max_running: most children running at once.
+    :param max_depth: deepest child level (1: only top-level turns spawn children).
+    :param max_per_turn: most children one top-level turn spawns, descendants included.
     """
 
-    def __init__(self, run_child: Callable[[str, int], Awaitable[str]], *, max_running: int = 8) -> None:
+    def __init__(
+        self,
+        run_child: Callable[[str, int], Awaitable[str]],
+        *,
+        max_running: int = 8,
+        max_depth: int = 1,
+        max_per_turn: int = 16,
+    ) -> None:
         self._run_child = run_child
         self.max_running = max_running
+        self.max_depth = max_depth
+        self.max_per_turn = max_per_turn
         self.children: dict[str, ChildTask] = {}
         self._ids = itertools.count(1)
+
+    @staticmethod
+    def begin_turn() -> contextvars.Token[_Lineage | None]:
+        """Mark the code that follows as a new top-level turn (depth 0, nothing spawned yet)."""
+        return _LINEAGE.set(_Lineage(0, _Tree()))
+
+    @staticmethod
+    def end_turn(token: contextvars.Token[_Lineage | None]) -> None:
+        _LINEAGE.reset(token)
+
+    @staticmethod
+    def depth() -> int:
+        """How deep the running code is: 0 in a top-level turn, 1 in its children, ..."""
+        lineage = _LINEAGE.get()
+        return lineage.depth if lineage is not None else 0
+
+    def may_spawn(self) -> bool:
+        """Whether the running code is shallow enough to spawn children."""
+        return self.depth() < self.max_depth
 
     def running(self) -> int:
         return sum(1 for c in self.children.values() if c.status == "running")
@@ -69,16 +127,31 @@ class SubAgents:
         """Start a child for ``task``.
 
         Raises:
-            ValueError: ``max_turns`` outside 1..30, empty task, or too many children running.
+            ValueError: ``max_turns`` outside 1..30, empty task, the depth or per-turn count
+                limit reached, or too many children running.
         """
         if not task.strip():
             raise ValueError("task must describe what the child should do")
         if not MIN_TURNS <= max_turns <= MAX_TURNS:
             raise ValueError(f"max_turns must be between {MIN_TURNS} and {MAX_TURNS}, got {max_turns}")
+        lineage = _LINEAGE.get() or _Lineage(0, _Tree())
+        if lineage.depth >= self.max_depth:
+            raise ValueError(
+                f"a child at depth {lineage.depth} may not spawn children: the limit is "
+                f"{self.max_depth} level(s) (setting core.agent.child_max_depth); do the task yourself"
+            )
+        if lineage.tree.spawned >= self.max_per_turn:
+            raise ValueError(
+                f"this turn already spawned {lineage.tree.spawned} children, the limit "
+                "(setting core.agent.child_max_per_turn); collect their results with child_result instead"
+            )
         if self.running() >= self.max_running:
             raise ValueError(f"{self.max_running} children are already running; wait for one with child_result")
+        lineage.tree.spawned += 1
         child = ChildTask(f"child_{next(self._ids)}", task, max_turns)
-        child.runner = asyncio.get_running_loop().create_task(self._run(child), name=child.task_id)
+        context = contextvars.copy_context()
+        context.run(_LINEAGE.set, _Lineage(lineage.depth + 1, lineage.tree))
+        child.runner = asyncio.get_running_loop().create_task(self._run(child), name=child.task_id, context=context)
         self.children[child.task_id] = child
         return child
 

@@ -17,7 +17,7 @@ import logging
 import re
 import time
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from homeagent_core.aio import call_maybe_async
@@ -349,14 +349,28 @@ class ToolRegistry:
             return float(tool.timeout)
         return self.default_timeout
 
-    async def execute(self, call: ToolCall, *, timeout: float | None = None) -> ToolResult:
-        """Validate and run one call; every failure becomes a failed result for the model."""
+    async def execute(
+        self, call: ToolCall, *, timeout: float | None = None, allowed: Collection[str] | None = None
+    ) -> ToolResult:
+        """Validate and run one call; every failure becomes a failed result for the model.
+
+        ``allowed`` is the set of tool names this run may call (None: every registered tool).
+        A run only offers the model its allowed tools, but a model may name any tool anyway;
+        such a call is refused here, whatever the prompt said.
+        """
         tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            return ToolResult(
-                call.id, call.name, False, f"未知工具 {call.name}（unknown tool）；可用工具：{known}", call.plugin
-            )
+        if tool is None or (allowed is not None and call.name not in allowed):
+            usable = sorted(self._tools if allowed is None else (n for n in allowed if n in self._tools))
+            known = ", ".join(usable) or "none"
+            if tool is None:
+                text = f"未知工具 {call.name}（unknown tool）；可用工具：{known}"
+            else:
+                log.warning("tool %s refused: not in the tools of this run", call.name)
+                text = (
+                    f"工具 {call.name} 在本次运行中不可用（not allowed in this run: it was not offered to you）；"
+                    f"可用工具：{known}"
+                )
+            return ToolResult(call.id, call.name, False, text, tool.plugin if tool is not None else call.plugin)
         call.plugin = tool.plugin
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         props = tool.parameters.get("properties", {})

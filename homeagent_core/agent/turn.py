@@ -166,6 +166,8 @@ class Turn:
         self._llm_task: asyncio.Task[dict[str, Any]] | None = None
         self._usage: dict[str, Any] = {}
         self._sink = item.sink
+        #: Tool names this turn may call (None: all); enforced by ``ToolRegistry.execute``.
+        self.allowed: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ scheduler handle
 
@@ -312,12 +314,16 @@ class Turn:
 
     # ------------------------------------------------------------------ plain runs
 
-    async def run_plain(self, system: str, tools: list[dict[str, Any]] | None, max_turns: int) -> str:
+    async def run_plain(self, system: str, tool_names: list[str], max_turns: int) -> str:
         """A turn without memory or output (sub-agents, consolidation jobs).
 
-        The tool stages still run, so plugins that audit tool calls see these too.
+        Only ``tool_names`` are offered to the model, and only they may run: a call to any
+        other tool is refused as a failed tool result. The tool stages still run, so plugins
+        that audit tool calls see these too.
         """
         ctx = self.ctx
+        self.allowed = frozenset(tool_names)
+        tools = self.k.tools.schemas(tool_names)
         ctx.context_msgs = [
             {"role": "system", "content": system},
             {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments)},
@@ -410,7 +416,7 @@ class Turn:
             result = ToolResult(call.id, call.name, False, "工具调用被拒绝：" + "；".join(rejections), call.plugin)
             rejected = True
         else:
-            result = await k.tools.execute(call)
+            result = await k.tools.execute(call, allowed=self.allowed)
             await k.stages.run("after_toolcall", ctx, call=call, result=result)
             rejected = False
         k.bus.publish(
