@@ -413,11 +413,29 @@ class ToolRegistry:
         if isinstance(value, ToolResult):
             value.call_id, value.name, value.plugin = call.id, call.name, tool.plugin
             return value
-        text = _result_text(value)
+        try:
+            text = _result_text(value)
+        except RecursionError:
+            return self._unserialisable(call, tool, "it is nested too deeply to encode as JSON")
+        except (TypeError, ValueError) as exc:  # e.g. a circular reference
+            return self._unserialisable(call, tool, f"{type(exc).__name__}: {exc}")
         log.debug(
             "tool %s ran in %.1f ms: %s", call.name, (time.perf_counter() - started) * 1000, text[:_MAX_RESULT_LOG]
         )
         return ToolResult(call.id, call.name, True, text, tool.plugin)
+
+    @staticmethod
+    def _unserialisable(call: ToolCall, tool: ToolDef, why: str) -> ToolResult:
+        """A result that cannot become text is one failed call, not a failed turn."""
+        log.warning("tool %s (plugin %s) returned a result that cannot be encoded: %s", call.name, tool.plugin, why)
+        return ToolResult(
+            call.id,
+            call.name,
+            False,
+            f"工具 {call.name} 的结果无法转换为文本（the tool's result could not be encoded: {why}）；"
+            "请换一种参数再试或改用其他工具",
+            tool.plugin,
+        )
 
     def batch_is_parallel(self, calls: Sequence[ToolCall]) -> bool:
         """True when every tool of the batch is ``parallel_safe`` and none is ``serial``."""

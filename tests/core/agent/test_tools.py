@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 import pytest
 
 from homeagent_core.agent.tools import ToolRegistry, run_batch, tool_from_function, validate_arguments
+from homeagent_sdk import hookimpl
+from homeagent_sdk._fake_model import FakeModel, ToolCallReply
 from homeagent_sdk.errors import PluginValidationError, UsageError
 from homeagent_sdk.types import ToolCall, ToolDef, ToolResult
 
@@ -253,3 +255,28 @@ def test_serial_wins_over_parallel_safe() -> None:
     registry = _timed_registry([], parallel_safe=True, serial_name="b")
     assert not registry.batch_is_parallel([ToolCall("1", "a", {}), ToolCall("2", "b", {})])
     assert not registry.batch_is_parallel([ToolCall("1", "a", {})])  # one call: nothing to parallelise
+
+
+async def test_a_result_nested_too_deeply_is_one_failed_call_and_the_turn_goes_on(make_kernel: Any) -> None:
+    class Deep:
+        name = "deep"
+
+        @hookimpl
+        def register_tools(self, registry: Any) -> None:
+            def nested(depth: int) -> list[Any]:
+                """A result nested ``depth`` lists deep (as a remote plugin may send it)."""
+                value: list[Any] = []
+                for _ in range(depth):
+                    value = [value]
+                return value
+
+            registry.add(nested)
+
+    model = FakeModel([ToolCallReply("nested", {"depth": 1000}), "结果太深，换个办法"])
+    kernel = await make_kernel(Deep(), model=model)
+    reply = await kernel.ask("取一个很深的结果", timeout=10)
+    assert reply == "结果太深，换个办法"
+    (result,) = reply.tool_results
+    assert not result.success and "nested too deeply to encode as JSON" in result.result
+    last = model.requests[-1]["messages"][-1]
+    assert last == {"role": "tool", "tool_call_id": result.call_id, "content": result.result}
