@@ -29,6 +29,7 @@ purge criteria), :mod:`~homeagent_core.memory.graph_types` (row and result types
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import sqlite3
@@ -499,11 +500,20 @@ class GraphStore:
 
         return self.write(run)
 
-    def purge(self, criteria: Mapping[str, Any], mode: str = "soft") -> int:
+    def purge(
+        self,
+        criteria: Mapping[str, Any],
+        mode: str = "soft",
+        *,
+        before_commit: Callable[[int], object] | None = None,
+    ) -> int:
         """Soft- (``mode="soft"``) or hard- (``"hard"``) delete relations matching ``criteria``.
 
         Criteria keys are :data:`PURGE_CRITERIA`; all given criteria must match. Returns how
-        many relations were purged (0 when nothing matched).
+        many relations were purged (0 when nothing matched). ``before_commit(count)`` runs
+        inside the transaction, after the relations were purged: if it raises, nothing is
+        purged (a caller's own follow-up step, e.g. cleaning the conversation log, becomes
+        part of one all-or-nothing change).
 
         Raises:
             MemoryStoreError: no criteria, an unknown key, a bad value, or an unknown mode.
@@ -522,12 +532,26 @@ class GraphStore:
             else:
                 rows = conn.execute(f"DELETE FROM relations WHERE {where} RETURNING id", args).fetchall()
             ch.relations.update(r[0] for r in rows)
+            if before_commit is not None:
+                before_commit(len(rows))
             return len(rows)
 
         return self.write(run)
 
-    def edit(self, subject: str, relation: str, obj: str, new: Triple, session: str = "") -> CommitResult:
+    def edit(
+        self,
+        subject: str,
+        relation: str,
+        obj: str,
+        new: Triple,
+        session: str = "",
+        *,
+        before_commit: Callable[[CommitResult], object] | None = None,
+    ) -> CommitResult:
         """Replace the relation ``subject -relation-> obj`` (every session) with ``new``.
+
+        ``before_commit(result)`` runs inside the transaction after the replacement; if it
+        raises, the relation is left as it was.
 
         Raises:
             MemoryStoreError: the old relation does not exist, or ``new`` is invalid.
@@ -553,6 +577,8 @@ class GraphStore:
             result = self._commit_in(conn, ch, [new], session, {})
             if result.skipped:
                 raise MemoryStoreError(f"the new triple is invalid: {result.skipped[0]}")
+            if before_commit is not None:
+                before_commit(result)
             return result
 
         return self.write(run)
@@ -764,11 +790,30 @@ class GraphStore:
     async def amerge(self, keep: str, drop: str) -> dict[str, int]:
         return await asyncio.to_thread(self.merge, keep, drop)
 
-    async def apurge(self, criteria: Mapping[str, Any], mode: str = "soft") -> int:
-        return await asyncio.to_thread(self.purge, criteria, mode)
+    async def apurge(
+        self,
+        criteria: Mapping[str, Any],
+        mode: str = "soft",
+        *,
+        before_commit: Callable[[int], object] | None = None,
+    ) -> int:
+        """:meth:`purge` in a worker thread (``before_commit`` runs there too)."""
+        return await asyncio.to_thread(functools.partial(self.purge, criteria, mode, before_commit=before_commit))
 
-    async def aedit(self, subject: str, relation: str, obj: str, new: Triple, session: str = "") -> CommitResult:
-        result = await asyncio.to_thread(self.edit, subject, relation, obj, new, session)
+    async def aedit(
+        self,
+        subject: str,
+        relation: str,
+        obj: str,
+        new: Triple,
+        session: str = "",
+        *,
+        before_commit: Callable[[CommitResult], object] | None = None,
+    ) -> CommitResult:
+        """:meth:`edit` in a worker thread (``before_commit`` runs there too), then embed new names."""
+        result = await asyncio.to_thread(
+            functools.partial(self.edit, subject, relation, obj, new, session, before_commit=before_commit)
+        )
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
         return result

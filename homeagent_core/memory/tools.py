@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.memory.distill import DEFAULT_SUBJECT
 from homeagent_core.memory.graph import PURGE_CRITERIA
-from homeagent_sdk.errors import MemoryStoreError, ToolError
+from homeagent_sdk.errors import HomeAgentError, MemoryStoreError, ToolError
 from homeagent_sdk.types import ToolDef, Triple
 
 if TYPE_CHECKING:
@@ -63,10 +63,10 @@ def _text(value: Any, name: str, *, required: bool = True) -> str:
         return ""
     if not isinstance(value, str):
         raise ToolError(f"argument {name!r} must be a string, got {type(value).__name__}")
-    value = value.strip()
-    if required and not value:
+    text = value.strip()
+    if required and not text:
         raise ToolError(f"argument {name!r} is empty; give a non-empty string")
-    return value
+    return text
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:
@@ -94,6 +94,14 @@ def _triple(raw: Any, where: str) -> Triple:
     )
 
 
+def _not_applied(action: str, step: str, exc: BaseException) -> str:
+    return (
+        f"the {action} was not applied (graph memory is unchanged): {step} failed with "
+        f"{type(exc).__name__}: {exc}. Fix the cause (e.g. disk space or permissions of the "
+        "data directory) and call the tool again"
+    )
+
+
 def memory_tools(
     graph: GraphStore,
     social: SocialGraph,
@@ -101,15 +109,18 @@ def memory_tools(
     *,
     resolve_digest: Callable[[str], str | None] | None = None,
     session: Callable[[], str] | None = None,
-    text_purge: Callable[[str], Awaitable[int]] | None = None,
-    text_replace: Callable[[str, str], Awaitable[int]] | None = None,
+    text_purge: Callable[[str], int] | None = None,
+    text_replace: Callable[[str, str], int] | None = None,
 ) -> list[ToolDef]:
     """The ``memory_*`` and ``person_*`` tools bound to these stores.
 
     ``resolve_digest`` maps a digest or unique prefix to a full digest (None when unknown);
     without it media digests are dropped with a note. ``session`` returns the current session
     id stamped on committed relations. ``text_purge(subject)`` / ``text_replace(old, new)``
-    let purges and edits also clean the conversation log; each returns lines changed.
+    let purges and edits also clean the conversation log; each is a plain (blocking) function
+    returning the lines changed. A purge or edit is all-or-nothing: arguments are checked
+    first, and the log step runs inside the graph's transaction, so when it fails the graph
+    is left unchanged and the tool reports why.
     """
 
     def current_session() -> str:
@@ -181,30 +192,49 @@ def memory_tools(
             raise ToolError("argument 'criteria' must be an object, e.g. {\"subject_contains\": …}")
         if mode not in ("soft", "hard"):
             raise ToolError(f"argument 'mode' must be 'soft' or 'hard', got {mode!r}")
+        subject = criteria.get("subject_contains")
+        text = subject.strip() if text_purge is not None and isinstance(subject, str) else ""
+        lines: list[int] = []
+
+        def purge_text(count: int) -> None:  # inside the graph transaction: raising undoes the purge
+            if count and text_purge is not None and text:
+                lines.append(text_purge(text))
+
         try:
-            count = await graph.apurge(criteria, mode)
+            count = await graph.apurge(criteria, mode, before_commit=purge_text)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
+        except (OSError, HomeAgentError) as exc:
+            raise ToolError(_not_applied("purge", "removing the lines from the conversation log", exc)) from exc
         if count == 0:
             raise ToolError(
                 f"no relation matched {criteria}; nothing was purged. Use memory_recall to see "
                 "the stored names and relation types"
             )
         out: dict[str, Any] = {"purged": count, "mode": mode}
-        subject = criteria.get("subject_contains")
-        if text_purge is not None and isinstance(subject, str) and subject.strip():
-            out["text_lines_removed"] = await text_purge(subject.strip())
+        if lines:
+            out["text_lines_removed"] = lines[0]
         return out
 
     async def memory_edit(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         old_t, new_t = _triple(old, "old"), _triple(new, "new")
+        lines: list[int] = []
+
+        def edit_text(_result: object) -> None:  # inside the graph transaction: raising undoes the edit
+            if text_replace is not None and old_t.object != new_t.object:
+                lines.append(text_replace(old_t.object, new_t.object))
+
         try:
-            result = await graph.aedit(old_t.subject, old_t.relation, old_t.object, new_t, current_session())
+            result = await graph.aedit(
+                old_t.subject, old_t.relation, old_t.object, new_t, current_session(), before_commit=edit_text
+            )
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
+        except (OSError, HomeAgentError) as exc:
+            raise ToolError(_not_applied("edit", "rewriting the conversation log", exc)) from exc
         out: dict[str, Any] = {"edited": True, **result.to_dict()}
-        if text_replace is not None and old_t.object != new_t.object:
-            out["text_lines_changed"] = await text_replace(old_t.object, new_t.object)
+        if lines:
+            out["text_lines_changed"] = lines[0]
         return out
 
     async def memory_delete_entity(name: str) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def env(tmp_path: Path) -> Any:
     indexer = MemoryIndexer(graph)
     purged: list[str] = []
 
-    async def text_purge(subject: str) -> int:
+    def text_purge(subject: str) -> int:  # the conversation log's purge is a plain function
         purged.append(subject)
         return 2
 
