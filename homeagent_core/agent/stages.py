@@ -178,8 +178,16 @@ class StageRunner:
         moment, so the shared deadline is each handler's own timeout.
         """
         live = [t for t in tasks if t is not None]
-        pending = [t for t in live if not t.done()]
         late: set[asyncio.Task[Any]] = set()
+        # One loop pass runs every new task's first step; handlers that never suspend are done
+        # after it, so the common case needs no waiter future and no done callbacks.
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            for task in live:
+                task.cancel()
+            raise
+        pending = [t for t in live if not t.done()]
         if pending:
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[None] = loop.create_future()
