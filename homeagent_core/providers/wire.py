@@ -99,6 +99,11 @@ def normalize_args(a: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {"value": v}
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (wire fields the peer may omit)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _tool_calls(raw: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if not isinstance(raw, list):
@@ -106,7 +111,7 @@ def _tool_calls(raw: Any) -> list[dict[str, Any]]:
     for tc in raw:
         if not isinstance(tc, dict):
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = _dict(tc.get("function"))
         name = tc.get("name") or fn.get("name")
         if not isinstance(name, str) or not name:
             continue
@@ -214,7 +219,7 @@ def parse_openai_chunk(body: Any) -> dict[str, Any] | None:
     choices = body.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         ch = choices[0]
-        d = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+        d = _dict(ch.get("delta"))
         if isinstance(d.get("content"), str):
             out["content"] = d["content"]
             useful = True
@@ -225,7 +230,9 @@ def parse_openai_chunk(body: Any) -> dict[str, Any] | None:
         if isinstance(d.get("tool_calls"), list):
             frags = []
             for i, tc in enumerate(d["tool_calls"]):
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                if not isinstance(tc, dict):
+                    continue  # a peer's malformed fragment: skipped, the stream goes on
+                fn = _dict(tc.get("function"))
                 frag: dict[str, Any] = {"stream_index": tc.get("index", i)}
                 if tc.get("id"):
                     frag["id"] = tc["id"]
