@@ -117,6 +117,12 @@ MIGRATIONS: list[list[str]] = [
         # the same transaction as its triples, so a replay is recognised and skipped.
         "CREATE TABLE applied_batches (batch_id TEXT PRIMARY KEY, applied_at REAL NOT NULL)",
     ],
+    [
+        # The review heartbeat counts answers that gave a relation no usable verdict since its
+        # last change, so a batch the model never answers is retried a bounded number of times.
+        "ALTER TABLE relations ADD COLUMN review_attempts INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relations ADD COLUMN review_attempted_at REAL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

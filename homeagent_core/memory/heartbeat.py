@@ -14,7 +14,9 @@ Jobs (each a callable for a heartbeat, each making no LLM call when it has nothi
   model through the kernel's self-input queue (pseudo channel ``_consolidation_``), which
   answers by calling ``memory_merge``;
 * :class:`ReviewJob` — relations not reviewed since their last change are checked against
-  their source sentence by the LLM; wrong ones are dropped or re-typed.
+  their source sentence by the LLM; wrong ones are dropped or re-typed. An answer that does not
+  parse (or leaves a relation out) reviews nothing: those relations are asked about again, at
+  most ``max_attempts`` (3) times per change.
 """
 
 from __future__ import annotations
@@ -333,10 +335,19 @@ REVIEW_PROMPT = (
 
 
 class ReviewJob:
-    """Re-checks relations against their source sentences with the LLM."""
+    """Re-checks relations against their source sentences with the LLM.
 
-    def __init__(self, graph: GraphStore, ask_llm: AskLLM, *, batch: int = 20) -> None:
-        self.graph, self.ask_llm, self.batch = graph, ask_llm, batch
+    Only a relation the answer gives a usable verdict (``keep``, ``drop``, ``fix`` with a valid
+    relation) counts as reviewed. When the answer does not parse, or leaves a relation out, that
+    relation stays unreviewed and is asked about again at the next run; after ``max_attempts``
+    such answers since its last change it is skipped (logged once) until it changes again, so a
+    batch the model never answers cannot hold the queue forever.
+    """
+
+    def __init__(self, graph: GraphStore, ask_llm: AskLLM, *, batch: int = 20, max_attempts: int = 3) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"ReviewJob max_attempts must be >= 1, got {max_attempts}")
+        self.graph, self.ask_llm, self.batch, self.max_attempts = graph, ask_llm, batch, max_attempts
 
     def pending(self) -> list[tuple[int, str, str, str, str]]:
         """(id, subject, relation, object, sentence) of relations due for review."""
@@ -345,24 +356,30 @@ class ReviewJob:
                 "SELECT r.id, s.name, r.type, t.name, se.text FROM relations r"
                 " JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"
                 " JOIN sentences se ON se.id = r.sentence_id"
-                " WHERE r.status = 'active' AND (r.reviewed_at IS NULL OR"
-                " r.reviewed_at < r.updated_at) ORDER BY r.updated_at LIMIT ?",
-                (self.batch,),
+                " WHERE r.status = 'active' AND (r.reviewed_at IS NULL OR r.reviewed_at < r.updated_at)"
+                " AND NOT (r.review_attempted_at IS NOT NULL AND r.review_attempted_at >= r.updated_at"
+                " AND r.review_attempts >= ?)"
+                " ORDER BY r.updated_at LIMIT ?",
+                (self.max_attempts, self.batch),
             ).fetchall()
         )
 
     async def __call__(self) -> dict[str, int]:
         rows = await asyncio.to_thread(self.pending)
-        report = {"reviewed": 0, "dropped": 0, "fixed": 0}
+        report = {"reviewed": 0, "dropped": 0, "fixed": 0, "unanswered": 0, "given_up": 0}
         if not rows:
             return report
         items = "\n".join(f"{i}. {s} -{r}-> {o} | 原句: {sent[:300]}" for i, (_, s, r, o, sent) in enumerate(rows, 1))
         answer = await self.ask_llm(REVIEW_PROMPT.format(items=items))
+        parsed = _json_array(answer)
+        if parsed is None:
+            log.warning("review: the model's answer was not a JSON array; %d relations stay unreviewed", len(rows))
         verdicts: dict[int, dict[str, Any]] = {}
-        for item in _json_array(answer) or []:
+        for item in parsed or []:
             if isinstance(item, dict) and isinstance(item.get("id"), int):
                 verdicts[item["id"]] = item
         ids = [row[0] for row in rows]
+        given_up: list[int] = []
 
         def apply(conn: sqlite3.Connection, ch: Changes) -> None:
             now = self.graph._clock()
@@ -374,21 +391,38 @@ class ReviewJob:
                 if kind == "drop":
                     conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
                     report["dropped"] += 1
-                    continue
-                if kind == "fix" and relation and len(relation) <= 50:
+                elif kind == "fix" and relation and len(relation) <= 50:
                     try:
                         conn.execute(
                             "UPDATE relations SET type = ?, updated_at = ?, reviewed_at = ? WHERE id = ?",
                             (relation, now, now, rid),
                         )
                         report["fixed"] += 1
-                        continue
                     except sqlite3.IntegrityError:  # the fixed relation already exists
                         conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
                         report["dropped"] += 1
-                        continue
-                conn.execute("UPDATE relations SET reviewed_at = ? WHERE id = ?", (now, rid))
-            report["reviewed"] = len(ids)
+                elif kind == "keep":
+                    conn.execute("UPDATE relations SET reviewed_at = ? WHERE id = ?", (now, rid))
+                else:  # no usable verdict: not reviewed; count the attempt since the last change
+                    report["unanswered"] += 1
+                    (attempts,) = conn.execute(
+                        "UPDATE relations SET review_attempts = CASE WHEN review_attempted_at IS NULL"
+                        " OR review_attempted_at < updated_at THEN 1 ELSE review_attempts + 1 END,"
+                        " review_attempted_at = ? WHERE id = ? RETURNING review_attempts",
+                        (now, rid),
+                    ).fetchone()
+                    if attempts >= self.max_attempts:
+                        given_up.append(rid)
+                    continue
+                report["reviewed"] += 1
+            report["given_up"] = len(given_up)
 
         await asyncio.to_thread(self.graph.write, apply)
+        if given_up:
+            log.warning(
+                "review: relations %s got no usable verdict in %d answers; they stay as they are, unreviewed, "
+                "and are reviewed again when they change",
+                given_up,
+                self.max_attempts,
+            )
         return report

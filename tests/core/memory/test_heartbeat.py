@@ -158,10 +158,56 @@ async def test_review_applies_verdicts_and_does_not_ask_again(graph: GraphStore)
     )
     llm = LLM(answer)
     job = ReviewJob(graph, llm)
-    assert await job() == {"reviewed": 3, "dropped": 1, "fixed": 1}
+    assert await job() == {"reviewed": 3, "dropped": 1, "fixed": 1, "unanswered": 0, "given_up": 0}
     assert "小王 -讨厌-> 咖啡 | 原句: 小王喜欢咖啡" in llm.prompts[0]
     rels = {(r.type, r.target) for r in graph.recall(["小王"]).relations}
     assert rels == {("住在", "杭州"), ("喜欢", "咖啡"), ("认识", "小王")}
-    assert await job() == {"reviewed": 0, "dropped": 0, "fixed": 0}
+    assert await job() == {"reviewed": 0, "dropped": 0, "fixed": 0, "unanswered": 0, "given_up": 0}
     assert len(llm.prompts) == 1
     assert graph.cache.snapshot() == graph.sql_snapshot()
+
+
+def _unreviewed(graph: GraphStore) -> set[str]:
+    rows = graph.read(
+        lambda c: c.execute(
+            "SELECT r.type FROM relations r WHERE r.reviewed_at IS NULL OR r.reviewed_at < r.updated_at"
+        ).fetchall()
+    )
+    return {r[0] for r in rows}
+
+
+async def test_review_answer_that_does_not_parse_reviews_nothing_and_is_retried_a_bounded_number_of_times(
+    graph: GraphStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph.commit([Triple("小王", "住在", "杭州", sentence_text="小王住在杭州")])
+    graph.commit([Triple("小王", "喜欢", "咖啡", sentence_text="小王喜欢咖啡")])
+    llm = LLM("抱歉，我现在无法判断。")
+    job = ReviewJob(graph, llm, max_attempts=3)
+    first = await job()
+    assert first == {"reviewed": 0, "dropped": 0, "fixed": 0, "unanswered": 2, "given_up": 0}
+    assert _unreviewed(graph) == {"住在", "喜欢"}  # unparsed means unreviewed
+    assert (await job())["unanswered"] == 2 and len(llm.prompts) == 2  # asked again
+    third = await job()
+    assert third["given_up"] == 2 and "stay as they are, unreviewed" in caplog.text
+    assert await job() == {"reviewed": 0, "dropped": 0, "fixed": 0, "unanswered": 0, "given_up": 0}
+    assert len(llm.prompts) == 3  # bounded: no fourth question about the same batch
+    assert _unreviewed(graph) == {"住在", "喜欢"}
+
+    # A relation that changes is due again, with a fresh budget of attempts.
+    graph._clock = lambda: 4_000_000_000.0
+    graph.commit([Triple("小王", "住在", "杭州", sentence_text="小王住在杭州")])
+    llm.answer = json.dumps([{"id": 1, "verdict": "keep"}])
+    assert (await job())["reviewed"] == 1
+    assert "小王 -住在-> 杭州" in llm.prompts[-1] and "咖啡" not in llm.prompts[-1]
+    assert _unreviewed(graph) == {"喜欢"}
+    assert graph.cache.snapshot() == graph.sql_snapshot()
+
+
+async def test_review_marks_only_the_relations_the_answer_gave_a_verdict(graph: GraphStore) -> None:
+    graph.commit([Triple("小王", "住在", "杭州", sentence_text="小王住在杭州")])
+    graph.commit([Triple("小王", "喜欢", "咖啡", sentence_text="小王喜欢咖啡")])
+    graph.commit([Triple("小王", "养了", "猫咪", sentence_text="小王养了一只猫")])
+    llm = LLM(json.dumps([{"id": 1, "verdict": "keep"}, {"id": 3, "verdict": "maybe"}]))
+    report = await ReviewJob(graph, llm)()
+    assert report == {"reviewed": 1, "dropped": 0, "fixed": 0, "unanswered": 2, "given_up": 0}
+    assert _unreviewed(graph) == {"喜欢", "养了"}
