@@ -16,7 +16,10 @@ the embedding space, or character n-gram tf-idf when there is no embedder), the 
 with their original timestamps (except events from ``agentcli`` and ``terminal``).
 
 The window is saved to ``context.json`` at most every ``debounce`` seconds (atomic write) and
-on :meth:`flush` / :meth:`aclose`. A damaged file loads every event that is still valid.
+on :meth:`flush` / :meth:`aclose`; :meth:`save_now` writes it at once (fsync'd) for callers that
+must not lose an event, such as a document moved back from the document store. Writes are
+serialised and an older snapshot never replaces a newer one. A damaged file loads every event
+that is still valid.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 import uuid
 from collections import Counter
@@ -289,6 +293,9 @@ class RelevanceContext:
         self._save_handle: asyncio.TimerHandle | None = None
         self._save_tasks: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
+        self._write_lock = threading.Lock()
+        self._snapshots = 0  # numbers each serialised payload
+        self._written = 0  # the newest payload on disk
         self.dropped_on_load = 0
         if self.path is not None and self.path.exists():
             self._load(self.path)
@@ -439,19 +446,35 @@ class RelevanceContext:
         if not task.cancelled() and task.exception() is not None:
             log.error("saving the context window to %s failed: %s", self.path, task.exception())
 
-    def _serialise(self) -> bytes:
+    def _serialise(self) -> tuple[int, bytes]:
+        """The window as file bytes, numbered so that an older snapshot never overwrites a newer one."""
         lines = ",\n".join(json.dumps(e.to_dict(), ensure_ascii=False) for e in self._events)
-        return ('{"version": 1, "events": [\n' + lines + "\n]}\n").encode("utf-8")
+        self._snapshots += 1
+        return self._snapshots, ('{"version": 1, "events": [\n' + lines + "\n]}\n").encode("utf-8")
 
-    def _write(self, payload: bytes) -> None:
+    def _write(self, snapshot: tuple[int, bytes]) -> None:
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.path)
+        number, payload = snapshot
+        with self._write_lock:
+            if number <= self._written:
+                return  # a newer snapshot is already on disk
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(self.path)
+            _fsync_dir(self.path.parent)
+            self._written = number
+
+    async def save_now(self) -> None:
+        """Write the window durably now (fsync'd when this returns); a pending debounced save is folded in."""
+        if self._save_handle is not None:
+            self._save_handle.cancel()
+            self._save_handle = None
+        if self.path is not None:
+            await asyncio.to_thread(self._write, self._serialise())
 
     def flush(self) -> None:
         """Write the window now (synchronously)."""
@@ -498,6 +521,20 @@ class RelevanceContext:
                 log.warning("context file %s: dropped event #%d: %s", path, number, exc)
         events.sort(key=lambda e: e.timestamp)
         self._events = events
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _salvage(raw: str) -> list[Any]:

@@ -3,10 +3,18 @@
 ``doc_query`` consumes: each hit is returned, deleted from the store, and re-inserted into the
 working context as a ``cold_storage`` event at the document's original timestamp, so the
 timeline shows it where it happened.
+
+The move is crash-safe: the context (with the new events, each naming its ``doc_id``) is
+written durably first, and only then are the documents deleted. A crash between the two steps
+leaves a document in both places; :func:`settle_moves` (run when memory opens) finishes such a
+move by deleting the store's copy, and likewise drops from the context the events a prune had
+already archived to the store, so every document is found exactly once after a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +26,9 @@ if TYPE_CHECKING:
     from homeagent_core.agent.context import RelevanceContext
     from homeagent_core.memory.documents import DocumentStore
 
-__all__ = ["document_tools"]
+__all__ = ["document_tools", "settle_moves"]
+
+log = logging.getLogger(__name__)
 
 MAX_TOP_K = 20
 MAX_CONTENT = 20_000
@@ -38,8 +48,10 @@ def document_tools(
             raise ToolError("doc_query: 'query' must be a non-empty string describing what to find")
         if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             raise ToolError(f"doc_query: 'top_k' must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-        hits = await store.consume(query, top_k)
-        if context is not None:
+        if context is None:
+            hits = await store.consume(query, top_k)
+        else:
+            hits = await store.query(query, top_k, touch=True)
             for hit in hits:
                 doc = hit.document
                 await context.append(
@@ -51,6 +63,11 @@ def document_tools(
                         meta={"doc_id": doc.id, **({"origin": doc.meta} if doc.meta else {})},
                     )
                 )
+            if hits:
+                # Durable in the context first, then gone from the store: a crash in between
+                # leaves a copy in both, which settle_moves resolves at the next start.
+                await context.save_now()
+                await asyncio.to_thread(store.delete, [h.document.id for h in hits])
         return {
             "found": len(hits),
             "documents": [
@@ -132,3 +149,31 @@ def document_tools(
             handler=doc_commit,
         ),
     ]
+
+
+def settle_moves(context: RelevanceContext, store: DocumentStore) -> tuple[int, int]:
+    """Finish moves between the context and the store that a crash interrupted.
+
+    * a ``cold_storage`` event whose ``doc_id`` is still in the store: ``doc_query`` wrote the
+      context but died before deleting the document, so the store's copy is deleted;
+    * an event whose id a stored document records as ``meta.event_id``: a prune archived it
+      but died before the context was saved, so the event leaves the context.
+
+    Returns (documents deleted, events removed). Call with both opened, before the first turn.
+    """
+    moved = [
+        str(e.meta["doc_id"])
+        for e in context.events
+        if e.kind == "cold_storage" and isinstance(e.meta.get("doc_id"), str) and e.meta["doc_id"] in store
+    ]
+    deleted = store.delete(moved) if moved else 0
+    archived = store.archived_event_ids(e.id for e in context.events)
+    removed = sum(1 for event_id in archived if context.remove(event_id))
+    if deleted or removed:
+        log.warning(
+            "memory: finished %d document move(s) and %d archive(s) interrupted by a crash "
+            "(each document is kept once)",
+            deleted,
+            removed,
+        )
+    return deleted, removed

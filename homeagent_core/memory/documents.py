@@ -660,8 +660,27 @@ class DocumentStore:
         order = np.lexsort((cand, -total[cand]))
         return [(int(cand[i]), float(total[cand[i]])) for i in order[:k]]
 
+    def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:
+        """Which of these context event ids were already archived here (``meta.event_id``).
+
+        Scans the table once (start-up reconciliation only, never on the hot path).
+        """
+        wanted = set(event_ids)
+        if not wanted:
+            return set()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT json_extract(meta, '$.event_id') FROM documents"
+                " WHERE json_extract(meta, '$.event_id') IS NOT NULL"
+            ).fetchall()
+        return {r[0] for r in rows if r[0] in wanted}
+
     async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
-        """Search, then delete every hit from the store (consume-on-read) and return them."""
+        """Search, then delete every hit from the store (consume-on-read) and return them.
+
+        Nothing else holds the hits afterwards: a caller that moves them elsewhere must make
+        that copy durable first and then :meth:`delete` them (see ``doc_query``).
+        """
         hits = await self.query(text, top_k, touch=True)
         if hits:
             await asyncio.to_thread(self.delete, [h.document.id for h in hits])

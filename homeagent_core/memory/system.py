@@ -7,7 +7,8 @@ conversation log and the knowledge base. It implements the kernel's ``TurnMemory
 
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
 so an input that was answered is never lost; the context is saved debounced and flushed on
-close.
+close, except when ``doc_query`` moves documents into it (saved durably before they leave the
+store; a move a crash interrupted is finished when memory opens).
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ class MemorySystem:
             documents=documents,
             max_context_size=config.get("core.agent.max_context_size"),
         )
+        from homeagent_core.memory.document_tools import settle_moves
+
+        await asyncio.to_thread(settle_moves, context, documents)
         distiller = await asyncio.to_thread(RuleDistiller, memory_dir / "raw", graph)
         return cls(
             data_dir=data_dir,

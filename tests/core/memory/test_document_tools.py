@@ -66,3 +66,24 @@ def test_tool_schemas_are_openai_functions(tmp_path):
         assert schema["function"]["parameters"]["type"] == "object"
         assert schema["function"]["parameters"]["required"]
     store.close()
+
+
+async def test_settle_moves_keeps_each_document_once_after_an_interrupted_move_or_archive(tmp_path):
+    from homeagent_core.memory.document_tools import settle_moves
+
+    store = DocumentStore(tmp_path / "documents.db")
+    ctx = RelevanceContext(tmp_path / "context.json", documents=store)
+    moved = await store.add("咪咪 喜欢 晒太阳", source="context_archived")
+    await ctx.append(ContextEvent(input=moved.content, kind="cold_storage", meta={"doc_id": moved.id}))
+    archived = await ctx.append(ContextEvent(input="上周 去了 西湖", source="webui"))
+    await store.add(archived.input, source="context_archived", meta={"event_id": archived.id})
+    kept = await ctx.append(ContextEvent(input="今天 天气 不错", source="webui"))
+    await ctx.save_now()
+
+    assert settle_moves(ctx, store) == (1, 1)
+    assert moved.id not in store and [e.id for e in ctx.events if e.kind == "user"] == [kept.id]
+    assert settle_moves(ctx, store) == (0, 0)
+    await ctx.aclose()
+    reopened = RelevanceContext(tmp_path / "context.json")
+    assert archived.id not in {e.id for e in reopened.events}
+    store.close()
