@@ -15,6 +15,7 @@ The tree::
     ├── ProviderError                   an LLM source failed (HTTP, adapter, all sources down)
     ├── ModalityUnsupported             an embedding provider cannot embed that kind of input
     ├── MemoryStoreError                a memory layer refused an operation (corrupt blob, ...)
+    ├── InputQueueFull                  the agent is busy: its input queue is full (retry later)
     └── DataDirError                    the data directory cannot be created or written
 
 Two audiences: :class:`UsageError` and its children are mistakes in code that calls
@@ -25,11 +26,15 @@ non-zero exit code instead of a traceback.
 
 from __future__ import annotations
 
+import math
+import re
+
 __all__ = [
     "ConfigError",
     "ConfigValueError",
     "DataDirError",
     "HomeAgentError",
+    "InputQueueFull",
     "MemoryStoreError",
     "ModalityUnsupported",
     "PluginError",
@@ -100,6 +105,36 @@ class ModalityUnsupported(HomeAgentError):
 
     Never answered by substituting another model's vector: callers fall back explicitly.
     """
+
+
+class InputQueueFull(HomeAgentError):
+    """The agent's input queue is full: the input was NOT accepted; send it again later.
+
+    ``retry_after`` is a hint in seconds (about how long one turn takes now). The HTTP API
+    answers 503 with a ``Retry-After`` header, the terminal socket an error line with
+    ``"code": "busy"``, and ``sdk.io.inject_*`` raise this for in-process and out-of-process
+    plugins alike. The message always starts with :attr:`PREFIX`.
+    """
+
+    PREFIX = "the agent is busy: its input queue is full"
+
+    def __init__(self, message: str, *, retry_after: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def retry_after_header(self) -> str:
+        """``retry_after`` as an HTTP ``Retry-After`` value (whole seconds, at least 1)."""
+        return str(max(1, math.ceil(self.retry_after)))
+
+    @classmethod
+    def from_message(cls, message: str) -> InputQueueFull | None:
+        """Rebuild the error from its message (as it travels over a pipe), or None if it is another error."""
+        start = message.find(cls.PREFIX)
+        if start < 0:
+            return None
+        match = re.search(r"retry in about (\d+(?:\.\d+)?) s", message)
+        return cls(message[start:], retry_after=float(match.group(1)) if match else 5.0)
 
 
 class MemoryStoreError(HomeAgentError):

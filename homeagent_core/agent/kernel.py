@@ -443,10 +443,29 @@ class Kernel:
         :class:`StreamPart` items instead: ``content`` and ``reasoning`` deltas of this input's
         own turn in arrival order, then one ``done`` part carrying the final :class:`Reply`.
         """
+        async for part in self.open_stream(text, channel, options=options, source=source, parts=parts):
+            yield part
+
+    def open_stream(
+        self,
+        text: str,
+        channel: str = "library",
+        *,
+        options: InjectOptions | None = None,
+        source: str = "library",
+        parts: bool = False,
+    ) -> AsyncIterator[Any]:
+        """:meth:`stream`, with the input submitted now rather than at the first iteration.
+
+        For callers that must learn about backpressure before they answer (an HTTP response
+        whose headers are not sent yet).
+
+        Raises:
+            InputQueueFull: the input queue is full; nothing was submitted.
+        """
         sink: asyncio.Queue[Any] = asyncio.Queue()
         item = self.make_item(text, channel, source=source, level=_level(options), options=options, sink=sink)
         thoughts: list[str] = []
-        unsubscribe: Callable[[], None] | None = None
         if parts:
 
             def on_reasoning(event: Event) -> None:
@@ -457,44 +476,54 @@ class Kernel:
                     sink.put_nowait(_THOUGHT)
 
             unsubscribe = self.bus.subscribe(on_reasoning, "reasoning_delta", maxsize=100_000, label="stream")
-        try:
-            item = self.submit(item)
-            assert item.reply is not None
-            content, reasoning = _Replayed(), _Replayed()
-            anything = False
-            while True:
-                delta = await sink.get()
-                while thoughts:  # reasoning delivered before this delta came first
-                    out = reasoning.feed(thoughts.pop(0))
-                    if out:
-                        yield StreamPart("reasoning", out)
-                if delta is _THOUGHT:
-                    continue
-                if delta is END_OF_STREAM:
-                    break
-                if delta is ROUND:
-                    content.round()
-                    reasoning.round()
-                    continue
-                if delta is RESET:
-                    content.reset()
-                    reasoning.reset()
-                    continue
-                out = content.feed(delta)
-                if out:
-                    anything = True
-                    yield StreamPart("content", out) if parts else out
-            reply = await item.reply
-            if not anything and str(reply):
-                yield StreamPart("content", str(reply)) if parts else str(reply)
-            if parts:
-                full = reply.reasoning_content or ""
-                if full.startswith(reasoning.emitted) and len(full) > len(reasoning.emitted):
-                    yield StreamPart("reasoning", full[len(reasoning.emitted) :])
-                yield StreamPart("done", reply=reply)
-        finally:
-            if unsubscribe is not None:
+            try:
+                item = self.submit(item)
+            except BaseException:
                 unsubscribe()
+                raise
+            assert item.reply is not None
+            # Ends with the turn, even if nobody ever iterates (a client that went away).
+            item.reply.add_done_callback(lambda _reply: unsubscribe())
+        else:
+            item = self.submit(item)
+        return self._deltas(item, sink, thoughts, parts)
+
+    async def _deltas(
+        self, item: InputItem, sink: asyncio.Queue[Any], thoughts: list[str], parts: bool
+    ) -> AsyncIterator[Any]:
+        assert item.reply is not None
+        content, reasoning = _Replayed(), _Replayed()
+        anything = False
+        while True:
+            delta = await sink.get()
+            while thoughts:  # reasoning delivered before this delta came first
+                out = reasoning.feed(thoughts.pop(0))
+                if out:
+                    yield StreamPart("reasoning", out)
+            if delta is _THOUGHT:
+                continue
+            if delta is END_OF_STREAM:
+                break
+            if delta is ROUND:
+                content.round()
+                reasoning.round()
+                continue
+            if delta is RESET:
+                content.reset()
+                reasoning.reset()
+                continue
+            out = content.feed(delta)
+            if out:
+                anything = True
+                yield StreamPart("content", out) if parts else out
+        reply = await item.reply
+        if not anything and str(reply):
+            yield StreamPart("content", str(reply)) if parts else str(reply)
+        if parts:
+            full = reply.reasoning_content or ""
+            if full.startswith(reasoning.emitted) and len(full) > len(reasoning.emitted):
+                yield StreamPart("reasoning", full[len(reasoning.emitted) :])
+            yield StreamPart("done", reply=reply)
 
     # ------------------------------------------------------------------ running inputs
 

@@ -23,7 +23,9 @@ source is not run again while the previous one is pending or within ``dedup_wind
 seconds after it finished; its caller gets the earlier reply, marked ``skipped``.
 
 The ready queue holds at most ``capacity`` (256) inputs; beyond that :meth:`submit` raises
-:class:`InputQueueFull` (backpressure is logged once when it starts and once when it ends).
+:class:`~homeagent_sdk.errors.InputQueueFull` (backpressure is logged once when it starts and
+once when it ends, never with a traceback). Its ``retry_after`` hint is the recent mean turn
+duration (an exponential average), clamped to 1-60 s: about when a place frees up.
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ import asyncio
 import collections
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.errors import InputQueueFull
 from homeagent_sdk.types import MediaAttachment
 
 __all__ = ["END_OF_STREAM", "InputItem", "InputQueueFull", "RunningTurn", "Scheduler"]
@@ -45,10 +48,8 @@ __all__ = ["END_OF_STREAM", "InputItem", "InputQueueFull", "RunningTurn", "Sched
 log = logging.getLogger(__name__)
 
 MAX_LEVEL = 4
-
-
-class InputQueueFull(HomeAgentError):
-    """The ready queue is at capacity; the input was not accepted (retry later)."""
+#: Retry hint before any turn finished, and its bounds (seconds).
+DEFAULT_RETRY_AFTER, MIN_RETRY_AFTER, MAX_RETRY_AFTER = 5.0, 1.0, 60.0
 
 
 @dataclass(eq=False)
@@ -76,6 +77,7 @@ class InputItem:
     passed_over: int = 0
     stopped: bool = False
     skipped: bool = False
+    started_at: float | None = None
     reply: asyncio.Future[Any] | None = None
     sink: asyncio.Queue[Any] | None = None
     result: Any = None
@@ -137,6 +139,7 @@ class Scheduler:
         self._last_preempt = float("-inf")
         self._last_by_source: dict[str, tuple[InputItem, float | None]] = {}
         self._backpressure = False
+        self._turn_seconds: float | None = None
         self.rejected = 0
         self.running: RunningTurn | None = None
 
@@ -177,9 +180,11 @@ class Scheduler:
             if not self._backpressure:
                 self._backpressure = True
                 log.warning("input queue full (%d waiting): rejecting new inputs until it drains", self.capacity)
+            retry = self.retry_after()
             raise InputQueueFull(
-                f"the agent's input queue is full ({self.capacity} inputs waiting); "
-                "the input from {!r} on channel {!r} was not accepted, retry later".format(item.source, item.channel)
+                f"{InputQueueFull.PREFIX} ({self.capacity} inputs waiting); the input from {item.source!r} "
+                f"on channel {item.channel!r} was not accepted, retry in about {math.ceil(retry)} s",
+                retry_after=retry,
             )
         item.seq = self._next_seq()
         self._remember(item)
@@ -202,8 +207,18 @@ class Scheduler:
     def _remember(self, item: InputItem) -> None:
         self._last_by_source[item.source] = (item, None)
 
+    def retry_after(self) -> float:
+        """Seconds after which a rejected input may find room: about one turn's duration."""
+        if self._turn_seconds is None:
+            return DEFAULT_RETRY_AFTER
+        return min(MAX_RETRY_AFTER, max(MIN_RETRY_AFTER, self._turn_seconds))
+
     def finished(self, item: InputItem) -> None:
         """Note that ``item``'s turn ended (starts its de-duplication window)."""
+        if item.started_at is not None:
+            took = max(0.0, self._clock() - item.started_at)
+            item.started_at = None
+            self._turn_seconds = took if self._turn_seconds is None else 0.8 * self._turn_seconds + 0.2 * took
         last = self._last_by_source.get(item.source)
         if last is not None and last[0] is item:
             self._last_by_source[item.source] = (item, self._clock())
@@ -260,6 +275,7 @@ class Scheduler:
             for index in range(best_index):
                 ready[index].passed_over += 1
             del ready[best_index]
+            best.started_at = self._clock()
             if best.seq <= self._stop_mark:
                 best.stopped = True
             if self._backpressure and len(ready) < self.capacity:

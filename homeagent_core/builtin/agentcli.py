@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_sdk import ChannelDef, ConfigDef, InjectOptions, ToolError, hookimpl
+from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -256,6 +257,8 @@ class AgentCli:
     async def _inject(self, text: str) -> None:
         try:
             await self.sdk.io.inject_text(text, CHANNEL, InjectOptions(no_memory=True))
+        except InputQueueFull as exc:  # the output stays readable with term_read
+            log.warning("agentcli: terminal output not announced: %s", exc)
         except Exception:
             log.warning("agentcli: could not announce terminal output", exc_info=True)
 

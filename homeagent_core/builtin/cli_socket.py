@@ -10,7 +10,9 @@ Protocol (one message per line, UTF-8):
   ``{"type": "response", "content": "...", "usage"?: {...}, "reasoning_content"?: "...",
   "skipped"?: true}`` when it is complete, ``{"type": "message", "content": "..."}`` for
   something the agent sent to the ``cli`` channel on its own, ``{"type": "error", "error":
-  "..."}`` for a failure. ``usage`` is present only when the model reported it.
+  "..."}`` for a failure (with ``"code": "busy", "retry_after": <seconds>`` when the agent's
+  input queue is full and the message was not accepted: send it again later). ``usage`` is
+  present only when the model reported it.
 * Lines starting with ``/`` are commands: ``/help``, ``/status``, ``/kernel``, ``/plugins``,
   ``/plugin list|info <name>|reload [name]|enable <name>|disable <name>|remove <name>``
   (``/plugin install`` is refused: packages are installed from the web UI or with
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_sdk import Caps, ChannelDef, ConfigDef, HomeAgentError, PluginError, ToolCall, hookimpl
+from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -88,8 +91,8 @@ class Connection:
             return
         self.writer.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
 
-    def error(self, text: str) -> None:
-        self.send({"type": "error", "error": text})
+    def error(self, text: str, **extra: Any) -> None:
+        self.send({"type": "error", "error": text, **extra})
 
     def response(self, text: str, **extra: Any) -> None:
         self.send({"type": "response", "content": text, **{k: v for k, v in extra.items() if v}})
@@ -257,6 +260,9 @@ class CliSocket:
         self._active += 1
         try:
             reply = await stream_turn(kernel, text, conn.send)
+        except InputQueueFull as exc:  # backpressure: the message was not accepted
+            conn.error(str(exc), code="busy", retry_after=int(exc.retry_after_header))
+            return
         except HomeAgentError as exc:
             conn.error(str(exc))
             return

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_sdk import ChannelDef, ConfigDef, InjectOptions, Priority, ToolError, hookimpl
+from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -166,7 +167,13 @@ class TimerPlugin:
                 await asyncio.sleep(delay)
             assert self._sdk is not None
             options = InjectOptions(no_memory=True, priority=Priority.L3)
-            await self._sdk.io.inject_interrupt(f"timer: {timer.message}", CHANNEL, options)
+            while True:
+                try:
+                    await self._sdk.io.inject_interrupt(f"timer: {timer.message}", CHANNEL, options)
+                    break
+                except InputQueueFull as exc:  # busy: fire a little late rather than not at all
+                    log.warning("timer %s: %s; trying again in %s s", timer.id, exc, exc.retry_after_header)
+                    await asyncio.sleep(float(exc.retry_after_header))
             self.store.remove(timer.id)  # after the interrupt was accepted: fires once, never lost
             self.fired.append(timer.id)
         except asyncio.CancelledError:

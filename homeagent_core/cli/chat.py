@@ -2,7 +2,8 @@
 
 ``ask`` sends one message (the argument, or standard input) and prints the reply, so it fits
 in shell pipelines: exit code 0 on success, 1 when the agent answered with an error, 2 when
-the daemon cannot be reached. ``chat`` is interactive: line history (``<data>/cli_history``),
+the daemon cannot be reached, 3 when the agent is busy (its input queue is full; the message
+was not accepted, send it again later). ``chat`` is interactive: line history (``<data>/cli_history``),
 replies streamed as they arrive and rendered as Markdown on a terminal, slash commands
 passed to the daemon (``/help`` lists them), ``/quit`` or Ctrl-D to leave.
 """
@@ -26,6 +27,7 @@ __all__ = ["CliClient", "DaemonUnreachable", "ask", "chat"]
 
 EXIT_ERROR = 1
 EXIT_UNREACHABLE = 2
+EXIT_BUSY = 3
 
 SocketOption = Annotated[
     Path | None,
@@ -46,7 +48,20 @@ class DaemonUnreachable(Exception):
 
 
 class AgentError(Exception):
-    """The daemon answered with ``{"type": "error"}``."""
+    """The daemon answered with ``{"type": "error"}``; ``code`` is ``"busy"`` for backpressure."""
+
+    def __init__(self, message: str, *, code: str = "", retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.code, self.retry_after = code, retry_after
+
+    @classmethod
+    def from_line(cls, message: dict[str, Any]) -> AgentError:
+        retry = message.get("retry_after")
+        return cls(
+            str(message.get("error")),
+            code=str(message.get("code") or ""),
+            retry_after=retry if isinstance(retry, int) else None,
+        )
 
 
 class CliClient:
@@ -97,7 +112,7 @@ class CliClient:
     def _expect_response(self) -> dict[str, Any]:
         message = self._read()
         if message.get("type") == "error":
-            raise AgentError(str(message.get("error")))
+            raise AgentError.from_line(message)
         return message
 
     def send(self, text: str) -> Iterator[dict[str, Any]]:
@@ -107,7 +122,7 @@ class CliClient:
             message = self._read()
             kind = message.get("type")
             if kind == "error":
-                raise AgentError(str(message.get("error")))
+                raise AgentError.from_line(message)
             yield message
             if kind == "response":
                 return
@@ -125,7 +140,7 @@ def ask(
     timeout: TimeoutOption = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the final response object as JSON.")] = False,
 ) -> None:
-    """Ask the running agent one question and print the reply (exit 1 on error, 2 if unreachable)."""
+    """Ask the running agent one question and print the reply (exit 1 on error, 2 if unreachable, 3 if busy)."""
     if text is None or text == "-":
         text = sys.stdin.read()
     if not text.strip():
@@ -156,7 +171,7 @@ def ask(
     except DaemonUnreachable as exc:
         raise fail(str(exc), EXIT_UNREACHABLE) from None
     except AgentError as exc:
-        raise fail(str(exc), EXIT_ERROR) from None
+        raise fail(str(exc), EXIT_BUSY if exc.code == "busy" else EXIT_ERROR) from None
 
 
 class _Renderer:

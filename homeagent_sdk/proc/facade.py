@@ -3,7 +3,9 @@
 Same attribute names as in-process (``settings``, ``io``, ``events``, ``memory``, ``doc``,
 ``knowledge``, ``social``, ``llm``, ``data_dir``, ``log``); every data call is one ``core.*``
 request to the host, gated there by the ``capabilities`` of ``plugin.json``. A denied or
-unavailable call raises :class:`~homeagent_sdk.errors.PluginError` with the host's message.
+unavailable call raises :class:`~homeagent_sdk.errors.PluginError` with the host's message; an
+input refused because the agent's queue is full raises
+:class:`~homeagent_sdk.errors.InputQueueFull` (with ``retry_after``), as in process.
 Settings are read from a cache filled at start (sync, as in-process); writes go to the host.
 Event publishing is not available out of process (a deliberate restriction of the original).
 """
@@ -16,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from homeagent_sdk.errors import PluginError
+from homeagent_sdk.errors import InputQueueFull, PluginError
 from homeagent_sdk.proc.wire import Peer, RemoteError
 from homeagent_sdk.types import Doc, Entity, Event, InjectOptions, MediaAttachment, Relation, TextEvent, Triple
 
@@ -55,6 +57,17 @@ def _inject_params(source: str, text: str, channel: str, options: InjectOptions 
 
 
 class _IO(_Part):
+    """``sdk.io``: a full input queue raises :class:`InputQueueFull`, as in process."""
+
+    async def _call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        try:
+            return await self._sdk.call(method, params)
+        except PluginError as exc:
+            busy = InputQueueFull.from_message(str(exc))
+            if busy is not None:
+                raise busy from None
+            raise
+
     async def inject_text(self, text: str, channel: str, options: InjectOptions | None = None) -> None:
         await self._call("io.injectText", _inject_params(self._sdk.name, text, channel, options))
 

@@ -60,17 +60,24 @@ async def ask_with_media(
     return _reply_dict(reply)
 
 
-async def stream(
+def stream(
     kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False
 ) -> AsyncIterator[dict[str, Any]]:
-    """Inject ``text`` and yield this input's own deltas as they arrive.
+    """Inject ``text`` now and return an iterator of this input's own deltas as they arrive.
 
     Yields ``{"kind": "content" | "reasoning", "text"}`` items, then one
     ``{"kind": "done", "response", "usage"?, "reasoning_content"?}``. Subscribed before the
     input is queued, so no delta is lost; deltas of other turns are never mixed in.
+
+    Raises:
+        InputQueueFull: the agent is busy; raised here, before any response is started.
     """
     options = InjectOptions(no_memory=no_memory)
-    async for part in kernel.stream(text, channel, options=options, source=source, parts=True):
+    return _stream_dicts(kernel.open_stream(text, channel, options=options, source=source, parts=True))
+
+
+async def _stream_dicts(parts: AsyncIterator[Any]) -> AsyncIterator[dict[str, Any]]:
+    async for part in parts:
         if part.kind == "done":
             yield {"kind": "done", **_reply_dict(part.reply)}
         else:

@@ -18,12 +18,12 @@ from starlette.staticfiles import StaticFiles
 
 from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_plugins, openai_compat
 from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
-from homeagent_core.builtin.webui.common import UIState, authenticated, error, require_api, require_web
+from homeagent_core.builtin.webui.common import UIState, authenticated, busy_response, error, require_api, require_web
 from homeagent_core.builtin.webui.events import EventHub
 from homeagent_core.builtin.webui.guard import RequestGuard, parse_allowed_hosts
 from homeagent_core.builtin.webui.history import ChatHistory
 from homeagent_core.plugins.registries import PluginRoutes
-from homeagent_sdk.errors import PluginLoadError
+from homeagent_sdk.errors import InputQueueFull, PluginLoadError
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -138,7 +138,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
             Middleware(RequestGuard, bound_host=bound_host, allowed_hosts=state.allowed_hosts),
             Middleware(GZipMiddleware, minimum_size=2048),
         ],
-        exception_handlers={404: not_found, 405: method_not_allowed},
+        exception_handlers={404: not_found, 405: method_not_allowed, InputQueueFull: busy_response},
     )
     app.state.ui = state
     return app

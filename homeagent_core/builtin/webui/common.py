@@ -24,6 +24,7 @@ from homeagent_core.builtin.webui.auth import (
     request_scheme,
 )
 from homeagent_core.builtin.webui.guard import SAFE_METHODS
+from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
     import ipaddress
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import Services
 
 __all__ = [
-    "ApiError", "UIState", "error", "is_json_type", "json_body", "media_type", "ok", "require_api", "require_web",
+    "ApiError", "UIState", "busy", "busy_response", "error", "is_json_type", "json_body", "media_type", "ok",
+    "require_api", "require_web",
 ]
 
 log = logging.getLogger("homeagent.webui")
@@ -201,3 +203,18 @@ async def json_body(request: Request, *, required: dict[str, type | tuple[type, 
 
 def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
+
+
+def busy(exc: InputQueueFull) -> ApiError:
+    """Backpressure as an HTTP error: 503 with ``Retry-After`` (the input was not accepted)."""
+    return ApiError(503, str(exc), {"Retry-After": exc.retry_after_header})
+
+
+async def busy_response(request: Request, exc: Exception) -> Response:
+    """App-wide handler: any route whose input met a full queue answers 503, never a 500 with a traceback."""
+    assert isinstance(exc, InputQueueFull)
+    return JSONResponse(
+        {"error": str(exc), "retry_after": int(exc.retry_after_header)},
+        status_code=503,
+        headers={"Retry-After": exc.retry_after_header},
+    )

@@ -20,7 +20,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
-from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
+from homeagent_core.builtin.webui.common import ApiError, UIState, busy, json_body, ok, require_api
+from homeagent_sdk.errors import InputQueueFull
 
 __all__ = ["routes"]
 
@@ -66,6 +67,8 @@ async def completions(request: Request) -> Response:
         return await _completions(request)
     except ApiError as exc:
         return _openai_error(exc)
+    except InputQueueFull as exc:  # backpressure: 503 + Retry-After, which OpenAI clients retry
+        return _openai_error(busy(exc))
 
 
 async def _completions(request: Request) -> Response:
@@ -102,12 +105,14 @@ async def _completions(request: Request) -> Response:
         return b"data: " + orjson.dumps(body) + b"\n\n"
 
     kernel = ui.kernel  # a stopped kernel is a 503 before the headers
+    # Submitted before the headers, so a full queue is a 503 with Retry-After, not an in-stream error.
+    parts = agent_port.stream(kernel, text, channel="http", source="http", no_memory=True)
 
     async def events() -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant", "content": ""})
         usage = None
         try:
-            async for part in agent_port.stream(kernel, text, channel="http", source="http", no_memory=True):
+            async for part in parts:
                 if part["kind"] == "content" and part["text"]:
                     yield chunk({"content": part["text"]})
                 elif part["kind"] == "reasoning" and part["text"]:

@@ -9,7 +9,7 @@ import pytest
 
 from homeagent_core.agent import InputQueueFull, KernelSettings
 from homeagent_core.agent.loop import AgentClosed
-from homeagent_sdk import hookimpl
+from homeagent_sdk import errors, hookimpl
 from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
 from homeagent_sdk.errors import ConfigValueError, UsageError
 
@@ -81,6 +81,13 @@ async def test_a_full_queue_rejects_inputs_with_a_clear_error(make_kernel: MakeK
     with pytest.raises(InputQueueFull, match="2 inputs waiting"):
         await kernel.io.inject_text("three", "cli")
     assert kernel.status()["rejected_inputs"] == 1
+    # The library API and plugins get the SDK's error, with a retry hint, before any turn starts.
+    with pytest.raises(errors.InputQueueFull, match="retry in about 5 s") as caught:
+        await kernel.ask("four", "library")
+    assert caught.value.retry_after == 5.0
+    with pytest.raises(errors.InputQueueFull):
+        kernel.open_stream("five", "library")  # raised at once, not at the first iteration
+    assert kernel.status()["rejected_inputs"] == 3
 
 
 async def test_self_inputs_run_on_the_consolidation_channel_without_memory(
