@@ -172,6 +172,7 @@ class App:
         self.services.doc = DocFacade(self.memory)
         self.services.knowledge = KnowledgeFacade(self.memory)
         self.services.social = SocialFacade(self.memory)
+        self.services.conversation_log = self.memory.textlog
         self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
 
     def _build_kernel(self) -> Kernel:

@@ -317,16 +317,21 @@ class MemorySystem:
         self._current.pop(id(ctx), None)
         if not self._remembered(ctx):
             return
-        await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent")
         outputs = []
+        summaries: list[dict[str, Any]] = []
         for result in ctx.tool_results:
+            tool = self._tools.get(result.name) if self._tools is not None else None
+            no_memory = bool(tool and tool.no_memory)
+            summaries.append({"name": result.name, "success": result.success,
+                              **({} if no_memory else {"result": result.result[:500]})})
             if not result.success:
                 continue
-            tool = self._tools.get(result.name) if self._tools is not None else None
             outputs.append(
-                ToolOutput(result.name, result.result, no_memory=bool(tool and tool.no_memory),
+                ToolOutput(result.name, result.result, no_memory=no_memory,
                            cleaner=tool.cleaner if tool is not None else None)
             )
+        await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent",
+                                   reasoning=ctx.reasoning_content or "", tools=summaries or None)
         await self.context.append(
             ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
                          tool_outputs=outputs)

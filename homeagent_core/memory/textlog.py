@@ -6,6 +6,11 @@ only after it is on disk: a ``kill -9`` at any moment loses nothing that was ack
 file rotates when the day changes or it passes ``max_bytes``. A line cut short by a crash (never
 acknowledged) is dropped when the log is reopened. ``edit`` and ``purge`` rewrite files
 atomically (tmp + fsync + rename); they serve the memory-maintenance tools.
+
+Readers that show the conversation (the web UI's chat history) read it from here, so there is
+one durable source of truth: :meth:`TextLog.tail` reads the newest records backwards (bounded,
+never the whole log), and a listener added with :meth:`TextLog.add_listener` receives each
+record once it is on disk (``None`` after ``edit``/``purge`` rewrote the files).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,10 @@ __all__ = ["TextLog"]
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^text-(\d{8})-(\d{3})\.jsonl$")
+_TAIL_BLOCK = 64 * 1024
+
+#: Called with each record after it is durable, or with None after the files were rewritten.
+Listener = Callable[[dict[str, Any] | None], None]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -63,6 +72,7 @@ class TextLog:
         self._lock = threading.Lock()
         self._fh: Any = None
         self._current: Path | None = None
+        self._listeners: list[Listener] = []
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -131,8 +141,13 @@ class TextLog:
         source: str = "",
         timestamp: float | None = None,
         attachments: list[MediaAttachment] | None = None,
+        reasoning: str = "",
+        tools: list[dict[str, Any]] | None = None,
     ) -> str:
         """Write one record durably (flush + fsync); returns its id.
+
+        ``reasoning`` and ``tools`` (``{name, success, result?}`` summaries) are kept with a
+        reply so that what shows the conversation later can show them too.
 
         Raises:
             UsageError: ``role`` is empty.
@@ -153,6 +168,10 @@ class TextLog:
             record["source"] = source
         if attachments:
             record["attachments"] = [a.to_dict() for a in attachments]
+        if reasoning:
+            record["reasoning"] = reasoning
+        if tools:
+            record["tools"] = tools
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             try:
@@ -170,7 +189,28 @@ class TextLog:
                 os.fsync(self._fh.fileno())
             except OSError as exc:
                 raise MemoryStoreError(f"conversation log write to {self.directory} failed: {exc}") from exc
+            self._notify(record)
         return str(record["id"])
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every record once it is durable (in the writing thread, in
+        write order) and with None after :meth:`edit`/:meth:`purge`; returns the remover."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def _notify(self, record: dict[str, Any] | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(record)
+            except Exception:  # a reader must never fail a write that is already durable
+                log.exception("conversation log listener %r failed", listener)
 
     async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
         """:meth:`append` in a worker thread (the fsync must not block the event loop)."""
@@ -211,6 +251,8 @@ class TextLog:
                 tmp.replace(path)
                 _fsync_dir(self.directory)
                 changed += touched
+            if changed:
+                self._notify(None)
         return changed
 
     def edit(self, old: str, new: str) -> int:
@@ -223,9 +265,13 @@ class TextLog:
             raise UsageError("edit needs the non-empty text to replace")
 
         def change(rec: dict[str, Any]) -> dict[str, Any]:
-            content = rec.get("content", "")
-            if isinstance(content, str) and old in content:
-                rec["content"] = content.replace(old, new)
+            for key in ("content", "reasoning"):
+                text = rec.get(key)
+                if isinstance(text, str) and old in text:
+                    rec[key] = text.replace(old, new)
+            for tool in rec.get("tools") or ():
+                if isinstance(tool, dict) and isinstance(tool.get("result"), str) and old in tool["result"]:
+                    tool["result"] = tool["result"].replace(old, new)
             return rec
 
         return self._rewrite(change)
@@ -241,8 +287,7 @@ class TextLog:
         wanted = set(ids or ())
 
         def change(rec: dict[str, Any]) -> dict[str, Any] | None:
-            content = rec.get("content", "")
-            if rec.get("id") in wanted or (contains and isinstance(content, str) and contains in content):
+            if rec.get("id") in wanted or (contains and any(contains in text for text in _texts(rec))):
                 return None
             return rec
 
@@ -267,6 +312,41 @@ class TextLog:
                         continue
                     yield rec
 
+    def tail(
+        self,
+        limit: int,
+        *,
+        accept: Callable[[dict[str, Any]], bool] | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` records ``accept`` takes, oldest first.
+
+        Reads the files backwards from the end in blocks and stops after ``limit`` records or
+        ``max_bytes`` bytes, so its cost does not grow with the log. A line being written (not
+        durable yet) or damaged is skipped.
+        """
+        out: list[dict[str, Any]] = []
+        scanned = 0
+        if limit <= 0:
+            return out
+        for path in reversed(self.files()):
+            for raw in _lines_backwards(path):
+                scanned += len(raw) + 1
+                try:
+                    rec = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and (accept is None or accept(rec)):
+                    out.append(rec)
+                    if len(out) >= limit:
+                        out.reverse()
+                        return out
+                if scanned >= max_bytes:
+                    out.reverse()
+                    return out
+        out.reverse()
+        return out
+
     def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
         """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
         for rec in self.iter_records(since=since, until=until):
@@ -277,3 +357,45 @@ class TextLog:
             if self._fh is not None:
                 self._fh.close()
                 self._fh, self._current = None, None
+
+
+def _texts(rec: dict[str, Any]) -> Iterable[str]:
+    """Every text a record holds: content, reasoning, tool results (what purge looks through)."""
+    for key in ("content", "reasoning"):
+        text = rec.get(key)
+        if isinstance(text, str):
+            yield text
+    for tool in rec.get("tools") or ():
+        if isinstance(tool, dict) and isinstance(tool.get("result"), str):
+            yield tool["result"]
+
+
+def _lines_backwards(path: Path, block: int = _TAIL_BLOCK) -> Iterator[bytes]:
+    """The complete lines of ``path``, newest first (a trailing partial line is skipped)."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed in finally below
+    except OSError:
+        return
+    try:
+        pos = fh.seek(0, os.SEEK_END)
+        buf = b""
+        first = True
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            buf = fh.read(pos - start) + buf
+            pos = start
+            if first:  # drop what follows the last newline: nothing, or a line still being written
+                cut = buf.rfind(b"\n")
+                if cut < 0:
+                    continue
+                buf, first = buf[:cut], False
+            lines = buf.split(b"\n")
+            buf = lines.pop(0)  # may continue in the block before
+            for line in reversed(lines):
+                if line:
+                    yield line
+        if not first and buf:
+            yield buf
+    finally:
+        fh.close()

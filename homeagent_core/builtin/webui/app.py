@@ -64,7 +64,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
     except ValueError as exc:
         raise PluginLoadError(f"webui: {exc}", plugin_name="webui") from None
     hub = EventHub()
-    history = ChatHistory(sdk.data_dir / "chat_history.json")
+    history = ChatHistory(services.conversation_log)
     state = _State(
         services=services,
         credentials=credentials,
@@ -80,10 +80,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         max_upload=sdk.settings.get("max_upload_bytes"),
         started_at=time.time(),
     )
-    state.unsubscribe = (
-        services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),
-        services.bus.subscribe(history.handle, "raw_input", "tool_call", "agent_output", label="webui-history"),
-    )
+    state.unsubscribe = (services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),)
     return state, secrets
 
 

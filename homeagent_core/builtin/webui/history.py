@@ -1,111 +1,100 @@
-"""Chat history for the web UI, assembled from bus events across every channel.
+"""Chat history for the web UI, read from the durable conversation log.
 
-A user message starts on ``raw_input``; tool calls and reasoning attach to the pending
-assistant message; ``agent_output`` completes it. At most 200 messages are kept, persisted
-atomically to ``<plugin data>/chat_history.json`` at most every few seconds and on shutdown.
+The conversation log (``<data>/memory/text``) is the one source of truth: a message is in the
+history exactly when its record is on disk, which happens before the agent acknowledges it, so
+a ``kill -9`` cannot lose an acknowledged message from the history or show one twice. At start
+the newest ``limit`` (200) visible records are read backwards from the end of the log (bounded,
+never the whole log); after that each record is added when the log reports it durable, so a
+request costs no disk access. ``edit``/``purge`` of the log make the next request re-read the
+tail. Visible: user inputs and replies on every channel except the consolidation pseudo channel
+and the OpenAI-compatible ``http`` channel (which is not remembered anyway). Inputs sent
+without memory are not in the log and so not in the history. Without memory (no log) the
+history is empty.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import os
-from pathlib import Path
+import threading
+from collections import deque
 from typing import Any
 
-from homeagent_sdk.types import Event
-
-__all__ = ["ChatHistory"]
-
-log = logging.getLogger(__name__)
+__all__ = ["HIDDEN_CHANNELS", "ChatHistory"]
 
 HIDDEN_CHANNELS = frozenset({"_consolidation_", "http"})
+ROLES = frozenset({"user", "assistant"})
+
+
+def visible(record: dict[str, Any]) -> bool:
+    """Whether a conversation-log record belongs in the chat history."""
+    return record.get("role") in ROLES and record.get("channel", "") not in HIDDEN_CHANNELS
+
+
+def to_message(record: dict[str, Any]) -> dict[str, Any]:
+    """The history message of one log record (the shape the web UI renders)."""
+    message: dict[str, Any] = {
+        "id": record.get("id", ""),
+        "role": record["role"],
+        "content": record.get("content", ""),
+        "channel": record.get("channel", ""),
+        "time": record.get("timestamp"),
+    }
+    if record["role"] == "assistant":
+        message["tools"] = list(record.get("tools") or [])
+        message["reasoning"] = record.get("reasoning", "")
+    if record.get("attachments"):
+        message["attachments"] = record["attachments"]
+    return message
 
 
 class ChatHistory:
-    """The last ``limit`` chat messages."""
+    """The last ``limit`` chat messages of the conversation log ``log`` (a ``TextLog`` or None)."""
 
-    def __init__(self, path: Path, *, limit: int = 200, save_delay_s: float = 3.0) -> None:
-        self.path = path
+    def __init__(self, log: Any, *, limit: int = 200) -> None:
+        self.log = log
         self.limit = limit
-        self.save_delay_s = save_delay_s
-        self.messages: list[dict[str, Any]] = []
-        self._pending: dict[str, Any] | None = None
-        self._save_task: asyncio.Task[None] | None = None
-        self._dirty = False
-        self._load()
+        self._lock = threading.Lock()
+        self._messages: deque[dict[str, Any]] = deque(maxlen=limit)
+        self._stale = True
+        self._remove = log.add_listener(self._on_record) if log is not None else None
+        self._refresh()
 
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            log.warning("chat history %s unreadable (%s); starting empty", self.path, exc)
-            return
-        if isinstance(data, list):
-            self.messages = [m for m in data if isinstance(m, dict) and "role" in m][-self.limit :]
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The history, oldest first (a copy)."""
+        self._refresh()
+        with self._lock:
+            return list(self._messages)
 
-    def handle(self, event: Event) -> None:
-        """Bus subscriber."""
-        data = event.data
-        if data.get("channel") in HIDDEN_CHANNELS:
+    def _refresh(self) -> None:
+        """Re-read the log's tail if the log was rewritten (or never read)."""
+        if self.log is None:
             return
-        if event.name == "raw_input" and not data.get("interrupt"):
-            self._append({"role": "user", "content": data.get("text", ""), "channel": data.get("channel", ""),
-                          "time": event.timestamp})
-            self._pending = {"role": "assistant", "content": "", "tools": [], "reasoning": "",
-                             "channel": data.get("channel", "")}
-        elif event.name == "tool_call" and self._pending is not None:
-            self._pending["tools"].append(
-                {"name": data.get("name"), "arguments": data.get("arguments"), "success": data.get("success"),
-                 "result": str(data.get("result", ""))[:500]}
-            )
-        elif event.name == "agent_output":
-            message = self._pending or {"role": "assistant", "tools": [], "channel": data.get("channel", "")}
-            message["content"] = data.get("content", "")
-            message["reasoning"] = data.get("reasoning_content", "") or message.get("reasoning", "")
-            message["time"] = event.timestamp
-            self._pending = None
-            self._append(message)
+        with self._lock:
+            if not self._stale:
+                return
+            self._stale = False
+            self._messages.clear()
+            self._messages.extend(to_message(r) for r in self.log.tail(self.limit, accept=visible))
 
-    def _append(self, message: dict[str, Any]) -> None:
-        self.messages.append(message)
-        del self.messages[: -self.limit]
-        self._dirty = True
-        self._schedule_save()
+    def _on_record(self, record: dict[str, Any] | None) -> None:
+        """Log listener (runs in the writing thread, after the record is durable)."""
+        with self._lock:
+            if record is None:
+                self._stale = True
+            elif not self._stale and visible(record):
+                rid = record.get("id")
+                if not any(m["id"] == rid for m in list(self._messages)[-8:]):  # a tail read may have seen it
+                    self._messages.append(to_message(record))
 
     def page(self, limit: int | None = None, before: int | None = None) -> dict[str, Any]:
         """``{messages, total, offset, has_more}``; ``before`` is an index into the history."""
-        end = len(self.messages) if before is None else max(0, min(before, len(self.messages)))
+        messages = self.messages
+        end = len(messages) if before is None else max(0, min(before, len(messages)))
         start = 0 if limit is None else max(0, end - limit)
-        return {"messages": self.messages[start:end], "total": len(self.messages), "offset": start,
-                "has_more": start > 0}
-
-    def _schedule_save(self) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.save()
-            return
-        if self._save_task is None or self._save_task.done():
-            self._save_task = loop.create_task(self._save_later())
-
-    async def _save_later(self) -> None:
-        await asyncio.sleep(self.save_delay_s)
-        await asyncio.to_thread(self.save)
-
-    def save(self) -> None:
-        if not self._dirty:
-            return
-        self._dirty = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.messages, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, self.path)
+        return {"messages": messages[start:end], "total": len(messages), "offset": start, "has_more": start > 0}
 
     async def aclose(self) -> None:
-        if self._save_task is not None and not self._save_task.done():
-            self._save_task.cancel()
-        self.save()
+        """Stop following the log."""
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
