@@ -8,7 +8,8 @@ conversation log and the knowledge base. It implements the kernel's ``TurnMemory
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
 so an input that was answered is never lost; the context is saved debounced and flushed on
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
-store; a move a crash interrupted is finished when memory opens).
+store; a move a crash interrupted is finished when memory opens). The rule distiller's raw record
+of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick.
 """
 
 from __future__ import annotations
@@ -284,7 +285,9 @@ class MemorySystem:
         if len(self._current) > 64:  # turns that ended without an output (errors, stops)
             self._current.clear()
         self._current[id(ctx)] = event.id
-        self.distiller.add(ctx.raw_message, session=ctx.channel)
+        if self.distiller.add(ctx.raw_message, session=ctx.channel) is not None:
+            # On disk before the reply, like the log: a crash must not lose the facts said in it.
+            await self.distiller.aflush()
 
     async def prune(self, ctx: StageContext) -> None:
         if len(self.context) > self.context.max_context_size:
