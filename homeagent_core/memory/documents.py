@@ -554,6 +554,20 @@ class DocumentStore:
             self._time.invalidate()
             return len(slots)
 
+    def touch(self, doc_ids: Iterable[str], *, now: float | None = None) -> int:
+        """Count one read of each document (last access, access count); durable on return."""
+        when = time.time() if now is None else now
+        with self._lock:
+            self._check_open()
+            self._flush_access()
+            slots = [self._slot_of[i] for i in doc_ids if i in self._slot_of]
+            if slots:
+                self._db.executemany(
+                    "UPDATE documents SET last_access = ?, access_count = access_count + 1 WHERE slot = ?",
+                    [(when, slot) for slot in slots],
+                )
+            return len(slots)
+
     # -- reads -----------------------------------------------------------------------------
 
     def get(self, doc_id: str) -> Document | None:

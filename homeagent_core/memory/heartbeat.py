@@ -9,7 +9,7 @@ Jobs (each a callable for a heartbeat, each making no LLM call when it has nothi
 
 * :class:`ArchiveJob` — documents cold for 72 h with at most 2 reads → triples via the LLM,
   committed to the graph with the document text as their sentence, then removed from the
-  document store;
+  document store (an answer that does not parse keeps the document and counts as a read);
 * :class:`MergeJob` — entity names with character-bigram Jaccard > 0.75 → a question to the
   model through the kernel's self-input queue (pseudo channel ``_consolidation_``), which
   answers by calling ``memory_merge``;
@@ -183,6 +183,11 @@ class ColdDocuments(Protocol):
         """Remove a document once its facts live in the graph."""
         ...
 
+    async def defer_document(self, doc_id: str) -> None:
+        """Count a failed archiving attempt as a read: the document stays, and is cold again
+        only after the cold period (at most ``max_reads + 1`` attempts in all)."""
+        ...
+
 
 _JSON_ARRAY = re.compile(r"\[.*\]", re.S)
 
@@ -207,7 +212,13 @@ ARCHIVE_PROMPT = (
 
 
 class ArchiveJob:
-    """Cold documents → triples (via the LLM) → graph; the document is then removed."""
+    """Cold documents → triples (via the LLM) → graph; the document is then removed.
+
+    When the model's answer does not parse, the document is kept and its attempt counted as a
+    read (:meth:`ColdDocuments.defer_document`): it is tried again after the next cold period,
+    other cold documents get their turn meanwhile, and after ``max_reads + 1`` failed attempts
+    it simply stays a document.
+    """
 
     def __init__(
         self,
@@ -230,7 +241,8 @@ class ArchiveJob:
             items = _json_array(answer)
             if items is None:
                 report["unparsed"] += 1
-                log.warning("archive: the model's answer for document %s was not JSON", doc.id)
+                log.warning("archive: the model's answer for document %s was not JSON; kept, tried again later", doc.id)
+                await self.documents.defer_document(doc.id)
                 continue
             triples = [
                 Triple(

@@ -387,3 +387,6 @@ class _ColdDocs:
 
     async def remove_document(self, doc_id: str) -> None:
         await asyncio.to_thread(self.memory.documents.delete, [doc_id])
+
+    async def defer_document(self, doc_id: str) -> None:
+        await asyncio.to_thread(self.memory.documents.touch, [doc_id])

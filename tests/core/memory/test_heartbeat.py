@@ -84,6 +84,9 @@ class Documents:
     async def remove_document(self, doc_id: str) -> None:
         del self.docs[doc_id]
 
+    async def defer_document(self, doc_id: str) -> None:
+        self.deferred = [*getattr(self, "deferred", []), doc_id]
+
 
 class LLM:
     def __init__(self, answer: str) -> None:
@@ -120,7 +123,33 @@ async def test_archive_turns_cold_documents_into_triples_and_removes_them(graph:
 async def test_archive_keeps_a_document_when_the_answer_is_not_json(graph: GraphStore) -> None:
     docs = Documents([Doc("d1", "t", "内容")])
     report = await ArchiveJob(graph, docs, LLM("抱歉，我不知道"))()
-    assert report["unparsed"] == 1 and "d1" in docs.docs
+    assert report["unparsed"] == 1 and "d1" in docs.docs and docs.deferred == ["d1"]
+
+
+async def test_an_unparsed_archive_answer_defers_the_document_so_other_cold_documents_get_their_turn(
+    graph: GraphStore, tmp_path: Path
+) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.system import _ColdDocs
+
+    store = DocumentStore(tmp_path / "documents.db")
+    old = time.time() - 80 * 3600
+    stubborn = [await store.add(f"难以提炼的文档 {i}", created_at=old - i) for i in range(3)]
+    fresh = await store.add("小王上个月去了西湖", created_at=old + 1)
+    llm = LLM("抱歉，我不知道")
+    job = ArchiveJob(graph, _ColdDocs(SimpleNamespace(documents=store)), llm, batch=3)  # type: ignore[arg-type]
+    assert (await job())["unparsed"] == 3  # the three oldest: none parses
+    llm.answer = '[{"subject": "小王", "relation": "去过", "object": "西湖"}]'
+    report = await job()
+    assert report == {"documents": 1, "triples": 1, "unparsed": 0}  # the next cold one is not starved
+    assert fresh.id not in store and all(d.id in store for d in stubborn)  # kept, not lost
+    assert {store.get(d.id).access_count for d in stubborn} == {1}  # type: ignore[union-attr]
+    assert await job() == {"documents": 0, "triples": 0, "unparsed": 0}
+    assert len(llm.prompts) == 4  # deferred documents wait for the next cold period
+    store.close()
 
 
 async def test_merge_proposes_similar_names_once_through_the_self_input_queue(
