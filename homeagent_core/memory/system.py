@@ -8,7 +8,8 @@ conversation log and the knowledge base. It implements the kernel's ``TurnMemory
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
 so an input that was answered is never lost; the context is saved debounced and flushed on
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
-store; a move a crash interrupted is finished when memory opens). The rule distiller's raw record
+store; a move a crash interrupted is finished when memory opens). Turns the context file missed
+in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
 of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick.
 """
 
@@ -149,6 +150,7 @@ class MemorySystem:
         from homeagent_core.memory.document_tools import settle_moves
 
         await asyncio.to_thread(settle_moves, context, documents)
+        await _replay_log_tail(context, textlog)
         distiller = await asyncio.to_thread(RuleDistiller, memory_dir / "raw", graph)
         return cls(
             data_dir=data_dir,
@@ -371,6 +373,46 @@ class MemorySystem:
             "knowledge_entries": len(self.knowledge),
             "media_blobs": len(self.media),
         }
+
+
+async def _replay_log_tail(context: RelevanceContext, textlog: TextLog) -> int:
+    """Add to the context the turns the log has but the (debounced) context file missed.
+
+    The log is written before every acknowledgement, the context file at most every few
+    seconds: after a crash, the records newer than the context's newest event are appended as
+    the events they were (user input, reply), so the next prompt still shows the last turns.
+    Returns how many events were added.
+    """
+    from homeagent_core.agent.context import ContextEvent
+
+    newest = max((e.timestamp for e in context.events if e.kind in ("user", "agent")), default=None)
+
+    def wanted(record: dict[str, Any]) -> bool:
+        ts = record.get("timestamp")
+        return (
+            record.get("role") in ("user", "assistant")
+            and record.get("channel", "") not in UNREMEMBERED_CHANNELS
+            and isinstance(ts, int | float)
+            and (newest is None or ts > newest)
+        )
+
+    records = await asyncio.to_thread(textlog.tail, context.max_context_size, accept=wanted)
+    for record in records:
+        user = record["role"] == "user"
+        await context.append(
+            ContextEvent(
+                input=str(record.get("content", "")) if user else "",
+                response="" if user else str(record.get("content", "")),
+                kind="user" if user else "agent",
+                source=str(record.get("source", "")),
+                channel=str(record.get("channel", "")),
+                timestamp=float(record["timestamp"]),
+            )
+        )
+    if records:
+        log.info("memory: %d recent turn(s) restored to the working context from the conversation log", len(records))
+        await context.save_now()
+    return len(records)
 
 
 @dataclass
