@@ -161,7 +161,13 @@ class App:
         )
 
     async def _open_memory(self) -> None:
-        from homeagent_core.memory.facades import DocFacade, KnowledgeFacade, MemoryFacade, SocialFacade
+        from homeagent_core.memory.facades import (
+            DocFacade,
+            KnowledgeFacade,
+            MediaFacade,
+            MemoryFacade,
+            SocialFacade,
+        )
         from homeagent_core.memory.system import MemorySystem
 
         factories = {n: f for registry in self.embedding_factories.values() for n, f in registry.factories.items()}
@@ -173,6 +179,7 @@ class App:
         self.services.knowledge = KnowledgeFacade(self.memory)
         self.services.social = SocialFacade(self.memory)
         self.services.conversation_log = self.memory.textlog
+        self.services.media = MediaFacade(self.memory)
         self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
 
     def _build_kernel(self) -> Kernel:

@@ -38,6 +38,7 @@ __all__ = [
     "EmbeddingRegistry",
     "EventsAPI",
     "KnowledgeAPI",
+    "MediaAPI",
     "MemoryAPI",
     "PluginSDK",
     "RouteRegistry",
@@ -206,7 +207,11 @@ class KnowledgeAPI(Protocol):
 
 
 class SocialAPI(Protocol):
-    """People and their relations (read only for out-of-process plugins)."""
+    """People and their relations (read only for out-of-process plugins).
+
+    ``link_account`` / ``person_for_account`` tie chat-app accounts to people (trait
+    ``account:<platform>``), so memory knows that QQ 12345 is 小王.
+    """
 
     async def person(self, name: str) -> dict[str, Any]: ...
 
@@ -217,6 +222,18 @@ class SocialAPI(Protocol):
     async def relations(self, name: str) -> list[dict[str, str]]: ...
 
     async def network(self, name: str, depth: int = 2) -> dict[str, Any]: ...
+
+    async def link_account(self, person: str, platform: str, account: str) -> None: ...
+
+    async def person_for_account(self, platform: str, account: str) -> str | None: ...
+
+
+class MediaAPI(Protocol):
+    """The content-addressed media store: what chat bridges receive and send."""
+
+    async def put(self, data: bytes, mime: str, *, name: str = "") -> MediaAttachment: ...
+
+    async def get(self, ref: str) -> MediaAttachment: ...
 
 
 class LLMAPI(Protocol):
@@ -254,4 +271,5 @@ class PluginSDK(Protocol):
     doc: DocAPI
     knowledge: KnowledgeAPI
     social: SocialAPI
+    media: MediaAPI
     llm: LLMAPI

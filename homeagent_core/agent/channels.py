@@ -12,6 +12,12 @@ parameters gets the leading ones), may be ``async``; a plain one runs in a worke
 Sync channels (web UI, terminal) also receive the final reply text of turns that came in on
 them; async ones (chat apps) only get what the model sends explicitly, and a failed send is
 reported to the model as a failed tool result.
+
+Conversations: a chat bridge registers one output channel (``qq``) and injects each
+conversation's inputs on ``<channel>:<conversation>`` (``qq:group:678``). Such a name resolves
+to the registered channel: its input policy applies, the turn's reply goes to its ``send``
+with ``meta["conversation"]`` set to the part after the first ``:``, and a timer or any later
+input on the same name reaches the same chat.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ __all__ = [
     "ChannelSendError",
     "PluginChannelRegistry",
     "caps_names",
+    "split_conversation",
 ]
 
 log = logging.getLogger(__name__)
@@ -155,10 +162,12 @@ class ChannelRegistry:
         return outputs
 
     def input(self, name: str) -> ChannelDef | None:
-        return self.inputs.get(name)
+        """The input channel ``name``, or the channel of a conversation name ``<channel>:<conversation>``."""
+        return self.inputs.get(name) or self.inputs.get(split_conversation(name)[0])
 
     def output(self, name: str) -> ChannelDef | None:
-        return self.outputs.get(name)
+        """The output channel ``name``, or the channel of a conversation name ``<channel>:<conversation>``."""
+        return self.outputs.get(name) or self.outputs.get(split_conversation(name)[0])
 
     # ------------------------------------------------------------------ sending
 
@@ -169,6 +178,12 @@ class ChannelRegistry:
             ChannelSendError: unknown channel, a ``type`` the channel cannot carry, or the
                 channel's ``send`` raised or reported failure (returned ``False``).
         """
+        meta = dict(meta or {})
+        if name not in self.outputs:
+            base, conversation = split_conversation(name)
+            if conversation and base in self.outputs:
+                name = base
+                meta.setdefault("conversation", conversation)
         channel = self.outputs.get(name)
         if channel is None or channel.send is None:
             known = ", ".join(sorted(self.outputs)) or "none"
@@ -178,7 +193,7 @@ class ChannelRegistry:
             raise ChannelSendError(
                 f"output channel {name!r} cannot send type {type!r}; it accepts {', '.join(allowed)}"
             )
-        args = (payload, dict(meta or {}), type)[: self._arity.get(name, 3)]
+        args = (payload, meta, type)[: self._arity.get(name, 3)]
         try:
             result = await call_maybe_async(channel.send, *args)
         except Exception as exc:
@@ -274,6 +289,12 @@ class ChannelRegistry:
             }
             for c in self.inputs.values()
         ]
+
+
+def split_conversation(name: str) -> tuple[str, str]:
+    """``"qq:group:678"`` -> ``("qq", "group:678")``; a name without ``:`` -> ``(name, "")``."""
+    base, _, conversation = name.partition(":")
+    return base, conversation
 
 
 def _decode_meta(meta: str) -> dict[str, Any]:

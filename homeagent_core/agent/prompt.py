@@ -203,7 +203,11 @@ class PromptBuilder:
         if sync_reply or (out is not None and out.sync):
             lines.append(f"当前输入来自通道 {channel}：直接用文本回复即可，回复会自动送达该通道。")
         elif out is not None:
-            lines.append(f"当前输入来自异步通道 {channel}：回复不会自动送达，必须调用 output_send__{channel} 发送。")
+            lines.append(f"当前输入来自异步通道 {channel}：回复不会自动送达，必须调用 output_send__{out.name} 发送。")
+        if out is not None and channel != out.name:
+            conversation = channel[len(out.name) + 1 :]
+            meta = f'{{"conversation": "{conversation}"}}'
+            lines.append(f"这是通道 {out.name} 的会话 {conversation}；另发消息到这里时 meta 用 {meta}。")
         else:
             lines.append(f"当前输入来自通道 {channel}：直接用文本回复。")
         if channels.outputs:

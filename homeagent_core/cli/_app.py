@@ -14,6 +14,7 @@ from homeagent_core.cli import (
     install_cmd,
     knowledge_cmd,
     memory_cmd,
+    pairing_cmd,
     plugins_cmd,
     serve,
     skills_cmd,
@@ -57,6 +58,7 @@ app.add_typer(knowledge_cmd.app, name="knowledge")
 app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
+app.add_typer(pairing_cmd.app, name="pairing")
 
 
 def _add_plugin_commands() -> None:

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk.errors import ProviderError, UsageError
-from homeagent_sdk.types import Doc, Entity, Relation, TextEvent, Triple
+from homeagent_sdk.errors import HomeAgentError, ProviderError, UsageError
+from homeagent_sdk.types import Doc, Entity, MediaAttachment, Relation, TextEvent, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.memory.system import MemorySystem
@@ -257,7 +257,7 @@ class KnowledgeFacade:
 
 
 class SocialFacade:
-    """People, traits and relations (read only for plugins)."""
+    """People, traits and relations; in-process plugins may also link chat accounts to people."""
 
     def __init__(self, system: MemorySystem) -> None:
         self._social = system.social
@@ -285,6 +285,41 @@ class SocialFacade:
             MemoryStoreError: ``name`` is not a known person.
         """
         return self._social.network(name, int(depth))
+
+    async def link_account(self, person: str, platform: str, account: str) -> None:
+        """Link ``account`` on ``platform`` to ``person`` (created if new)."""
+        await asyncio.to_thread(self._social.link_account, person, platform, str(account))
+
+    async def person_for_account(self, platform: str, account: str) -> str | None:
+        """The person linked to ``account`` on ``platform``, or None."""
+        return await asyncio.to_thread(self._social.person_for_account, platform, str(account))
+
+
+class MediaFacade:
+    """The content-addressed media store (photos, voice notes and files of chat bridges)."""
+
+    def __init__(self, system: MemorySystem) -> None:
+        self._media = system.media
+
+    async def put(self, data: bytes, mime: str, *, name: str = "") -> MediaAttachment:
+        """Store ``data``; returns its attachment (``digest`` set, no ``data``).
+
+        Raises:
+            HomeAgentError: the media store is disabled or the blob is over its size cap.
+        """
+        record = await self._media.put(data, mime, name=name)
+        if record is None:
+            raise HomeAgentError("the media store is disabled (core.memory.media.enabled = false)")
+        return MediaAttachment(digest=record.digest, mime=record.mime, name=record.name)
+
+    async def get(self, ref: str) -> MediaAttachment:
+        """The stored media ``ref`` (a digest or unique digest prefix) with its bytes.
+
+        Raises:
+            MemoryStoreError: unknown or ambiguous ``ref``, or the blob failed its checksum.
+        """
+        record, data = await self._media.get_with_record(ref)
+        return MediaAttachment(digest=record.digest, mime=record.mime, name=record.name, data=data)
 
 
 class LLMFacade:

@@ -21,9 +21,11 @@ from homeagent_sdk.types import Triple
 if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
 
-__all__ = ["PERSON_TYPE", "SocialGraph"]
+__all__ = ["ACCOUNT_TRAIT", "PERSON_TYPE", "SocialGraph"]
 
 PERSON_TYPE = "person"
+#: Trait prefix of chat-app accounts: ``account:qq`` = ``12345``.
+ACCOUNT_TRAIT = "account:"
 TRAIT_MAX, VALUE_MAX = 50, 500
 
 
@@ -81,6 +83,40 @@ class SocialGraph:
             (name, PERSON_TYPE, now, now, PERSON_TYPE),
         ).fetchone()
         return int(row[0])
+
+    def link_account(self, person: str, platform: str, account: str) -> None:
+        """Record that ``person`` is ``account`` on ``platform`` (trait ``account:<platform>``).
+
+        One account per platform and person; an account linked to someone else moves to
+        ``person``, so the same human on two apps becomes one person.
+        """
+        name = _person_name(person)
+        trait = _clean(f"{ACCOUNT_TRAIT}{platform}", "platform", TRAIT_MAX)
+        value = _clean(account, "account", VALUE_MAX)
+
+        def run(conn: sqlite3.Connection, ch: Changes) -> None:
+            conn.execute("DELETE FROM person_traits WHERE trait = ? AND value = ?", (trait, value))
+            eid = self._ensure_person(conn, name)
+            ch.entities.add(eid)
+            conn.execute(
+                "INSERT INTO person_traits (entity_id, trait, value, updated_at) VALUES"
+                " (?, ?, ?, ?) ON CONFLICT (entity_id, trait) DO UPDATE SET"
+                " value = excluded.value, updated_at = excluded.updated_at",
+                (eid, trait, value, self.graph._clock()),
+            )
+
+        self.graph.write(run)
+
+    def person_for_account(self, platform: str, account: str) -> str | None:
+        """The person linked to ``account`` on ``platform``, or None."""
+        row = self.graph.read(
+            lambda conn: conn.execute(
+                "SELECT e.name FROM person_traits t JOIN entities e ON e.id = t.entity_id"
+                " WHERE t.trait = ? AND t.value = ? ORDER BY t.updated_at DESC LIMIT 1",
+                (f"{ACCOUNT_TRAIT}{platform}", str(account)),
+            ).fetchone()
+        )
+        return str(row[0]) if row else None
 
     def relate(self, person: str, relation: str, other: str, session: str = "") -> None:
         """Record ``person --relation--> other`` between two people."""

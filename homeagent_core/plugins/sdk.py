@@ -20,7 +20,7 @@ from homeagent_sdk.errors import HomeAgentError
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
-    from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MemoryAPI, SocialAPI
+    from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MediaAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
 
@@ -73,6 +73,7 @@ class Services:
     doc: Any = None
     knowledge: Any = None
     social: Any = None
+    media: Any = None
     llm: Any = None
     #: The running kernel (tools, channels, io) for privileged wrappers of proc/Lua/skill plugins.
     kernel: Any = None
@@ -118,6 +119,7 @@ class ScopedSDK:
         self.doc: DocAPI = _service("doc", services.doc)
         self.knowledge: KnowledgeAPI = _service("knowledge", services.knowledge)
         self.social: SocialAPI = _service("social", services.social)
+        self.media: MediaAPI = _service("media", services.media)
         self.llm: LLMAPI = _service("llm", services.llm)
         # Built-ins are granted the whole config store explicitly (cfgmgr, webui settings).
         self.config: ConfigStore | None = services.config if privileged else None

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from homeagent_sdk.errors import InputQueueFull, PluginError
+from homeagent_sdk.errors import HomeAgentError, InputQueueFull, PluginError
 from homeagent_sdk.proc.wire import Peer, RemoteError
 from homeagent_sdk.types import Doc, Entity, Event, InjectOptions, MediaAttachment, Relation, TextEvent, Triple
 
@@ -203,6 +203,17 @@ class _Social(_Part):
         result = await self._call("social.getNetwork", {"name": name, "depth": depth}) or {}
         return dict(result.get("network") or {})
 
+    async def link_account(self, person: str, platform: str, account: str) -> None:
+        """Refused: out-of-process plugins see people read only."""
+        raise HomeAgentError("sdk.social.link_account: people are read only for out-of-process plugins")
+
+    async def person_for_account(self, platform: str, account: str) -> str | None:
+        """The person whose ``account:<platform>`` trait is ``account`` (searched over ``persons``)."""
+        for name in await self.persons():
+            if await self.trait(name, f"account:{platform}") == str(account):
+                return name
+        return None
+
 
 class _LLM(_Part):
     async def chat(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -230,6 +241,16 @@ class _TextMemory(_Part):
         return str(result.get("id", ""))
 
 
+class _Media:
+    """The media store is not reachable over the protocol yet; every use says so."""
+
+    async def put(self, data: bytes, mime: str, *, name: str = "") -> MediaAttachment:
+        raise HomeAgentError("sdk.media.put: the media store is only available to in-process plugins")
+
+    async def get(self, ref: str) -> MediaAttachment:
+        raise HomeAgentError("sdk.media.get: the media store is only available to in-process plugins")
+
+
 class RemoteSDK:
     """The plugin's view of the host, over the protocol connection."""
 
@@ -248,6 +269,7 @@ class RemoteSDK:
         self.doc = _Doc(self)
         self.knowledge = _Knowledge(self)
         self.social = _Social(self)
+        self.media = _Media()
         self.llm = _LLM(self)
         self.text_memory = _TextMemory(self)
 

@@ -1,0 +1,99 @@
+"""``homeagent pairing``: approve or deny chat-app senders who asked to talk to the agent.
+
+Chat bridges keep their pairing requests in ``<data>/plugin_data/<plugin>/pairing.db``; these
+commands read and change those files directly, so they work whether the daemon runs or not
+(a running bridge reads the table on every message).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail, handle_errors
+from homeagent_sdk.pairing import PAIRING_FILE, PairingRequest, PairingStore
+
+__all__ = ["app", "pairing_stores"]
+
+app = typer.Typer(help="Approve or deny chat-app senders (pairing codes).", no_args_is_help=True)
+
+
+def pairing_stores(data: Path | None) -> dict[str, PairingStore]:
+    """The pairing table of every bridge plugin in the data dir, by plugin name."""
+    from homeagent_core.datadir import prepare_data_dir
+
+    root = prepare_data_dir(data) / "plugin_data"
+    found = sorted(root.glob(f"*/{PAIRING_FILE}")) if root.is_dir() else []
+    return {path.parent.name: PairingStore(path) for path in found}
+
+
+def _find(data: Path | None, code: str) -> tuple[str, PairingStore]:
+    stores = pairing_stores(data)
+    wanted = code.strip().upper()
+    for plugin, store in stores.items():
+        if any(r.code == wanted for r in store.list()):
+            return plugin, store
+    if not stores:
+        raise fail("no chat bridge has pairing requests in this data dir (is a bridge plugin installed and started?)")
+    raise fail(f"no pairing request with code {wanted!r}; `homeagent pairing list` shows the codes")
+
+
+def _row(plugin: str, request: PairingRequest) -> dict[str, object]:
+    return {"plugin": plugin, **request.to_dict()}
+
+
+@app.command("list")
+@handle_errors
+def list_(
+    status: Annotated[
+        str | None, typer.Option(help="Only pending, approved or denied requests.")
+    ] = None,
+    data: DataOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List pairing requests of every chat bridge, newest first."""
+    if status is not None and status not in ("pending", "approved", "denied"):
+        raise fail(f"--status must be pending, approved or denied, not {status!r}")
+    rows = [_row(p, r) for p, s in pairing_stores(data).items() for r in s.list(status)]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        typer.echo("no pairing requests")
+        return
+    for row in rows:
+        person = f" -> {row['person']}" if row["person"] else ""
+        typer.echo(
+            f"{row['code']}  {row['status']:<8}  {row['plugin']}  {row['platform']} {row['account']}"
+            f"  {row['name']}{person}"
+        )
+
+
+@app.command("approve")
+@handle_errors
+def approve(
+    code: Annotated[str, typer.Argument(help="The code the sender was given.")],
+    person: Annotated[
+        str, typer.Option(help="Link the sender to this person (the same person on another app).")
+    ] = "",
+    data: DataOption = None,
+) -> None:
+    """Approve a sender (or group): the agent answers them from now on."""
+    plugin, store = _find(data, code)
+    request = store.approve(code, person=person)
+    linked = f", linked to {person}" if person else ""
+    typer.echo(f"approved {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}{linked}")
+
+
+@app.command("deny")
+@handle_errors
+def deny(
+    code: Annotated[str, typer.Argument(help="The code the sender was given.")],
+    data: DataOption = None,
+) -> None:
+    """Deny a sender (or group): their messages are ignored from now on."""
+    plugin, store = _find(data, code)
+    request = store.deny(code)
+    typer.echo(f"denied {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}")

@@ -1,0 +1,366 @@
+"""``ChatBridge``: the platform-neutral half of a chat-app bridge.
+
+A bridge plugin subclasses :class:`ChatBridge`, implements :meth:`ChatBridge.send_text` and
+:meth:`ChatBridge.send_media` for its platform, feeds every received message to
+`ChatBridge.handle`, and registers :meth:`ChatBridge.channel_def` in
+``register_output_channels``. The base class does the rest, the same way for every
+platform:
+
+* **access** — private senders on the allowlist pass; any other gets a pairing code and
+  nothing else until the owner runs ``homeagent pairing approve CODE``; a group is paired the
+  same way the first time it mentions the agent; denied senders are ignored;
+* **groups** — a group message goes in only when it mentions the agent (the platform's @, or
+  one of the agent's names in the text), unless the group's setting says otherwise;
+* **people** — every sender is linked to a person of the social layer (``小王``, or
+  ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
+  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
+* **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
+  are dropped; text over ``max_input_chars`` is cut with a note;
+* **replies** — split to the platform's ``text_limit`` at natural breaks, paced by a
+  per-conversation token bucket; images and files from the media store (digest), a local
+  file, or a URL.
+
+Settings (``plugin.<name>.*``; :meth:`ChatBridge.config_defs` declares them): ``access``
+(``pairing`` | ``allowlist`` | ``open``), ``allow_from``, ``groups``, ``mention_names``,
+``text_limit``, ``send_rate``, ``flood_limit``, ``max_input_chars``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import mimetypes
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_sdk.channels import (
+    Conversation,
+    IncomingMessage,
+    OutgoingMedia,
+    RateLimiter,
+    Sender,
+    SlidingWindow,
+    mentions_name,
+    split_text,
+)
+from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef
+
+if TYPE_CHECKING:
+    from homeagent_sdk.api import PluginSDK
+
+__all__ = ["ChatBridge"]
+
+_MAX_MEDIA_FILE = 50 * 1024 * 1024
+
+
+class ChatBridge:
+    """Base class of chat-app bridges; see the module docstring.
+
+    :param sdk: the plugin's SDK (from ``startup``).
+    :param channel: the output channel name (``qq``, ``telegram``); inputs arrive on
+        ``<channel>:<conversation>``.
+    :param platform: the platform's id in the social layer and the pairing table (``qq``).
+    :param label: how the platform is named to people (``QQ``, ``Telegram``).
+    :param default_text_limit: the platform's longest message, used when ``text_limit`` is unset.
+    """
+
+    caps: int = int(Caps.TEXT | Caps.IMAGE | Caps.FILE | Caps.AUDIO)
+
+    def __init__(
+        self, sdk: PluginSDK, *, channel: str, platform: str, label: str, default_text_limit: int = 4000
+    ) -> None:
+        self.sdk = sdk
+        self.channel = channel
+        self.platform = platform
+        self.label = label
+        self.log: logging.Logger = sdk.log
+        self.default_text_limit = default_text_limit
+        self.pairing = PairingStore(Path(sdk.data_dir) / PAIRING_FILE)
+        self._send_rate = RateLimiter(self._float("send_rate", 1.0), burst=5)
+        self._floods = SlidingWindow(max(1, self._int("flood_limit", 20)), 60.0)
+        self._people: dict[str, str] = {}
+        self._social_ok = True
+
+    # ------------------------------------------------------------------ settings
+
+    @staticmethod
+    def config_defs(*, text_limit: int = 4000) -> list[ConfigDef]:
+        """The settings every bridge has; add them in ``register_settings``."""
+        return [
+            ConfigDef(
+                key="access", type="select", default="pairing", options=["pairing", "allowlist", "open"],
+                category="access",
+                description="Who may talk to the agent: pairing (unknown senders get a code to approve with "
+                "`homeagent pairing approve`), allowlist (only allow_from), open (anyone; not for public bots).",
+            ),
+            ConfigDef(
+                key="allow_from", type="string", default="", category="access",
+                description="Comma-separated account ids (and group:<id>) that need no pairing.",
+            ),
+            ConfigDef(
+                key="groups", type="json", default={}, category="access",
+                description='Per-group settings: {"<group id>": {"require_mention": false}}; "*" applies to '
+                "every group. Groups answer only when mentioned unless require_mention is false.",
+            ),
+            ConfigDef(
+                key="mention_names", type="string", default="", category="access",
+                description="Comma-separated names that count as mentioning the agent in groups (besides @).",
+            ),
+            ConfigDef(
+                key="text_limit", type="int", default=text_limit, min=16, max=100_000, category="limits",
+                description="Longest message the platform accepts; longer replies are split.",
+            ),
+            ConfigDef(
+                key="send_rate", type="float", default=1.0, min=0.01, max=100, category="limits",
+                description="Messages per second sent to one conversation (bursts of 5).",
+            ),
+            ConfigDef(
+                key="flood_limit", type="int", default=20, min=1, max=10_000, category="limits",
+                description="Messages per minute accepted from one sender; the rest are dropped.",
+            ),
+            ConfigDef(
+                key="max_input_chars", type="int", default=8000, min=100, max=1_000_000, category="limits",
+                description="Longest incoming text passed to the agent; longer text is cut with a note.",
+            ),
+        ]
+
+    def _float(self, key: str, default: float) -> float:
+        try:
+            return float(self.sdk.settings.get(key, default) or default)
+        except (TypeError, ValueError):
+            return default
+
+    def _int(self, key: str, default: int) -> int:
+        try:
+            return int(self.sdk.settings.get(key, default) or default)
+        except (TypeError, ValueError):
+            return default
+
+    def _list(self, key: str) -> list[str]:
+        raw = self.sdk.settings.get(key, "") or ""
+        items = raw if isinstance(raw, list) else str(raw).split(",")
+        return [str(i).strip() for i in items if str(i).strip()]
+
+    def group_setting(self, group: str, key: str, default: Any) -> Any:
+        groups = self.sdk.settings.get("groups", {}) or {}
+        if isinstance(groups, str):
+            try:
+                groups = json.loads(groups)
+            except json.JSONDecodeError:
+                groups = {}
+        if not isinstance(groups, dict):
+            return default
+        for name in (group, "*"):
+            entry = groups.get(name)
+            if isinstance(entry, dict) and key in entry:
+                return entry[key]
+        return default
+
+    @property
+    def text_limit(self) -> int:
+        return max(16, self._int("text_limit", self.default_text_limit))
+
+    # ------------------------------------------------------------------ the output channel
+
+    @classmethod
+    def channel_def(
+        cls, name: str, *, label: str, send: Callable[..., Awaitable[Any]], description: str = ""
+    ) -> ChannelDef:
+        """The output channel to add in ``register_output_channels``.
+
+        Registration runs before ``startup`` creates the bridge, so ``send`` is usually a
+        plugin method that forwards to :meth:`deliver` of the bridge made at start.
+        """
+        return ChannelDef(
+            name=name,
+            description=description or f"{label} chats",
+            caps=cls.caps,
+            sync=True,
+            send=send,
+            help='{"conversation": "private:<account id>"} or {"conversation": "group:<group id>"}; '
+            "replies to a message from this platform need no meta. type image/file/audio: payload is a "
+            "media digest, a local file path or an http(s) URL.",
+        )
+
+    # ------------------------------------------------------------------ incoming
+
+    async def handle(self, message: IncomingMessage) -> str:
+        """Pass one received message through access, groups and people to the agent.
+
+        Returns what happened: ``"injected"``, ``"pairing"`` or ``"ignored: <why>"``.
+        """
+        conv, sender = message.conversation, message.sender
+        if not self._floods.allow(f"{conv.key}/{sender.account}"):
+            self.log.warning("%s: flood from %s in %s; message dropped", self.label, sender.account, conv.key)
+            return "ignored: flood"
+        if conv.is_group:
+            mentioned = message.mentioned or mentions_name(message.text, self._list("mention_names"))
+            if bool(self.group_setting(conv.id, "require_mention", True)) and not mentioned:
+                return "ignored: not mentioned"
+            decision = self._access(f"group:{conv.id}", f"group {conv.id}")
+        else:
+            decision = self._access(sender.account, sender.name)
+        if decision.action == "ignore":
+            return "ignored: denied"
+        if decision.action == "pair":
+            if decision.notify:
+                await self._send_pairing_code(conv, decision.code)
+            return "pairing"
+        person = await self.person_for(sender, decision.person if not conv.is_group else "")
+        text = self._clip(message.text)
+        speaker = self.speaker(person, sender)
+        line = f"{speaker}: {text}" if text else f"{speaker}:"
+        name = f"{self.channel}:{conv.key}"
+        await self.on_inject(conv)
+        if message.attachments:
+            await self.sdk.io.inject_media(line, message.attachments, name)
+        else:
+            await self.sdk.io.inject_text(line, name)
+        return "injected"
+
+    async def on_inject(self, conversation: Conversation) -> None:
+        """Called right before a message goes to the agent (typing indicators); default: nothing."""
+
+    def _access(self, account: str, name: str) -> AccessDecision:
+        mode = str(self.sdk.settings.get("access", "pairing") or "pairing")
+        allowed = mode == "open" or account in self._list("allow_from")
+        if mode == "allowlist" and not allowed:
+            row = self.pairing.get(self.platform, account)
+            return AccessDecision("allow", person=row.person) if row and row.status == "approved" else (
+                AccessDecision("ignore")
+            )
+        return self.pairing.check(self.platform, account, name, allowed=allowed)
+
+    async def _send_pairing_code(self, conv: Conversation, code: str) -> None:
+        self.sdk.events.publish(
+            "pairing_requested", {"plugin": self.sdk.name, "platform": self.platform, "conversation": conv.key,
+                                  "code": code},
+        )
+        text = (
+            f"Pairing code: {code}\n"
+            f"This agent answers approved contacts only. Ask its owner to run: homeagent pairing approve {code}"
+        )
+        try:
+            await self.send_text(conv, text)
+        except Exception as exc:
+            self.log.warning("%s: pairing code to %s not delivered: %s", self.label, conv.key, exc)
+
+    def _clip(self, text: str) -> str:
+        limit = self._int("max_input_chars", 8000)
+        if len(text) <= limit:
+            return text
+        return f"{text[:limit]} […cut {len(text) - limit} characters]"
+
+    # ------------------------------------------------------------------ people
+
+    def speaker(self, person: str, sender: Sender) -> str:
+        """How the speaker is named in the injected text: ``小王 (QQ 12345)``."""
+        tag = f"{self.label} {sender.account}"
+        return person if tag in person else f"{person} ({tag})"
+
+    async def person_for(self, sender: Sender, approved_as: str = "") -> str:
+        """The person ``sender`` is in the social layer; links a new sender to one.
+
+        ``approved_as`` is the person the owner named when approving. Without a social layer
+        (memory off) the display name is used as is.
+        """
+        cached = self._people.get(sender.account)
+        if cached is not None and not approved_as:
+            return cached
+        fallback = sender.name.strip() or f"{self.label} {sender.account}"
+        person = fallback
+        if self._social_ok:
+            try:
+                known = await self.sdk.social.person_for_account(self.platform, sender.account)
+                if approved_as and known != approved_as:
+                    person = approved_as
+                    await self.sdk.social.link_account(person, self.platform, sender.account)
+                elif known:
+                    person = known
+                else:
+                    other = await self.sdk.social.trait(fallback, f"account:{self.platform}")
+                    if other is not None and other != sender.account:
+                        person = f"{fallback} ({self.label} {sender.account})"
+                    await self.sdk.social.link_account(person, self.platform, sender.account)
+            except HomeAgentError as exc:
+                self._social_ok = False
+                self.log.info("%s: people are not linked (%s); using display names", self.label, exc)
+            except Exception as exc:
+                self.log.warning("%s: could not link %s to a person: %s", self.label, sender.account, exc)
+        self._people[sender.account] = person
+        return person
+
+    # ------------------------------------------------------------------ outgoing
+
+    async def deliver(self, payload: str, meta: dict[str, Any], type: str = "text") -> str:
+        """The output channel's ``send``: route to the conversation, split, pace, send.
+
+        Raises:
+            ValueError: no or a malformed conversation, or one that is not approved.
+        """
+        target = meta.get("conversation") or meta.get("to")
+        if not target:
+            raise ValueError('meta needs {"conversation": "private:<id>"} or {"conversation": "group:<id>"}')
+        conv = Conversation.parse(str(target))
+        account = f"group:{conv.id}" if conv.is_group else conv.id
+        if self._access_for_send(account) != "allow":
+            raise ValueError(f"{conv.key} has not been approved; the owner approves contacts with homeagent pairing")
+        if type == "text":
+            parts = split_text(payload, self.text_limit)
+            for part in parts:
+                await self._send_rate.acquire(conv.key)
+                await self.send_text(conv, part)
+            return f"{len(parts)} message(s) sent to {conv.key}"
+        media = await self.load_media(payload, type)
+        await self._send_rate.acquire(conv.key)
+        await self.send_media(conv, media)
+        return f"{type} sent to {conv.key}"
+
+    def _access_for_send(self, account: str) -> str:
+        mode = str(self.sdk.settings.get("access", "pairing") or "pairing")
+        if mode == "open" or account in self._list("allow_from"):
+            return "allow"
+        row = self.pairing.get(self.platform, account)
+        return "allow" if row is not None and row.status == "approved" else "deny"
+
+    async def load_media(self, payload: str, kind: str) -> OutgoingMedia:
+        """Resolve what the model named: an http(s) URL, a local file, or a media-store digest.
+
+        Raises:
+            ValueError: none of those, or a file over 50 MiB.
+        """
+        ref = payload.strip()
+        if ref.startswith(("http://", "https://")):
+            return OutgoingMedia(kind, name=ref.rsplit("/", 1)[-1], url=ref)
+        path = Path(ref).expanduser()
+        if ref and path.is_file():
+            size = path.stat().st_size
+            if size > _MAX_MEDIA_FILE:
+                raise ValueError(f"{path} is {size} bytes; files up to {_MAX_MEDIA_FILE} bytes can be sent")
+            data = await asyncio.to_thread(path.read_bytes)
+            mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            return OutgoingMedia(kind, name=path.name, mime=mime, data=data)
+        try:
+            stored = await self.sdk.media.get(ref.removeprefix("sha256:"))
+        except Exception as exc:
+            raise ValueError(
+                f"{ref!r} is neither an http(s) URL, an existing file, nor a media digest ({exc})"
+            ) from None
+        return OutgoingMedia(kind, name=stored.name or stored.digest[:12], mime=stored.mime, data=stored.data)
+
+    # ------------------------------------------------------------------ platform parts
+
+    async def send_text(self, conversation: Conversation, text: str) -> None:
+        """Send one text message (already within ``text_limit``). Platform-specific."""
+        raise NotImplementedError
+
+    async def send_media(self, conversation: Conversation, media: OutgoingMedia) -> None:
+        """Send one image, voice note or file. Platform-specific."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.pairing.close()

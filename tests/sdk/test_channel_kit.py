@@ -1,0 +1,226 @@
+"""The channel kit: conversations, splitting, backoff, rate limits, pairing, and a bridge on the real kernel."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from homeagent_core.cli._app import app as cli_app
+from homeagent_sdk import hookimpl
+from homeagent_sdk.bridge import ChatBridge
+from homeagent_sdk.channels import (
+    Backoff,
+    Conversation,
+    IncomingMessage,
+    OutgoingMedia,
+    RateLimiter,
+    Sender,
+    SlidingWindow,
+    mentions_name,
+    split_text,
+)
+from homeagent_sdk.pairing import PairingStore
+from homeagent_sdk.testing import AgentHarness
+
+
+def test_split_text_keeps_parts_within_the_limit_and_breaks_at_sentences():
+    text = "第一句话。" * 30 + "\n\n" + "second paragraph. " * 20
+    parts = split_text(text, 50)
+    assert all(len(p) <= 50 for p in parts)
+    assert "".join(parts).replace(" ", "") == text.replace(" ", "").replace("\n", "")
+    assert parts[0].endswith("。")
+    assert split_text("", 10) == [] and split_text("short", 10) == ["short"]
+    assert split_text("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+    with pytest.raises(ValueError, match="limit"):
+        split_text("a", 0)
+
+
+def test_conversation_keys_round_trip_and_bad_ones_are_refused():
+    conv = Conversation.parse("group:678")
+    assert (conv.kind, conv.id, conv.key, conv.is_group) == ("group", "678", "group:678", True)
+    for bad in ("678", "room:1", "private:", "private:a b"):
+        with pytest.raises(ValueError):
+            Conversation.parse(bad)
+
+
+def test_mentions_match_names_as_words_and_cjk_anywhere():
+    assert mentions_name("hey @Bot what's up", ["bot"])
+    assert not mentions_name("robots are here", ["bot"])
+    assert mentions_name("小助手今天几号", ["小助手"])
+    assert not mentions_name("nothing", ["", " "])
+
+
+def test_backoff_doubles_to_the_maximum_and_resets():
+    backoff = Backoff(1, 8, jitter=0)
+    assert [backoff.delay() for _ in range(5)] == [1, 2, 4, 8, 8]
+    backoff.reset()
+    assert backoff.delay() == 1
+
+
+async def test_rate_limiter_waits_for_tokens_and_sliding_window_drops():
+    now = [0.0]
+    limiter = RateLimiter(2.0, burst=2, clock=lambda: now[0])
+    assert limiter._take("a") == 0 and limiter._take("a") == 0
+    assert limiter._take("a") == pytest.approx(0.5)
+    now[0] += 0.5
+    assert limiter._take("a") == 0
+    window = SlidingWindow(2, 60, clock=lambda: now[0])
+    assert window.allow("x") and window.allow("x") and not window.allow("x")
+    now[0] += 60
+    assert window.allow("x")
+
+
+def test_pairing_store_issues_one_code_and_remembers_decisions(tmp_path: Path):
+    store = PairingStore(tmp_path / "pairing.db", renotify=3600)
+    first = store.check("qq", "12345", "小王")
+    again = store.check("qq", "12345", "小王")
+    assert first.action == "pair" and first.notify and len(first.code) == 6
+    assert again.action == "pair" and again.code == first.code and not again.notify
+    assert store.check("qq", "1", allowed=True).action == "allow"
+    store.approve(first.code.lower(), person="小王")
+    decision = store.check("qq", "12345")
+    assert (decision.action, decision.person) == ("allow", "小王")
+    other = store.check("qq", "999").code
+    store.deny(other)
+    assert store.check("qq", "999").action == "ignore"
+    with pytest.raises(KeyError, match="pairing list"):
+        store.approve("NOPE00")
+
+
+# --------------------------------------------------------------------------- a bridge on the real kernel
+
+
+class ListBridge(ChatBridge):
+    """A bridge whose 'platform' is a queue of what it sent."""
+
+    def __init__(self, sdk: Any, sent: asyncio.Queue[tuple[str, str]]) -> None:
+        super().__init__(sdk, channel="chat", platform="qq", label="QQ", default_text_limit=40)
+        self.sent = sent
+
+    async def send_text(self, conversation: Conversation, text: str) -> None:
+        self.sent.put_nowait((conversation.key, text))
+
+    async def send_media(self, conversation: Conversation, media: OutgoingMedia) -> None:
+        self.sent.put_nowait((conversation.key, f"<{media.kind} {media.name} {len(media.data or b'')}>"))
+
+
+class BridgePlugin:
+    name = "chat"
+
+    def __init__(self) -> None:
+        self.sent: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.bridge: ListBridge | None = None
+
+    @hookimpl
+    def register_settings(self, registry: Any) -> None:
+        for definition in ChatBridge.config_defs(text_limit=40):
+            registry.add(definition)
+
+    @hookimpl
+    def register_output_channels(self, registry: Any) -> None:
+        registry.add(ListBridge.channel_def("chat", label="QQ", send=self.deliver))
+
+    async def deliver(self, payload: str, meta: dict[str, Any], type: str = "text") -> str:
+        assert self.bridge is not None
+        return await self.bridge.deliver(payload, meta, type)
+
+    @hookimpl
+    def startup(self, sdk: Any) -> None:
+        self.bridge = ListBridge(sdk, self.sent)
+
+    @hookimpl
+    def shutdown(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
+
+
+async def _next(queue: asyncio.Queue[tuple[str, str]]) -> tuple[str, str]:
+    async with asyncio.timeout(10):
+        return await queue.get()
+
+
+async def test_unknown_sender_gets_only_a_code_then_talks_after_approval(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.model.add("你好，小王！" + "这是一个很长的回答，需要拆成几条消息发送。" * 3)
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    wang = IncomingMessage(Conversation("private", "12345"), Sender("12345", "小王"), "你好")
+
+    assert await bridge.handle(wang) == "pairing"
+    conv, text = await _next(plugin.sent)
+    assert conv == "private:12345" and "Pairing code" in text
+    assert agent.model.requests == []
+    code = text.split("Pairing code: ")[1].split()[0]
+
+    result = CliRunner().invoke(cli_app, ["pairing", "approve", code, "--data", str(agent.data_dir)])
+    assert result.exit_code == 0, result.output
+    assert "approved qq 12345" in result.output
+
+    assert await bridge.handle(wang) == "injected"
+    parts = [await _next(plugin.sent) for _ in range(3)]
+    assert {c for c, _ in parts} == {"private:12345"}
+    assert all(len(t) <= 40 for _, t in parts) and parts[0][1].startswith("你好，小王！")
+    assert agent.model.requests[0]["messages"][-1]["content"] == "小王 (QQ 12345): 你好"
+    assert await agent.app.services.social.person_for_account("qq", "12345") == "小王"
+
+
+async def test_groups_answer_only_when_mentioned_and_pair_as_a_whole(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.mention_names", "小助手")
+    agent.set("plugin.chat.allow_from", "group:678")
+    agent.model.add("在")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    group = Conversation("group", "678")
+
+    assert await bridge.handle(IncomingMessage(group, Sender("1", "甲"), "随便聊聊")) == "ignored: not mentioned"
+    assert await bridge.handle(IncomingMessage(group, Sender("2", "乙"), "小助手在吗")) == "injected"
+    assert await _next(plugin.sent) == ("group:678", "在")
+    assert agent.model.requests[0]["messages"][-1]["content"] == "乙 (QQ 2): 小助手在吗"
+
+    stranger = Conversation("group", "999")
+    assert await bridge.handle(IncomingMessage(stranger, Sender("3", "丙"), "hi", mentioned=True)) == "pairing"
+    assert (await _next(plugin.sent))[0] == "group:999"
+
+
+async def test_sends_to_unapproved_chats_and_bad_meta_are_refused(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    with pytest.raises(ValueError, match="conversation"):
+        await bridge.deliver("hi", {}, "text")
+    with pytest.raises(ValueError, match="not been approved"):
+        await bridge.deliver("hi", {"conversation": "private:42"}, "text")
+    with pytest.raises(ValueError, match="neither"):
+        agent.set("plugin.chat.access", "open")
+        await bridge.deliver("no-such-file.png", {"conversation": "private:42"}, "image")
+
+
+async def test_floods_and_huge_messages(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.access", "open")
+    agent.set("plugin.chat.flood_limit", 2)
+    agent.set("plugin.chat.max_input_chars", 100)
+    agent.model.add("a")
+    agent.model.add("b")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    chat = Conversation("private", "7")
+    huge = IncomingMessage(chat, Sender("7", "Ann"), "x" * 5000)
+    assert await bridge.handle(huge) == "injected"
+    assert await bridge.handle(IncomingMessage(chat, Sender("7", "Ann"), "again")) == "injected"
+    assert await bridge.handle(IncomingMessage(chat, Sender("7", "Ann"), "flood")) == "ignored: flood"
+    await _next(plugin.sent)
+    assert "[…cut 4900 characters]" in agent.model.requests[0]["messages"][-1]["content"]
