@@ -10,6 +10,8 @@ Doubles:
 
 * :class:`FakeModel` — a scripted chat model (replies, tool calls, streaming, delays) that
   records every request it was sent (:func:`ToolCallReply`, :class:`FakeReply`).
+* :class:`FakeModelServer` — a :class:`FakeModel` behind a loopback OpenAI-compatible HTTP
+  endpoint, for end-to-end tests of a real daemon (``homeagent serve`` in a subprocess).
 * :class:`FakeEmbedder` — a character n-gram hashing embedder: similar texts get similar
   vectors, equal texts equal vectors, so recall and ranking can be tested without a model.
 
@@ -53,6 +55,7 @@ import pytest_asyncio
 
 from homeagent_sdk import hookimpl
 from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
+from homeagent_sdk._fake_model_server import FakeModelServer
 from homeagent_sdk._proc_harness import ProcHarness
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput, make_fingerprint
 from homeagent_sdk.errors import PluginError, UsageError
@@ -66,6 +69,7 @@ __all__ = [
     "AgentHarness",
     "FakeEmbedder",
     "FakeModel",
+    "FakeModelServer",
     "FakeReply",
     "HookCall",
     "HookRecorder",

@@ -1,0 +1,139 @@
+"""End to end: a real ``homeagent serve`` with this plugin installed, a loopback OneBot v11
+implementation and a loopback OpenAI-compatible model.
+
+The plugin is installed the way a user installs it (pip, into a directory on the daemon's
+``PYTHONPATH``) unless the environment already has it (``make test`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from onebot_fake import FakeOneBot, png_bytes, text_of
+
+from homeagent_sdk.testing import FakeModel, FakeModelServer
+
+TOKEN = "e2e-token"
+PLUGIN_DIR = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PYTHONPATH entry under which the ``onebot`` entry point is installed."""
+    if any(ep.name == "onebot" for ep in importlib.metadata.entry_points(group="homeagent")):
+        yield ""
+        return
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
+         str(target), str(PLUGIN_DIR)],
+        check=True, timeout=300,
+    )
+    yield str(target)
+
+
+def _env(plugin_path: str) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [p for p in (plugin_path, env.get("PYTHONPATH", "")) if p]
+    env.update(PYTHONPATH=os.pathsep.join(paths), HOMEAGENT_LOAD_PLUGINS="onebot", HOMEAGENT_LLM_API_KEY="test-key")
+    return env
+
+
+def _cli(env: dict[str, str], data: Path, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(data)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _answer(request: dict[str, Any]) -> str:
+    last = request["messages"][-1]["content"]
+    if isinstance(last, list):
+        kinds = [block["type"] for block in last]
+        return f"我看到了一张图片 ({', '.join(kinds)})"
+    return f"收到：{last}"
+
+
+Daemon = tuple[FakeOneBot, FakeModelServer, Path, dict[str, str]]
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
+    fake = await FakeOneBot(access_token=TOKEN).start_server()
+    async with FakeModelServer(FakeModel(responder=_answer)) as model:
+        data = tmp_path / "home"
+        env = _env(plugin_path)
+        for key, value in (
+            ("core.llm.sources.deepseek.base_url", model.base_url),
+            ("core.llm.sources.deepseek.vision", "true"),
+            ("plugin.onebot.ws_url", fake.ws_url),
+            ("plugin.onebot.access_token", TOKEN),
+            ("plugin.onebot.reconnect_min", "0.05"),
+        ):
+            await asyncio.to_thread(_cli, env, data, "config", "set", key, value)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        assert proc.stdout is not None
+        lines: list[str] = []
+        try:
+            async with asyncio.timeout(90):
+                while True:
+                    line = (await proc.stdout.readline()).decode()
+                    assert line, "homeagent serve exited:\n" + "".join(lines)
+                    lines.append(line)
+                    if "HomeAgent running" in line:
+                        break
+            await fake.wait_connected()
+            drain = asyncio.get_running_loop().create_task(proc.stdout.read())
+            yield fake, model, data, env
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                async with asyncio.timeout(30):
+                    await proc.wait()
+            await fake.close()
+    assert proc.returncode == 0, "".join(lines) + (await drain).decode(errors="replace")
+
+
+async def test_qq_end_to_end_pairing_reply_and_photo(daemon: Daemon):
+    fake, model, data, env = daemon
+    transcript: list[str] = []
+
+    await fake.private(12345, "小王", "你好")
+    transcript.append("小王 (QQ 12345) -> bot: 你好")
+    sent = await fake.next_sent()
+    transcript.append(f"bot -> 小王: {text_of(sent)}")
+    assert "Pairing code" in text_of(sent)
+    assert not any("小王 (QQ 12345): 你好" in str(r["messages"]) for r in model.model.requests)
+    code = text_of(sent).split("Pairing code: ")[1].split()[0]
+    listed = await asyncio.to_thread(_cli, env, data, "pairing", "list")
+    assert code in listed and "pending" in listed
+    await asyncio.to_thread(_cli, env, data, "pairing", "approve", code)
+
+    await fake.private(12345, "小王", "今天吃什么")
+    transcript.append("小王 (QQ 12345) -> bot: 今天吃什么")
+    sent = await fake.next_sent()
+    transcript.append(f"bot -> 小王: {text_of(sent)}")
+    assert text_of(sent) == "收到：小王 (QQ 12345): 今天吃什么"
+
+    fake.media["cat.png"] = png_bytes()
+    photo = {"type": "image", "data": {"file": "cat.image", "url": fake.media_url("cat.png")}}
+    await fake.private(12345, "小王", [photo, {"type": "text", "data": {"text": "这是什么"}}])
+    transcript.append("小王 (QQ 12345) -> bot: [image cat.png] 这是什么")
+    sent = await fake.next_sent()
+    transcript.append(f"bot -> 小王: {text_of(sent)}")
+    assert text_of(sent) == "我看到了一张图片 (text, image_url)"
+    print("\n".join(["", "QQ transcript (platform side):", *transcript]))

@@ -1,0 +1,176 @@
+"""The onebot plugin on the real kernel, against a loopback OneBot v11 implementation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from homeagent_plugin_onebot import make_plugin
+from onebot_fake import NICKNAME, SELF_ID, FakeOneBot, png_bytes, text_of
+
+from homeagent_sdk.errors import PluginError
+from homeagent_sdk.pairing import PairingStore
+from homeagent_sdk.testing import AgentHarness, ToolCallReply
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+async def onebot() -> AsyncIterator[FakeOneBot]:
+    fake = await FakeOneBot(access_token=TOKEN).start_server()
+    yield fake
+    await fake.close()
+
+
+def _forward(agent: AgentHarness, fake: FakeOneBot, **settings: Any) -> Any:
+    plugin = make_plugin()
+    agent.register(plugin)
+    agent.set("plugin.onebot.ws_url", fake.ws_url)
+    agent.set("plugin.onebot.access_token", TOKEN)
+    agent.set("plugin.onebot.reconnect_min", 0.05)
+    for key, value in settings.items():
+        agent.set(f"plugin.onebot.{key}", value)
+    return plugin
+
+
+def _approve(agent: AgentHarness, account: str) -> None:
+    store = PairingStore(agent.data_dir / "plugin_data" / "onebot" / "pairing.db")
+    code = store.check("qq", account).code
+    store.approve(code)
+    store.close()
+
+
+async def test_stranger_gets_only_a_code_and_an_approved_friend_gets_the_reply(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot)
+    agent.model.add("你好，小王")
+    await agent.start()
+
+    await onebot.private(12345, "小王", [{"type": "text", "data": {"text": "在吗"}}])
+    sent = await onebot.next_sent()
+    assert sent["action"] == "send_private_msg" and sent["user_id"] == 12345
+    assert "Pairing code" in text_of(sent) and agent.model.requests == []
+
+    code = text_of(sent).split("Pairing code: ")[1].split()[0]
+    store = PairingStore(agent.data_dir / "plugin_data" / "onebot" / "pairing.db")
+    assert store.approve(code).account == "12345"
+    await onebot.private(12345, "小王", "在吗")  # a CQ string this time
+    reply = await onebot.next_sent()
+    assert (reply["action"], reply["user_id"], text_of(reply)) == ("send_private_msg", 12345, "你好，小王")
+    assert agent.model.requests[0]["messages"][-1]["content"] == "小王 (QQ 12345): 在吗"
+    assert any(c["action"] == "get_login_info" for c in onebot.calls)
+
+
+async def test_group_answers_only_when_mentioned_and_names_the_speaker(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot, allow_from="group:678")
+    agent.model.add("我在", "还在")
+    await agent.start()
+    await onebot.wait_connected()
+
+    await onebot.group(678, 2, "乙", "今天天气不错")
+    at_me = {"type": "at", "data": {"qq": str(SELF_ID)}}
+    await onebot.group(678, 3, "丙", [at_me, {"type": "text", "data": {"text": " 你在吗"}}])
+    sent = await onebot.next_sent()
+    assert (sent["action"], sent["group_id"], text_of(sent)) == ("send_group_msg", 678, "我在")
+    assert len(agent.model.requests) == 1
+    assert agent.model.requests[0]["messages"][-1]["content"] == "丙 (QQ 3): 你在吗"
+
+    assert any(c["action"] == "get_login_info" for c in onebot.calls)  # the nickname counts as a mention
+    await onebot.group(678, 2, "乙", f"{NICKNAME}还在吗", card="乙哥")
+    sent = await onebot.next_sent()
+    assert text_of(sent) == "还在"
+    assert agent.model.requests[1]["messages"][-1]["content"] == f"乙哥 (QQ 2): {NICKNAME}还在吗"
+
+
+async def test_a_photo_reaches_the_model_and_the_agent_can_send_one_back(
+    agent: AgentHarness, onebot: FakeOneBot, tmp_path: Path
+):
+    _forward(agent, onebot, access="open")
+    png = png_bytes()
+    onebot.media["cat.png"] = png
+    sample = tmp_path / "sample.png"
+    sample.write_bytes(png)
+    agent.model.add(
+        ToolCallReply("output_send__qq", {"payload": str(sample), "type": "image",
+                                          "meta": json.dumps({"conversation": "private:42"})}),
+        "发回去了",
+    )
+    await agent.start()
+    photo = {"type": "image", "data": {"file": "cat.image", "url": onebot.media_url("cat.png")}}
+    await onebot.private(42, "Ann", [photo, {"type": "text", "data": {"text": "what is this"}}])
+    image = await onebot.next_sent()
+    text = await onebot.next_sent()
+    content = agent.model.requests[0]["messages"][-1]["content"]
+    assert content[0] == {"type": "text", "text": "Ann (QQ 42): what is this"}
+    assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    segment = image["message"][0]
+    assert segment["type"] == "image" and segment["data"]["file"].startswith("base64://")
+    assert text_of(text) == "发回去了"
+
+
+async def test_a_wrong_token_fails_the_plugin_with_a_clear_error(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot)
+    agent.set("plugin.onebot.access_token", "wrong")
+    with pytest.raises(PluginError, match=r"refused the access token \(HTTP 403\).*plugin.onebot.access_token"):
+        await agent.start()
+    assert onebot.rejected == [403]
+    assert str(await agent.ask("still alive?")) == "ok"
+
+
+async def test_reconnects_after_a_drop_mid_frame_and_survives_bad_events(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot, access="open")
+    agent.model.add("back")
+    await agent.start()
+    await onebot.wait_connected(1)
+    await onebot.break_mid_frame()
+    await onebot.wait_connected(2)
+
+    for raw in ("not json", "[1,2]", json.dumps({"echo": "nobody-asked"}), json.dumps({"post_type": "message"}),
+                json.dumps({"post_type": "message", "message_type": "private", "user_id": 5, "message": 7}),
+                json.dumps({"post_type": "message", "message_type": "group", "user_id": 5, "group_id": "bad id!"})):
+        await onebot.send_raw(raw)
+    await onebot.heartbeat()
+    await onebot.private(9, "Bo", [{"type": "dice", "data": {}}, {"type": "text", "data": {"text": "hello"}}])
+    sent = await onebot.next_sent()
+    assert text_of(sent) == "back" and sent["user_id"] == 9
+    assert agent.model.requests[-1]["messages"][-1]["content"] == "Bo (QQ 9): [dice]hello"
+
+
+async def test_huge_messages_are_cut_and_long_replies_split(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot, access="open", text_limit=100, max_input_chars=1000)
+    agent.model.add("长" * 250)
+    await agent.start()
+    await onebot.private(9, "Bo", "x" * 200_000)
+    parts = [await onebot.next_sent() for _ in range(3)]
+    assert [len(text_of(p)) for p in parts] == [100, 100, 50]
+    assert "[…cut 199000 characters]" in agent.model.requests[0]["messages"][-1]["content"]
+
+
+async def test_reverse_mode_checks_the_token_and_carries_messages(agent: AgentHarness):
+    plugin = make_plugin()
+    agent.register(plugin)
+    agent.set("plugin.onebot.mode", "reverse")
+    agent.set("plugin.onebot.listen_port", 0)
+    agent.set("plugin.onebot.access_token", TOKEN)
+    agent.set("plugin.onebot.access", "open")
+    agent.model.add("reverse ok")
+    await agent.start()
+    url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
+    from websockets.exceptions import InvalidStatus
+
+    fake = FakeOneBot(access_token=TOKEN)
+    try:
+        for token, status in (("", 401), ("nope", 403)):
+            with pytest.raises(InvalidStatus) as refused:
+                await fake.connect_reverse(url, token=token)
+            assert refused.value.response.status_code == status
+        await fake.connect_reverse(url)
+        await fake.wait_connected()
+        await fake.private(77, "Cy", "hi")
+        sent = await fake.next_sent()
+        assert text_of(sent) == "reverse ok" and sent["user_id"] == 77
+        assert plugin.bridge.link.self_id == str(SELF_ID)
+    finally:
+        await fake.close()
