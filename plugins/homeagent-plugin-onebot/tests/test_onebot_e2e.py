@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,10 +33,12 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if any(ep.name == "onebot" for ep in importlib.metadata.entry_points(group="homeagent")):
         yield ""
         return
+    source = tmp_path_factory.mktemp("src") / PLUGIN_DIR.name
+    shutil.copytree(PLUGIN_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
-         str(target), str(PLUGIN_DIR)],
+         str(target), str(source)],
         check=True, timeout=300,
     )
     yield str(target)

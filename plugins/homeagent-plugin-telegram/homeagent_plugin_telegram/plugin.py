@@ -1,0 +1,399 @@
+"""The ``telegram`` plugin: Telegram as a chat door, by long polling the Bot API.
+
+Built on python-telegram-bot's :class:`telegram.Bot` (httpx underneath, like the rest of
+HomeAgent) pointed at ``api_base`` (default ``https://api.telegram.org``; a local Bot API
+server or a test double work the same). Inputs arrive on ``telegram:private:<user id>`` and
+``telegram:group:<chat id>``; replies go out through the ``telegram`` output channel.
+Access, pairing, groups and people are the channel kit's (:mod:`homeagent_sdk.bridge`).
+
+Replies are sent as plain text (no ``parse_mode``), so nothing the model writes can break
+Telegram's Markdown parser. While a turn runs the chat shows "typing…".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
+from homeagent_sdk.bridge import ChatBridge
+from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
+from homeagent_sdk.errors import PluginError
+
+__all__ = ["CHANNEL", "TelegramBridge", "TelegramPlugin", "make_plugin"]
+
+log = logging.getLogger("homeagent.plugin.telegram")
+
+CHANNEL = "telegram"
+#: Telegram's limit for one message is 4096 characters.
+TEXT_LIMIT = 4096
+MAX_MEDIA = 20 * 1024 * 1024
+#: Typing indicators last about 5 s on the client; renew a little earlier.
+TYPING_EVERY = 4.0
+TYPING_MAX = 120.0
+SEND_RETRIES = 3
+
+
+class TelegramBridge(ChatBridge):
+    """The Telegram side of the channel kit."""
+
+    def __init__(self, sdk: Any) -> None:
+        settings = sdk.settings
+        token = str(settings.get("bot_token", "") or "").strip()
+        if not token:
+            raise PluginError(
+                "plugin.telegram.bot_token is not set: create a bot with @BotFather and run "
+                "`homeagent config set plugin.telegram.bot_token <token>`",
+                plugin_name="telegram",
+            )
+        super().__init__(sdk, channel=CHANNEL, platform="telegram", label="Telegram", default_text_limit=TEXT_LIMIT)
+        from telegram import Bot
+        from telegram.request import HTTPXRequest
+        base = str(settings.get("api_base", "") or "https://api.telegram.org").rstrip("/")
+        self.poll_timeout = int(settings.get("poll_timeout", 30) or 30)
+        proxy = str(settings.get("proxy", "") or "") or None
+        self._requests = (
+            HTTPXRequest(connection_pool_size=8, proxy=proxy),
+            HTTPXRequest(read_timeout=self.poll_timeout + 10, proxy=proxy),
+        )
+        self.bot = Bot(
+            token,
+            base_url=f"{base}/bot",
+            base_file_url=f"{base}/file/bot",
+            request=self._requests[0],
+            get_updates_request=self._requests[1],
+        )
+        self.backoff = Backoff(float(settings.get("reconnect_min", 1.0) or 1.0), 60.0)
+        self.username = ""
+        self.bot_id = 0
+        self.offset: int | None = None
+        self.conflicts = 0
+        self.last_error = ""
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._poller: asyncio.Task[None] | None = None
+        self._redact = _RedactToken(token)
+        for name in _URL_LOGGERS:
+            logging.getLogger(name).addFilter(self._redact)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Check the token (``getMe``), then poll in the background.
+
+        Raises:
+            PluginError: the token was refused.
+        """
+        from telegram.error import InvalidToken, TelegramError
+
+        try:
+            await self.bot.initialize()
+            me = self.bot.bot
+        except InvalidToken as exc:
+            raise PluginError(
+                f"Telegram refused plugin.telegram.bot_token ({exc}); copy the token @BotFather gave you "
+                "again: `homeagent config set plugin.telegram.bot_token <token>`",
+                plugin_name="telegram",
+            ) from None
+        except TelegramError as exc:
+            self.last_error = str(exc)
+            log.warning("telegram: getMe failed (%s); polling anyway and retrying", exc)
+        else:
+            self.username, self.bot_id = me.username or "", me.id
+            log.info("telegram: polling as @%s", self.username)
+        self._poller = asyncio.get_running_loop().create_task(self._poll(), name="telegram-poll")
+
+    async def stop(self) -> None:
+        for task in [self._poller, *self._typing.values()]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._typing.clear()
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+        for request in self._requests:  # a Bot whose initialize() failed does not close them itself
+            with contextlib.suppress(Exception):
+                await request.shutdown()
+        for name in _URL_LOGGERS:
+            logging.getLogger(name).removeFilter(self._redact)
+        self.close()
+
+    # ------------------------------------------------------------------ polling
+
+    async def _poll(self) -> None:
+        from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
+
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=self.offset, timeout=self.poll_timeout, allowed_updates=["message"]
+                )
+            except asyncio.CancelledError:
+                raise
+            except RetryAfter as exc:
+                wait = _seconds(exc.retry_after)
+                log.warning("telegram: flood control on getUpdates; waiting %.0f s", wait)
+                await asyncio.sleep(wait)
+                continue
+            except Conflict as exc:
+                self.conflicts += 1
+                self.last_error = f"409 conflict: {exc}"
+                log.error(
+                    "telegram: another client is polling this bot or a webhook is set (%s); stop the other "
+                    "instance or delete the webhook. Retrying with backoff.", exc,
+                )
+                await self.backoff.sleep()
+                continue
+            except InvalidToken as exc:
+                self.last_error = f"token refused: {exc}"
+                log.error("telegram: the bot token was refused (%s); set plugin.telegram.bot_token", exc)
+                await self.backoff.sleep()
+                continue
+            except TelegramError as exc:
+                self.last_error = str(exc)
+                log.info("telegram: getUpdates failed (%s); retrying", exc)
+                await self.backoff.sleep()
+                continue
+            self.backoff.reset()
+            for update in updates:
+                self.offset = update.update_id + 1
+                try:
+                    await self._on_update(update)
+                except Exception:
+                    log.exception("telegram: update %s could not be handled", update.update_id)
+
+    async def _on_update(self, update: Any) -> None:
+        message = update.message
+        if message is None or message.from_user is None or message.chat is None:
+            return
+        if message.from_user.is_bot and message.from_user.id == self.bot_id:
+            return
+        chat = message.chat
+        user = message.from_user
+        try:
+            if chat.type == "private":
+                conv = Conversation("private", str(user.id))
+            else:
+                conv = Conversation("group", str(chat.id))
+        except ValueError as exc:
+            log.warning("telegram: message dropped: %s", exc)
+            return
+        text = message.text or message.caption or ""
+        attachments: list[MediaAttachment] = []
+        notes: list[str] = []
+        for file_id, mime, name in _media_of(message):
+            attachment = await self._fetch(file_id, mime, name)
+            if attachment is None:
+                notes.append(f"[{name}: could not be downloaded]")
+            else:
+                attachments.append(attachment)
+        if message.sticker is not None:
+            notes.append(f"[sticker {message.sticker.emoji or ''}]".replace(" ]", "]"))
+        if notes:
+            text = " ".join([text, *notes]).strip()
+        if not text and not attachments:
+            log.info("telegram: message %s has nothing readable; ignored", message.message_id)
+            return
+        reply_to = message.reply_to_message
+        mentioned = bool(
+            reply_to is not None and reply_to.from_user is not None and reply_to.from_user.id == self.bot_id
+        )
+        if self.username and f"@{self.username.casefold()}" in text.casefold():
+            mentioned = True
+            text = _strip_mention(text, self.username)
+        name = user.full_name or user.username or str(user.id)
+        incoming = IncomingMessage(conv, Sender(str(user.id), name), text, attachments, mentioned,
+                                   str(message.message_id))
+        outcome = await self.handle(incoming)
+        log.debug("telegram: message %s in %s: %s", message.message_id, conv.key, outcome)
+
+    async def _fetch(self, file_id: str, mime: str, name: str) -> MediaAttachment | None:
+        try:
+            file = await self.bot.get_file(file_id)
+            if file.file_size and file.file_size > MAX_MEDIA:
+                log.warning("telegram: %s is %d bytes; skipped", name, file.file_size)
+                return None
+            data = bytes(await file.download_as_bytearray())
+        except Exception as exc:
+            log.warning("telegram: %s could not be downloaded: %s", name, exc)
+            return None
+        return MediaAttachment(mime=mime, data=data, name=name)
+
+    # ------------------------------------------------------------------ typing
+
+    async def on_inject(self, conversation: Conversation) -> None:
+        key = conversation.key
+        if key not in self._typing:
+            self._typing[key] = asyncio.get_running_loop().create_task(self._type(conversation))
+
+    async def _type(self, conversation: Conversation) -> None:
+        try:
+            async with asyncio.timeout(TYPING_MAX):
+                while True:
+                    with contextlib.suppress(Exception):
+                        await self.bot.send_chat_action(_chat_id(conversation), "typing")
+                    await asyncio.sleep(TYPING_EVERY)
+        except TimeoutError:
+            pass
+        finally:
+            self._typing.pop(conversation.key, None)
+
+    def _stop_typing(self, conversation: Conversation) -> None:
+        task = self._typing.pop(conversation.key, None)
+        if task is not None:
+            task.cancel()
+
+    # ------------------------------------------------------------------ sending
+
+    async def _call(self, what: str, send: Any) -> Any:
+        """Run one send, waiting out Telegram's flood control (429 retry_after) a few times."""
+        from telegram.error import RetryAfter
+
+        for attempt in range(SEND_RETRIES + 1):
+            try:
+                return await send()
+            except RetryAfter as exc:
+                if attempt == SEND_RETRIES:
+                    raise
+                wait = _seconds(exc.retry_after)
+                log.warning("telegram: flood control on %s; retrying in %.0f s", what, wait)
+                await asyncio.sleep(wait)
+        return None
+
+    async def send_text(self, conversation: Conversation, text: str) -> None:
+        self._stop_typing(conversation)
+        await self._call("sendMessage", lambda: self.bot.send_message(_chat_id(conversation), text))
+
+    async def send_media(self, conversation: Conversation, media: OutgoingMedia) -> None:
+        from telegram import InputFile
+
+        self._stop_typing(conversation)
+        chat = _chat_id(conversation)
+        payload: Any = media.url or InputFile(media.data or b"", filename=media.name or "file")
+        if media.kind == "image":
+            await self._call("sendPhoto", lambda: self.bot.send_photo(chat, payload))
+        elif media.kind == "audio":
+            await self._call("sendVoice", lambda: self.bot.send_voice(chat, payload))
+        else:
+            await self._call("sendDocument", lambda: self.bot.send_document(chat, payload))
+
+
+class _RedactToken(logging.Filter):
+    """Masks the bot token in log records: the Bot API puts it in every URL, and httpx logs URLs."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and self.token in record.msg:
+            record.msg = record.msg.replace(self.token, "<bot token>")
+        if record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            if any(self.token in str(a) for a in args):
+                record.args = tuple(str(a).replace(self.token, "<bot token>") for a in args)
+        return True
+
+
+#: Loggers that may see Bot API URLs.
+_URL_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext")
+
+
+def _seconds(value: Any) -> float:
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    return max(0.0, min(float(seconds), 300.0))
+
+
+def _chat_id(conversation: Conversation) -> int | str:
+    ident = conversation.id
+    return int(ident) if ident.lstrip("-").isdigit() else ident
+
+
+def _strip_mention(text: str, username: str) -> str:
+    import re
+
+    return re.sub(rf"@{re.escape(username)}\b", "", text, flags=re.IGNORECASE).strip()
+
+
+def _media_of(message: Any) -> list[tuple[str, str, str]]:
+    """``(file_id, mime, name)`` of the photo, voice note, audio, video or document of a message."""
+    out: list[tuple[str, str, str]] = []
+    if message.photo:
+        fitting = [p for p in message.photo if not p.file_size or p.file_size <= MAX_MEDIA]
+        best = max(fitting or message.photo, key=lambda p: p.width * p.height)
+        out.append((best.file_id, "image/jpeg", "photo.jpg"))
+    if message.voice is not None:
+        out.append((message.voice.file_id, message.voice.mime_type or "audio/ogg", "voice.ogg"))
+    if message.audio is not None:
+        out.append((message.audio.file_id, message.audio.mime_type or "audio/mpeg", message.audio.file_name or "audio"))
+    if message.document is not None:
+        doc = message.document
+        out.append((doc.file_id, doc.mime_type or "application/octet-stream", doc.file_name or "document"))
+    return out
+
+
+class TelegramPlugin:
+    """The plugin object (``make_plugin`` gives each agent its own)."""
+
+    name = "telegram"
+
+    def __init__(self) -> None:
+        self.bridge: TelegramBridge | None = None
+
+    @hookimpl
+    def register_settings(self, registry: Any) -> None:
+        registry.add(ConfigDef(
+            key="bot_token", type="password", default="", secret=True, category="connection", restart_required=True,
+            description="The bot's token from @BotFather.",
+        ))
+        registry.add(ConfigDef(
+            key="api_base", type="string", default="https://api.telegram.org", category="connection",
+            restart_required=True,
+            description="Bot API base URL (a local telegram-bot-api server, or a mirror reachable from here).",
+        ))
+        registry.add(ConfigDef(
+            key="proxy", type="string", default="", category="connection", restart_required=True,
+            description="HTTP or SOCKS proxy URL for the Bot API (empty = none).",
+        ))
+        registry.add(ConfigDef(
+            key="poll_timeout", type="int", default=30, min=0, max=50, category="connection",
+            restart_required=True, description="Long-polling timeout of getUpdates in seconds.",
+        ))
+        registry.add(ConfigDef(
+            key="reconnect_min", type="float", default=1.0, min=0.01, max=60, category="connection",
+            description="Seconds before the first retry after a failed poll; doubles up to 60 s.",
+        ))
+        for definition in ChatBridge.config_defs(text_limit=TEXT_LIMIT):
+            registry.add(definition)
+
+    @hookimpl
+    def register_output_channels(self, registry: Any) -> None:
+        registry.add(ChatBridge.channel_def(CHANNEL, label="Telegram", send=self.deliver,
+                                            description="Telegram chats"))
+
+    async def deliver(self, payload: str, meta: dict[str, Any], type: str = "text") -> str:
+        if self.bridge is None:
+            raise RuntimeError("the telegram plugin has not started")
+        return await self.bridge.deliver(payload, meta, type)
+
+    @hookimpl
+    async def startup(self, sdk: Any) -> None:
+        bridge = TelegramBridge(sdk)
+        try:
+            await bridge.start()
+        except Exception:
+            await bridge.stop()
+            raise
+        self.bridge = bridge
+
+    @hookimpl
+    async def shutdown(self) -> None:
+        if self.bridge is not None:
+            await self.bridge.stop()
+            self.bridge = None
+
+
+def make_plugin() -> TelegramPlugin:
+    return TelegramPlugin()
