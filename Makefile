@@ -21,8 +21,11 @@ $(VENV)/.installed-run: pyproject.toml | $(PY)
 	$(PIP) install --quiet $(CONSTRAINTS) -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml constraints-cpu.txt | $(PY)
-	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,multimodal]"
+# First-party plugin distributions (plugins/*): installed with the dev tools, tested by `make test`.
+PLUGINS := plugins/homeagent-plugin-onebot plugins/homeagent-plugin-telegram
+
+$(VENV)/.installed-dev: pyproject.toml constraints-cpu.txt $(addsuffix /pyproject.toml,$(PLUGINS)) | $(PY)
+	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,multimodal]" $(addprefix -e ,$(PLUGINS))
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
