@@ -1,8 +1,10 @@
 """Built-in ``timer``: one-shot reminders the model sets for itself.
 
 ``timer_set(duration, message)`` schedules a timer (at most ``max_duration``, 24 h by default).
-When it fires, ``timer: <message>`` is injected as an L3 interrupt on the input channel
-``timer``, never stored in memory. Timers are kept in ``<data>/plugin_data/timer/timers.db``
+When it fires, ``timer: <message>`` is injected as an L3 interrupt, never stored in memory: on
+the chat conversation the timer was set from (``qq:private:12345`` — a chat bridge's
+conversation channel, so the reply goes back to that chat), otherwise on the input channel
+``timer``. Timers are kept in ``<data>/plugin_data/timer/timers.db``
 (SQLite, WAL), so they survive a restart; one whose time passed while the daemon was down
 fires right after the next start. Each timer fires once: its row is deleted after the
 interrupt was accepted.
@@ -43,6 +45,7 @@ class Timer:
     fire_at: float
     message: str
     created_at: float
+    channel: str = ""
 
     def to_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -64,19 +67,25 @@ class TimerStore:
             "CREATE TABLE IF NOT EXISTS timers (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
             "fire_at REAL NOT NULL, message TEXT NOT NULL, created_at REAL NOT NULL)"
         )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(timers)")}
+        if "channel" not in columns:  # timers.db files from before timers remembered their chat
+            self._db.execute("ALTER TABLE timers ADD COLUMN channel TEXT NOT NULL DEFAULT ''")
 
-    def add(self, fire_at: float, message: str) -> Timer:
+    def add(self, fire_at: float, message: str, channel: str = "") -> Timer:
         now = time.time()
         with self._lock:
             cur = self._db.execute(
-                "INSERT INTO timers (fire_at, message, created_at) VALUES (?, ?, ?)", (fire_at, message, now)
+                "INSERT INTO timers (fire_at, message, created_at, channel) VALUES (?, ?, ?, ?)",
+                (fire_at, message, now, channel),
             )
-        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now)
+        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now, channel)
 
     def pending(self) -> list[Timer]:
         with self._lock:
-            rows = self._db.execute("SELECT seq, fire_at, message, created_at FROM timers ORDER BY fire_at").fetchall()
-        return [Timer(f"timer_{seq}", fire_at, message, created) for seq, fire_at, message, created in rows]
+            rows = self._db.execute(
+                "SELECT seq, fire_at, message, created_at, channel FROM timers ORDER BY fire_at"
+            ).fetchall()
+        return [Timer(f"timer_{seq}", at, message, created, channel) for seq, at, message, created, channel in rows]
 
     def remove(self, timer_id: str) -> bool:
         seq = _seq(timer_id)
@@ -169,7 +178,7 @@ class TimerPlugin:
             options = InjectOptions(no_memory=True, priority=Priority.L3)
             while True:
                 try:
-                    await self._sdk.io.inject_interrupt(f"timer: {timer.message}", CHANNEL, options)
+                    await self._sdk.io.inject_interrupt(f"timer: {timer.message}", timer.channel or CHANNEL, options)
                     break
                 except InputQueueFull as exc:  # busy: fire a little late rather than not at all
                     log.warning("timer %s: %s; trying again in %s s", timer.id, exc, exc.retry_after_header)
@@ -212,10 +221,17 @@ class TimerPlugin:
             raise ToolError("message is empty; say what the timer is for")
         if len(text) > _MAX_MESSAGE:
             raise ToolError(f"message is {len(text)} characters; keep it under {_MAX_MESSAGE}")
-        timer = self.store.add(time.time() + seconds, text)
+        timer = self.store.add(time.time() + seconds, text, self._conversation())
         self._schedule(timer)
         when = timer.to_dict(time.time())["fires_at"]
         return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
+
+    def _conversation(self) -> str:
+        """The chat conversation (``<channel>:<conversation>``) of the turn setting a timer, or ""."""
+        services = getattr(self._sdk, "services", None)
+        turn = getattr(getattr(services, "kernel", None), "turn", None)
+        channel = str(getattr(getattr(turn, "item", None), "channel", "") or "")
+        return channel if ":" in channel else ""
 
     def timer_list(self) -> list[dict[str, Any]]:
         """The pending timers, soonest first: id, message, when it fires and the time remaining."""

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from onebot_fake import FakeOneBot, png_bytes, text_of
 
-from homeagent_sdk.testing import FakeModel, FakeModelServer
+from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
 
 TOKEN = "e2e-token"
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
@@ -60,8 +60,15 @@ def _cli(env: dict[str, str], data: Path, *args: str) -> str:
     return result.stdout
 
 
-def _answer(request: dict[str, Any]) -> str:
-    last = request["messages"][-1]["content"]
+def _answer(request: dict[str, Any]) -> Any:
+    message = request["messages"][-1]
+    last = message.get("content")
+    if message["role"] == "tool":
+        return "好的，1 秒后提醒你"
+    if isinstance(last, str) and last.endswith("1 秒后提醒我喝水"):
+        return ToolCallReply("timer_set", {"duration": "1s", "message": "提醒小王喝水"})
+    if isinstance(last, str) and "timer: 提醒小王喝水" in last:
+        return "小王，该喝水了！"
     if isinstance(last, list):
         kinds = [block["type"] for block in last]
         return f"我看到了一张图片 ({', '.join(kinds)})"
@@ -111,7 +118,7 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
     assert proc.returncode == 0, "".join(lines) + (await drain).decode(errors="replace")
 
 
-async def test_qq_end_to_end_pairing_reply_and_photo(daemon: Daemon):
+async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
     fake, model, data, env = daemon
     transcript: list[str] = []
 
@@ -139,4 +146,11 @@ async def test_qq_end_to_end_pairing_reply_and_photo(daemon: Daemon):
     sent = await fake.next_sent()
     transcript.append(f"bot -> 小王: {text_of(sent)}")
     assert text_of(sent) == "我看到了一张图片 (text, image_url)"
+
+    await fake.private(12345, "小王", "1 秒后提醒我喝水")
+    transcript.append("小王 (QQ 12345) -> bot: 1 秒后提醒我喝水")
+    for expected in ("好的，1 秒后提醒你", "小王，该喝水了！"):
+        sent = await fake.next_sent()
+        transcript.append(f"bot -> 小王: {text_of(sent)}")
+        assert (sent["user_id"], text_of(sent)) == (12345, expected)
     print("\n".join(["", "QQ transcript (platform side):", *transcript]))

@@ -63,3 +63,22 @@ async def test_timers_survive_a_restart_and_fire_exactly_once(harness, tmp_path:
     third = await harness([TIMER], data=data)
     assert json.loads(await third.ok("timer_list")) == []
     assert (await third.ok("timer_set", duration="1h", message="next")).startswith("timer_2 set")
+
+
+def test_timers_remember_their_chat_and_old_timer_files_still_open(tmp_path: Path):
+    import sqlite3
+
+    from homeagent_core.builtin.timer import TimerStore
+
+    old = sqlite3.connect(tmp_path / "timers.db")
+    old.execute(
+        "CREATE TABLE timers (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "fire_at REAL NOT NULL, message TEXT NOT NULL, created_at REAL NOT NULL)"
+    )
+    old.execute("INSERT INTO timers (fire_at, message, created_at) VALUES (1, 'old one', 0)")
+    old.commit()
+    old.close()
+    store = TimerStore(tmp_path / "timers.db")
+    store.add(2, "from qq", "qq:private:12345")
+    assert [(t.message, t.channel) for t in store.pending()] == [("old one", ""), ("from qq", "qq:private:12345")]
+    store.close()
