@@ -52,7 +52,7 @@ from homeagent_sdk.types import Caps, ChannelDef, ConfigDef
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
 
-__all__ = ["ChatBridge"]
+__all__ = ["ChatBridge", "pairing_routes"]
 
 _MAX_MEDIA_FILE = 50 * 1024 * 1024
 
@@ -364,3 +364,57 @@ class ChatBridge:
 
     def close(self) -> None:
         self.pairing.close()
+
+
+def pairing_routes(
+    store: Callable[[], PairingStore | None],
+) -> list[tuple[str, Callable[..., Awaitable[Any]], list[str]]]:
+    """JSON routes for the web UI (add them in ``register_routes``; mounted under ``/plugins/<name>/``).
+
+    ``GET /pairing`` lists requests (``?status=pending``); ``POST /pairing/approve`` with
+    ``{"code": "K7M2QX", "person": "小王"}`` and ``POST /pairing/deny`` with ``{"code": ...}``
+    decide one. ``store`` returns the running bridge's table (None before start: 503).
+    """
+    from starlette.responses import JSONResponse
+
+    def current() -> PairingStore | JSONResponse:
+        table = store()
+        if table is None:
+            return JSONResponse({"error": "the bridge has not started"}, status_code=503)
+        return table
+
+    async def listing(request: Any) -> Any:
+        table = current()
+        if isinstance(table, JSONResponse):
+            return table
+        status = request.query_params.get("status") or None
+        if status not in (None, "pending", "approved", "denied"):
+            return JSONResponse({"error": "status must be pending, approved or denied"}, status_code=400)
+        return JSONResponse([r.to_dict() for r in table.list(status)])
+
+    async def decide(request: Any, approve: bool) -> Any:
+        table = current()
+        if isinstance(table, JSONResponse):
+            return table
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("code"), str):
+            return JSONResponse({"error": 'send a JSON object {"code": "<pairing code>"}'}, status_code=400)
+        try:
+            if approve:
+                decided = table.approve(body["code"], person=str(body.get("person") or ""))
+            else:
+                decided = table.deny(body["code"])
+        except KeyError as exc:
+            return JSONResponse({"error": str(exc.args[0])}, status_code=404)
+        return JSONResponse(decided.to_dict())
+
+    async def approve(request: Any) -> Any:
+        return await decide(request, True)
+
+    async def deny(request: Any) -> Any:
+        return await decide(request, False)
+
+    return [("/pairing", listing, ["GET"]), ("/pairing/approve", approve, ["POST"]), ("/pairing/deny", deny, ["POST"])]

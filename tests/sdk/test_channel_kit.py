@@ -224,3 +224,29 @@ async def test_floods_and_huge_messages(agent: AgentHarness):
     assert await bridge.handle(IncomingMessage(chat, Sender("7", "Ann"), "flood")) == "ignored: flood"
     await _next(plugin.sent)
     assert "[…cut 4900 characters]" in agent.model.requests[0]["messages"][-1]["content"]
+
+
+def test_pairing_routes_list_approve_and_deny_over_http(tmp_path: Path):
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from homeagent_sdk.bridge import pairing_routes
+
+    store = PairingStore(tmp_path / "pairing.db")
+    first = store.check("qq", "1", "甲").code
+    second = store.check("qq", "2", "乙").code
+    tables: list[PairingStore | None] = [None]
+    app = Starlette(routes=[Route(p, e, methods=m) for p, e, m in pairing_routes(lambda: tables[0])])
+    with TestClient(app) as client:
+        assert client.get("/pairing").status_code == 503
+        tables[0] = store
+        assert {r["code"] for r in client.get("/pairing", params={"status": "pending"}).json()} == {first, second}
+        approved = client.post("/pairing/approve", json={"code": first, "person": "小甲"}).json()
+        assert (approved["status"], approved["person"]) == ("approved", "小甲")
+        assert client.post("/pairing/deny", json={"code": second}).json()["status"] == "denied"
+        assert client.post("/pairing/deny", json={"code": "NOPE00"}).status_code == 404
+        assert client.post("/pairing/approve", content=b"junk").status_code == 400
+        assert client.get("/pairing", params={"status": "odd"}).status_code == 400
+    assert store.check("qq", "1").action == "allow" and store.check("qq", "2").action == "ignore"
+    store.close()

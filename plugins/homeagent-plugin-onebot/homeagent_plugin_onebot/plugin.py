@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 from homeagent_plugin_onebot.link import OneBotLink
 from homeagent_plugin_onebot.message import parse_message
 from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
-from homeagent_sdk.bridge import ChatBridge
+from homeagent_sdk.bridge import ChatBridge, pairing_routes
 from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
 
 __all__ = ["CHANNEL", "OneBotBridge", "OneBotPlugin", "make_plugin"]
@@ -277,6 +277,11 @@ class OneBotPlugin:
         ))
         for definition in ChatBridge.config_defs(text_limit=TEXT_LIMIT):
             registry.add(definition)
+
+    @hookimpl
+    def register_routes(self, router: Any) -> None:
+        for path, endpoint, methods in pairing_routes(lambda: self.bridge.pairing if self.bridge else None):
+            router.add(path, endpoint, methods=methods)
 
     @hookimpl
     def register_output_channels(self, registry: Any) -> None:

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
-from homeagent_sdk.bridge import ChatBridge
+from homeagent_sdk.bridge import ChatBridge, pairing_routes
 from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
 from homeagent_sdk.errors import PluginError
 
@@ -367,6 +367,11 @@ class TelegramPlugin:
         ))
         for definition in ChatBridge.config_defs(text_limit=TEXT_LIMIT):
             registry.add(definition)
+
+    @hookimpl
+    def register_routes(self, router: Any) -> None:
+        for path, endpoint, methods in pairing_routes(lambda: self.bridge.pairing if self.bridge else None):
+            router.add(path, endpoint, methods=methods)
 
     @hookimpl
     def register_output_channels(self, registry: Any) -> None:
