@@ -97,8 +97,8 @@ def test_pairing_store_issues_one_code_and_remembers_decisions(tmp_path: Path):
 class ListBridge(ChatBridge):
     """A bridge whose 'platform' is a queue of what it sent."""
 
-    def __init__(self, sdk: Any, sent: asyncio.Queue[tuple[str, str]]) -> None:
-        super().__init__(sdk, channel="chat", platform="qq", label="QQ", default_text_limit=40)
+    def __init__(self, sdk: Any, sent: asyncio.Queue[tuple[str, str]], platform: str = "qq") -> None:
+        super().__init__(sdk, channel="chat", platform=platform, label=platform.upper(), default_text_limit=40)
         self.sent = sent
 
     async def send_text(self, conversation: Conversation, text: str) -> None:
@@ -114,6 +114,7 @@ class BridgePlugin:
     def __init__(self) -> None:
         self.sent: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self.bridge: ListBridge | None = None
+        self.platform = "qq"
 
     @hookimpl
     def register_settings(self, registry: Any) -> None:
@@ -130,7 +131,7 @@ class BridgePlugin:
 
     @hookimpl
     def startup(self, sdk: Any) -> None:
-        self.bridge = ListBridge(sdk, self.sent)
+        self.bridge = ListBridge(sdk, self.sent, self.platform)
 
     @hookimpl
     def shutdown(self) -> None:
@@ -250,3 +251,25 @@ def test_pairing_routes_list_approve_and_deny_over_http(tmp_path: Path):
         assert client.get("/pairing", params={"status": "odd"}).status_code == 400
     assert store.check("qq", "1").action == "allow" and store.check("qq", "2").action == "ignore"
     store.close()
+
+
+async def test_the_same_person_on_two_apps_is_linked_by_the_owner(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.model.add("hi", "hi again")
+    await agent.start()
+    assert plugin.bridge is not None
+    social = agent.app.services.social
+    await social.link_account("小王", "qq", "12345")
+
+    plugin.bridge.platform, plugin.bridge.label = "tg", "TG"  # the same bridge code speaking for a second app
+    store = plugin.bridge.pairing
+    code = store.check("tg", "999", "Wang").code
+    store.approve(code, person="小王")
+    chat = Conversation("private", "999")
+    assert await plugin.bridge.handle(IncomingMessage(chat, Sender("999", "Wang"), "hello")) == "injected"
+    await _next(plugin.sent)
+    assert agent.model.requests[0]["messages"][-1]["content"] == "小王 (TG 999): hello"
+    assert await social.person_for_account("tg", "999") == "小王"
+    assert await social.person_for_account("qq", "12345") == "小王"
+    assert (await social.person("小王"))["traits"] == {"account:qq": "12345", "account:tg": "999"}
