@@ -8,6 +8,7 @@ The plugin is installed the way a user installs it (pip, into a directory on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import os
 import shutil
@@ -75,11 +76,12 @@ def _answer(request: dict[str, Any]) -> Any:
     return f"收到：{last}"
 
 
-Daemon = tuple[FakeOneBot, FakeModelServer, Path, dict[str, str]]
+Daemon = tuple[FakeOneBot, FakeModelServer, Path, dict[str, str], list[str]]
 
 
-@pytest.fixture
-async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
+@contextlib.asynccontextmanager
+async def _serve(tmp_path: Path, plugin_path: str, token: str) -> AsyncIterator[Daemon]:
+    """A daemon configured for the fake implementation (its plugin sends ``token``)."""
     fake = await FakeOneBot(access_token=TOKEN).start_server()
     async with FakeModelServer(FakeModel(responder=_answer)) as model:
         data = tmp_path / "home"
@@ -88,7 +90,7 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
             ("core.llm.sources.deepseek.base_url", model.base_url),
             ("core.llm.sources.deepseek.vision", "true"),
             ("plugin.onebot.ws_url", fake.ws_url),
-            ("plugin.onebot.access_token", TOKEN),
+            ("plugin.onebot.access_token", token),
             ("plugin.onebot.reconnect_min", "0.05"),
         ):
             await asyncio.to_thread(_cli, env, data, "config", "set", key, value)
@@ -106,20 +108,38 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
                     lines.append(line)
                     if "HomeAgent running" in line:
                         break
-            await fake.wait_connected()
             drain = asyncio.get_running_loop().create_task(proc.stdout.read())
-            yield fake, model, data, env
+            yield fake, model, data, env, lines
         finally:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
                 async with asyncio.timeout(30):
                     await proc.wait()
             await fake.close()
-    assert proc.returncode == 0, "".join(lines) + (await drain).decode(errors="replace")
+    output = "".join(lines) + (await drain).decode(errors="replace")
+    assert proc.returncode == 0, output
+    assert token not in output  # the access token never reaches the log
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
+    async with _serve(tmp_path, plugin_path, TOKEN) as running:
+        await running[0].wait_connected()
+        yield running
+
+
+async def test_a_wrong_access_token_fails_the_plugin_and_the_daemon_keeps_answering(tmp_path: Path, plugin_path: str):
+    async with _serve(tmp_path, plugin_path, "not-the-token") as (fake, _model, data, env, lines):
+        log = "".join(lines)
+        assert "onebot" in log and "refused the access token (HTTP 403)" in log, log
+        assert "plugin.onebot.access_token" in log
+        answer = await asyncio.to_thread(_cli, env, data, "ask", "are you there?")
+        assert answer.strip() == "收到：are you there?"
+        assert fake.rejected and set(fake.rejected) == {403}
 
 
 async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
-    fake, model, data, env = daemon
+    fake, model, data, env, _ = daemon
     transcript: list[str] = []
 
     await fake.private(12345, "小王", "你好")
