@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from telegram_fake import FakeBotAPI
 
-from homeagent_sdk.testing import FakeModel, FakeModelServer
+from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
 
 TOKEN = "424242:e2e-token"
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
@@ -64,8 +64,15 @@ def _cli(env: dict[str, str], data: Path, *args: str) -> str:
     return result.stdout
 
 
-def _answer(request: dict[str, Any]) -> str:
-    last = request["messages"][-1]["content"]
+def _answer(request: dict[str, Any]) -> Any:
+    message = request["messages"][-1]
+    last = message.get("content")
+    if message["role"] == "tool":
+        return "ok, in 1 second"
+    if isinstance(last, str) and last.endswith("remind me in 1s to stretch"):
+        return ToolCallReply("timer_set", {"duration": "1s", "message": "remind Mia to stretch"})
+    if isinstance(last, str) and "timer: remind Mia to stretch" in last:
+        return "Mia, time to stretch!"
     if isinstance(last, list):
         return f"I see {', '.join(block['type'] for block in last)}"
     return f"got: {last}"
@@ -114,7 +121,7 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
     assert TOKEN not in output
 
 
-async def test_telegram_end_to_end_pairing_reply_and_photo(daemon: Daemon):
+async def test_telegram_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
     api, model, data, env = daemon
     transcript: list[str] = []
 
@@ -141,4 +148,11 @@ async def test_telegram_end_to_end_pairing_reply_and_photo(daemon: Daemon):
     sent = await api.next_sent()
     transcript.append(f"bot -> Mia: {sent['text']}")
     assert sent["text"] == "I see text, image_url"
+
+    api.private(5551, "Mia", text="remind me in 1s to stretch")
+    transcript.append("Mia (Telegram 5551) -> bot: remind me in 1s to stretch")
+    for expected in ("ok, in 1 second", "Mia, time to stretch!"):
+        sent = await api.next_sent()
+        transcript.append(f"bot -> Mia: {sent['text']}")
+        assert (sent["chat_id"], sent["text"]) == (5551, expected)
     print("\n".join(["", "Telegram transcript (platform side):", *transcript]))
