@@ -24,24 +24,44 @@ lupa's per-runtime lock serialises calls into the same script.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_INSTRUCTION_LIMIT", "DEFAULT_MEMORY_LIMIT", "LuaSandbox", "LuaScriptError"]
+__all__ = [
+    "DEFAULT_INSTRUCTION_LIMIT",
+    "DEFAULT_MEMORY_LIMIT",
+    "DEFAULT_TIME_LIMIT",
+    "PATTERN_FAST_COST",
+    "LuaSandbox",
+    "LuaScriptError",
+]
 
 DEFAULT_INSTRUCTION_LIMIT = 20_000_000
 """Lua VM instructions one call may execute (≈ 0.1-0.3 s of pure Lua)."""
 DEFAULT_MEMORY_LIMIT = 64 * 1024 * 1024
 """Bytes one runtime may allocate in total."""
+DEFAULT_TIME_LIMIT = 120.0
+"""Wall-clock seconds one call may run (checked by the count hook, so time spent waiting in a
+host function counts once the script runs again)."""
+PATTERN_FAST_COST = 4_000_000
+"""Worst-case matcher steps up to which a pattern call runs in C (above: the hooked Lua matcher)."""
+STRING_TABLE_CAP = 1_000
+"""Entries :meth:`LuaSandbox.string_table` looks at (a header table is small)."""
 _HOOK_STEP = 10_000
 
 _log = logging.getLogger("homeagent.lua")
 
 _BOOTSTRAP = r"""
-local json_src, compat_src, py_log, limit, step = ...
+local json_src, compat_src, patterns_src, py_log, py_stop, limit, step, fast_cost = ...
 local real_pcall, real_xpcall, real_error = pcall, xpcall, error
+local real_setmetatable, rawget, next, tostring = setmetatable, rawget, next, tostring
 local sethook, tpack, tunpack, select, type = debug.sethook, table.pack, table.unpack, select, type
 local co_create, co_resume, co_status, co_yield = coroutine.create, coroutine.resume,
   coroutine.status, coroutine.yield
@@ -51,13 +71,22 @@ local co_running, co_isyieldable, co_close = coroutine.running, coroutine.isyiel
 string.dump = nil
 getmetatable("").__metatable = "locked"
 
-local state = { count = 0, killed = nil }
+local state = { count = 0, killed = nil, kind = nil, ticks = 0 }
 local function hook()
   state.count = state.count + step
-  if state.killed or state.count > limit then
-    state.killed = state.killed or ("instruction limit exceeded (" .. limit .. " instructions)")
-    real_error(state.killed, 0)
+  state.ticks = state.ticks + 1
+  if not state.killed then
+    if state.count > limit then
+      state.kind, state.killed = "instructions", "instruction limit exceeded (" .. limit .. " instructions)"
+    elseif state.ticks >= 8 then
+      -- the host's verdict: the call's wall-clock deadline passed, or the runtime is closing
+      -- (asked every 8 ticks, ~1 ms of Lua: a Python call costs more than the ticks between)
+      state.ticks = 0
+      local kind, why = py_stop()
+      if kind then state.kind, state.killed = kind, why end
+    end
   end
+  if state.killed then real_error(state.killed, 0) end
 end
 
 local function is_oom(msg)
@@ -111,9 +140,17 @@ env.coroutine = { create = safe_create, resume = safe_resume, wrap = safe_wrap,
   status = co_status, yield = co_yield, running = co_running, isyieldable = co_isyieldable,
   close = co_close }
 for _, k in ipairs({ "assert", "error", "ipairs", "next", "pairs", "rawequal", "rawget",
-    "rawlen", "rawset", "select", "tonumber", "tostring", "type", "setmetatable",
-    "getmetatable" }) do
+    "rawlen", "rawset", "select", "tonumber", "tostring", "type", "getmetatable" }) do
   env[k] = _G[k]
+end
+-- Finalizers run with hooks disabled (Lua 5.4 turns them off during __gc), so no __gc may be
+-- set from a script: Lua only marks an object for finalization when its metatable has a __gc
+-- field at setmetatable time, and that is the only way scripts can set a metatable.
+env.setmetatable = function(t, mt)
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    real_error("__gc metamethods are not allowed in the sandbox (finalizers cannot be stopped)", 2)
+  end
+  return real_setmetatable(t, mt)
 end
 env.pcall, env.xpcall = safe_pcall, safe_xpcall
 env.unpack = table.unpack
@@ -125,10 +162,10 @@ local function lua_log(level, msg)
 end
 env.log = lua_log
 
-local function run_private(src, name)
+local function run_private(src, name, ...)
   local priv = setmetatable({}, { __index = env })
   local chunk = assert(load(src, "=" .. name, "t", priv))
-  return chunk()
+  return chunk(...)
 end
 
 -- JSON work runs in a coroutine created before any hook exists: an active count hook makes
@@ -152,21 +189,49 @@ end
 local json = run_private(json_src, "json")
 env.json = {
   encode = unhooked(json.encode), decode = unhooked(json.decode), null = json.null,
-  array = function(t) return setmetatable(t or {}, json.array_mt) end,
+  array = function(t)
+    t = t or {}
+    if getmetatable(t) ~= "json.array" then real_setmetatable(t, json.array_mt) end
+    return t
+  end,
 }
+
+-- Pattern functions a count hook can stop (see sandbox_patterns.lua); the JSON code above keeps
+-- the C ones (its patterns are linear). The string metatable's __index is the real string
+-- table, so both it and the scripts' copy get them.
+local patterns = run_private(patterns_src, "patterns", string.find, string.match, string.gmatch,
+  string.gsub, fast_cost)
+for _, k in ipairs({ "find", "match", "gmatch", "gsub" }) do
+  string[k] = patterns[k]
+  env.string[k] = patterns[k]
+end
 env.compat = run_private(compat_src, "compat")
 
 local function begin()
-  state.count, state.killed = 0, nil
+  state.count, state.killed, state.kind = 0, nil, nil
   sethook(hook, "", step)
 end
+-- An error object is turned into text while the hook still runs: its __tostring is script code.
+local function describe(msg)
+  local t = type(msg)
+  if t == "string" then return msg end
+  if t == "number" or t == "boolean" or t == "nil" then return tostring(msg) end
+  local ok, text = real_pcall(tostring, msg)
+  if ok and type(text) == "string" then return text end
+  return "(error object of type " .. t .. ")"
+end
 local function finish(ok, ...)
+  local text
+  if not ok then
+    local msg = ...
+    if not state.killed and not is_oom(msg) then text = describe(msg) end
+  end
   sethook()
   if not ok then
     local msg = ...
-    if state.killed then return false, "instructions", state.killed end
-    if is_oom(msg) then return false, "memory", "memory limit exceeded" end
-    return false, "runtime", tostring(msg)
+    if state.killed then return false, state.kind, state.killed end
+    if is_oom(msg) or text == nil then return false, "memory", "memory limit exceeded" end
+    return false, "runtime", text
   end
   return true, ...
 end
@@ -193,12 +258,15 @@ end
 
 function api.kind(v) return type(v) end
 
-function api.string_table(t)
-  -- copy a string->string table into a flat array {k1, v1, k2, v2...}
+function api.string_table(t, cap)
+  -- copy a string->string table into a flat array {k1, v1, k2, v2...}; raw (next, not pairs:
+  -- no __pairs runs here, outside the hook) and at most `cap` entries looked at
   if type(t) ~= "table" then return nil end
-  local out, n = {}, 0
-  for k, v in pairs(t) do
-    if type(k) == "string" and (type(v) == "string" or type(v) == "number") then
+  local out, n, seen = {}, 0, 0
+  for k, v in next, t do
+    seen = seen + 1
+    if seen > cap then break end
+    if type(k) == "string" and (type(v) == "string" or math.type(v)) then
       out[n + 1] = k; out[n + 2] = tostring(v); n = n + 2
     end
   end
@@ -218,8 +286,9 @@ return api
 class LuaScriptError(Exception):
     """A Lua script failed to load or run.
 
-    ``kind`` is ``"syntax"``, ``"runtime"``, ``"instructions"`` (budget exhausted) or
-    ``"memory"`` (ceiling reached); ``script`` names the chunk.
+    ``kind`` is ``"syntax"``, ``"runtime"``, ``"instructions"`` (budget exhausted), ``"memory"``
+    (ceiling reached), ``"time"`` (the call's wall-clock limit passed) or ``"closed"`` (the
+    runtime was interrupted or shut down); ``script`` names the chunk.
     """
 
     def __init__(self, script: str, kind: str, message: str) -> None:
@@ -247,8 +316,63 @@ def _source(name: str) -> str:
     return src
 
 
+class _Worker:
+    """The one daemon thread that runs every call into one Lua runtime.
+
+    Why a thread of its own: a caller waits on a future it can abandon, so interrupting or
+    closing the runtime always releases the caller, and the thread (a daemon) never holds up
+    the process's exit even if a call could not be stopped.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
+        self.pending: set[Future[Any]] = set()
+        self.thread = threading.Thread(target=self._run, name=f"lua-{name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            try:
+                if not fut.set_running_or_notify_cancel():
+                    continue
+            except RuntimeError:  # failed by stop() before it started
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the waiting caller
+                with contextlib.suppress(InvalidStateError):
+                    fut.set_exception(exc)
+            else:
+                with contextlib.suppress(InvalidStateError):
+                    fut.set_result(result)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        self.pending.add(fut)
+        fut.add_done_callback(self.pending.discard)
+        self._queue.put((fut, fn, args))
+        return fut
+
+    def stop(self, error: BaseException) -> None:
+        """Fail every waiting caller with ``error`` and let the thread end after its current item."""
+        for fut in list(self.pending):
+            with contextlib.suppress(InvalidStateError):
+                fut.set_exception(error)
+        self._queue.put(None)
+
+
 class LuaSandbox:
-    """One sandboxed Lua 5.4 state; load scripts with :meth:`load`, call with :meth:`call`."""
+    """One sandboxed Lua 5.4 state; load scripts with :meth:`load`, call with :meth:`call`.
+
+    Every access to the runtime runs on the sandbox's own worker thread. :meth:`interrupt`
+    stops the call in progress at its next hook tick; :meth:`close` stops it and refuses
+    further calls.
+    """
 
     def __init__(
         self,
@@ -256,6 +380,7 @@ class LuaSandbox:
         *,
         instruction_limit: int = DEFAULT_INSTRUCTION_LIMIT,
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        time_limit: float = DEFAULT_TIME_LIMIT,
         logger: logging.Logger | None = None,
     ) -> None:
         from lupa.lua54 import LuaRuntime  # lazy: keeps `import homeagent_core` light
@@ -263,7 +388,12 @@ class LuaSandbox:
         self.name = name
         self.instruction_limit = instruction_limit
         self.memory_limit = memory_limit
+        self.time_limit = time_limit
         self._logger = logger or _log.getChild(name)
+        self._deadline = float("inf")
+        self._interrupted = False
+        self._closed = False
+        self._worker = _Worker(name)
         self._rt = LuaRuntime(
             register_eval=False,
             register_builtins=False,
@@ -275,9 +405,12 @@ class LuaSandbox:
             _BOOTSTRAP,
             _source("sandbox_json.lua"),
             _source("sandbox_compat.lua"),
+            _source("sandbox_patterns.lua"),
             self._py_log,
+            self._stop_reason,
             instruction_limit,
             _HOOK_STEP,
+            PATTERN_FAST_COST,
         )
         # Scripts must never reach the Python bridge, even through the real globals.
         g = self._rt.globals()
@@ -296,6 +429,33 @@ class LuaSandbox:
         lvl = {"debug": logging.DEBUG, "warn": logging.WARNING, "warning": logging.WARNING,
                "error": logging.ERROR}.get(level.lower(), logging.INFO)
         self._logger.log(lvl, "[lua/%s] %s", level, msg[:2000])
+
+    def _stop_reason(self) -> tuple[str, str] | None:
+        """Asked by the count hook: why the running call must stop now, if it must."""
+        if self._closed:
+            return "closed", "the Lua runtime was closed"
+        if self._interrupted:
+            return "closed", "the call was interrupted (the plugin or adapter is stopping)"
+        if time.monotonic() > self._deadline:
+            return "time", f"time limit exceeded ({self.time_limit:g} s)"
+        return None
+
+    def _run(self, script: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the worker thread and wait for it (inline when already there)."""
+        if threading.current_thread() is self._worker.thread:
+            return fn(*args)
+        if self._closed:
+            raise LuaScriptError(script, "closed", "the Lua runtime was closed")
+        return self._worker.submit(fn, *args).result()
+
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One budgeted call: the wall-clock deadline starts when the worker starts it."""
+        self._interrupted = False
+        self._deadline = time.monotonic() + self.time_limit
+        try:
+            return fn(*args)
+        finally:
+            self._deadline = float("inf")
 
     def _unwrap(self, script: str, res: Any) -> Any:
         if not isinstance(res, tuple):
@@ -316,48 +476,74 @@ class LuaSandbox:
         from lupa import LuaError
 
         try:
-            res = self._api_load(source, chunk_name)
+            res = self._run(chunk_name, self._timed, self._api_load, source, chunk_name)
         except LuaError as exc:  # e.g. an allocation failure outside the protected call
             raise LuaScriptError(chunk_name, "runtime", str(exc)) from exc
         return self._unwrap(chunk_name, res)
 
     def call(self, func: Any, *args: Any, script: str | None = None) -> Any:
-        """Call a Lua function under the instruction budget; return its first result.
+        """Call a Lua function under the instruction budget and time limit; return its first result.
 
         Raises:
-            LuaScriptError: the function raised, or a limit was hit.
+            LuaScriptError: the function raised, a limit was hit, or the runtime was
+                interrupted or closed.
         """
         from lupa import LuaError
 
         try:
-            res = self._api_call(func, *args)
+            res = self._run(script or self.name, self._timed, self._api_call, func, *args)
         except LuaError as exc:
             raise LuaScriptError(script or self.name, "runtime", str(exc)) from exc
         return self._unwrap(script or self.name, res)
 
     def field(self, table: Any, key: str) -> Any:
         """``rawget(table, key)``: read a field without running metamethods."""
-        return self._api_field(table, key)
+        return self._run(self.name, self._api_field, table, key)
 
     def kind(self, value: Any) -> str:
         """Lua ``type()`` of a value handed back by the runtime."""
-        return str(self._api_kind(value))
+        return str(self._run(self.name, self._api_kind, value))
 
     def string_table(self, table: Any) -> dict[str, str]:
-        """Copy a Lua ``string -> string|number`` table into a dict (other entries skipped)."""
-        res = self._api_string_table(table)
-        if not isinstance(res, tuple) or res[0] is None:
-            return {}
-        flat, n = res
-        return {str(flat[i]): str(flat[i + 1]) for i in range(1, int(n) + 1, 2)}
+        """Copy a Lua ``string -> string|number`` table into a dict (other entries skipped).
+
+        Raw iteration of at most :data:`STRING_TABLE_CAP` entries: no metamethod runs.
+        """
+        def copy() -> dict[str, str]:
+            res = self._api_string_table(table, STRING_TABLE_CAP)
+            if not isinstance(res, tuple) or res[0] is None:
+                return {}
+            flat, n = res
+            return {str(flat[i]): str(flat[i + 1]) for i in range(1, int(n) + 1, 2)}
+
+        return self._run(self.name, copy)  # type: ignore[no-any-return]
 
     def make_table(self, mapping: dict[str, Any]) -> Any:
         """Build a Lua table of plain values (strings, numbers, booleans, nested dicts)."""
-        flat: list[Any] = []
-        for k, v in mapping.items():
-            flat.append(k)
-            flat.append(self.make_table(v) if isinstance(v, dict) else v)
-        return self._api_make_table(self._rt.table_from(flat), len(flat))
+        def build(m: dict[str, Any]) -> Any:
+            flat: list[Any] = []
+            for k, v in m.items():
+                flat.append(k)
+                flat.append(build(v) if isinstance(v, dict) else v)
+            return self._api_make_table(self._rt.table_from(flat), len(flat))
+
+        return self._run(self.name, build, mapping)
+
+    def interrupt(self) -> None:
+        """Stop the call in progress (if any) at its next hook tick; later calls run normally."""
+        self._interrupted = True
+
+    def close(self) -> None:
+        """Stop the call in progress, release its caller and refuse every later call."""
+        if self._closed:
+            return
+        self._closed = True
+        self._worker.stop(LuaScriptError(self.name, "closed", "the Lua runtime was closed"))
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
 
     @property
     def memory_used(self) -> int:

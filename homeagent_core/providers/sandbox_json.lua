@@ -10,8 +10,11 @@ local byte, sub, find, format, gsub, char = string.byte, string.sub, string.find
 local concat, tointeger, mtype = table.concat, math.tointeger, math.type
 local floor, huge = math.floor, math.huge
 local utf8char = utf8.char
-local array_mt = {__name = "json.array"}
-local null = setmetatable({}, {__name = "json.null", __tostring = function() return "null" end})
+-- Both metatables are protected (__metatable): a script that could reach them could add a
+-- __gc to array_mt (every decoded array would get a finalizer) or change null's __tostring.
+local array_mt = {__name = "json.array", __metatable = "json.array"}
+local null = setmetatable({}, {__name = "json.null", __metatable = "json.null",
+  __tostring = function() return "null" end})
 
 local safe, nsafe = {}, 0   -- decoded string -> true (no escaping needed) or its JSON literal
 local bs_pos = 0            -- cached position of the next backslash in the current input
@@ -58,7 +61,7 @@ encode_value = function(v, buf, n, depth)
     if depth > 200 then error("nesting too deep") end
     -- raw accesses only: no metamethod (script code) may run while encoding
     local mt = getmetatable(v)
-    if rawequal(mt, array_mt) or rawget(v, 1) ~= nil then
+    if mt == "json.array" or rawget(v, 1) ~= nil then
       local len = rawlen(v)
       n = n + 1; buf[n] = "["
       for i = 1, len do
