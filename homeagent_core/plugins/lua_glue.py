@@ -228,10 +228,20 @@ def fix_schema(value: Any) -> Any:
 
 
 def as_text(value: Any) -> str:
-    """A Lua string (bytes or str) or nil as Python text."""
+    """A Lua string (bytes or str), number, boolean or nil as Python text.
+
+    Tables and other Lua objects are named by type, never converted with ``str()``: that would
+    run their ``__tostring`` from Python.
+    """
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    if isinstance(value, str | int | float | bool):
+        return str(value)
+    from lupa import lua_type  # lazy: lupa is only loaded with a Lua plugin
+
+    return f"(a Lua {lua_type(value) or type(value).__name__})"
 
 
 def loads_obj(raw: Any) -> dict[str, Any]:

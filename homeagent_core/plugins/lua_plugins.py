@@ -69,6 +69,8 @@ __all__ = [
 
 DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds a data function waits for the SDK service it calls."""
+STOP_WAIT = 10.0
+"""Seconds ``shutdown`` waits for an interrupted call to end before giving up on ``stop()``."""
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,7 @@ class LuaPlugin:
     :param http_max_bytes: largest ``sdk.http`` response body.
     :param watch_interval: seconds between checks of the files for changes once started
         (``0`` disables the watcher; :meth:`reload` can always be called).
+    :param time_limit: wall-clock seconds one call into the script may run.
 
     Raises:
         PluginLoadError: the manifest or the script is broken (syntax error, error at load,
@@ -138,8 +141,9 @@ class LuaPlugin:
         http_max_bytes: int = DEFAULT_HTTP_MAX_BYTES,
         watch_interval: float = 2.0,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        time_limit: float | None = None,
     ) -> None:
-        from homeagent_core.providers.lua import DEFAULT_INSTRUCTION_LIMIT, DEFAULT_MEMORY_LIMIT
+        from homeagent_core.providers.lua import DEFAULT_INSTRUCTION_LIMIT, DEFAULT_MEMORY_LIMIT, DEFAULT_TIME_LIMIT
 
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory)
@@ -151,6 +155,7 @@ class LuaPlugin:
         self.http_max_bytes = http_max_bytes
         self.watch_interval = watch_interval
         self.call_timeout = call_timeout
+        self.time_limit = time_limit or DEFAULT_TIME_LIMIT
         self.log = logging.getLogger(f"homeagent.plugin.{self.name}")
         self.errors: list[str] = []
         self.reloads = 0
@@ -187,7 +192,7 @@ class LuaPlugin:
         except UnicodeDecodeError as exc:
             raise PluginLoadError(f"{path} is not UTF-8 text: {exc}", plugin_name=self.name) from None
         sandbox = LuaSandbox(self.name, instruction_limit=self.instruction_limit,
-                             memory_limit=self.memory_limit, logger=self.log)
+                             memory_limit=self.memory_limit, time_limit=self.time_limit, logger=self.log)
         script.sandbox = sandbox
         self.loading = script
         # The body runs as a function of `sdk`; the prefix sits on line 1 so line numbers match.
@@ -539,6 +544,8 @@ class LuaPlugin:
         if self._started:
             self._started = False
             await asyncio.to_thread(self._stop_script, self._script)
+        if self._script.sandbox is not None:
+            self._script.sandbox.close()
 
     def _start_script(self) -> None:
         """Call ``start(sdk)``; a failure is raised (so the host marks the plugin failed)."""
@@ -555,17 +562,23 @@ class LuaPlugin:
             raise PluginLoadError(self._report("start", exc), plugin_name=self.name) from exc
 
     def _stop_script(self, script: _Script) -> None:
+        """Call ``stop()``; a call still running (a stuck tool, say) is interrupted first."""
         from homeagent_core.providers.lua import LuaScriptError
 
         assert script.sandbox is not None
-        stop = script.sandbox.field(script.module, "stop")
-        if stop is None:
+        script.sandbox.interrupt()
+        if not self._lock.acquire(timeout=STOP_WAIT):
+            self.log.warning("Lua plugin %s: a call did not end within %g s; stop() was not called",
+                             self.name, STOP_WAIT)
             return
-        with self._lock:
-            try:
+        try:
+            stop = script.sandbox.field(script.module, "stop")
+            if stop is not None:
                 script.sandbox.call(script.api.invoke, stop, script=self.chunk)
-            except (LuaScriptError, UnicodeDecodeError) as exc:
-                self._report("stop", exc)
+        except (LuaScriptError, UnicodeDecodeError) as exc:
+            self._report("stop", exc)
+        finally:
+            self._lock.release()
 
     # ------------------------------------------------------------------ reload
 
@@ -600,6 +613,8 @@ class LuaPlugin:
                 raise
             if self._started:
                 self._stop_script(old)
+            if old.sandbox is not None:
+                old.sandbox.close()
             self._script = new
             self.version = manifest.version
             self._reconcile(old, new)
