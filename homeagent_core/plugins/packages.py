@@ -3,10 +3,14 @@
 A ``.hmap`` is a ZIP with ``plugin.json`` at its root plus the entry it names (``plugin.bin``,
 ``plugin.pyz``, bundle entries ``plugin.bin.<os>.<arch>``, ``main.lua`` or ``SKILL.md``),
 optionally README.md, LICENSE, ``thirdpart/`` and ``checksums.sha256`` (``sha256sum`` format,
-verified when present). Installation refuses, with a message naming the problem: packages
-over 100 MB, archives that are not ZIPs, member paths that are absolute or climb out with
-``..``, symbolic links, duplicate members, more than 1 GiB unpacked, a manifest without
-``name``/``version``/``entry``, and a missing entry. It extracts into a staging directory next
+verified when present). Installation refuses, with a :class:`PackageError` naming the problem:
+packages over 100 MB, archives that are not ZIPs, more than 4096 entries, member paths that are
+absolute or climb out with ``..``, symbolic links and other special files, duplicate members,
+encrypted members or compression other than stored/deflate, more than 1 GiB unpacked (counted
+on the inflated bytes, not the headers), a member inflating over 200 times its compressed size,
+a ``plugin.json`` over 256 KB, nested over 32 levels, not UTF-8 or not JSON, a
+``checksums.sha256`` over 1 MB or not UTF-8, a manifest without ``name``/``version``/``entry``,
+and a missing entry (the archive rules live in :mod:`homeagent_core.plugins.archive`). It extracts into a staging directory next
 to the target and swaps it in with renames, so a failure at any step leaves the previous
 version (or nothing) behind. Upgrades keep the plugin's settings; removal deletes them.
 """
@@ -20,13 +24,21 @@ import os
 import platform
 import re
 import shutil
-import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from homeagent_core.plugins.archive import (
+    ArchiveError,
+    Budget,
+    check_members,
+    copy_member,
+    member_path,
+    open_zip,
+    read_member,
+)
 from homeagent_sdk.errors import PluginError
 
 if TYPE_CHECKING:
@@ -52,6 +64,12 @@ __all__ = [
 
 MAX_PACKAGE_BYTES = 100 * 1024 * 1024
 MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
+MAX_MANIFEST_BYTES = 256 * 1024
+"""Largest ``plugin.json`` accepted (a manifest is a few hundred bytes)."""
+MAX_CHECKSUMS_BYTES = 1024 * 1024
+"""Largest ``checksums.sha256`` accepted."""
+MAX_MANIFEST_DEPTH = 32
+"""Deepest nesting of objects/arrays accepted in ``plugin.json``."""
 #: Capability groups a plugin may declare; an empty list means unrestricted.
 CAPABILITIES: tuple[str, ...] = (
     "doc_memory",
@@ -183,6 +201,39 @@ def parse_manifest(data: Any, where: str = "plugin.json") -> Manifest:
     )
 
 
+def _depth(value: Any) -> int:
+    """Nesting depth of decoded JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_MANIFEST_DEPTH:
+                stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def decode_manifest(raw: bytes, where: str = "plugin.json") -> Any:
+    """Decode ``plugin.json`` bytes: size-capped, UTF-8, JSON, at most :data:`MAX_MANIFEST_DEPTH` deep.
+
+    Raises:
+        PackageError: too large, not UTF-8, not JSON, or nested too deeply.
+    """
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise PackageError(f"{where} is {len(raw)} bytes; the limit is {MAX_MANIFEST_BYTES}")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PackageError(f"{where} is not UTF-8 text: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PackageError(f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise PackageError(f"{where} nests objects or arrays too deeply (the limit is {MAX_MANIFEST_DEPTH})") from None
+    if _depth(data) > MAX_MANIFEST_DEPTH:
+        raise PackageError(f"{where} nests objects or arrays too deeply (the limit is {MAX_MANIFEST_DEPTH})")
+    return data
+
+
 def load_manifest(plugin_dir: Path) -> Manifest:
     """Read and validate ``<plugin_dir>/plugin.json``.
 
@@ -191,12 +242,13 @@ def load_manifest(plugin_dir: Path) -> Manifest:
     """
     path = plugin_dir / "plugin.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
     except FileNotFoundError:
         raise PackageError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PackageError(f"{path} is not valid JSON: {exc}") from None
-    manifest = parse_manifest(data, str(path))
+    except OSError as exc:
+        raise PackageError(f"{path} cannot be read: {exc}") from None
+    manifest = parse_manifest(decode_manifest(raw, str(path)), str(path))
     if manifest.name != plugin_dir.name:
         raise PackageError(
             f"{path}: name {manifest.name!r} differs from its directory {plugin_dir.name!r}; "
@@ -266,31 +318,19 @@ def _open_source(source: Path | bytes | bytearray) -> tuple[BinaryIO, str]:
 
 
 def _check(zf: zipfile.ZipFile, label: str) -> _Checked:
-    seen: set[str] = set()
-    total = 0
-    members = zf.infolist()
-    for info in members:
-        name = info.filename
-        if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-            raise PackageError(f"{label}: member {name!r} has an absolute path; packages may only hold relative paths")
-        parts = PurePosixPath(name.replace("\\", "/")).parts
-        if ".." in parts:
-            raise PackageError(f"{label}: member {name!r} climbs out of the plugin directory with '..' (zip slip)")
-        if stat.S_ISLNK(info.external_attr >> 16):
-            raise PackageError(f"{label}: member {name!r} is a symbolic link; packages may not contain links")
-        key = "/".join(parts)
-        if key in seen:
-            raise PackageError(f"{label}: member {name!r} appears twice")
-        seen.add(key)
-        total += info.file_size
-        if total > MAX_UNPACKED_BYTES:
-            raise PackageError(f"{label}: unpacks to more than {MAX_UNPACKED_BYTES // (1024 * 1024)} MB")
+    try:
+        members = check_members(zf, label, max_total=MAX_UNPACKED_BYTES, target="plugin directory")
+    except ArchiveError as exc:
+        raise PackageError(str(exc)) from None
+    by_name = {member_path(info): info for info in members}
+    seen = set(by_name)
     if "plugin.json" not in seen:
         raise PackageError(f"{label}: plugin.json is missing at the package root")
     try:
-        data = json.loads(zf.read("plugin.json").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PackageError(f"{label}: plugin.json is not valid JSON: {exc}") from None
+        raw = read_member(zf, by_name["plugin.json"], label, limit=MAX_MANIFEST_BYTES)
+    except ArchiveError as exc:
+        raise PackageError(str(exc)) from None
+    data = decode_manifest(raw, f"{label}: plugin.json")
     manifest = parse_manifest(data, f"{label}: plugin.json")
     entry = manifest.entry
     if entry == "plugin.bin" and entry not in seen and manifest.platforms:
@@ -316,18 +356,22 @@ def validate_package(source: Path | bytes | bytearray) -> Manifest:
         PackageError: the first problem found (the message names it).
     """
     fh, label = _open_source(source)
-    with fh:
-        try:
-            with zipfile.ZipFile(fh) as zf:
-                return _check(zf, label).manifest
-        except zipfile.BadZipFile:
-            raise PackageError(f"{label} is not a valid zip archive (.hmap files are ZIPs)") from None
+    with fh, _open_zip(fh, label) as zf:
+        return _check(zf, label).manifest
 
 
-def _extract(zf: zipfile.ZipFile, checked: _Checked, dest: Path) -> None:
+def _open_zip(fh: BinaryIO, label: str) -> zipfile.ZipFile:
+    try:
+        return open_zip(fh, label)
+    except ArchiveError as exc:
+        raise PackageError(f"{exc} (.hmap files are ZIPs)") from None
+
+
+def _extract(zf: zipfile.ZipFile, checked: _Checked, dest: Path, label: str = "package") -> None:
     root = dest.resolve()
+    budget = Budget(MAX_UNPACKED_BYTES, MAX_UNPACKED_BYTES)
     for info in checked.members:
-        rel = "/".join(PurePosixPath(info.filename.replace("\\", "/")).parts)
+        rel = member_path(info)
         if info.is_dir():
             continue
         name = "plugin.bin" if rel == checked.entry_member and rel != checked.manifest.entry else rel
@@ -337,14 +381,22 @@ def _extract(zf: zipfile.ZipFile, checked: _Checked, dest: Path) -> None:
         if root not in target.parents:
             raise PackageError(f"member {info.filename!r} would be written outside the plugin directory")
         target.parent.mkdir(parents=True, exist_ok=True)
-        with zf.open(info) as src, target.open("wb") as out:
-            shutil.copyfileobj(src, out, 1 << 20)
+        limit = MAX_CHECKSUMS_BYTES if rel == CHECKSUMS else MAX_UNPACKED_BYTES
+        with target.open("wb") as out:
+            try:
+                copy_member(zf, info, out, label, limit=limit, budget=budget)
+            except ArchiveError as exc:
+                raise PackageError(str(exc)) from None
         mode = (info.external_attr >> 16) & 0o777
         if name == "plugin.bin" or mode & 0o111:
             target.chmod(0o755)
     sums = root / CHECKSUMS
     if sums.is_file():
-        for line in sums.read_text(encoding="utf-8").splitlines():
+        try:
+            text = sums.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PackageError(f"{CHECKSUMS} is not UTF-8 text ({exc}); write it with `sha256sum`") from None
+        for line in text.splitlines():
             if not line.strip():
                 continue
             digest, _, rel = line.strip().partition("  ")
@@ -379,43 +431,38 @@ def install_package(
     fh, label = _open_source(source)
     staging: Path | None = None
     try:
-        with fh:
-            try:
-                zf = zipfile.ZipFile(fh)
-            except zipfile.BadZipFile:
-                raise PackageError(f"{label} is not a valid zip archive (.hmap files are ZIPs)") from None
-            with zf:
-                checked = _check(zf, label)
-                manifest = checked.manifest
-                target = plugins_root / manifest.name
-                previous: Manifest | None = None
-                if target.exists():
-                    try:
-                        previous = load_manifest(target)
-                    except PackageError:
-                        previous = None
-                    if not overwrite:
-                        current = previous.version if previous else "unknown"
-                        raise PackageExistsError(
-                            f"plugin {manifest.name} is already installed (version {current}); remove it first "
-                            "or install with overwrite",
-                            plugin_name=manifest.name,
-                            result={
-                                "error": "plugin already exists",
-                                "name": manifest.name,
-                                "version": manifest.version,
-                                "current": current,
-                                "hint": "remove it first, or install again with overwrite (--force)",
-                                "action": "remove_first",
-                            },
-                        )
-                staging = Path(tempfile.mkdtemp(prefix=f".install-{manifest.name}-", dir=plugins_root))
+        with fh, _open_zip(fh, label) as zf:
+            checked = _check(zf, label)
+            manifest = checked.manifest
+            target = plugins_root / manifest.name
+            previous: Manifest | None = None
+            if target.exists():
                 try:
-                    _extract(zf, checked, staging)
-                except zipfile.BadZipFile as exc:
-                    raise PackageError(f"{label}: corrupt member: {exc}") from None
-                except OSError as exc:
-                    raise PackageError(f"{label}: extraction failed: {exc}") from None
+                    previous = load_manifest(target)
+                except PackageError:
+                    previous = None
+                if not overwrite:
+                    current = previous.version if previous else "unknown"
+                    raise PackageExistsError(
+                        f"plugin {manifest.name} is already installed (version {current}); remove it first "
+                        "or install with overwrite",
+                        plugin_name=manifest.name,
+                        result={
+                            "error": "plugin already exists",
+                            "name": manifest.name,
+                            "version": manifest.version,
+                            "current": current,
+                            "hint": "remove it first, or install again with overwrite (--force)",
+                            "action": "remove_first",
+                        },
+                    )
+            staging = Path(tempfile.mkdtemp(prefix=f".install-{manifest.name}-", dir=plugins_root))
+            try:
+                _extract(zf, checked, staging, label)
+            except zipfile.BadZipFile as exc:
+                raise PackageError(f"{label}: corrupt member: {exc}") from None
+            except OSError as exc:
+                raise PackageError(f"{label}: extraction failed: {exc}") from None
         entry_path = staging / ("plugin.bin" if manifest.entry.startswith("plugin.bin") else manifest.entry)
         checksum = sha256_file(entry_path)
         if target.exists():

@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -409,28 +408,28 @@ def _dir_name(name: str) -> str:
 
 
 def _extract(archive: Path, into: Path) -> None:
+    """Unpack a skill archive with the hostile-archive rules of :mod:`homeagent_core.plugins.archive`."""
+    from homeagent_core.plugins.archive import ArchiveError, Budget, check_members, copy_member, member_path, open_zip
+
+    root = into.resolve()
     try:
-        zf = zipfile.ZipFile(archive)
-    except zipfile.BadZipFile as exc:
-        raise SkillError(f"{archive}: not a valid zip archive ({exc})") from None
-    with zf:
-        total = 0
-        for info in zf.infolist():
-            name = info.filename.replace("\\", "/")
-            parts = PurePosixPath(name).parts
-            if name.startswith("/") or ".." in parts or re.match(r"^[A-Za-z]:", name):
-                raise SkillError(f"{archive}: entry {info.filename!r} would be written outside the skill folder; "
-                                 "refusing the archive")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                raise SkillError(f"{archive}: entry {info.filename!r} is a symbolic link; refusing the archive")
-            total += info.file_size
-            if total > MAX_PACKAGE_BYTES:
-                raise SkillError(f"{archive}: unpacks to more than {MAX_PACKAGE_BYTES} bytes; refusing it")
-        for info in zf.infolist():
-            target = (into / info.filename).resolve()
-            if not target.is_relative_to(into.resolve()):
-                raise SkillError(f"{archive}: entry {info.filename!r} escapes the target folder")
-            zf.extract(info, into)
+        with archive.open("rb") as fh, open_zip(fh, str(archive)) as zf:
+            budget = Budget(MAX_PACKAGE_BYTES, MAX_PACKAGE_BYTES)
+            for info in check_members(zf, str(archive), max_total=MAX_PACKAGE_BYTES, target="skill folder"):
+                rel = member_path(info)
+                target = (root / rel).resolve()
+                if not target.is_relative_to(root):
+                    raise SkillError(f"{archive}: entry {info.filename!r} escapes the target folder")
+                if info.is_dir() or not rel:
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with target.open("wb") as out:
+                    copy_member(zf, info, out, str(archive), limit=MAX_PACKAGE_BYTES, budget=budget)
+    except ArchiveError as exc:
+        raise SkillError(f"{exc}; refusing the archive") from None
+    except OSError as exc:
+        raise SkillError(f"{archive}: cannot unpack: {exc}") from None
 
 
 def _skill_root(folder: Path) -> Path:
