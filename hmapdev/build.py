@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import re
 import shutil
 import zipapp
@@ -68,16 +67,14 @@ def read_project(project: Path) -> dict[str, Any]:
     Raises:
         BuildError: missing or invalid.
     """
-    from homeagent_core.plugins.packages import PackageError, parse_manifest
+    from homeagent_core.plugins.packages import PackageError, decode_manifest, parse_manifest
 
     path = project / "plugin.json"
     if not path.is_file():
         raise BuildError(f"{path} not found: run hmapdev inside a project created by `hmapdev new`, or pass -C DIR")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = decode_manifest(path.read_bytes(), str(path))
         parse_manifest(data, str(path))
-    except json.JSONDecodeError as exc:
-        raise BuildError(f"{path} is not valid JSON: {exc}") from None
     except PackageError as exc:
         raise BuildError(str(exc)) from None
     return dict(data)

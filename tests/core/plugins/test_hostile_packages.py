@@ -155,3 +155,22 @@ def test_skill_zip_bomb_is_refused(tmp_path: Path) -> None:
     path.write_bytes(buf.getvalue())
     with pytest.raises(SkillError, match="times its compressed size"):
         install_skill(path, tmp_path / "skills")
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        (b'{"name": "demo", "version": "1", "entry": "main.lua", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+         "too deeply"),
+        (b'{"name": "d\xe9mo", "version": "1", "entry": "main.lua"}', "not UTF-8"),
+    ],
+)
+def test_hmapdev_pack_explains_a_broken_project_manifest(tmp_path: Path, manifest: bytes, message: str) -> None:
+    from hmapdev.cli import app as hmapdev
+
+    (tmp_path / "plugin.json").write_bytes(manifest)
+    (tmp_path / "main.lua").write_text("return {}", encoding="utf-8")
+    result = CliRunner().invoke(hmapdev, ["pack", "-C", str(tmp_path)])
+    assert result.exit_code != 0
+    assert message in result.output and "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
