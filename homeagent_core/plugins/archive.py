@@ -169,6 +169,8 @@ def copy_member(
                     if budget.left < 0:
                         raise ArchiveError(f"{label}: unpacks to more than {budget.total // (1024 * 1024)} MB")
                 out.write(chunk)
+    except ArchiveError:
+        raise
     except _READ_ERRORS as exc:
         raise ArchiveError(f"{label}: member {info.filename!r} cannot be read: {exc}") from None
     return written
