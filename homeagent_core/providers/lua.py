@@ -11,11 +11,17 @@ attribute access should one leak). Text chunks only: binary (``string.dump``) ch
 rejected.
 
 Limits: every call runs under an instruction budget (a count hook, also installed on
-coroutines the script creates) and each runtime has a memory ceiling (lupa ``max_memory``).
-A runaway script raises :class:`LuaScriptError` with ``kind`` ``"instructions"`` or
-``"memory"``; ``pcall`` inside the script cannot swallow either. Known gap: a single
-pathological pattern match runs inside one C call, which the count hook cannot interrupt; the
-memory ceiling still bounds ``string.rep`` and friends.
+coroutines the script creates), a wall-clock limit the hook checks, and each runtime has a
+memory ceiling (lupa ``max_memory``). A runaway script raises :class:`LuaScriptError` with
+``kind`` ``"instructions"``, ``"time"`` or ``"memory"``; ``pcall`` inside the script cannot
+swallow any of them. No script code runs with the hook off: error objects are turned into text
+before the hook is removed, ``__gc`` is refused (Lua 5.4 runs finalizers with hooks disabled),
+the host's table helpers iterate raw, and ``string.find/match/gmatch/gsub`` fall back to a Lua
+matcher (``sandbox_patterns.lua``) whenever the C matcher's worst case is large.
+
+Every access to a runtime runs on its own daemon worker thread: :meth:`LuaSandbox.interrupt`
+and :meth:`LuaSandbox.close` stop the running call at its next hook tick and release the
+waiting caller, so a stuck script can hold up neither shutdown nor another plugin.
 
 One :class:`LuaSandbox` per adapter (the documented alternative to the original's single shared
 state): a broken or hostile adapter cannot disturb another one's globals or memory budget, and
