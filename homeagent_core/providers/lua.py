@@ -35,6 +35,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
@@ -342,20 +343,24 @@ class _Worker:
             item = self._queue.get()
             if item is None:
                 return
-            fut, fn, args = item
-            try:
-                if not fut.set_running_or_notify_cancel():
-                    continue
-            except RuntimeError:  # failed by stop() before it started
-                continue
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the waiting caller
-                with contextlib.suppress(InvalidStateError):
-                    fut.set_exception(exc)
-            else:
-                with contextlib.suppress(InvalidStateError):
-                    fut.set_result(result)
+            self._one(*item)
+            del item  # hold nothing (the sandbox, its arguments) while idle
+
+    @staticmethod
+    def _one(fut: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            if not fut.set_running_or_notify_cancel():
+                return
+        except RuntimeError:  # failed by stop() before it started
+            return
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # handed to the waiting caller
+            with contextlib.suppress(InvalidStateError):
+                fut.set_exception(exc)
+        else:
+            with contextlib.suppress(InvalidStateError):
+                fut.set_result(result)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -369,7 +374,31 @@ class _Worker:
         for fut in list(self.pending):
             with contextlib.suppress(InvalidStateError):
                 fut.set_exception(error)
+        self.end()
+
+    def end(self) -> None:
+        """Let the thread end once the queue is drained (the sandbox is gone)."""
         self._queue.put(None)
+
+
+def _weak_callbacks(sandbox: LuaSandbox) -> tuple[Callable[[str, str], None], Callable[[], tuple[str, str] | None]]:
+    """``log`` and the hook's stop check, holding the sandbox weakly.
+
+    Lua keeps what it is given alive, and Python's collector cannot see through the Lua state:
+    bound methods would tie the sandbox (and its worker thread) to its own runtime forever.
+    """
+    ref = weakref.ref(sandbox)
+
+    def log(level: str, msg: str) -> None:
+        owner = ref()
+        if owner is not None:
+            owner._py_log(level, msg)
+
+    def stop_reason() -> tuple[str, str] | None:
+        owner = ref()
+        return owner._stop_reason() if owner is not None else ("closed", "the Lua runtime was closed")
+
+    return log, stop_reason
 
 
 class LuaSandbox:
@@ -400,6 +429,7 @@ class LuaSandbox:
         self._interrupted = False
         self._closed = False
         self._worker = _Worker(name)
+        weakref.finalize(self, self._worker.end)  # an unused sandbox does not keep its thread
         self._rt = LuaRuntime(
             register_eval=False,
             register_builtins=False,
@@ -412,8 +442,7 @@ class LuaSandbox:
             _source("sandbox_json.lua"),
             _source("sandbox_compat.lua"),
             _source("sandbox_patterns.lua"),
-            self._py_log,
-            self._stop_reason,
+            *_weak_callbacks(self),
             instruction_limit,
             _HOOK_STEP,
             PATTERN_FAST_COST,

@@ -164,3 +164,18 @@ def test_interrupt_stops_the_running_call_only() -> None:
     thread.join(70)
     assert box["error"].kind == "closed"
     assert run(sandbox, "return 2")["value"] == 2
+
+
+def test_a_dropped_sandbox_is_freed_with_its_worker_thread() -> None:
+    import gc
+    import weakref
+
+    sandbox = LuaSandbox("dropped")
+    assert sandbox.call(sandbox.load("return function() return 3 end", "x")) == 3
+    worker = sandbox._worker.thread
+    ref = weakref.ref(sandbox)
+    del sandbox
+    gc.collect()
+    assert ref() is None, "the runtime kept its own sandbox alive"
+    worker.join(60)
+    assert not worker.is_alive()
