@@ -8,6 +8,8 @@ input injection, settings) and returns ``(result JSON, error text)`` — Lua see
 Rules kept from the original: a capability the manifest does not grant is refused with the
 exact denial message; a service the running agent does not have returns an empty value, not
 an error (logged once); ``sdk.http`` needs the ``http`` capability even when the list is empty.
+Secret settings (API keys, passwords) are never handed to a script, even with
+``settings_cross``: they read as ``"****"`` when set and ``dump`` leaves them out.
 Data functions run in the worker thread of the Lua call; async services are awaited on the
 loop the plugin was started on, with a timeout.
 """
@@ -60,6 +62,19 @@ def _io_of(sdk: Any) -> Any:
         return getattr(sdk, "io", None)
     except HomeAgentError:
         return None
+
+
+def _is_secret(config: Any, key: str) -> bool:
+    """A secret setting (API keys, passwords), including the implicit LLM source fields."""
+    definition = config.definition(key)
+    return definition is not None and (bool(definition.secret) or definition.type == "password")
+
+
+def _masked(config: Any, key: str, value: Any) -> Any:
+    """What a Lua script sees of a setting: secrets only as ``"****"`` (set) or ``""``."""
+    if _is_secret(config, key):
+        return "****" if value else ""
+    return value
 
 
 # --------------------------------------------------------------------------- argument mapping
@@ -325,22 +340,23 @@ class LuaDataFunctions:
         if method == "defs":
             return [d.to_dict() for d in config.definitions(f"plugin.{self.name}.{a[0] or ''}")]
         if method == "get_core":
-            return config.get(f"core.{a[0]}")
+            key = f"core.{a[0]}"
+            return _masked(config, key, config.get(key))
         if method == "set_core":
             config.set(f"core.{a[0]}", a[1])
             return True
         if method == "list_core":
-            return config.items(f"core.{a[0] or ''}")
+            return {k: _masked(config, k, v) for k, v in config.items(f"core.{a[0] or ''}").items()}
         if method == "get_plugin":
-            return config.get(f"plugin.{a[0]}.{a[1]}")
+            key = f"plugin.{a[0]}.{a[1]}"
+            return _masked(config, key, config.get(key))
         if method == "set_plugin":
             config.set(f"plugin.{a[0]}.{a[1]}", a[2])
             return True
         if method == "list_plugin":
-            return config.items(f"plugin.{a[0]}.{a[1] or ''}")
+            return {k: _masked(config, k, v) for k, v in config.items(f"plugin.{a[0]}.{a[1] or ''}").items()}
         if method == "dump":
-            secret = {d.key for d in config.definitions("") if d.secret}
-            return {k: v for k, v in config.items("").items() if k not in secret}
+            return {k: v for k, v in config.items("").items() if not _is_secret(config, k)}
         if method == "plugins":
             return sorted({k.split(".")[1] for k in config.items("plugin.") if k.count(".") >= 2})
         raise ValueError(f"unknown settings function {method!r}")
