@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from homeagent_core.cli import app
@@ -34,18 +35,24 @@ return {
   end,
 }
 """
+#: The tool is still running at SIGTERM: it waits in a host function (an HTTP request that the
+#: loopback server holds open), where no instruction hook can stop it.
+HANG = WEDGE.replace('sdk.http.get("@SIGNAL@")', 'sdk.http.get("@SIGNAL@/hang")')
 
 
 class FakeModel(BaseHTTPRequestHandler):
     """``POST /v1/chat/completions``: a tool call to ``spin`` first, plain text once it ran."""
 
     spinning = threading.Event()
+    release = threading.Event()
 
     def log_message(self, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:  # the tool's signal that it is running
         FakeModel.spinning.set()
+        if self.path.endswith("/hang"):
+            FakeModel.release.wait(120)
         self._send(200, "application/json", b"{}")
 
     def do_POST(self) -> None:
@@ -83,7 +90,10 @@ class FakeModel(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def test_sigterm_stops_the_daemon_while_a_lua_tool_tries_to_spin(tmp_path: Path) -> None:
+@pytest.mark.parametrize("script", [WEDGE, HANG], ids=["tostring-loop", "blocked-in-host-call"])
+def test_sigterm_stops_the_daemon_while_a_lua_tool_tries_to_spin(tmp_path: Path, script: str) -> None:
+    FakeModel.spinning.clear()
+    FakeModel.release.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
@@ -102,7 +112,7 @@ def test_sigterm_stops_the_daemon_while_a_lua_tool_tries_to_spin(tmp_path: Path)
     plugin.mkdir(parents=True)
     manifest = {"name": "wedge", "version": "1.0.0", "entry": "main.lua", "capabilities": ["http"]}
     (plugin / "plugin.json").write_text(json.dumps(manifest), encoding="utf-8")
-    (plugin / "main.lua").write_text(WEDGE.replace("@SIGNAL@", base + "/spinning"), encoding="utf-8")
+    (plugin / "main.lua").write_text(script.replace("@SIGNAL@", base + "/spinning"), encoding="utf-8")
     env = {**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}
     daemon = subprocess.Popen(
         [sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0"],
@@ -129,6 +139,7 @@ def test_sigterm_stops_the_daemon_while_a_lua_tool_tries_to_spin(tmp_path: Path)
                 if proc.poll() is None:
                     proc.kill()
                 proc.communicate(timeout=30)
+        FakeModel.release.set()
         server.shutdown()
         server.server_close()
     assert daemon.returncode == 0, "".join(lines) + rest
