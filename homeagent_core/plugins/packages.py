@@ -12,7 +12,8 @@ a ``plugin.json`` over 256 KB, nested over 32 levels, not UTF-8 or not JSON, a
 ``checksums.sha256`` over 1 MB or not UTF-8, a manifest without ``name``/``version``/``entry``,
 and a missing entry (the archive rules live in :mod:`homeagent_core.plugins.archive`). It
 extracts into a staging directory next to the target and swaps it in with renames, so a
-failure at any step leaves the previous version (or nothing) behind. Upgrades keep the plugin's settings; removal deletes them.
+failure at any step leaves the previous version (or nothing) behind. Upgrades keep the
+plugin's settings; removal deletes them.
 """
 
 from __future__ import annotations
