@@ -1,0 +1,199 @@
+"""SSRF guard for the web tools: only public addresses, unless the owner allowlists more.
+
+A URL the model chooses must not reach the machine itself, the home network or a cloud
+metadata service. The guard works at two levels:
+
+* :func:`check_url` resolves the host (every address DNS returns) before a request and
+  refuses any address that is not globally routable — loopback, private, link-local
+  (``169.254.169.254`` metadata included), CGNAT, multicast, reserved, unspecified, and the
+  IPv4-mapped forms of those;
+* :class:`GuardedTransport` does the same check again at connect time and connects to the
+  very address it checked, so a second DNS answer (DNS rebinding) cannot slip a private
+  address in between. Every redirect hop is a new request and is checked the same way.
+
+The allowlist (``plugin.web.allow_private``) names hosts (``nas.local``), addresses
+(``127.0.0.1``) or networks (``192.168.1.0/24``) that may be reached anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+
+from homeagent_sdk import ToolError
+
+__all__ = ["AddressPolicy", "GuardedTransport", "check_url"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_SETTING = "plugin.web.allow_private"
+
+
+def _why_blocked(ip: IPAddress) -> str:
+    """A short reason an address is not public, or ``""``."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return _why_blocked(ip.ipv4_mapped)
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local (cloud metadata lives here)"
+    if ip.is_private:
+        return "private"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_reserved or not ip.is_global:
+        return "not globally routable"
+    return ""
+
+
+@dataclass
+class AddressPolicy:
+    """Which addresses the web tools may connect to (see the module docstring)."""
+
+    hosts: set[str] = field(default_factory=set)
+    networks: list[IPNetwork] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, allow: str | Iterable[str]) -> AddressPolicy:
+        """Build from ``"127.0.0.1, 10.0.0.0/8, nas.local"`` (or a list of those).
+
+        Raises:
+            ToolError: an entry is neither a host name, an address nor a network.
+        """
+        items = allow.split(",") if isinstance(allow, str) else list(allow)
+        policy = cls()
+        for raw in items:
+            item = raw.strip().lower()
+            if not item:
+                continue
+            try:
+                policy.networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                if "/" in item or not all(c.isalnum() or c in "-._" for c in item):
+                    raise ToolError(
+                        f"{_SETTING}: {raw.strip()!r} is not a host, address or network; "
+                        "use e.g. 127.0.0.1, 192.168.1.0/24 or nas.local"
+                    ) from None
+                policy.hosts.add(item.rstrip("."))
+        return policy
+
+    def allowed_host(self, host: str) -> bool:
+        return host.lower().rstrip(".") in self.hosts
+
+    def check_address(self, host: str, ip: IPAddress) -> None:
+        """Raise :class:`ToolError` when ``ip`` (an address of ``host``) may not be reached."""
+        reason = _why_blocked(ip)
+        if not reason or self.allowed_host(host) or any(ip in net for net in self.networks):
+            return
+        shown = host if host == str(ip) else f"{host} ({ip})"
+        raise ToolError(
+            f"refused to connect to {shown}: the address is {reason}. The web tools only reach public "
+            f"addresses; the owner can allow this one by adding it to {_SETTING}"
+        )
+
+    async def resolve(self, host: str, port: int) -> list[IPAddress]:
+        """Every address of ``host``, each checked; raises :class:`ToolError` on the first refused one."""
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            literal = None
+        if literal is not None:
+            self.check_address(host, literal)
+            return [literal]
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ToolError(f"cannot resolve host {host!r}: {exc.strerror or exc}") from None
+        addresses: list[IPAddress] = []
+        for info in infos:
+            ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+            self.check_address(host, ip)
+            if ip not in addresses:
+                addresses.append(ip)
+        if not addresses:
+            raise ToolError(f"host {host!r} has no address")
+        return addresses
+
+
+async def check_url(url: str, policy: AddressPolicy) -> httpx.URL:
+    """Validate scheme and host of ``url`` and check every address it resolves to.
+
+    Raises:
+        ToolError: not http(s), no host, or an address the policy refuses.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ToolError(f"only http:// and https:// URLs can be fetched, not {url!r}")
+    if not parts.hostname:
+        raise ToolError(f"the URL {url!r} has no host")
+    try:
+        parsed = httpx.URL(url.strip())
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"invalid URL {url!r}: {exc}") from None
+    await policy.resolve(parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
+    return parsed
+
+
+class _GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves, checks, then connects to the checked address itself."""
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await self._policy.resolve(host, port)
+        last: Exception | None = None
+        for ip in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(ip), port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
+        raise ToolError("the web tools do not connect to Unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """An httpx transport whose every TCP connection goes through the address policy.
+
+    No proxies from the environment (a proxy would connect on our behalf, unchecked).
+    """
+
+    def __init__(self, policy: AddressPolicy, *, max_connections: int = 20) -> None:
+        super().__init__(trust_env=False)
+        # httpx builds its pool without a network-backend parameter; swap in an equivalent
+        # pool that connects through the guard (TLS still verifies the original host name).
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections // 2,
+            keepalive_expiry=5.0,
+            network_backend=_GuardedBackend(policy),
+        )
