@@ -180,6 +180,7 @@ class App:
         self.services.social = SocialFacade(self.memory)
         self.services.conversation_log = self.memory.textlog
         self.services.media = MediaFacade(self.memory)
+        self.services.media_store = self.memory.media
         self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
 
     def _build_kernel(self) -> Kernel:

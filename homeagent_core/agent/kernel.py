@@ -328,6 +328,12 @@ class Kernel:
             tools.add(llm_list_sources, plugin=KERNEL_PLUGIN, parallel_safe=True)
             tools.add(llm_set_source, plugin=KERNEL_PLUGIN, serial=True)
 
+    def modalities(self) -> frozenset[str] | None:
+        """Media kinds the active source takes (``image``, ``audio``), or None when the provider
+        does not say (then media goes to it as content blocks)."""
+        probe = getattr(self.provider, "modalities", None)
+        return frozenset(probe()) if callable(probe) else None
+
     # ------------------------------------------------------------------ inputs
 
     def io_for(self, source: str, *, external: bool = False) -> KernelIO:

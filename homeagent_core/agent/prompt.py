@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import collections
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -124,20 +124,32 @@ class Timeline:
         return out
 
 
-def user_content(text: str, attachments: Iterable[MediaAttachment] = ()) -> str | list[dict[str, Any]]:
-    """The ``content`` of a user message: plain text, or content blocks when media is attached."""
+def user_content(
+    text: str, attachments: Iterable[MediaAttachment] = (), accepts: Collection[str] | None = None
+) -> str | list[dict[str, Any]]:
+    """The ``content`` of a user message: plain text, or content blocks when media is attached.
+
+    ``accepts`` names the media kinds the model takes (``image``, ``audio``; None = all). Media
+    it cannot take becomes a note with its media id instead of a block it would reject.
+    """
     blocks: list[dict[str, Any]] = []
     notes: list[str] = []
     for att in attachments:
         mime = att.mime or "application/octet-stream"
-        if att.data and mime.startswith("image/"):
+        kind = mime.split("/")[0]
+        label = att.name or att.digest[:12] or "未命名"
+        if att.data and kind in ("image", "audio") and accepts is not None and kind not in accepts:
+            ref = f"，media_id {att.digest[:12]}" if att.digest else ""
+            what = "图片" if kind == "image" else "音频"
+            notes.append(f"[{what} {label} ({mime}{ref})：当前模型不能直接接收{what}]")
+        elif att.data and kind == "image":
             url = f"data:{mime};base64,{base64.b64encode(att.data).decode('ascii')}"
             blocks.append({"type": "image_url", "image_url": {"url": url}})
-        elif att.data and mime.startswith("audio/"):
+        elif att.data and kind == "audio":
             url = f"data:{mime};base64,{base64.b64encode(att.data).decode('ascii')}"
             blocks.append({"type": "audio_url", "audio_url": {"url": url}})
         else:
-            notes.append(f"[附件 {att.name or att.digest[:12] or '未命名'} ({mime})]")
+            notes.append(f"[附件 {label} ({mime})]")
     body = " ".join([text, *notes]).strip() if notes else text
     if not blocks:
         return body

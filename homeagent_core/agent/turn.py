@@ -217,7 +217,7 @@ class Turn:
         if k.memory is not None:
             blocks = list(await k.memory.recall(ctx))
         ctx.memory = [{"type": "recall", "text": b} for b in blocks]
-        current = {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments)}
+        current = {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments, k.modalities())}
         history = None
         if not k.own_timeline and k.memory is not None:
             timeline_fn: Callable[..., Any] = k.memory.timeline  # type: ignore[attr-defined]
@@ -326,7 +326,7 @@ class Turn:
         tools = self.k.tools.schemas(tool_names)
         ctx.context_msgs = [
             {"role": "system", "content": system},
-            {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments)},
+            {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments, self.k.modalities())},
         ]
         final = await self.tool_loop(ctx, ctx.context_msgs, tools, max_turns)
         if ctx.response is not None:

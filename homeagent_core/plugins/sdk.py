@@ -91,6 +91,8 @@ class Services:
     #: The durable conversation log (``TextLog``) for built-ins that show the conversation
     #: (the web UI's chat history); None without memory.
     conversation_log: Any = None
+    #: The media store itself (records, sizes, blobs), for the senses built-in; None without memory.
+    media_store: Any = None
 
 
 class _Events:

@@ -310,6 +310,30 @@ class ProviderManager:
                 "has_api_key": bool(c.api_key)})
         return out
 
+    def modalities(self) -> frozenset[str]:
+        """What the source a request goes to first takes besides text (``image``, ``audio``)."""
+        first = next(iter(self.candidates()), None)
+        st = self._states.get(first.name) if first is not None else None
+        if st is None:
+            return frozenset()
+        c = st.config
+        return frozenset(m for m, on in (("image", c.vision), ("audio", c.audio)) if on)
+
+    def source(self, name: str) -> tuple[SourceConfig, LuaAdaptedProvider]:
+        """The config and provider of one named source (for fallback vision/audio calls).
+
+        Raises:
+            ProviderError: unknown or disabled source, with the reason.
+        """
+        if self._dirty:
+            self.reload()
+        st = self._states.get(name)
+        if st is None:
+            raise ProviderError(f"unknown source {name!r}; known: {sorted(self._states)}", kind="config")
+        if st.provider is None or st.disabled:
+            raise ProviderError(f"source {name!r} is disabled: {st.disabled}", source=name, kind="config")
+        return st.config, st.provider
+
     def set_source(self, name: str) -> None:
         """Make ``name`` the default source.
 
