@@ -205,3 +205,25 @@ def test_media_the_model_cannot_take_becomes_a_note():
     blocks = user_content("看", [att], frozenset({"image"}))
     assert isinstance(blocks, list) and blocks[1]["type"] == "image_url"
     assert isinstance(user_content("看", [att]), list)  # a provider that does not say: unchanged
+
+
+async def test_every_input_processing_setting_is_read(senses):
+    from homeagent_core.config import CORE_DEFS
+
+    _fake, make = senses
+    app = await make(**{"core.input_processing.image.generate_provider": "eyes"})
+    read: set[str] = set()
+    original = app.config.get
+
+    def recording(key: str, default: Any = None) -> Any:
+        read.add(key)
+        return original(key, default)
+
+    app.config.get = recording  # type: ignore[method-assign]
+    await turn(app, "看图听音", [MediaAttachment(mime="image/png", data=receipt_png(), name="r.png"),
+                               MediaAttachment(mime="audio/wav", data=voice_wav(), name="v.wav")])
+    png = await app.services.media.put(receipt_png(), "image/png")
+    for tool, args in (("ocr_image", {"media_id": png.short}), ("generate_image", {"prompt": "猫"})):
+        assert (await app.kernel.tools.execute(ToolCall(id="1", name=tool, arguments=args))).success
+    declared = {d.key for d in CORE_DEFS if d.key.startswith("core.input_processing.")}
+    assert declared - read == set()
