@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -36,7 +37,7 @@ from homeagent_core.aio import await_me_maybe
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import PluginHost
 from homeagent_sdk.api import ChatProvider
-from homeagent_sdk.errors import ConfigValueError, PluginError, UsageError
+from homeagent_sdk.errors import ConfigValueError, PluginError, ToolError, UsageError
 from homeagent_sdk.types import ChannelDef, Event, InjectOptions, MediaAttachment, ToolDef
 
 __all__ = ["KERNEL_PLUGIN", "Kernel", "KernelSettings", "SourceSwitcher", "StreamPart", "TurnMemory"]
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Owner name of the kernel's own tools.
 KERNEL_PLUGIN = "kernel"
+#: Longest persona ``persona_set`` (and the web UI) accepts.
+PERSONA_MAX_CHARS = 20_000
 CHILD_CHANNEL = "_child_"
 
 
@@ -309,6 +312,8 @@ class Kernel:
         for child_tool in self.children.tool_functions():
             if getattr(child_tool, "__name__", "") not in tools:
                 tools.add(child_tool, plugin=KERNEL_PLUGIN)
+        if self.data_dir is not None and "persona_set" not in tools:
+            tools.add(self._persona_set, plugin=KERNEL_PLUGIN, name="persona_set", serial=True)
         provider = self.provider
         if isinstance(provider, SourceSwitcher) and "llm_list_sources" not in tools:
 
@@ -333,6 +338,24 @@ class Kernel:
         does not say (then media goes to it as content blocks)."""
         probe = getattr(self.provider, "modalities", None)
         return frozenset(probe()) if callable(probe) else None
+
+    async def _persona_set(self, content: str) -> str:
+        """修改人格设定：整体替换人格文本，写入 personal/personal.md（网页设置页编辑的同一个文件），下一轮起生效。
+
+        Args:
+            content: 完整的新人格设定文本（会替换旧的全部内容）
+        """
+        text = content.strip()
+        if not text:
+            raise ToolError("persona_set needs the full new persona text; it was empty")
+        if len(text) > PERSONA_MAX_CHARS:
+            raise ToolError(f"the persona is {len(text)} characters; at most {PERSONA_MAX_CHARS} are allowed")
+        assert self.data_dir is not None
+        folder = self.data_dir / "personal"
+        await asyncio.to_thread(_atomic_write, folder / "personal.md", text)
+        await asyncio.to_thread(_atomic_write, folder / ".persona_choice", "custom")
+        self.prompt.persona = text
+        return f"人格设定已更新（{len(text)} 字），写入 {folder / 'personal.md'}，下一轮起生效。"
 
     # ------------------------------------------------------------------ inputs
 
@@ -679,6 +702,16 @@ def _level(options: InjectOptions | None) -> int:
 
 def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def _read_text(path: Path) -> str | None:

@@ -5,7 +5,10 @@ Two doors onto the same operations (all through :mod:`homeagent_core.plugins.pac
 * **Tools** for the model: ``plugin_install``, ``plugin_list``, ``plugin_info``,
   ``plugin_remove``, ``plugin_reload``. Each answers with the installer's JSON
   (``{"status": "installed", ...}`` or ``{"error": ..., "details": ...}``), so a refused
-  package reaches the model with the reason.
+  package reaches the model with the reason. ``plgreload(name)`` (the original's name)
+  reloads a plugin of any kind: an out-of-process one is restarted, a Lua one loads its
+  ``main.lua`` again (a broken new version leaves the old one running), skills are rescanned,
+  and built-in or entry-point Python plugins answer why they need a restart instead.
 * **HTTP** is the web UI's ``/api/v1/plugins`` (list, details, install, upgrade, remove,
   reload), behind the web UI's credentials and its Host/Origin/CSRF rules. The plugin manager
   opens no listener of its own: an unauthenticated port on loopback is reachable from every
@@ -30,7 +33,7 @@ from typing import Any
 from homeagent_core.plugins import packages
 from homeagent_core.plugins.packages import PackageError
 from homeagent_sdk import ToolError, hookimpl
-from homeagent_sdk.errors import PluginLoadError
+from homeagent_sdk.errors import PluginError, PluginLoadError
 
 PLUGIN_NAME = "pluginmgr"
 
@@ -159,6 +162,7 @@ class PluginMgr:
         registry.add(self.plugin_info, parallel_safe=True)
         registry.add(self.plugin_remove, serial=True)
         registry.add(self.plugin_reload, serial=True)
+        registry.add(self.plgreload, serial=True)
 
     async def plugin_install(self, source: str, overwrite: bool = False) -> str:
         """Install a .hmap plugin package.
@@ -221,6 +225,53 @@ class PluginMgr:
                 return _json({"error": f"plugin {name} is not a loaded out-of-process plugin"})
             return _json({"status": "reloaded", "name": name})
         return _json({"status": "reloaded", "names": await supervisor.reload_changed()})
+
+    async def plgreload(self, name: str) -> str:
+        """重新加载一个插件（任何类型）。
+
+        进程外插件重启，Lua 插件重新载入 main.lua，技能重新扫描；内置和 Python 包插件会说明为什么不能热重载。
+
+        Args:
+            name: 插件名（见 get_plugin_tools / plugin_list）；技能可用技能名或 skills
+        """
+        services = self.services
+        host = services.host
+        info = host.info(name) if host is not None else None
+        skills = host.pm.get_plugin("skills") if host is not None else None
+        if info is None and skills is not None and name.casefold() in getattr(skills.index, "skills", {}):
+            info = host.info("skills")
+        if info is None:
+            known = ", ".join(sorted(host.plugin_names())) if host is not None else "none"
+            raise ToolError(f"no plugin named {name!r}; loaded plugins: {known}")
+        if info.kind == "proc":
+            supervisor = _supervisor(services)
+            if supervisor is None or supervisor.get(info.name) is None:
+                raise ToolError(f"{info.name} is an out-of-process plugin that is not running under the supervisor")
+            await supervisor.reload(info.name)
+            return _json({"status": "reloaded", "name": info.name, "kind": "proc"})
+        if info.kind == "lua":
+            plugin = host.pm.get_plugin(info.name)
+            try:
+                await asyncio.to_thread(plugin.reload, force=True)
+            except PluginError as exc:
+                raise ToolError(
+                    f"Lua plugin {info.name} did not reload; the old version keeps running: {exc}"
+                ) from None
+            return _json({"status": "reloaded", "name": info.name, "kind": "lua"})
+        if info.kind == "skill" and skills is not None:
+            await asyncio.to_thread(skills.reload)
+            return _json({"status": "rescanned", "name": name, "kind": "skill",
+                          "skills": sorted(getattr(skills.index, "skills", {}))})
+        if info.kind == "builtin":
+            raise ToolError(
+                f"{info.name} is a built-in plugin: its code ships with the installed homeagent package and is "
+                "loaded once per process, so it cannot be reloaded while running. Its settings apply without a "
+                "reload; a new version needs a restart of the daemon (homeagent serve)"
+            )
+        raise ToolError(
+            f"{info.name} is an in-process Python plugin ({info.kind}); Python modules cannot be re-imported safely "
+            "in a running process. Restart the daemon (homeagent serve) to load a new version"
+        )
 
 
 def make_plugin() -> PluginMgr:

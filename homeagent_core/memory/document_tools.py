@@ -1,5 +1,7 @@
 """Model-facing tools of the document layer: ``doc_query`` and ``doc_commit``.
 
+``memory_document_query`` is the same tool under the original system's name.
+
 ``doc_query`` consumes: each hit is returned, deleted from the store, and re-inserted into the
 working context as a ``cold_storage`` event at the document's original timestamp, so the
 timeline shows it where it happened.
@@ -14,6 +16,7 @@ already archived to the store, so every document is found exactly once after a r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -103,7 +106,7 @@ def document_tools(
             raise ToolError(f"doc_commit: {exc}") from exc
         return {"stored": True, "id": doc.id, "time": _when(doc.created_at)}
 
-    return [
+    tools = [
         ToolDef(
             name="doc_query",
             description=(
@@ -149,6 +152,15 @@ def document_tools(
             handler=doc_commit,
         ),
     ]
+    query = tools[0]
+    tools.append(
+        dataclasses.replace(
+            query,
+            name="memory_document_query",
+            description="Alias of doc_query (the original's name): " + query.description,
+        )
+    )
+    return tools
 
 
 def settle_moves(context: RelevanceContext, store: DocumentStore) -> tuple[int, int]:
