@@ -75,6 +75,8 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.vision_answer = "这是一张超市小票。\n图中文字：\n" + "\n".join(RECEIPT_LINES)
         self.transcript = "明天早上八点提醒我去取快递"
+        #: Seconds spent inside the chat handler per request (the "model's" own time, for the bench).
+        self.handled_s: list[float] = []
 
     def app(self) -> Starlette:
         return Starlette(routes=[
@@ -84,6 +86,13 @@ class FakeOpenAI:
         ])
 
     async def chat(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            return await self._chat(request)
+        finally:
+            self.handled_s.append(time.perf_counter() - started)
+
+    async def _chat(self, request: Request) -> Response:
         body = json.loads(await request.body())
         self.requests.append({"path": request.url.path, "body": body})
         last = body["messages"][-1]
