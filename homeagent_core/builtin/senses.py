@@ -275,9 +275,11 @@ class SensesPlugin:
             record = await self._store().put(data, mime, name="generated." + mime.split("/")[1])
         except HomeAgentError as exc:
             raise ToolError(f"the generated image could not be stored: {exc}") from None
+        path = self._store().blob_path(record.digest)
         return (
-            f"已生成图片：media_id {record.digest[:12]}（{mime}，{len(data)} 字节）。"
-            "要发给用户，用支持图片的输出通道的 output_send__<通道> 工具附上这个 media_id。"
+            f"已生成图片：media_id {record.digest[:12]}（{mime}，{len(data)} 字节），文件 {path}。"
+            f"要发给用户，调用支持图片的输出通道的 output_send__<通道>(payload=\"{path}\", type=\"image\")"
+            "（output_list_channels 列出各通道能力）。"
         )
 
 

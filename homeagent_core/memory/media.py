@@ -156,6 +156,14 @@ class MediaStore:
     def _blob_path(self, digest: str) -> Path:
         return self.root / "blobs" / digest[:2] / digest[2:]
 
+    def blob_path(self, ref: str) -> Path:
+        """The file holding the bytes of ``ref`` (for channels that send a file by path); read-only use.
+
+        Raises:
+            MemoryStoreError: malformed, unknown or ambiguous reference.
+        """
+        return self._blob_path(self.resolve(ref))
+
     def _load_vectors(self) -> None:
         import numpy as np
 

@@ -20,7 +20,7 @@ from web_servers import Loopback
 from homeagent_core.agent.prompt import user_content
 from homeagent_core.app import App
 from homeagent_sdk.testing import FakeEmbedder
-from homeagent_sdk.types import MediaAttachment, ToolCall
+from homeagent_sdk.types import Caps, ChannelDef, MediaAttachment, ToolCall
 
 SENSES = "homeagent_core.builtin.senses"
 MakeApp = Callable[..., Awaitable[App]]
@@ -184,15 +184,22 @@ async def test_without_fallbacks_the_owner_is_told_what_to_set(senses, tmp_path)
     assert f"unavailable: looked for a faster-whisper model at {looked}" in local.result
 
 
-async def test_generate_image_stores_the_picture(senses):
+async def test_generate_image_stores_the_picture_for_a_channel_that_sends_images(senses):
     fake, make = senses
     app = await make(**{"core.input_processing.image.generate_provider": "eyes",
                         "core.input_processing.image.generate_model": "image-1"})
+    sent: list[tuple[str, str]] = []
+    album = ChannelDef(name="album", plugin="test", caps=int(Caps.TEXT | Caps.IMAGE), sync=False,
+                       send=lambda payload, meta, kind: sent.append((payload, kind)))
+    app.kernel.channels.add_output(album, "test")
     out = await app.kernel.tools.execute(ToolCall(id="1", name="generate_image", arguments={"prompt": "一只橘猫"}))
     assert out.success, out.result
     short = out.result.split("media_id ")[1][:12]
     record, data = await app.services.media.get_with_record(short)
     assert record.mime == "image/png" and data.startswith(b"\x89PNG")
+    path = out.result.split("文件 ")[1].split("。")[0]
+    assert await app.kernel.channels.send("album", path, {}, "image") is None
+    assert sent == [(path, "image")] and Path(path).read_bytes() == data
     body = next(r["body"] for r in fake.requests if r["path"] == "/v1/images/generations")
     assert body == {"model": "image-1", "prompt": "一只橘猫", "n": 1, "size": "1024x1024",
                     "response_format": "b64_json"}
