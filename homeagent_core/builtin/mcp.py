@@ -12,6 +12,10 @@ connection (a ping every ``ping_interval``; a failed call also counts). When a s
 its tools are detached at once, and the supervisor reconnects with exponential backoff (1 s,
 2 s, 4 s … up to ``max_backoff``), registering the tools again when it is back.
 
+A server's resources and prompts become tools too (``<server>_resource_read`` …, see
+:mod:`homeagent_core.builtin.mcp_extras`); tools that only run as MCP tasks answer that
+HomeAgent does not support task-augmented calls.
+
 The ``mcp`` SDK is imported only when a server is actually used.
 """
 
@@ -29,6 +33,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
+from homeagent_core.builtin.mcp_extras import METHOD_NOT_FOUND, extra_tools, needs_tasks, offered, task_refusal
+from homeagent_core.builtin.mcp_server import build_server, serve_stdio
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail
 from homeagent_sdk import ConfigDef, HomeAgentError, ToolDef, ToolError, hookimpl
 from homeagent_sdk.errors import ConfigError
@@ -157,7 +163,9 @@ def tool_name(server: str, tool: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_session(spec: ServerSpec, *, errlog: TextIO | None = None, timeout: float = 30.0) -> AsyncIterator[Any]:
+async def open_session(
+    spec: ServerSpec, *, errlog: TextIO | None = None, timeout: float = 30.0, message_handler: Any = None
+) -> AsyncIterator[Any]:
     """Connect to one server and yield an initialised ``mcp.ClientSession``."""
     import sys
 
@@ -187,7 +195,8 @@ async def open_session(spec: ServerSpec, *, errlog: TextIO | None = None, timeou
                 client = await stack.enter_async_context(create_mcp_http_client(headers=dict(spec.headers)))
             streams = await stack.enter_async_context(streamable_http_client(spec.url, http_client=client))
         read, write = streams[0], streams[1]
-        session = await stack.enter_async_context(ClientSession(read, write))
+        extra = {"message_handler": message_handler} if message_handler is not None else {}
+        session = await stack.enter_async_context(ClientSession(read, write, **extra))
         async with asyncio.timeout(timeout):
             await session.initialize()
         yield session
@@ -263,6 +272,8 @@ class ServerConnection:
     connects: int = 0
     registered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: URIs of subscribed resources the server said changed (newest last, at most 100).
+    updates: list[str] = field(default_factory=list)
     _session: Any = None
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -292,6 +303,7 @@ class ServerConnection:
             "state": self.state,
             "tools": list(self.registered),
             "skipped_tools": list(self.skipped),
+            "resource_updates": list(self.updates),
             "connects": self.connects,
             "last_error": self.last_error,
         }
@@ -318,11 +330,15 @@ class ServerConnection:
 
     async def _serve_once(self) -> None:
         self.state = "connecting"
-        async with open_session(self.spec, errlog=self.errlog, timeout=self.connect_timeout) as session:
-            tools = await list_all_tools(session)
+        async with open_session(
+            self.spec, errlog=self.errlog, timeout=self.connect_timeout, message_handler=self._on_message
+        ) as session:
+            capabilities = session.server_capabilities
+            tools = await list_all_tools(session) if getattr(capabilities, "tools", True) is not None else []
             self._session = session
             self._broken.clear()
             self._attach(tools)
+            self._attach_extras(capabilities, await offered(session, capabilities))
             self.state = "connected"
             self.connects += 1
             self.last_error = ""
@@ -344,20 +360,60 @@ class ServerConnection:
             schema = dict(tool.input_schema or {"type": "object", "properties": {}})
             schema.pop("title", None)
             description = f"[MCP/{self.spec.name}] {(tool.description or tool.name).strip()}"
+            handler = task_refusal(self.spec.name, tool.name) if needs_tasks(tool) else self._handler(tool.name)
             definition = ToolDef(
                 name=name,
                 description=description,
                 parameters=schema,
                 timeout=self.call_timeout + 5,
-                handler=self._handler(tool.name),
+                handler=handler,
             )
-            try:
-                self.tools.add(definition, plugin=PLUGIN_NAME)
-            except Exception as exc:
-                self.skipped.append(f"{tool.name}: {exc}")
-                log.warning("MCP server %s: tool %s not registered: %s", self.spec.name, tool.name, exc)
-                continue
-            self.registered.append(name)
+            self._add(definition, tool.name)
+
+    def _add(self, definition: ToolDef, label: str) -> None:
+        try:
+            self.tools.add(definition, plugin=PLUGIN_NAME)
+        except Exception as exc:
+            self.skipped.append(f"{label}: {exc}")
+            log.warning("MCP server %s: tool %s not registered: %s", self.spec.name, label, exc)
+            return
+        self.registered.append(definition.name)
+
+    def _attach_extras(self, capabilities: Any, offers: tuple[bool, bool]) -> None:
+        names = lambda suffix: tool_name(self.spec.name, suffix)  # noqa: E731
+        for definition in extra_tools(self.spec.name, offers, capabilities, self.session_call, names):
+            definition.timeout = self.call_timeout + 5
+            self._add(definition, definition.name)
+
+    async def _on_message(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", "") == "notifications/resources/updated":
+            self.updates = [*self.updates, str(root.params.uri)][-100:]
+
+    async def session_call(self, label: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run ``fn(session)`` with the call timeout; failures become :class:`ToolError`."""
+        session = self._session
+        if session is None:
+            last = self.last_error or "none"
+            raise ToolError(f"MCP server {self.spec.name!r} is not connected ({self.state}; last error: {last})")
+        try:
+            async with asyncio.timeout(self.call_timeout):
+                return await fn(session)
+        except TimeoutError:
+            raise ToolError(
+                f"MCP server {self.spec.name!r}: {label} did not answer within {self.call_timeout:g}s"
+            ) from None
+        except Exception as exc:
+            raise self._failure(label, exc) from None
+
+    def _failure(self, label: str, exc: Exception) -> ToolError:
+        from mcp import MCPError
+
+        if not isinstance(exc, MCPError):
+            self._broken.set()  # transport trouble: let the supervisor reconnect
+        elif exc.code == METHOD_NOT_FOUND:
+            return ToolError(f"MCP server {self.spec.name!r} does not support {label} (method not found)")
+        return ToolError(f"MCP server {self.spec.name!r}: {label} failed: {_describe(exc)}")
 
     def _detach(self) -> None:
         for name in self.registered:
@@ -385,11 +441,7 @@ class ServerConnection:
                 f"MCP server {self.spec.name!r}: {remote} did not answer within {self.call_timeout:g}s"
             ) from None
         except Exception as exc:
-            from mcp import MCPError
-
-            if not isinstance(exc, MCPError):
-                self._broken.set()  # transport trouble: let the supervisor reconnect
-            raise ToolError(f"MCP server {self.spec.name!r}: {remote} failed: {_describe(exc)}") from None
+            raise self._failure(remote, exc) from None
         text = result_text(result)
         if getattr(result, "is_error", False):
             raise ToolError(f"MCP server {self.spec.name!r}: {text or remote + ' reported an error'}")
@@ -554,71 +606,10 @@ def build_cli() -> Any:
 
     @cli.command("serve")
     def serve(data: DataOption = None) -> None:
-        """Serve this agent's memory and knowledge as MCP tools over stdio (for other MCP clients)."""
+        """Serve this agent's memory and knowledge over stdio to other MCP clients: tools, resources, prompts."""
         try:
             asyncio.run(serve_stdio(data))
         except HomeAgentError as exc:
             raise fail(str(exc)) from None
 
     return cli
-
-
-# --------------------------------------------------------------------------- HomeAgent as a server
-
-
-def build_server(memory: Any) -> Any:
-    """An ``MCPServer`` exposing ``memory_recall``, ``memory_commit`` and ``knowledge_search``.
-
-    The tools are the agent's own (same validation, same stores); only their results are
-    serialised to JSON text for MCP.
-    """
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
-
-    from homeagent_core.knowledge_tools import knowledge_tools
-    from homeagent_core.memory.tools import memory_tools
-
-    own = {t.name: t for t in memory_tools(memory.graph, memory.social, memory.indexer)}
-    own.update({t.name: t for t in knowledge_tools(memory.knowledge)})
-    server = MCPServer(
-        "homeagent", instructions="Long-term memory (a knowledge graph) and the knowledge base of a HomeAgent."
-    )
-
-    async def run(name: str, **arguments: Any) -> str:
-        handler = own[name].handler
-        assert handler is not None
-        try:
-            value = await handler(**arguments)
-        except HomeAgentError as exc:
-            raise MCPToolError(str(exc)) from None
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-    @server.tool(description=own["memory_recall"].description)
-    async def memory_recall(query_intent: str, depth: int = 2) -> str:
-        return await run("memory_recall", query_intent=query_intent, depth=depth)
-
-    @server.tool(description=own["memory_commit"].description)
-    async def memory_commit(triples: list[dict[str, Any]], sentence_text: str = "") -> str:
-        return await run("memory_commit", triples=triples, sentence_text=sentence_text)
-
-    @server.tool(description=own["knowledge_search"].description)
-    async def knowledge_search(query: str, top_k: int = 5, category: str = "") -> str:
-        return await run("knowledge_search", query=query, top_k=top_k, category=category)
-
-    return server
-
-
-async def serve_stdio(data: Path | None) -> None:
-    """Open the memory of a data directory and serve it over stdin/stdout until EOF."""
-    from homeagent_core.config import ConfigStore
-    from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.memory.system import MemorySystem
-
-    root = prepare_data_dir(data)
-    config = ConfigStore(root / "config.db")
-    memory = await MemorySystem.open(root, config)
-    try:
-        await build_server(memory).run_stdio_async()
-    finally:
-        await memory.aclose()
-        config.close()

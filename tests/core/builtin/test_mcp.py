@@ -218,3 +218,64 @@ async def test_homeagent_serves_its_memory_and_knowledge_over_stdio_to_an_mcp_cl
             assert json.loads(found.content[0].text)["results"][0]["name"] == "home/wifi"
             bad = await session.call_tool("memory_recall", {"query_intent": "小王", "depth": 99})
             assert bad.is_error and "depth" in bad.content[0].text
+
+
+LIBRARY_SERVER = {"name": "lib", "command": sys.executable, "args": [str(HERE / "mcp_library_server.py")]}
+
+
+async def test_resources_and_prompts_become_tools_and_task_only_tools_say_so(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [LIBRARY_SERVER, TIME_SERVER]})
+    await until(lambda: "lib_resource_read" in h.tools and "time_get_current_time" in h.tools)
+    listed = json.loads(await h.ok("lib_resource_list"))
+    assert {"uri": "notes://shopping", "name": "shopping", "description": "The shopping list",
+            "mime_type": "text/plain"} in listed
+    assert any(r.get("uri_template") == "notes://day/{day}" for r in listed)
+    assert await h.ok("lib_resource_read", uri="notes://shopping") == "牛奶\n鸡蛋\n香蕉"
+    assert "water the plants" in await h.ok("lib_resource_read", uri="notes://day/monday")
+    assert "notes://nothing" in await h.fails("lib_resource_read", uri="notes://nothing")
+    prompts = json.loads(await h.ok("lib_prompt_list"))
+    assert prompts[0]["name"] == "weekly_menu"
+    assert {"name": "days", "required": True, "description": ""} in prompts[0]["arguments"]
+    menu = await h.ok("lib_prompt_get", name="weekly_menu", arguments={"days": "3", "diet": "vegetarian"})
+    assert "[user] Plan 3 days of dinners for a vegetarian diet" in menu
+    assert await h.ok("lib_lookup", title="三体") == "三体: shelf B3"
+    refused = await h.fails("lib_long_scan", folder="/")
+    assert "only runs as an MCP task" in refused and "not supported" in refused
+    # mcp-server-time offers tools only: no resource or prompt tools appear for it.
+    assert not [n for n in h.tools.names() if n.startswith("time_resource") or n.startswith("time_prompt")]
+
+
+async def test_homeagent_serves_resources_prompts_and_its_version(tmp_path: Path):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from homeagent_sdk._version import __version__
+
+    data = tmp_path / "served"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    config.set("core.embeddings.provider", "none")
+    config.close()
+    (data / "knowledge" / "home" / "wifi").mkdir(parents=True)
+    (data / "knowledge" / "home" / "wifi" / "content.md").write_text("The wifi password is on the fridge.")
+    (data / "personal").mkdir()
+    (data / "personal" / "personal.md").write_text("你是阿福。", encoding="utf-8")
+    code = f"from homeagent_core.builtin.mcp import build_cli; build_cli()(['serve', '--data', {str(data)!r}])"
+    params = StdioServerParameters(command=sys.executable, args=["-c", code])
+    with (tmp_path / "serve.stderr").open("w") as errlog:
+        async with (
+            asyncio.timeout(60),
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert init.server_info.name == "homeagent" and init.server_info.version == __version__
+            uris = {str(r.uri) for r in (await session.list_resources()).resources}
+            assert uris == {"knowledge://home%2Fwifi", "homeagent://persona"}
+            wifi = await session.read_resource("knowledge://home%2Fwifi")
+            assert wifi.contents[0].text == "The wifi password is on the fridge."
+            persona = await session.read_resource("homeagent://persona")
+            assert persona.contents[0].text == "你是阿福。"
+            names = sorted(p.name for p in (await session.list_prompts()).prompts)
+            assert names == ["recall_about", "remember"]
+            prompt = await session.get_prompt("recall_about", {"topic": "wifi"})
+            assert "memory_recall" in prompt.messages[0].content.text
