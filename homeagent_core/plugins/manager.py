@@ -63,6 +63,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.mcp",
     "homeagent_core.builtin.web",
     "homeagent_core.builtin.senses",
+    "homeagent_core.builtin.browser",
     "homeagent_core.builtin.webui",
 )
 

@@ -68,6 +68,18 @@ GBK_PAGE = """<html><head><title>天气预报</title></head><body><article><h1>�
 <p>后天晴，气温回升到二十度，适合晾晒被子。</p></article></body></html>"""
 
 
+JS_APP = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>预约</title></head>
+<body><div id="root">loading</div>
+<script>
+document.getElementById("root").innerHTML =
+  '<h1>社区活动预约</h1><label for="city">城市</label> <input id="city"> ' +
+  '<button id="go">提交</button><p id="out"></p>';
+document.getElementById("go").addEventListener("click", function () {
+  document.getElementById("out").textContent = "已预约：" + document.getElementById("city").value;
+});
+</script></body></html>"""
+
+
 def _pdf(text: str) -> bytes:
     """A minimal valid one-page PDF showing ``text`` (ASCII) in Helvetica."""
     stream = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode()
@@ -163,11 +175,14 @@ def pages_app(redirect_target: str = "") -> Starlette:
     async def big(request: Request) -> Response:
         return Response(big_article(), media_type="text/html; charset=utf-8")
 
+    async def js_app(request: Request) -> Response:
+        return Response(JS_APP, media_type="text/html; charset=utf-8")
+
     return Starlette(routes=[
         Route("/article", article), Route("/gbk", gbk), Route("/latin", latin), Route("/doc.pdf", pdf),
         Route("/data.json", data), Route("/blob", binary), Route("/endless", endless), Route("/trickle", trickle),
         Route("/redirect/{n:int}", redirect), Route("/loop-a", loop_a), Route("/loop-b", loop_b),
-        Route("/to-target", to_target), Route("/missing", missing), Route("/big", big),
+        Route("/to-target", to_target), Route("/missing", missing), Route("/big", big), Route("/app", js_app),
     ])
 
 
