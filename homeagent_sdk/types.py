@@ -177,13 +177,19 @@ class ToolCall(WireType):
 
 @dataclass(slots=True)
 class ToolResult(WireType):
-    """What a tool call produced, as shown to the model."""
+    """What a tool call produced, as shown to the model.
+
+    ``attachments`` (in-process tools only, not sent over the plugin protocol) are images the
+    tool produced, e.g. a screenshot: a model that takes images gets them as image blocks
+    right after the tool results.
+    """
 
     call_id: str
     name: str
     success: bool
     result: str
     plugin: str = ""
+    attachments: list[MediaAttachment] = field(default_factory=list, repr=False, compare=False, metadata=LOCAL)
 
 
 @dataclass(slots=True)

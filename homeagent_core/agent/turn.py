@@ -400,6 +400,11 @@ class Turn:
             )
             for result, _rejected in outcomes:
                 messages.append({"role": "tool", "tool_call_id": result.call_id, "content": result.result})
+            shown = [a for r, _ in outcomes for a in r.attachments if a.data and a.mime.startswith("image/")]
+            if shown:
+                content = user_content("[工具返回的图片]", shown, k.modalities())
+                if isinstance(content, list):  # only for a model that takes images
+                    messages.append({"role": "user", "content": content})
             ctx.tool_results.extend(r for r, _ in outcomes)
             if all(rejected for _, rejected in outcomes):
                 if ctx.llm_text:

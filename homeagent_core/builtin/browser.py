@@ -2,8 +2,9 @@
 
 One tool, ``browser(action, url, label, text)``: ``open`` a URL, ``read`` the page's visible
 text, ``click`` an element by its visible label, ``type`` into a field found by its label or
-placeholder, take a ``screenshot`` (stored in the media store; its media id can be passed to
-``describe_image``), ``close``. One browser per agent, started on first use and closed after
+placeholder, take a ``screenshot`` (stored in the media store and handed to a model that takes
+images as an image block; otherwise its media id can be passed to ``describe_image``),
+``close``. One browser per agent, started on first use and closed after
 ``plugin.browser.idle_timeout`` without a call.
 
 Every request the page makes — the page itself, redirects, scripts, images, XHR — goes through
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 
 from homeagent_core.builtin.web_guard import AddressPolicy, check_url
 from homeagent_sdk import ConfigDef, HomeAgentError, ToolError, hookimpl
+from homeagent_sdk.types import MediaAttachment, ToolResult
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -183,7 +185,7 @@ class BrowserPlugin:
 
     # ------------------------------------------------------------------ the tool
 
-    async def browser(self, action: str, url: str = "", label: str = "", text: str = "") -> str:
+    async def browser(self, action: str, url: str = "", label: str = "", text: str = "") -> str | ToolResult:
         """用真实浏览器（会执行 JavaScript）打开和操作网页。只能访问公网地址。
 
         action: open（打开 url）、read（读取页面文字）、click（按可见文字点击按钮/链接）、
@@ -215,7 +217,7 @@ class BrowserPlugin:
                 raise ToolError(f"browser {action} failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
                                 f"{refused}") from None
 
-    async def _act(self, page: Any, action: str, url: str, label: str, text: str) -> str:
+    async def _act(self, page: Any, action: str, url: str, label: str, text: str) -> str | ToolResult:
         if action == "open":
             if not url:
                 raise ToolError("action open needs a url")
@@ -247,8 +249,10 @@ class BrowserPlugin:
             record = await store.put(png, "image/png", name="screenshot.png")
         except HomeAgentError as exc:
             raise ToolError(f"the screenshot could not be stored: {exc}") from None
-        return (f"截图已保存：media_id {record.digest[:12]}（{page.url}，{len(png)} 字节）。"
-                "要看清内容，调用 describe_image(media_id, question)。")
+        text = (f"截图已保存：media_id {record.digest[:12]}（{page.url}，{len(png)} 字节）。"
+                "能看图的模型会在下面收到这张图；否则调用 describe_image(media_id, question)。")
+        shot = MediaAttachment(digest=record.digest, mime="image/png", data=png, name="screenshot.png")
+        return ToolResult("", "browser", True, text, attachments=[shot])
 
 
 def make_plugin() -> BrowserPlugin:

@@ -55,3 +55,23 @@ async def test_the_browser_closes_when_idle(harness):
         async with asyncio.timeout(20):
             while plugin.running:
                 await asyncio.sleep(0.1)
+
+
+async def test_a_screenshot_reaches_a_model_that_sees_as_an_image_block(harness):
+    from homeagent_sdk._fake_model import FakeModel, ToolCallReply
+
+    async with Loopback(pages_app()) as srv:
+        model = FakeModel([
+            ToolCallReply("browser", {"action": "open", "url": f"{srv.url}/app"}),
+            ToolCallReply("browser", {"action": "screenshot"}),
+            "页面上是社区活动预约表单。",
+        ])
+        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1"}, memory=True, model=model)
+        reply = await h.kernel.ask("看看这个页面长什么样")
+    assert str(reply) == "页面上是社区活动预约表单。"
+    last = model.requests[-1]["messages"]
+    tool_at = max(i for i, m in enumerate(last) if m["role"] == "tool")
+    shown = last[tool_at + 1]
+    assert shown["role"] == "user" and shown["content"][0] == {"type": "text", "text": "[工具返回的图片]"}
+    assert shown["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert "media_id" in last[tool_at]["content"]
