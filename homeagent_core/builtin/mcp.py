@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from homeagent_core.builtin.mcp_extras import METHOD_NOT_FOUND, extra_tools, needs_tasks, offered, task_refusal
+from homeagent_core.builtin.mcp_extras import (
+    METHOD_NOT_FOUND,
+    extra_tools,
+    needs_tasks,
+    offered,
+    prompt_index,
+    prompts_block,
+    task_refusal,
+)
 from homeagent_core.builtin.mcp_server import build_server, serve_stdio
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail
 from homeagent_sdk import ConfigDef, HomeAgentError, ToolDef, ToolError, hookimpl
@@ -274,6 +282,8 @@ class ServerConnection:
     skipped: list[str] = field(default_factory=list)
     #: URIs of subscribed resources the server said changed (newest last, at most 100).
     updates: list[str] = field(default_factory=list)
+    #: ``(name, description)`` of the server's prompts while it is connected.
+    prompts: list[tuple[str, str]] = field(default_factory=list)
     _session: Any = None
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -338,7 +348,11 @@ class ServerConnection:
             self._session = session
             self._broken.clear()
             self._attach(tools)
-            self._attach_extras(capabilities, await offered(session, capabilities))
+            offers = await offered(session, capabilities)
+            self._attach_extras(capabilities, offers)
+            if offers[1]:
+                with contextlib.suppress(Exception):
+                    self.prompts = await prompt_index(session)
             self.state = "connected"
             self.connects += 1
             self.last_error = ""
@@ -419,6 +433,7 @@ class ServerConnection:
         for name in self.registered:
             self.tools.remove(name)
         self.registered = []
+        self.prompts = []
 
     def _handler(self, remote: str) -> Callable[..., Awaitable[str]]:
         async def call(**arguments: Any) -> str:
@@ -528,6 +543,16 @@ class MCPPlugin:
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
+
+    @hookimpl
+    def pre_action(self, ctx: Any) -> None:
+        """List the connected servers' prompts in the prompt, like the skills index."""
+        block = prompts_block({n: c.prompts for n, c in self.connections.items() if c.prompts}, tool_name)
+        if not block:
+            return
+        messages = ctx.context_msgs
+        at = 1 if messages and messages[0].get("role") == "system" else 0
+        messages.insert(at, {"role": "system", "content": block})
 
     def mcp_servers(self) -> list[dict[str, Any]]:
         """The configured MCP servers: connection state, registered tools, reconnects and the last error."""

@@ -5,7 +5,8 @@ For a connected server that announces the ``resources`` capability the model get
 and, when the server offers subscriptions, ``<server>_resource_subscribe(uri)``: updates the
 server then announces are listed by ``mcp_servers``. A server with ``prompts`` gives
 ``<server>_prompt_list()`` and ``<server>_prompt_get(name, arguments)``, which returns the
-prompt's messages as text for the model to follow, like a skill.
+prompt's messages as text for the model to follow, like a skill; the prompts are also listed in
+the system prompt the way the skills index is (:func:`prompts_block`).
 
 Tools that declare ``execution.taskSupport = "required"`` need MCP's task-augmented calls,
 which HomeAgent does not make; they are registered with a handler that says so instead of
@@ -20,7 +21,7 @@ from typing import Any
 
 from homeagent_sdk import ToolDef, ToolError
 
-__all__ = ["extra_tools", "needs_tasks", "offered", "task_refusal"]
+__all__ = ["extra_tools", "needs_tasks", "offered", "prompt_index", "prompts_block", "task_refusal"]
 
 METHOD_NOT_FOUND = -32601
 
@@ -94,6 +95,21 @@ async def offered(session: Any, capabilities: Any) -> tuple[bool, bool]:
     has_resources = await any_of("resources", session.list_resources, session.list_resource_templates)
     has_prompts = await any_of("prompts", session.list_prompts)
     return has_resources, has_prompts
+
+
+async def prompt_index(session: Any) -> list[tuple[str, str]]:
+    """``(name, description)`` of every prompt of a server (first page), for the prompt catalogue."""
+    listed = await session.list_prompts()
+    return [(p.name, " ".join((p.description or "").split())) for p in listed.prompts]
+
+
+def prompts_block(catalogue: dict[str, list[tuple[str, str]]], name_of: Callable[[str, str], str]) -> str:
+    """The system-prompt block listing MCP prompts like skills ("" when there are none)."""
+    lines = [f"- {server}/{name}: {desc or name}（用 {name_of(server, 'prompt_get')} 取得）"
+             for server, prompts in sorted(catalogue.items()) for name, desc in prompts]
+    if not lines:
+        return ""
+    return "## MCP 提示（像技能一样：需要时先取得完整内容再照做）\n" + "\n".join(lines)
 
 
 def extra_tools(

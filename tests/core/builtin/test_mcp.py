@@ -243,6 +243,11 @@ async def test_resources_and_prompts_become_tools_and_task_only_tools_say_so(har
     assert "only runs as an MCP task" in refused and "not supported" in refused
     # mcp-server-time offers tools only: no resource or prompt tools appear for it.
     assert not [n for n in h.tools.names() if n.startswith("time_resource") or n.startswith("time_prompt")]
+    # The prompts are listed in the system prompt like skills.
+    await h.kernel.ask("做个菜单")
+    catalogue = [m["content"] for m in h.model.requests[-1]["messages"] if m["role"] == "system"
+                 and "MCP 提示" in m["content"]]
+    assert catalogue and "- lib/weekly_menu: Plan meals for some days（用 lib_prompt_get 取得）" in catalogue[0]
 
 
 async def test_homeagent_serves_resources_prompts_and_its_version(tmp_path: Path):
