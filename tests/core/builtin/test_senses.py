@@ -234,3 +234,26 @@ async def test_every_input_processing_setting_is_read(senses):
         assert (await app.kernel.tools.execute(ToolCall(id="1", name=tool, arguments=args))).success
     declared = {d.key for d in CORE_DEFS if d.key.startswith("core.input_processing.")}
     assert declared - read == set()
+
+
+async def test_a_500_mb_voice_note_is_refused_by_its_size_before_any_byte_is_read(senses):
+    """The store holds a 500 MB blob (sparse file, hand-registered); reading it would fail the
+    sha256 check, so the size refusal proves nothing was read."""
+    fake, make = senses
+    app = await make()
+    store = app.services.media
+    digest = "ab" * 32
+    size = 500 * 1024 * 1024
+    blob = store.root / "blobs" / digest[:2] / digest[2:]
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    with blob.open("wb") as fh:
+        fh.truncate(size)
+    with store._lock:
+        store._conn().execute("INSERT INTO media (digest, mime, size, name, created_at) VALUES (?, ?, ?, ?, ?)",
+                              (digest, "audio/wav", size, "huge.wav", 0.0))
+        store._conn().commit()
+    refused = await app.kernel.tools.execute(
+        ToolCall(id="1", name="transcribe_audio", arguments={"media_id": digest[:12]}))
+    assert not refused.success
+    assert f"is {size} bytes; the limit is {25 * 1024 * 1024} bytes" in refused.result
+    assert not [r for r in fake.requests if r["path"] == "/v1/audio/transcriptions"]
