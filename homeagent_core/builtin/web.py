@@ -38,6 +38,7 @@ class WebPlugin:
         self._sdk: ScopedSDK | None = None
         self._fetcher: Fetcher | None = None
         self._fetcher_key: tuple[Any, ...] = ()
+        self._closing: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ hooks
 
@@ -115,8 +116,10 @@ class WebPlugin:
                 max_bytes=int(key[1]), timeout=float(key[2]), max_redirects=int(key[3]), cache_ttl=float(key[4]),
             )
             self._fetcher_key = key
-            if old is not None:
-                asyncio.get_running_loop().create_task(old.aclose())
+            if old is not None:  # settings changed: close the old client without waiting
+                task = asyncio.get_running_loop().create_task(old.aclose())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
         return self._fetcher
 
     # ------------------------------------------------------------------ tools
