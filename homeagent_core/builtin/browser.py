@@ -240,7 +240,7 @@ class BrowserPlugin:
             return f"已在「{label}」中输入 {len(text)} 个字符"
         png = await page.screenshot(type="png")
         services = self.sdk.services
-        store = services.media if services is not None else None
+        store = services.media_store if services is not None else None
         if store is None or not getattr(store, "enabled", False):
             path = self.sdk.data_dir / "screenshot.png"
             await asyncio.to_thread(path.write_bytes, png)

@@ -28,7 +28,7 @@ async def test_open_read_type_click_screenshot_and_close(harness):
         assert "已预约：杭州" in clicked
         shot = await h.ok("browser", action="screenshot")
         short = shot.split("media_id ")[1][:12]
-        data = await h.app.services.media.get(short)
+        data = await h.app.services.media_store.get(short)
         assert data.startswith(b"\x89PNG")
         missing = await h.fails("browser", action="click", label="不存在的按钮")
         assert "no button, link or text labelled '不存在的按钮'" in missing

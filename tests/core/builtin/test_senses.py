@@ -109,7 +109,7 @@ async def test_a_receipt_photo_and_a_voice_note_reach_a_text_only_model_through_
     assert "鲜果超市 收银小票" in logged["content"] and "取快递" in logged["content"]
     digests = [a["digest"] for a in logged["attachments"]]
     assert len(digests) == 2 and all(len(d) == 64 for d in digests)
-    assert await app.services.media.get(digests[0]) == png
+    assert await app.services.media_store.get(digests[0]) == png
     with capsys.disabled():
         print("\n--- turn: user ---\n帮我记一下这张小票，还有语音里说的事  [receipt.png, voice.wav]")
         print("--- what the text-only model received ---\n" + sent)
@@ -128,7 +128,7 @@ async def test_a_source_with_vision_gets_the_image_itself(senses):
 async def test_tools_read_stored_media_by_id(senses):
     fake, make = senses
     app = await make()
-    media = app.services.media
+    media = app.services.media_store
     png = await media.put(receipt_png(), "image/png", name="receipt.png")
     wav = await media.put(voice_wav(), "audio/wav", name="note.wav")
     tools = app.kernel.tools
@@ -158,7 +158,7 @@ async def test_bad_media_gets_clear_errors_and_nothing_is_sent(senses):
     assert "long.wav is 32044 bytes; the limit is 1000 bytes (core.input_processing.audio.max_bytes)" in reply
     assert not [r for r in fake.requests if r["path"] == "/v1/audio/transcriptions"]
     assert not [r for r in fake.requests if r.get("body", {}).get("model") == "vision-1"]
-    stored = await app.services.media.put(voice_wav(), "audio/wav", name="big.wav")
+    stored = await app.services.media_store.put(voice_wav(), "audio/wav", name="big.wav")
     refused = await app.kernel.tools.execute(
         ToolCall(id="1", name="transcribe_audio", arguments={"media_id": stored.short}))
     assert not refused.success and "the limit is 1000 bytes" in refused.result
@@ -171,13 +171,13 @@ async def test_without_fallbacks_the_owner_is_told_what_to_set(senses, tmp_path)
                         "core.input_processing.image.ocr_enabled": False})
     reply = await turn(app, "看图", [MediaAttachment(mime="image/png", data=receipt_png(), name="r.png")])
     assert "core.input_processing.image.fallback_provider" in reply
-    png = await app.services.media.put(receipt_png(), "image/png")
+    png = await app.services.media_store.put(receipt_png(), "image/png")
     off = await app.kernel.tools.execute(ToolCall(id="1", name="ocr_image", arguments={"media_id": png.short}))
     assert not off.success and "core.input_processing.image.ocr_enabled" in off.result
     await app.stop()
     app = await make(**{"core.input_processing.audio.fallback_provider": "",
                         "core.input_processing.audio.whisper_model_path": str(tmp_path / "whisper-small")})
-    wav = await app.services.media.put(voice_wav(), "audio/wav")
+    wav = await app.services.media_store.put(voice_wav(), "audio/wav")
     local = await app.kernel.tools.execute(ToolCall(id="1", name="transcribe_audio", arguments={"media_id": wav.short}))
     assert not local.success
     looked = tmp_path / "whisper-small" / "model.bin"
@@ -195,7 +195,7 @@ async def test_generate_image_stores_the_picture_for_a_channel_that_sends_images
     out = await app.kernel.tools.execute(ToolCall(id="1", name="generate_image", arguments={"prompt": "一只橘猫"}))
     assert out.success, out.result
     short = out.result.split("media_id ")[1][:12]
-    record, data = await app.services.media.get_with_record(short)
+    record, data = await app.services.media_store.get_with_record(short)
     assert record.mime == "image/png" and data.startswith(b"\x89PNG")
     path = out.result.split("文件 ")[1].split("。")[0]
     assert await app.kernel.channels.send("album", path, {}, "image") is None
@@ -229,7 +229,7 @@ async def test_every_input_processing_setting_is_read(senses):
     app.config.get = recording  # type: ignore[method-assign]
     await turn(app, "看图听音", [MediaAttachment(mime="image/png", data=receipt_png(), name="r.png"),
                                MediaAttachment(mime="audio/wav", data=voice_wav(), name="v.wav")])
-    png = await app.services.media.put(receipt_png(), "image/png")
+    png = await app.services.media_store.put(receipt_png(), "image/png")
     for tool, args in (("ocr_image", {"media_id": png.short}), ("generate_image", {"prompt": "猫"})):
         assert (await app.kernel.tools.execute(ToolCall(id="1", name=tool, arguments=args))).success
     declared = {d.key for d in CORE_DEFS if d.key.startswith("core.input_processing.")}
@@ -241,7 +241,7 @@ async def test_a_500_mb_voice_note_is_refused_by_its_size_before_any_byte_is_rea
     sha256 check, so the size refusal proves nothing was read."""
     fake, make = senses
     app = await make()
-    store = app.services.media
+    store = app.services.media_store
     digest = "ab" * 32
     size = 500 * 1024 * 1024
     blob = store.root / "blobs" / digest[:2] / digest[2:]
