@@ -395,8 +395,9 @@ class LuaPlugin:
         def clean(text: str) -> str:
             from homeagent_core.providers.lua import LuaScriptError
 
-            table = {"tool": self._script.tools, "output": self._script.outputs, "input": self._script.inputs}[kind]
-            entry = table.get(name)
+            script = self._script
+            channels = script.outputs if kind == "output" else script.inputs
+            entry: _Tool | _Channel | None = script.tools.get(name) if kind == "tool" else channels.get(name)
             if entry is None or entry.cleaner is None:
                 return text
             try:
