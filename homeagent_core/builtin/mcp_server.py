@@ -1,8 +1,17 @@
-"""HomeAgent as an MCP server (``homeagent mcp serve``): its memory, knowledge and persona.
+"""HomeAgent as an MCP server (``homeagent mcp serve``, stdio): its memory, knowledge and persona.
 
-Tools ``memory_recall``, ``memory_commit``, ``knowledge_search``; resources for every knowledge
-entry and the persona; prompts ``recall_about`` and ``remember``. The server announces
-HomeAgent's version in its ``initialize`` answer.
+Other MCP clients (an IDE, a desktop assistant) get this agent's long-term memory:
+
+- tools ``memory_recall``, ``memory_commit``, ``knowledge_search`` — the agent's own tools (same
+  validation, same stores), their results serialised to JSON text;
+- resources: every knowledge entry as ``knowledge://<category>/<leaf>`` (Markdown, read live
+  from the knowledge base) and the persona as ``persona://current``;
+- prompts: ``recall_about`` (what the agent remembers about a topic, with the recalled facts),
+  ``remember`` (store a fact as triples) and ``knowledge_answer`` (answer a question from the
+  knowledge base, citing entries).
+
+The server announces the package version (``homeagent_sdk.__version__``) in ``initialize``.
+The ``mcp`` SDK is imported only when the server is built.
 """
 
 from __future__ import annotations
@@ -11,35 +20,89 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from homeagent_sdk import HomeAgentError
+from homeagent_sdk._version import __version__
 
-__all__ = ["build_server", "serve_stdio"]
+__all__ = ["KNOWLEDGE_SCHEME", "PERSONA_URI", "build_server", "knowledge_uri", "serve_stdio"]
+
+KNOWLEDGE_SCHEME = "knowledge://"
+PERSONA_URI = "persona://current"
+_MAX_LISTED = 1000
+"""Most knowledge entries listed by ``resources/list`` (the rest stay readable by URI)."""
+
+
+def knowledge_uri(name: str) -> str:
+    """``knowledge://<category>/<leaf>`` for a knowledge entry name (non-ASCII percent-encoded)."""
+    return KNOWLEDGE_SCHEME + quote(name, safe="/")
+
 
 def build_server(memory: Any, persona: Callable[[], str] | None = None) -> Any:
-    """An ``MCPServer`` exposing ``memory_recall``, ``memory_commit`` and ``knowledge_search``.
+    """An ``MCPServer`` exposing memory tools, knowledge/persona resources and prompts.
 
-    The tools are the agent's own (same validation, same stores); only their results are
-    serialised to JSON text for MCP. It announces HomeAgent's version and also offers
-    resources — every knowledge entry (``knowledge://<quoted name>``, read fresh each time) and
-    the persona (``homeagent://persona``) — and the prompts ``recall_about(topic)`` and
-    ``remember(fact)``.
+    Args:
+        memory: an open ``MemorySystem`` (graph, social, indexer, knowledge).
+        persona: returns the persona text, read at each ``resources/read``; None: no persona resource.
     """
-    from urllib.parse import quote
-
+    from mcp.server.lowlevel.helper_types import ReadResourceContents
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
     from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
+    from mcp.types import Resource
 
     from homeagent_core.knowledge_tools import knowledge_tools
     from homeagent_core.memory.tools import memory_tools
-    from homeagent_sdk._version import __version__
 
     own = {t.name: t for t in memory_tools(memory.graph, memory.social, memory.indexer)}
     own.update({t.name: t for t in knowledge_tools(memory.knowledge)})
-    server = MCPServer(
+    knowledge = memory.knowledge
+
+    class HomeAgentServer(MCPServer):
+        """Lists and reads knowledge and persona resources live, besides any registered ones."""
+
+        async def list_resources(self) -> list[Any]:
+            listed = []
+            if persona is not None:
+                listed.append(
+                    Resource(
+                        uri=PERSONA_URI,
+                        name="persona",
+                        title="The agent's persona",
+                        description="Who the agent is and how it speaks.",
+                        mime_type="text/markdown",
+                    )
+                )
+            for entry in knowledge.list()[:_MAX_LISTED]:
+                first = entry.content.strip().splitlines()[0][:160] if entry.content.strip() else ""
+                listed.append(
+                    Resource(
+                        uri=knowledge_uri(entry.name),
+                        name=entry.name,
+                        description=first or None,
+                        mime_type="text/markdown",
+                        size=len(entry.content.encode("utf-8")),
+                    )
+                )
+            return listed + list(await super().list_resources())
+
+        async def read_resource(self, uri: Any, context: Any = None) -> Any:
+            text = str(uri)
+            if text == PERSONA_URI and persona is not None:
+                return [ReadResourceContents(content=persona(), mime_type="text/markdown")]
+            if text.startswith(KNOWLEDGE_SCHEME):
+                name = unquote(text[len(KNOWLEDGE_SCHEME) :])
+                try:
+                    entry = knowledge.get(name)
+                except HomeAgentError as exc:
+                    raise ResourceNotFoundError(f"no knowledge entry {name!r}: {exc}") from None
+                return [ReadResourceContents(content=entry.content, mime_type="text/markdown")]
+            return await super().read_resource(uri, context)
+
+    server = HomeAgentServer(
         "homeagent",
         version=__version__,
-        instructions="Long-term memory (a knowledge graph) and the knowledge base of a HomeAgent.",
+        instructions="Long-term memory (a knowledge graph), the knowledge base and the persona of a HomeAgent.",
     )
 
     async def run(name: str, **arguments: Any) -> str:
@@ -63,35 +126,41 @@ def build_server(memory: Any, persona: Callable[[], str] | None = None) -> Any:
     async def knowledge_search(query: str, top_k: int = 5, category: str = "") -> str:
         return await run("knowledge_search", query=query, top_k=top_k, category=category)
 
-    kb = memory.knowledge
-    def reader(name: str) -> Callable[[], str]:
-        def read() -> str:
-            return str(kb.get(name).content)
-
-        return read
-
-    for entry in kb.list():
-        read = reader(entry.name)
-        server.resource(f"knowledge://{quote(entry.name, safe='')}", name=entry.name,
-                        description=f"Knowledge entry {entry.name}", mime_type="text/markdown")(read)
-
-    if persona is not None:
-        get_persona = persona
-
-        @server.resource("homeagent://persona", name="persona", description="The agent's persona text.",
-                         mime_type="text/markdown")
-        def persona_text() -> str:
-            return get_persona()
-
-    @server.prompt(description="Recall what the agent's memory holds about a topic, then summarise it.")
-    def recall_about(topic: str) -> str:
-        return (f"Call memory_recall with query_intent {topic!r} (and knowledge_search with the same words), "
-                f"then summarise what is known about {topic}, saying where each fact came from.")
+    @server.prompt(
+        title="What do you remember about …?",
+        description="Recall what the agent's memory holds about a topic, then summarise it.",
+    )
+    async def recall_about(topic: str) -> str:
+        try:
+            facts = await run("memory_recall", query_intent=topic, depth=2)
+        except MCPToolError as exc:
+            facts = f"(nothing recalled: {exc})"
+        return (
+            f"What do you remember about {topic}? Answer from the remembered facts below (call "
+            f"memory_recall or knowledge_search for more), say where each fact came from and say "
+            f"plainly what is not known.\n\nRemembered facts (memory_recall):\n{facts}"
+        )
 
     @server.prompt(description="Store a fact in the agent's long-term memory as triples.")
     def remember(fact: str) -> str:
-        return (f"Split this fact into subject/relation/object triples and store them with memory_commit, "
-                f"passing the fact itself as sentence_text: {fact}")
+        return (
+            "Split this fact into subject/relation/object triples and store them with memory_commit, "
+            f"passing the fact itself as sentence_text: {fact}"
+        )
+
+    @server.prompt(
+        title="Answer from the knowledge base",
+        description="Answer a question from the agent's knowledge base, citing the entries used.",
+    )
+    async def knowledge_answer(question: str) -> str:
+        try:
+            found = await run("knowledge_search", query=question, top_k=5, category="")
+        except MCPToolError as exc:
+            found = f"(the knowledge base could not be searched: {exc})"
+        return (
+            f"{question}\n\nAnswer from these knowledge base entries and cite each one you use as "
+            f"knowledge://<name>; if they do not answer the question, say so.\n\n{found}"
+        )
 
     return server
 
@@ -105,12 +174,14 @@ async def serve_stdio(data: Path | None) -> None:
     root = prepare_data_dir(data)
     config = ConfigStore(root / "config.db")
     memory = await MemorySystem.open(root, config)
-
     def persona() -> str:
+        """``<data>/personal/personal.md`` when it has text, else ``core.agent.personal_prompt``."""
         path = root / "personal" / "personal.md"
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-        return str(config.get("core.agent.personal_prompt") or "")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            text = ""
+        return text if text.strip() else str(config.get("core.agent.personal_prompt") or "")
 
     try:
         await build_server(memory, persona).run_stdio_async()

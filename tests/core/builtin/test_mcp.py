@@ -251,7 +251,7 @@ async def test_resources_and_prompts_become_tools_and_task_only_tools_say_so(har
 
 
 async def test_homeagent_serves_resources_prompts_and_its_version(tmp_path: Path):
-    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
     from homeagent_sdk._version import __version__
 
@@ -274,13 +274,23 @@ async def test_homeagent_serves_resources_prompts_and_its_version(tmp_path: Path
         ):
             init = await session.initialize()
             assert init.server_info.name == "homeagent" and init.server_info.version == __version__
-            uris = {str(r.uri) for r in (await session.list_resources()).resources}
-            assert uris == {"knowledge://home%2Fwifi", "homeagent://persona"}
-            wifi = await session.read_resource("knowledge://home%2Fwifi")
+            listed = {str(r.uri): r for r in (await session.list_resources()).resources}
+            assert set(listed) == {"knowledge://home/wifi", "persona://current"}
+            assert listed["knowledge://home/wifi"].mime_type == "text/markdown"
+            wifi = await session.read_resource("knowledge://home/wifi")
             assert wifi.contents[0].text == "The wifi password is on the fridge."
-            persona = await session.read_resource("homeagent://persona")
+            persona = await session.read_resource("persona://current")
             assert persona.contents[0].text == "你是阿福。"
-            names = sorted(p.name for p in (await session.list_prompts()).prompts)
-            assert names == ["recall_about", "remember"]
-            prompt = await session.get_prompt("recall_about", {"topic": "wifi"})
-            assert "memory_recall" in prompt.messages[0].content.text
+            with pytest.raises(MCPError, match="no knowledge entry 'home/nope'"):
+                await session.read_resource("knowledge://home/nope")
+            prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+            assert sorted(prompts) == ["knowledge_answer", "recall_about", "remember"]
+            (topic,) = prompts["recall_about"].arguments
+            assert topic.name == "topic" and topic.required
+            triple = {"subject": "小王", "relation": "住在", "object": "杭州"}
+            assert not (await session.call_tool("memory_commit", {"triples": [triple]})).is_error
+            prompt = await session.get_prompt("recall_about", {"topic": "小王"})
+            text = prompt.messages[0].content.text
+            assert prompt.messages[0].role == "user" and "memory_recall" in text and "杭州" in text
+            answer = await session.get_prompt("knowledge_answer", {"question": "wifi password"})
+            assert "home/wifi" in answer.messages[0].content.text
