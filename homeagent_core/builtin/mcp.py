@@ -36,21 +36,26 @@ import typer
 from homeagent_core.builtin.mcp_extras import (
     METHOD_NOT_FOUND,
     extra_tools,
+    mcp_error_text,
     needs_tasks,
     offered,
     prompt_index,
     prompts_block,
+    task_message,
     task_refusal,
 )
 from homeagent_core.builtin.mcp_server import build_server, serve_stdio
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail
-from homeagent_sdk import ConfigDef, HomeAgentError, ToolDef, ToolError, hookimpl
+from homeagent_sdk import ChannelDef, ConfigDef, HomeAgentError, ToolDef, ToolError, hookimpl
 from homeagent_sdk.errors import ConfigError
+from homeagent_sdk.types import InjectOptions
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
 
 PLUGIN_NAME = "mcp"
+CHANNEL = "mcp"
+"""Input channel of resource changes when the subscribing turn had no conversation."""
 
 __all__ = [
     "MCPPlugin",
@@ -275,6 +280,14 @@ class ServerConnection:
     max_backoff: float = 60.0
     connect_timeout: float = 30.0
     errlog: TextIO | None = None
+    #: Publishes a bus event (``sdk.events.publish``); None outside an agent.
+    publish: Callable[[str, dict[str, Any]], None] | None = None
+    #: Injects a text input ``(text, channel)`` when a subscribed resource changes.
+    inject: Callable[[str, str], Awaitable[None]] | None = None
+    #: Stores binary content ``(data, mime, name)`` in the media store and returns its digest.
+    media: Callable[[bytes, str, str], Awaitable[str]] | None = None
+    #: The conversation of the turn calling a tool (``<channel>:<conversation>``), or "".
+    conversation: Callable[[], str] | None = None
     state: str = "starting"
     last_error: str = ""
     connects: int = 0
@@ -284,6 +297,8 @@ class ServerConnection:
     updates: list[str] = field(default_factory=list)
     #: ``(name, description)`` of the server's prompts while it is connected.
     prompts: list[tuple[str, str]] = field(default_factory=list)
+    #: Subscribed resource URIs and the conversation each change goes to (kept across reconnects).
+    subscriptions: dict[str, str] = field(default_factory=dict)
     _session: Any = None
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -314,6 +329,7 @@ class ServerConnection:
             "tools": list(self.registered),
             "skipped_tools": list(self.skipped),
             "resource_updates": list(self.updates),
+            "subscriptions": sorted(self.subscriptions),
             "connects": self.connects,
             "last_error": self.last_error,
         }
@@ -350,6 +366,7 @@ class ServerConnection:
             self._attach(tools)
             offers = await offered(session, capabilities)
             self._attach_extras(capabilities, offers)
+            await self._resubscribe(session)
             if offers[1]:
                 with contextlib.suppress(Exception):
                     self.prompts = await prompt_index(session)
@@ -395,14 +412,60 @@ class ServerConnection:
 
     def _attach_extras(self, capabilities: Any, offers: tuple[bool, bool]) -> None:
         names = lambda suffix: tool_name(self.spec.name, suffix)  # noqa: E731
-        for definition in extra_tools(self.spec.name, offers, capabilities, self.session_call, names):
+        extras = extra_tools(
+            self.spec.name, offers, capabilities, self.session_call, names,
+            store=self.media, subscribe=self.subscribe, unsubscribe=self.unsubscribe,
+        )
+        for definition in extras:
             definition.timeout = self.call_timeout + 5
             self._add(definition, definition.name)
 
     async def _on_message(self, message: Any) -> None:
+        """Server notifications: a subscribed resource changed (event + input), or a list changed (event)."""
         root = getattr(message, "root", message)
-        if getattr(root, "method", "") == "notifications/resources/updated":
-            self.updates = [*self.updates, str(root.params.uri)][-100:]
+        method = getattr(root, "method", "")
+        if method == "notifications/resources/updated":
+            uri = str(root.params.uri)
+            self.updates = [*self.updates, uri][-100:]
+            if self.publish is not None:
+                self.publish("mcp_resource_updated", {"server": self.spec.name, "uri": uri})
+            if self.inject is not None and uri in self.subscriptions:
+                text = (
+                    f"[MCP/{self.spec.name}] the subscribed resource {uri} changed; "
+                    f"read it with {tool_name(self.spec.name, 'resource_read')}"
+                )
+                try:
+                    await self.inject(text, self.subscriptions[uri] or CHANNEL)
+                except Exception as exc:  # a full queue must not break the connection
+                    log.warning("MCP server %s: change of %s not delivered: %s", self.spec.name, uri, _describe(exc))
+        elif self.publish is not None and method.endswith("/list_changed"):
+            self.publish("mcp_list_changed", {"server": self.spec.name, "method": method})
+
+    async def subscribe(self, uri: str) -> str:
+        """Subscribe to a resource; its changes come back as inputs in the calling conversation."""
+        if not uri.strip():
+            raise ToolError(f"give the uri of a resource of MCP server {self.spec.name!r} to subscribe to")
+        await self.session_call(f"resources/subscribe {uri}", lambda s: _subscription(s, uri, True))
+        self.subscriptions[uri] = self.conversation() if self.conversation is not None else ""
+        return f"subscribed to {uri} on MCP server {self.spec.name}; its changes will arrive as inputs"
+
+    async def unsubscribe(self, uri: str) -> str:
+        """Stop the changes of a subscribed resource."""
+        if uri not in self.subscriptions:
+            known = ", ".join(sorted(self.subscriptions)) or "none"
+            raise ToolError(f"not subscribed to {uri!r} on MCP server {self.spec.name!r}; subscribed: {known}")
+        await self.session_call(f"resources/unsubscribe {uri}", lambda s: _subscription(s, uri, False))
+        del self.subscriptions[uri]
+        return f"unsubscribed from {uri} on MCP server {self.spec.name}"
+
+    async def _resubscribe(self, session: Any) -> None:
+        """Renew the subscriptions after a reconnect (a failure is logged, the URI kept)."""
+        for uri in list(self.subscriptions):
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    await _subscription(session, uri, True)
+            except Exception as exc:
+                log.warning("MCP server %s: subscribing again to %s failed: %s", self.spec.name, uri, _describe(exc))
 
     async def session_call(self, label: str, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         """Run ``fn(session)`` with the call timeout; failures become :class:`ToolError`."""
@@ -423,10 +486,11 @@ class ServerConnection:
     def _failure(self, label: str, exc: Exception) -> ToolError:
         from mcp import MCPError
 
-        if not isinstance(exc, MCPError):
-            self._broken.set()  # transport trouble: let the supervisor reconnect
-        elif exc.code == METHOD_NOT_FOUND:
-            return ToolError(f"MCP server {self.spec.name!r} does not support {label} (method not found)")
+        if isinstance(exc, MCPError):
+            return ToolError(mcp_error_text(self.spec.name, label, exc))
+        if isinstance(exc, RuntimeError) and "InputRequiredResult" in str(exc):
+            return ToolError(f"not supported: {self.spec.name} asked for more input during {label}")
+        self._broken.set()  # transport trouble: let the supervisor reconnect
         return ToolError(f"MCP server {self.spec.name!r}: {label} failed: {_describe(exc)}")
 
     def _detach(self) -> None:
@@ -456,11 +520,22 @@ class ServerConnection:
                 f"MCP server {self.spec.name!r}: {remote} did not answer within {self.call_timeout:g}s"
             ) from None
         except Exception as exc:
+            if getattr(exc, "code", None) == METHOD_NOT_FOUND:  # how a tool that needs a task answers a plain call
+                raise ToolError(f"{task_message(self.spec.name, remote)} (the server answered -32601)") from None
             raise self._failure(remote, exc) from None
         text = result_text(result)
         if getattr(result, "is_error", False):
             raise ToolError(f"MCP server {self.spec.name!r}: {text or remote + ' reported an error'}")
         return text
+
+
+async def _subscription(session: Any, uri: str, on: bool) -> Any:
+    """``resources/subscribe`` / ``unsubscribe`` (the initialize-era API; the SDK marks it deprecated)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return await (session.subscribe_resource(uri) if on else session.unsubscribe_resource(uri))
 
 
 def _describe(exc: BaseException) -> str:
@@ -508,6 +583,10 @@ class MCPPlugin:
         registry.add(self.mcp_servers, parallel_safe=True)
 
     @hookimpl
+    def register_input_channels(self, registry: Any) -> None:
+        registry.add(ChannelDef(name=CHANNEL, description="changes of subscribed MCP resources", no_memory=True))
+
+    @hookimpl
     def register_commands(self, app: Any) -> None:
         app.add_typer(build_cli(), name="mcp")
 
@@ -531,6 +610,10 @@ class MCPPlugin:
                 ping_interval=float(settings.get("ping_interval") or 15),
                 max_backoff=float(settings.get("max_backoff") or 60),
                 errlog=self._errlog,
+                publish=sdk.events.publish,
+                inject=self._inject,
+                media=self._store_media if getattr(sdk.services, "media", None) is not None else None,
+                conversation=self._conversation,
             )
             self.connections[spec.name] = connection
             connection.start()
@@ -543,6 +626,22 @@ class MCPPlugin:
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
+
+    async def _inject(self, text: str, channel: str) -> None:
+        assert self._sdk is not None
+        await self._sdk.io.inject_text(text, channel, InjectOptions(no_memory=True))
+
+    async def _store_media(self, data: bytes, mime: str, name: str) -> str:
+        assert self._sdk is not None
+        attachment = await self._sdk.media.put(data, mime, name=name)
+        return attachment.digest
+
+    def _conversation(self) -> str:
+        """The chat conversation (``<channel>:<conversation>``) of the running turn, or ""."""
+        services = getattr(self._sdk, "services", None)
+        turn = getattr(getattr(services, "kernel", None), "turn", None)
+        channel = str(getattr(getattr(turn, "item", None), "channel", "") or "")
+        return channel if ":" in channel else ""
 
     @hookimpl
     def pre_action(self, ctx: Any) -> None:

@@ -2,28 +2,53 @@
 
 For a connected server that announces the ``resources`` capability the model gets
 ``<server>_resource_list()`` (resources and resource templates), ``<server>_resource_read(uri)``
-and, when the server offers subscriptions, ``<server>_resource_subscribe(uri)``: updates the
-server then announces are listed by ``mcp_servers``. A server with ``prompts`` gives
+(text as text, cut at :data:`MAX_TEXT_CHARS`; binary contents stored in the media store and
+named by digest, or summarised when the agent has no media store) and, when the server offers
+subscriptions, ``<server>_resource_subscribe(uri)`` / ``<server>_resource_unsubscribe(uri)``:
+each update is published as ``mcp_resource_updated``, arrives as an input in the conversation
+that subscribed, and is listed by ``mcp_servers``. A server with ``prompts`` gives
 ``<server>_prompt_list()`` and ``<server>_prompt_get(name, arguments)``, which returns the
 prompt's messages as text for the model to follow, like a skill; the prompts are also listed in
 the system prompt the way the skills index is (:func:`prompts_block`).
 
 Tools that declare ``execution.taskSupport = "required"`` need MCP's task-augmented calls,
 which HomeAgent does not make; they are registered with a handler that says so instead of
-letting the server answer ``-32601``.
+letting the server answer ``-32601``. Error answers become tool errors naming the server
+(:func:`mcp_error_text`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from homeagent_sdk import ToolDef, ToolError
 
-__all__ = ["extra_tools", "needs_tasks", "offered", "prompt_index", "prompts_block", "task_refusal"]
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "extra_tools",
+    "mcp_error_text",
+    "needs_tasks",
+    "offered",
+    "prompt_index",
+    "prompts_block",
+    "task_message",
+    "task_refusal",
+]
 
 METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+RESOURCE_NOT_FOUND = -32002
+MAX_TEXT_CHARS = 100_000
+"""Most characters of one resource or prompt returned to the model (the rest is cut, with a note)."""
+MAX_BLOB_BYTES = 50 * 1024 * 1024
+"""Largest binary content stored in the media store."""
+
+BlobStore = Callable[[bytes, str, str], Awaitable[str]]
+"""Stores ``(data, mime, name)`` in the media store and returns its digest."""
 
 Caller = Callable[[str, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
@@ -34,42 +59,90 @@ def needs_tasks(tool: Any) -> bool:
     return getattr(execution, "task_support", None) == "required"
 
 
+def task_message(server: str, tool: str) -> str:
+    """What the model reads for a tool that needs task-augmented calls."""
+    return (
+        f"not supported: {server} requires task-augmented calls for {tool!r} (it only runs as an MCP task, "
+        "which HomeAgent does not support); use another tool"
+    )
+
+
 def task_refusal(server: str, tool: str) -> Callable[..., Awaitable[str]]:
     """The handler of a task-only tool: a clear refusal for the model."""
 
     async def refuse(**_arguments: Any) -> str:
-        raise ToolError(
-            f"MCP server {server!r}: the tool {tool!r} only runs as an MCP task (execution.taskSupport "
-            "= required), and task-augmented calls are not supported by HomeAgent; use another tool"
-        )
+        raise ToolError(task_message(server, tool))
 
     return refuse
 
 
-def _content_text(contents: list[Any]) -> str:
+def mcp_error_text(server: str, what: str, exc: Any) -> str:
+    """A tool error naming the server for a JSON-RPC error answer (``MCPError``)."""
+    code, message = getattr(exc, "code", None), getattr(exc, "message", "") or str(exc)
+    if code == METHOD_NOT_FOUND:
+        return f"MCP server {server!r} does not support {what} (method not found, -32601)"
+    if code == RESOURCE_NOT_FOUND:
+        return f"MCP server {server!r}: {what}: resource not found ({message})"
+    if code == INVALID_PARAMS:
+        return f"MCP server {server!r} rejected {what}: {message} (invalid params, -32602)"
+    return f"MCP server {server!r}: {what} failed: {message} (error {code})"
+
+
+def _cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[… cut: {len(text) - limit} more characters]"
+
+
+async def _blob_text(store: BlobStore | None, blob: str, mime: str, where: str) -> str:
+    """Decode a base64 blob and store it as media, or summarise it when that is not possible."""
+    try:
+        data = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return f"[{mime} content of {where} is not valid base64; nothing stored]"
+    if len(data) > MAX_BLOB_BYTES:
+        return f"[{mime}, {len(data)} bytes from {where}: larger than {MAX_BLOB_BYTES} bytes, not stored]"
+    if store is None:
+        return f"[{mime}, {len(data)} bytes from {where}: binary content, not stored (this agent has no media store)]"
+    digest = await store(data, mime, where.rstrip("/").rsplit("/", 1)[-1][:120])
+    return f"[{mime}, {len(data)} bytes from {where}, stored as media {digest}]"
+
+
+async def _content_text(contents: list[Any], uri: str, store: BlobStore | None) -> str:
+    if not contents:
+        return f"(resource {uri} is empty)"
     parts: list[str] = []
     for item in contents:
+        where = str(getattr(item, "uri", "") or uri)
+        mime = getattr(item, "mime_type", None) or "application/octet-stream"
         text = getattr(item, "text", None)
-        if text is not None:
-            parts.append(text)
-        else:
-            blob = getattr(item, "blob", "") or ""
-            parts.append(f"[binary {getattr(item, 'mime_type', '') or 'data'}, {len(blob) * 3 // 4} bytes, {item.uri}]")
+        body = _cut(text) if text is not None else await _blob_text(store, getattr(item, "blob", "") or "", mime, where)
+        parts.append(body if len(contents) == 1 else f"--- {where} ({mime}) ---\n{body}")
     return "\n".join(parts)
 
 
-def _prompt_text(result: Any) -> str:
+async def _prompt_text(result: Any, name: str, store: BlobStore | None) -> str:
     lines = []
     if getattr(result, "description", None):
         lines.append(f"# {result.description}")
     for message in result.messages:
         content = message.content
+        kind = getattr(content, "type", "")
         text = getattr(content, "text", None)
-        if text is None:
-            resource = getattr(content, "resource", None)
-            text = getattr(resource, "text", None) or f"[{getattr(content, 'type', 'content')}]"
+        if kind in ("image", "audio"):
+            text = await _blob_text(store, content.data, content.mime_type, f"prompt {name}")
+        elif kind == "resource":
+            resource = content.resource
+            text = getattr(resource, "text", None)
+            if text is None:
+                mime = resource.mime_type or "application/octet-stream"
+                text = await _blob_text(store, resource.blob, mime, str(resource.uri))
+        elif kind == "resource_link":
+            text = f"[resource {content.uri}]"
+        elif text is None:
+            text = f"[{kind or 'content'}]"
         lines.append(f"[{message.role}] {text}")
-    return "\n".join(lines)
+    return _cut("\n".join(lines))
 
 
 async def offered(session: Any, capabilities: Any) -> tuple[bool, bool]:
@@ -113,12 +186,21 @@ def prompts_block(catalogue: dict[str, list[tuple[str, str]]], name_of: Callable
 
 
 def extra_tools(
-    server: str, offers: tuple[bool, bool], capabilities: Any, call: Caller, name_of: Callable[[str], str]
+    server: str,
+    offers: tuple[bool, bool],
+    capabilities: Any,
+    call: Caller,
+    name_of: Callable[[str], str],
+    *,
+    store: BlobStore | None = None,
+    subscribe: Callable[[str], Awaitable[str]] | None = None,
+    unsubscribe: Callable[[str], Awaitable[str]] | None = None,
 ) -> list[ToolDef]:
     """Resource and prompt tools for one server, per what it offers (see :func:`offered`).
 
     ``call(label, fn)`` runs ``fn(session)`` with the connection's timeout and error handling;
-    ``name_of(suffix)`` makes the model-facing tool name.
+    ``name_of(suffix)`` makes the model-facing tool name; ``store`` keeps binary contents in
+    the media store; ``subscribe``/``unsubscribe`` run the connection's subscription handling.
     """
     tools: list[ToolDef] = []
     resources = getattr(capabilities, "resources", None) if offers[0] else None
@@ -140,25 +222,24 @@ def extra_tools(
 
         async def resource_read(uri: str) -> str:
             result = await call(f"resources/read {uri}", lambda s: s.read_resource(uri))
-            return _content_text(list(getattr(result, "contents", []) or []))
+            return await _content_text(list(getattr(result, "contents", []) or []), uri, store)
 
         tools.append(ToolDef(name=name_of("resource_list"), handler=resource_list,
                              description=f"{tag} List the server's resources (URIs, names, templates).",
                              parameters={"type": "object", "properties": {}, "additionalProperties": False}))
         tools.append(ToolDef(name=name_of("resource_read"), handler=resource_read,
-                             description=f"{tag} Read one resource by URI (see {name_of('resource_list')}).",
+                             description=f"{tag} Read one resource by URI (see {name_of('resource_list')}); "
+                             "binary contents are stored as media and named by digest.",
                              parameters={"type": "object", "properties": {"uri": {"type": "string"}},
                                          "required": ["uri"], "additionalProperties": False}))
-        if getattr(resources, "subscribe", False):
-
-            async def resource_subscribe(uri: str) -> str:
-                await call(f"resources/subscribe {uri}", lambda s: s.subscribe_resource(uri))
-                return f"subscribed to {uri}; updates are listed by mcp_servers"
-
-            tools.append(ToolDef(name=name_of("resource_subscribe"), handler=resource_subscribe,
-                                 description=f"{tag} Subscribe to updates of one resource.",
-                                 parameters={"type": "object", "properties": {"uri": {"type": "string"}},
-                                             "required": ["uri"], "additionalProperties": False}))
+        if getattr(resources, "subscribe", False) and subscribe is not None and unsubscribe is not None:
+            uri_only = {"type": "object", "properties": {"uri": {"type": "string"}},
+                        "required": ["uri"], "additionalProperties": False}
+            tools.append(ToolDef(name=name_of("resource_subscribe"), handler=subscribe, parameters=uri_only,
+                                 description=f"{tag} Subscribe to changes of one resource; each change arrives "
+                                 "later as an input in this conversation."))
+            tools.append(ToolDef(name=name_of("resource_unsubscribe"), handler=unsubscribe, parameters=uri_only,
+                                 description=f"{tag} Stop receiving the changes of a subscribed resource."))
     if prompts is not None:
 
         async def prompt_list() -> str:
@@ -171,7 +252,7 @@ def extra_tools(
         async def prompt_get(name: str, arguments: dict[str, Any] | None = None) -> str:
             args = {str(k): str(v) for k, v in (arguments or {}).items()}
             result = await call(f"prompts/get {name}", lambda s: s.get_prompt(name, args))
-            return _prompt_text(result)
+            return await _prompt_text(result, name, store)
 
         tools.append(ToolDef(name=name_of("prompt_list"), handler=prompt_list,
                              description=f"{tag} List the server's prompts (reusable instructions, like skills).",
