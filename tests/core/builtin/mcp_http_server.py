@@ -1,17 +1,39 @@
-"""A small MCP server over streamable HTTP or SSE, built with the mcp SDK, for the client tests.
+"""A small MCP server built with the mcp SDK, for the client tests: tools, resources, prompts.
 
-Run: ``python mcp_http_server.py PORT [http|sse]``; it serves on 127.0.0.1:PORT until killed.
+Run: ``python mcp_http_server.py PORT [http|sse]`` serves on 127.0.0.1:PORT until killed;
+``python mcp_http_server.py stdio`` speaks over stdin/stdout.
+
+Besides the ``add``/``shout``/``fail`` tools it offers a text resource (``note://current``,
+changed by the ``set_note`` tool, which notifies subscribers), a binary one
+(``image://pixel.png``), a template (``greeting://{name}``), a ``review`` prompt with a required
+and an optional argument, a ``render`` tool that declares it requires task-augmented calls and a
+``batch_job`` tool that answers a plain call with -32601, as such servers do.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp import MCPError
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import (
+    EmptyResult,
+    PaginatedRequestParams,
+    SubscribeRequestParams,
+    ToolExecution,
+    UnsubscribeRequestParams,
+)
+
+PIXEL = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
 
 server = MCPServer("calc")
+note = {"text": "first note"}
+subscribers: dict[str, list[Any]] = {}
 
 
 @server.tool()
@@ -32,7 +54,79 @@ def fail(reason: str) -> str:
     raise ToolError(reason)
 
 
+@server.tool()
+async def set_note(text: str, ctx: Context) -> str:
+    """Replace the note and notify its subscribers."""
+    note["text"] = text
+    for session in subscribers.get("note://current", []):
+        await session.send_resource_updated("note://current")
+    return "noted"
+
+
+@server.tool()
+def render(scene: str) -> str:
+    """Render a scene (long-running: only as a task)."""
+    return "rendered without a task"
+
+
+@server.tool()
+def batch_job(size: int) -> str:
+    """Run a batch job (only as a task, but the listing does not say so)."""
+    raise MCPError(-32601, "Method not found")
+
+
+@server.resource("note://current", name="note", description="The current note.", mime_type="text/plain")
+def current_note() -> str:
+    return note["text"]
+
+
+@server.resource("image://pixel.png", name="pixel", description="A 1x1 PNG.", mime_type="image/png")
+def pixel() -> bytes:
+    return PIXEL
+
+
+@server.resource("greeting://{name}", name="greeting", description="A greeting for someone.", mime_type="text/plain")
+def greeting(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+@server.prompt(description="Review a piece of code with a focus.")
+def review(code: str, focus: str = "bugs") -> str:
+    return f"Please review this code, looking for {focus}:\n\n{code}"
+
+
+async def _list_tools(ctx: Any, params: PaginatedRequestParams | None) -> Any:
+    """The SDK's listing, with ``render`` marked as requiring task-augmented calls."""
+    result = await server._handle_list_tools(ctx, params)
+    required = ToolExecution(task_support="required")
+    tools = [t.model_copy(update={"execution": required}) if t.name == "render" else t for t in result.tools]
+    return result.model_copy(update={"tools": tools})
+
+
+async def _subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+    subscribers.setdefault(str(params.uri), []).append(ctx.session)
+    return EmptyResult()
+
+
+async def _unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+    sessions = subscribers.get(str(params.uri), [])
+    if ctx.session in sessions:
+        sessions.remove(ctx.session)
+    return EmptyResult()
+
+
+lowlevel = server._lowlevel_server
+lowlevel.add_request_handler("tools/list", PaginatedRequestParams, _list_tools)
+lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, _subscribe)
+lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, _unsubscribe)
+
+
 def main() -> None:
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+        return
+    import uvicorn
+
     port = int(sys.argv[1])
     transport = sys.argv[2] if len(sys.argv) > 2 else "http"
     app = server.sse_app() if transport == "sse" else server.streamable_http_app()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,7 @@ from homeagent_sdk.errors import ConfigError, ToolError
 MCP = "homeagent_core.builtin.mcp"
 HERE = Path(__file__).parent
 TIME_SERVER = {"name": "time", "command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+CALC_STDIO = {"name": "calc", "command": sys.executable, "args": [str(HERE / "mcp_http_server.py"), "stdio"]}
 FAST = {"plugin.mcp.ping_interval": "200ms", "plugin.mcp.max_backoff": "300ms"}
 
 
@@ -294,3 +296,87 @@ async def test_homeagent_serves_resources_prompts_and_its_version(tmp_path: Path
             assert prompt.messages[0].role == "user" and "memory_recall" in text and "杭州" in text
             answer = await session.get_prompt("knowledge_answer", {"question": "wifi password"})
             assert "home/wifi" in answer.messages[0].content.text
+
+
+async def test_error_answers_of_the_real_time_server_are_tool_errors_naming_it(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [TIME_SERVER]})
+    connection = h.plugin("mcp").connections["time"]
+    await connection.wait_connected()
+    with pytest.raises(ToolError, match=r"MCP server 'time' rejected resources/read time://now: Unknown resource"):
+        await connection.session_call("resources/read time://now", lambda s: s.read_resource("time://now"))
+    with pytest.raises(ToolError, match=r"MCP server 'time': prompts/get x failed: Unknown prompt: x"):
+        await connection.session_call("prompts/get x", lambda s: s.get_prompt("x"))
+    assert connection.state == "connected"  # an error answer is not a broken connection
+    assert await h.ok("time_get_current_time", timezone="UTC")
+
+
+async def test_a_stdio_server_s_resources_and_prompts_are_tools_and_blobs_land_in_the_media_store(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]}, memory=True)
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    for name in ("resource_list", "resource_read", "resource_subscribe", "resource_unsubscribe", "prompt_get"):
+        assert f"calc_{name}" in h.tools, name
+    listing = json.loads(await h.ok("calc_resource_list"))
+    assert {r.get("uri") for r in listing} >= {"note://current", "image://pixel.png"}
+    assert any(r.get("uri_template") == "greeting://{name}" for r in listing)
+    assert await h.ok("calc_resource_read", uri="note://current") == "first note"
+    assert await h.ok("calc_resource_read", uri="greeting://Ada") == "Hello, Ada!"
+    stored = await h.ok("calc_resource_read", uri="image://pixel.png")
+    assert stored.startswith("[image/png, 66 bytes from image://pixel.png, stored as media ")
+    media = await h.app.services.media.get(stored.rsplit(" ", 1)[-1].rstrip("]"))
+    assert media.mime == "image/png" and media.data[:4] == b"\x89PNG"
+    assert "MCP server 'calc' rejected resources/read nope://x" in await h.fails("calc_resource_read", uri="nope://x")
+    text = await h.ok("calc_prompt_get", name="review", arguments={"code": "x = 1"})
+    assert text == "# Review a piece of code with a focus.\n[user] Please review this code, looking for bugs:\n\nx = 1"
+    assert "MCP server 'calc'" in await h.fails("calc_prompt_get", name="review")  # a required argument missing
+    assert "MCP server 'calc'" in await h.fails("calc_prompt_get", name="nope")
+
+
+async def test_task_only_tools_and_minus_32601_answers_say_not_supported(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    declared = await h.fails("calc_render", scene="x")
+    assert "not supported: calc requires task-augmented calls for 'render'" in declared
+    answered = await h.fails("calc_batch_job", size=3)
+    assert "not supported: calc requires task-augmented calls for 'batch_job'" in answered
+    assert "-32601" in answered
+    assert await h.ok("calc_add", a=1, b=2) == "3" and connection.state == "connected"
+
+
+def _mentions(model: Any, text: str) -> bool:
+    return any(text in json.dumps(r.get("messages"), ensure_ascii=False) for r in model.requests)
+
+
+async def test_a_subscribed_resource_change_arrives_as_an_event_and_an_input(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    assert "subscribed to note://current" in await h.ok("calc_resource_subscribe", uri="note://current")
+    assert await h.ok("calc_set_note", text="second note") == "noted"
+    (event,) = await h.wait_event("mcp_resource_updated", timeout=20)
+    assert event.data == {"server": "calc", "uri": "note://current"}
+    await until(lambda: _mentions(h.model, "the subscribed resource note://current changed"))
+    assert await h.ok("calc_resource_read", uri="note://current") == "second note"
+    (status,) = json.loads(await h.ok("mcp_servers"))
+    assert status["subscriptions"] == ["note://current"] and status["resource_updates"] == ["note://current"]
+    assert "unsubscribed" in await h.ok("calc_resource_unsubscribe", uri="note://current")
+    assert "not subscribed to 'note://current'" in await h.fails("calc_resource_unsubscribe", uri="note://current")
+
+
+async def test_resources_prompts_and_subscriptions_over_streamable_http(harness, http_server):
+    await http_server.start()
+    h = await harness([MCP], {"plugin.mcp.servers": [{"name": "calc", "url": http_server.url}]})
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    assert await h.ok("calc_resource_read", uri="greeting://Bo") == "Hello, Bo!"
+    stored = await h.ok("calc_resource_read", uri="image://pixel.png")  # no media store without memory
+    assert stored == (
+        "[image/png, 66 bytes from image://pixel.png: binary content, not stored (this agent has no media store)]"
+    )
+    fast = await h.ok("calc_prompt_get", name="review", arguments={"code": "x", "focus": "speed"})
+    assert "looking for speed" in fast
+    await h.ok("calc_resource_subscribe", uri="note://current")
+    await h.ok("calc_set_note", text="over http")
+    (event,) = await h.wait_event("mcp_resource_updated", timeout=20)
+    assert event.data["uri"] == "note://current"
