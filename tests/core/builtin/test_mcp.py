@@ -174,7 +174,8 @@ def test_cli_lists_and_tests_configured_servers(tmp_path: Path):
     from homeagent_sdk.types import ConfigDef
 
     config.define_plugin("mcp", ConfigDef(key="servers", type="json"))
-    config.set("plugin.mcp.servers", json.dumps([TIME_SERVER, {"name": "down", "url": f"http://127.0.0.1:{_free_port()}/mcp"}]))
+    down = {"name": "down", "url": f"http://127.0.0.1:{_free_port()}/mcp"}
+    config.set("plugin.mcp.servers", json.dumps([TIME_SERVER, down, CALC_STDIO]))
     config.close()
     runner = CliRunner()
     cli = build_cli()
@@ -184,10 +185,15 @@ def test_cli_lists_and_tests_configured_servers(tmp_path: Path):
     tested = runner.invoke(cli, ["test", "time", "--data", str(data)])
     assert tested.exit_code == 0, tested.output
     assert "time: connected, 2 tools" in tested.output and "time_get_current_time" in tested.output
+    assert "also:" not in tested.output  # empty resource and prompt lists are not worth a line
+    calc = runner.invoke(cli, ["test", "calc", "--data", str(data)])
+    assert calc.exit_code == 0, calc.output
+    assert "calc_add: Add two integers." in calc.output
+    assert "also: 2 resources, 1 resource templates, 1 prompts" in calc.output
     failed = runner.invoke(cli, ["test", "down", "--data", str(data), "--timeout", "5"])
     assert failed.exit_code == 1 and "MCP server 'down'" in failed.output
     unknown = runner.invoke(cli, ["test", "nope", "--data", str(data)])
-    assert unknown.exit_code == 1 and "configured: time, down" in unknown.output
+    assert unknown.exit_code == 1 and "configured: time, down, calc" in unknown.output
 
 
 async def test_homeagent_serves_its_memory_and_knowledge_over_stdio_to_an_mcp_client(tmp_path: Path):
