@@ -20,7 +20,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import (
     EmptyResult,
-    PaginatedRequestParams,
     SubscribeRequestParams,
     ToolExecution,
     UnsubscribeRequestParams,
@@ -31,7 +30,16 @@ PIXEL = bytes.fromhex(
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
 
-server = MCPServer("calc")
+class CalcServer(MCPServer):
+    """Marks ``render`` as task-only, as a server built on MCP tasks would."""
+
+    async def list_tools(self) -> list[Any]:
+        required = ToolExecution(task_support="required")
+        return [t.model_copy(update={"execution": required}) if t.name == "render" else t
+                for t in await super().list_tools()]
+
+
+server = CalcServer("calc")
 note = {"text": "first note"}
 subscribers: dict[str, list[Any]] = {}
 
@@ -95,14 +103,6 @@ def review(code: str, focus: str = "bugs") -> str:
     return f"Please review this code, looking for {focus}:\n\n{code}"
 
 
-async def _list_tools(ctx: Any, params: PaginatedRequestParams | None) -> Any:
-    """The SDK's listing, with ``render`` marked as requiring task-augmented calls."""
-    result = await server._handle_list_tools(ctx, params)
-    required = ToolExecution(task_support="required")
-    tools = [t.model_copy(update={"execution": required}) if t.name == "render" else t for t in result.tools]
-    return result.model_copy(update={"tools": tools})
-
-
 async def _subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
     subscribers.setdefault(str(params.uri), []).append(ctx.session)
     return EmptyResult()
@@ -115,8 +115,8 @@ async def _unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResul
     return EmptyResult()
 
 
+# MCPServer has no parameter for the initialize-era resources/subscribe; its low-level server takes handlers.
 lowlevel = server._lowlevel_server
-lowlevel.add_request_handler("tools/list", PaginatedRequestParams, _list_tools)
 lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, _subscribe)
 lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, _unsubscribe)
 
