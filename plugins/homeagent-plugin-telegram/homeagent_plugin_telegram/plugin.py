@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from typing import Any
 
 from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
@@ -25,6 +26,11 @@ from homeagent_sdk.errors import PluginError
 __all__ = ["CHANNEL", "TelegramBridge", "TelegramPlugin", "make_plugin"]
 
 log = logging.getLogger("homeagent.plugin.telegram")
+
+# python-telegram-bot 22.2+ warns on every flood-control answer that `retry_after` will become a
+# timedelta; opting in to the timedelta values of its next major version silences that, and
+# `_seconds` reads either form (21.x ignores the variable).
+os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 CHANNEL = "telegram"
 #: Telegram's limit for one message is 4096 characters.
