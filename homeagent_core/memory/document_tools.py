@@ -21,12 +21,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.agent.context import ContextEvent
+from homeagent_core.memory.context import ContextEvent
 from homeagent_sdk.errors import ToolError, UsageError
 from homeagent_sdk.types import ToolDef
 
 if TYPE_CHECKING:
-    from homeagent_core.agent.context import RelevanceContext
+    from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.documents import DocumentStore
 
 __all__ = ["document_tools", "settle_moves"]

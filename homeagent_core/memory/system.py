@@ -19,18 +19,18 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from homeagent_sdk.types import MediaAttachment, StageContext
+from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef
 
 if TYPE_CHECKING:
-    from homeagent_core.agent.context import RelevanceContext
-    from homeagent_core.agent.kernel import Kernel
     from homeagent_core.config import ConfigStore
     from homeagent_core.embeddings.registry import TierSelection
     from homeagent_core.knowledge import KnowledgeBase
+    from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.distill import RuleDistiller
     from homeagent_core.memory.documents import DocumentStore
     from homeagent_core.memory.graph import GraphStore
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from homeagent_core.memory.textlog import TextLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["MemorySystem", "embedding_tier_config"]
+__all__ = ["MemoryHost", "MemorySystem", "embedding_tier_config"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,36 @@ UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
 RULE_DISTILL_INTERVAL_S = 600.0
 ANALYTICS_INTERVAL_S = 600.0
 """How often entity salience is recomputed (and once at start-up), in a worker thread."""
+
+
+class ToolLookup(Protocol):
+    """Finds a registered tool's definition by name."""
+
+    def get(self, name: str) -> ToolDef | None: ...
+
+
+class ChatModel(Protocol):
+    """One non-streaming model call in the unified request/response shape."""
+
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class MemoryHost(Protocol):
+    """What memory needs from the agent that runs it (the kernel satisfies this).
+
+    Memory never imports the kernel: it registers its tools, asks the model and queues
+    consolidation input through this narrow seam.
+    """
+
+    @property
+    def tools(self) -> ToolLookup: ...
+
+    @property
+    def provider(self) -> ChatModel: ...
+
+    def add_tools(self, plugin: str, tools: Iterable[ToolDef | Callable[..., Any]]) -> list[ToolDef]: ...
+
+    def submit_self_input(self, text: str) -> Awaitable[Any]: ...
 
 
 def embedding_tier_config(config: ConfigStore) -> dict[str, Any]:
@@ -85,7 +115,7 @@ class MemorySystem:
     heartbeats: list[Heartbeat] = field(default_factory=list)
     _current: dict[int, str] = field(default_factory=dict)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
-    _tools: Any = None
+    _tools: ToolLookup | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -103,9 +133,9 @@ class MemorySystem:
         ``embedder`` forces the dense space (tests, library use); otherwise the configured
         tiers are tried best first and each unavailable one is reported once.
         """
-        from homeagent_core.agent.context import RelevanceContext
         from homeagent_core.embeddings.registry import ProviderRegistry, TierSelection, TierStatus
         from homeagent_core.knowledge import KnowledgeBase
+        from homeagent_core.memory.context import RelevanceContext
         from homeagent_core.memory.distill import RuleDistiller
         from homeagent_core.memory.documents import DocumentStore
         from homeagent_core.memory.graph import GraphStore
@@ -166,7 +196,7 @@ class MemorySystem:
             distiller=distiller,
         )
 
-    def attach(self, kernel: Kernel, config: ConfigStore) -> None:
+    def attach(self, kernel: MemoryHost, config: ConfigStore) -> None:
         """Register the memory tools with the kernel and start the heartbeats."""
         self._tools = kernel.tools  # tool definitions decide how their outputs are remembered
         from homeagent_core.knowledge_tools import knowledge_tools
@@ -266,7 +296,7 @@ class MemorySystem:
 
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
-        from homeagent_core.agent.context import ContextEvent
+        from homeagent_core.memory.context import ContextEvent
 
         if not self._remembered(ctx):
             return
@@ -317,7 +347,7 @@ class MemorySystem:
 
     async def record_output(self, ctx: StageContext) -> None:
         """Log the reply durably and add it (with remembered tool outputs) to the context."""
-        from homeagent_core.agent.context import ContextEvent, ToolOutput
+        from homeagent_core.memory.context import ContextEvent, ToolOutput
 
         self._current.pop(id(ctx), None)
         if not self._remembered(ctx):
@@ -383,7 +413,7 @@ async def _replay_log_tail(context: RelevanceContext, textlog: TextLog) -> int:
     the events they were (user input, reply), so the next prompt still shows the last turns.
     Returns how many events were added.
     """
-    from homeagent_core.agent.context import ContextEvent
+    from homeagent_core.memory.context import ContextEvent
 
     newest = max((e.timestamp for e in context.events if e.kind in ("user", "agent")), default=None)
 

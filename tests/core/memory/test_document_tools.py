@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from homeagent_core.agent.context import ContextEvent, RelevanceContext
+from homeagent_core.memory.context import ContextEvent, RelevanceContext
 from homeagent_core.memory.document_tools import document_tools
 from homeagent_core.memory.documents import DocumentStore
 from homeagent_sdk.errors import ToolError

@@ -139,7 +139,7 @@ async def test_append_text_writes_the_conversation_log_durably(memory: MemoryFac
 
 async def test_graph_snapshot_and_context_timeline_show_what_is_there(
         memory: MemoryFacade, system: MemorySystem) -> None:
-    from homeagent_core.agent.context import ContextEvent
+    from homeagent_core.memory.context import ContextEvent
 
     snapshot = await memory.graph_snapshot(limit=2)
     assert len(snapshot["nodes"]) == 2 and snapshot["total_entities"] == 4

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from homeagent_core.agent.context import ContextEvent, ToolOutput, atext_for_vector
 from homeagent_core.app import App
 from homeagent_core.config import ConfigStore
 from homeagent_core.events import EventBus
+from homeagent_core.memory.context import ContextEvent, ToolOutput, atext_for_vector
 from homeagent_core.plugins.proc import ProcPlugin, RemoteCleaner, discover_proc_plugins
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_core.plugins.supervisor import Supervisor

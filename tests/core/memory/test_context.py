@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from homeagent_core.agent.context import ContextEvent, RelevanceContext, ToolOutput, text_for_vector
+from homeagent_core.memory.context import ContextEvent, RelevanceContext, ToolOutput, text_for_vector
 from homeagent_core.memory.documents import DocumentStore
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
