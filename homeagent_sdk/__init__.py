@@ -26,6 +26,7 @@ from homeagent_sdk.errors import (
     UsageError,
 )
 from homeagent_sdk.types import (
+    STAGES,
     Caps,
     ChannelDef,
     ConfigDef,
@@ -41,6 +42,7 @@ from homeagent_sdk.types import (
     TextEvent,
     ToolCall,
     ToolDef,
+    ToolOptions,
     ToolResult,
     Triple,
 )
@@ -50,6 +52,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 __all__ = [
     "PROJECT_NAME",
+    "STAGES",
     "Caps",
     "ChannelDef",
     "ConfigDef",
@@ -72,6 +75,7 @@ __all__ = [
     "ToolCall",
     "ToolDef",
     "ToolError",
+    "ToolOptions",
     "ToolResult",
     "Triple",
     "UsageError",

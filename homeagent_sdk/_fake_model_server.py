@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import time
 from typing import Any
 
 from homeagent_sdk._fake_model import FakeModel
+from homeagent_sdk._net import listen_tcp
 
 __all__ = ["FakeModelServer"]
 
@@ -47,9 +47,7 @@ class FakeModelServer:
             Route("/chat/completions", self._completions, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
         ])
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = listen_tcp("127.0.0.1", 0)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Relation,
         TextEvent,
         ToolDef,
+        ToolOptions,
         Triple,
     )
 
@@ -74,17 +75,7 @@ class ChatProvider(Protocol):
 class ToolRegistryProtocol(Protocol):
     """Handed to ``register_tools``."""
 
-    def add(
-        self,
-        tool: ToolDef | Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        no_memory: bool = False,
-        parallel_safe: bool = False,
-        serial: bool = False,
-        timeout: float | None = None,
-    ) -> ToolDef: ...
+    def add(self, tool: ToolDef | Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef: ...
 
 
 class ChannelRegistry(Protocol):

@@ -14,9 +14,10 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypedDict, TypeVar, get_type_hints
 
 __all__ = [
+    "STAGES",
     "Caps",
     "ChannelDef",
     "ConfigDef",
@@ -32,6 +33,7 @@ __all__ = [
     "TextEvent",
     "ToolCall",
     "ToolDef",
+    "ToolOptions",
     "ToolResult",
     "Triple",
 ]
@@ -192,6 +194,22 @@ class ToolResult(WireType):
     attachments: list[MediaAttachment] = field(default_factory=list, repr=False, compare=False, metadata=LOCAL)
 
 
+class ToolOptions(TypedDict, total=False):
+    """The keyword options of ``registry.add(tool, **options)``, the one definition of them.
+
+    ``name`` and ``description`` replace what the function (its ``__name__`` and docstring) or
+    the ``ToolDef`` says; ``no_memory``, ``parallel_safe`` and ``serial`` switch the flag on
+    (a flag already set stays set); ``timeout`` (seconds) replaces the tool's own.
+    """
+
+    name: str | None
+    description: str | None
+    no_memory: bool
+    parallel_safe: bool
+    serial: bool
+    timeout: float | None
+
+
 @dataclass(slots=True)
 class ToolDef(WireType):
     """A tool the model can call.
@@ -228,6 +246,19 @@ class ToolDef(WireType):
                 "parameters": self.parameters,
             },
         }
+
+    def with_options(self, options: ToolOptions) -> ToolDef:
+        """A copy with ``registry.add()`` options applied (see :class:`ToolOptions`)."""
+        changes: dict[str, Any] = {
+            "no_memory": self.no_memory or options.get("no_memory", False),
+            "parallel_safe": self.parallel_safe or options.get("parallel_safe", False),
+            "serial": self.serial or options.get("serial", False),
+        }
+        for key in ("name", "description", "timeout"):
+            value = options.get(key)
+            if value is not None:
+                changes[key] = value
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass(slots=True)
@@ -381,6 +412,19 @@ class Event(WireType):
     data: dict[str, Any] = field(default_factory=dict)
     timestamp: float = 0.0
     source: str = ""
+
+
+#: The stage hooks of a turn, in the order a turn runs them. The one list every host and child
+#: runtime (in-process, out-of-process, Lua) validates stage names against.
+STAGES: tuple[str, ...] = (
+    "on_input",
+    "pre_action",
+    "post_action",
+    "before_toolcall",
+    "after_toolcall",
+    "before_output",
+    "after_output",
+)
 
 
 @dataclass(slots=True)

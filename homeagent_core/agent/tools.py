@@ -18,12 +18,12 @@ import re
 import time
 import typing
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from homeagent_core.aio import call_maybe_async
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
 from homeagent_sdk.schema import function_schema
-from homeagent_sdk.types import ToolCall, ToolDef, ToolResult
+from homeagent_sdk.types import ToolCall, ToolDef, ToolOptions, ToolResult
 
 __all__ = [
     "TOOL_NAME_RE",
@@ -42,17 +42,7 @@ TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _MAX_RESULT_LOG = 200
 
 
-def tool_from_function(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    plugin: str = "",
-    no_memory: bool = False,
-    parallel_safe: bool = False,
-    serial: bool = False,
-    timeout: float | None = None,
-) -> ToolDef:
+def tool_from_function(fn: Callable[..., Any], *, plugin: str = "", **options: Unpack[ToolOptions]) -> ToolDef:
     """Build a :class:`ToolDef` from a typed function (sync or ``async def``).
 
     Raises:
@@ -60,6 +50,7 @@ def tool_from_function(
             parameter, or an annotation without a JSON equivalent.
     """
     fn_name = getattr(fn, "__name__", "")
+    name = options.get("name")
     if name is None:
         if not fn_name or fn_name == "<lambda>":
             raise UsageError(
@@ -69,17 +60,8 @@ def tool_from_function(
         name = fn_name
     _check_name(name, plugin)
     description_from_doc, parameters = function_schema(fn, name)
-    return ToolDef(
-        name=name,
-        description=description if description is not None else description_from_doc,
-        parameters=parameters,
-        plugin=plugin,
-        no_memory=no_memory,
-        parallel_safe=parallel_safe,
-        serial=serial,
-        timeout=timeout,
-        handler=fn,
-    )
+    tool = ToolDef(name=name, description=description_from_doc, parameters=parameters, plugin=plugin, handler=fn)
+    return tool.with_options(options)
 
 
 def _check_name(name: str, plugin: str) -> None:
@@ -231,18 +213,7 @@ class ToolRegistry:
 
     # ------------------------------------------------------------------ contents
 
-    def add(
-        self,
-        tool: ToolDef | Callable[..., Any],
-        *,
-        plugin: str,
-        name: str | None = None,
-        description: str | None = None,
-        no_memory: bool = False,
-        parallel_safe: bool = False,
-        serial: bool = False,
-        timeout: float | None = None,
-    ) -> ToolDef:
+    def add(self, tool: ToolDef | Callable[..., Any], *, plugin: str, **options: Unpack[ToolOptions]) -> ToolDef:
         """Register one tool for ``plugin``; returns the stored :class:`ToolDef`.
 
         Raises:
@@ -256,29 +227,10 @@ class ToolRegistry:
                     f"tool {tool.name!r} of plugin {plugin!r} has no handler; set ToolDef(handler=...)",
                     plugin_name=plugin,
                 )
-            changes: dict[str, Any] = {"plugin": plugin}
-            if name is not None:
-                changes["name"] = name
-            if description is not None:
-                changes["description"] = description
-            if timeout is not None:
-                changes["timeout"] = timeout
-            changes["no_memory"] = tool.no_memory or no_memory
-            changes["parallel_safe"] = tool.parallel_safe or parallel_safe
-            changes["serial"] = tool.serial or serial
-            definition = dataclasses.replace(tool, **changes)
+            definition = dataclasses.replace(tool.with_options(options), plugin=plugin)
             _check_name(definition.name, plugin)
         elif callable(tool):
-            definition = tool_from_function(
-                tool,
-                name=name,
-                description=description,
-                plugin=plugin,
-                no_memory=no_memory,
-                parallel_safe=parallel_safe,
-                serial=serial,
-                timeout=timeout,
-            )
+            definition = tool_from_function(tool, plugin=plugin, **options)
         else:
             raise UsageError(
                 f"plugin {plugin!r}: registry.add() takes a ToolDef or a function, got {type(tool).__name__}"
@@ -471,27 +423,8 @@ class PluginToolRegistry:
         self.plugin = plugin
         self.added: list[ToolDef] = []
 
-    def add(
-        self,
-        tool: ToolDef | Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        no_memory: bool = False,
-        parallel_safe: bool = False,
-        serial: bool = False,
-        timeout: float | None = None,
-    ) -> ToolDef:
+    def add(self, tool: ToolDef | Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef:
         """Register a tool (a typed function or a ``ToolDef``) for this plugin."""
-        definition = self._registry.add(
-            tool,
-            plugin=self.plugin,
-            name=name,
-            description=description,
-            no_memory=no_memory,
-            parallel_safe=parallel_safe,
-            serial=serial,
-            timeout=timeout,
-        )
+        definition = self._registry.add(tool, plugin=self.plugin, **options)
         self.added.append(definition)
         return definition

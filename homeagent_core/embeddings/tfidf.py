@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["TfidfIndex", "tokenize", "words"]
+__all__ = ["TfidfIndex", "load_jieba", "tokenize", "words"]
 
 _CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_WORD = re.compile(f"^[{_CJK_CHARS}]+$")
@@ -44,8 +44,12 @@ _jieba: Any = None
 _jieba_lock = threading.Lock()
 
 
-def _load_jieba() -> Any:
-    """Import jieba once, quietly, and load its dictionary (first use costs ~1 s)."""
+def load_jieba() -> Any:
+    """jieba, imported once, quietly, with its dictionary loaded (first use costs ~1 s).
+
+    The one loader every Chinese word splitter (this tier, memory keywords, the lexical index)
+    goes through, so the dictionary loads once per process. Thread-safe.
+    """
     global _jieba
     if _jieba is None:
         with _jieba_lock:
@@ -61,7 +65,7 @@ def _load_jieba() -> Any:
 @functools.lru_cache(maxsize=65536)
 def _segment(run: str) -> tuple[str, ...]:
     """jieba words plus the new character bigrams of one CJK run (cached: phrases repeat)."""
-    words = [w for w in _load_jieba().lcut(run, HMM=False) if _CJK_WORD.match(w)]
+    words = [w for w in load_jieba().lcut(run, HMM=False) if _CJK_WORD.match(w)]
     if len(run) > 1:
         seen = set(words)
         words.extend(bg for bg in (run[i : i + 2] for i in range(len(run) - 1)) if bg not in seen)
@@ -89,7 +93,7 @@ def tokenize(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)
 def _jieba_words(run: str) -> tuple[str, ...]:
-    return tuple(w for w in _load_jieba().lcut(run, HMM=False) if _CJK_WORD.match(w))
+    return tuple(w for w in load_jieba().lcut(run, HMM=False) if _CJK_WORD.match(w))
 
 
 def words(text: str) -> list[str]:

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import re
-import threading
-from typing import Any
 
-from homeagent_core.embeddings.tfidf import tokenize
+from homeagent_core.embeddings.tfidf import load_jieba, tokenize
 
 __all__ = [
     "STOP_WORDS",
@@ -80,33 +77,15 @@ def _words(text: str) -> list[str]:
     for match in _PIECE.finditer(text.lower()):
         piece = match.group(0)
         if _CJK.match(piece):
-            words.extend(w for w in _jieba().lcut(piece) if _CJK_WORD.match(w))
+            words.extend(w for w in load_jieba().lcut(piece) if _CJK_WORD.match(w))
         else:
             words.append(piece)
     return words
 
 
-_jieba_mod: Any = None
-_jieba_lock = threading.Lock()
-
-
-def _jieba() -> Any:
-    """jieba, imported and initialised once (the first use loads its dictionary, ~1 s)."""
-    global _jieba_mod
-    if _jieba_mod is None:
-        with _jieba_lock:
-            if _jieba_mod is None:
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
-                _jieba_mod = jieba
-    return _jieba_mod
-
-
 def warm_up() -> None:
     """Load jieba now (call it in a worker thread at start-up, not on the event loop)."""
-    _jieba()
+    load_jieba()
     tokenize("预热")
 
 

@@ -33,12 +33,13 @@ changes.
 from __future__ import annotations
 
 import functools
-import logging
 import re
 import threading
 import unicodedata
 from collections.abc import Callable
 from typing import Any
+
+from homeagent_core.embeddings.tfidf import load_jieba
 
 __all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "word_grams"]
 
@@ -61,8 +62,6 @@ character grams, where BM25's idf already discounts them (measured on LoCoMo).""
 
 _opencc: Any = None
 _opencc_lock = threading.Lock()
-_jieba: Any = None
-_jieba_lock = threading.Lock()
 
 
 def _to_simplified() -> Callable[[str], str]:
@@ -78,19 +77,6 @@ def _to_simplified() -> Callable[[str], str]:
                 except ImportError:  # optional: text is indexed as written
                     _opencc = str
     return _opencc  # type: ignore[no-any-return]
-
-
-def _load_jieba() -> Any:
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
-                _jieba = jieba
-    return _jieba
 
 
 def normalize(text: str) -> str:
@@ -118,7 +104,7 @@ def _cjk_words(run: str) -> tuple[tuple[str, ...], ...]:
     owner = [0] * len(padded)  # index of the word each padded position belongs to
     stop = [False] * len(padded)
     pos = 1
-    segments = _load_jieba().lcut(run) if len(run) > 1 else [run]
+    segments = load_jieba().lcut(run) if len(run) > 1 else [run]
     for index, seg in enumerate(segments):
         is_stop = seg in STOP_WORDS
         for i in range(pos, pos + len(seg)):

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from homeagent_sdk.types import StageContext, ToolCall, ToolResult
+from homeagent_sdk.types import STAGES, StageContext, ToolCall, ToolResult
 
 __all__ = [
     "CTX_FIELDS",
@@ -38,8 +38,6 @@ __all__ = [
     "stat_key",
 ]
 
-STAGES = ("on_input", "pre_action", "post_action", "before_toolcall", "after_toolcall",
-          "before_output", "after_output")
 SCOPES = ("", "global", "own_tools")
 #: Stage-context fields a Lua handler sees, and those it may change.
 CTX_FIELDS = ("raw_message", "source", "channel", "user_id", "group_id", "phase", "llm_text",

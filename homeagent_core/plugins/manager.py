@@ -33,7 +33,7 @@ from homeagent_core.plugins.hookcall import acall_wrapped, is_wrapper
 from homeagent_sdk import hookspecs
 from homeagent_sdk._names import PROJECT_NAME
 from homeagent_sdk.errors import PluginLoadError, PluginValidationError
-from homeagent_sdk.types import Event
+from homeagent_sdk.types import STAGES, Event
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -65,16 +65,6 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.senses",
     "homeagent_core.builtin.browser",
     "homeagent_core.builtin.webui",
-)
-
-STAGES: tuple[str, ...] = (
-    "on_input",
-    "pre_action",
-    "post_action",
-    "before_toolcall",
-    "after_toolcall",
-    "before_output",
-    "after_output",
 )
 
 #: Hooks called one plugin at a time, in order: wrappers and tryfirst/trylast apply.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from homeagent_core.plugins.packages import CAPABILITIES
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError
 from homeagent_sdk.types import (
+    STAGES,
     ChannelDef,
     ConfigDef,
     InjectOptions,
@@ -36,16 +37,6 @@ if TYPE_CHECKING:
     from homeagent_core.plugins.proc import ProcPlugin
 
 __all__ = ["METHOD_CAPABILITIES", "STAGES", "CoreMethods", "KernelLink", "apply_changes", "denial"]
-
-STAGES: tuple[str, ...] = (
-    "on_input",
-    "pre_action",
-    "post_action",
-    "before_toolcall",
-    "after_toolcall",
-    "before_output",
-    "after_output",
-)
 
 _GROUPS: dict[str, tuple[str, ...]] = {
     "io": (

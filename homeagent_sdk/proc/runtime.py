@@ -40,7 +40,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pluggy
 
@@ -50,21 +50,22 @@ from homeagent_sdk._version import __version__
 from homeagent_sdk.proc.facade import RemoteSDK
 from homeagent_sdk.proc.wire import PROTOCOL_VERSION, FrameBatcher, Peer, dumps, loads
 from homeagent_sdk.schema import function_schema
-from homeagent_sdk.types import ChannelDef, ConfigDef, Event, StageContext, ToolCall, ToolDef, ToolResult
+from homeagent_sdk.types import (
+    STAGES,
+    ChannelDef,
+    ConfigDef,
+    Event,
+    StageContext,
+    ToolCall,
+    ToolDef,
+    ToolOptions,
+    ToolResult,
+)
 
 __all__ = ["STAGES", "ChildRuntime", "serve"]
 
 log = logging.getLogger("homeagent.plugin")
 
-STAGES: tuple[str, ...] = (
-    "on_input",
-    "pre_action",
-    "post_action",
-    "before_toolcall",
-    "after_toolcall",
-    "before_output",
-    "after_output",
-)
 _CTX_FIELDS: tuple[str, ...] = tuple(StageContext.__dataclass_fields__)
 _CTX_NAMES = frozenset(_CTX_FIELDS)
 _READONLY = frozenset({"phase"})
@@ -146,41 +147,18 @@ class _ToolRegistry:
     def __init__(self, runtime: ChildRuntime) -> None:
         self._rt = runtime
 
-    def add(
-        self,
-        tool: ToolDef | Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        no_memory: bool = False,
-        parallel_safe: bool = False,
-        serial: bool = False,
-        timeout: float | None = None,
-    ) -> ToolDef:
+    def add(self, tool: ToolDef | Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef:
         if isinstance(tool, ToolDef):
             if tool.handler is None:
                 raise TypeError(f"tool {tool.name!r} has no handler; set ToolDef(handler=...)")
-            definition = tool
-            if name:
-                definition.name = name
-            if description is not None:
-                definition.description = description
+            definition = tool.with_options({**options, "name": options.get("name") or None})
         else:
-            tool_name = name or getattr(tool, "__name__", "")
+            tool_name = options.get("name") or getattr(tool, "__name__", "")
             if not tool_name or tool_name == "<lambda>":
                 raise TypeError("a lambda cannot name a tool: pass name='...' to registry.add()")
             desc, parameters = function_schema(tool, tool_name)
-            definition = ToolDef(
-                name=tool_name,
-                description=description if description is not None else desc,
-                parameters=parameters,
-                handler=tool,
-            )
-        definition.no_memory = definition.no_memory or no_memory
-        definition.parallel_safe = definition.parallel_safe or parallel_safe
-        definition.serial = definition.serial or serial
-        if timeout is not None:
-            definition.timeout = timeout
+            definition = ToolDef(name=tool_name, description=desc, parameters=parameters, handler=tool)
+            definition = definition.with_options({**options, "name": tool_name})
         self._rt.tools[definition.name] = definition
         payload: dict[str, Any] = {"name": definition.name, "def": definition.to_dict()}
         if definition.cleaner is not None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_sdk import ConfigDef, hookimpl
+from homeagent_sdk._net import listen_tcp
 from homeagent_sdk.errors import PluginLoadError
 
 if TYPE_CHECKING:
@@ -103,22 +103,14 @@ class WebUI:
             self._announce(secrets, sdk)
         host, port = self._listen(sdk)
         self.app = build_app(self.state, bound_host=host)
-        # proto=IPPROTO_TCP: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say they are
-        # TCP; with proto 0 every response body waited ~40 ms for the client's delayed ACK.
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
+            sock = listen_tcp(host, port)
         except OSError as exc:
-            sock.close()
             raise PluginLoadError(
                 f"webui cannot listen on {host}:{port}: {exc.strerror or exc}. "
                 "Choose another port with `homeagent serve --port N` or `homeagent config set plugin.webui.addr`.",
                 plugin_name=self.name,
             ) from None
-        sock.listen(128)
-        sock.setblocking(False)
         self.host, self.port = host, sock.getsockname()[1]
         # proxy_headers=False: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1, and any
         # local client could claim a fresh address per login try. Forwarded headers are read only from
