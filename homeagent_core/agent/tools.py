@@ -20,6 +20,7 @@ import typing
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
+from homeagent_core.agent.arguments import describe_value, is_loaded, load_validator, validate_arguments
 from homeagent_core.aio import call_maybe_async
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
 from homeagent_sdk.schema import function_schema
@@ -71,96 +72,6 @@ def _check_name(name: str, plugin: str) -> None:
 
 
 # --------------------------------------------------------------------------- validation
-
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
-def _describe(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def validate_arguments(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
-    """Check ``value`` against a JSON schema; return readable problems (empty = valid).
-
-    Covers the keywords tool schemas use: ``type`` (one or a list), ``enum``, ``const``,
-    ``properties``, ``required``, ``additionalProperties``, ``items``, ``prefixItems``,
-    ``minItems``/``maxItems``, ``minimum``/``maximum`` (and exclusive forms),
-    ``minLength``/``maxLength``, ``pattern``, ``anyOf``/``oneOf``/``allOf``. Unknown keywords
-    are ignored, as JSON Schema requires.
-    """
-    where = path or "arguments"
-    problems: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
-        kinds = expected if isinstance(expected, list) else [expected]
-        if not any(_JSON_TYPES.get(k, lambda _v: True)(value) for k in kinds):
-            return [f"{where} must be {' or '.join(kinds)}, got {_describe(value)}"]
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where} must be one of {_describe(schema['enum'])}, got {_describe(value)}")
-    if "const" in schema and value != schema["const"]:
-        problems.append(f"{where} must be {_describe(schema['const'])}")
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            matches = sum(1 for sub in schema[key] if not validate_arguments(sub, value, path))
-            if matches == 0 or (key == "oneOf" and matches > 1):
-                problems.append(f"{where} does not match any allowed form ({_describe(schema[key])})")
-    for sub in schema.get("allOf", ()):
-        problems.extend(validate_arguments(sub, value, path))
-    if isinstance(value, dict):
-        props: Mapping[str, Any] = schema.get("properties", {})
-        for name in schema.get("required", ()):
-            if name not in value:
-                kind = props.get(name, {}).get("type", "")
-                problems.append(f"missing required argument {_join(path, name)!r}" + (f" ({kind})" if kind else ""))
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            if name in props:
-                problems.extend(validate_arguments(props[name], item, _join(path, name)))
-            elif extra is False:
-                allowed = ", ".join(props) or "none"
-                problems.append(f"unexpected argument {_join(path, name)!r} (allowed: {allowed})")
-            elif isinstance(extra, dict):
-                problems.extend(validate_arguments(extra, item, _join(path, name)))
-    elif isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(f"{where} needs at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            problems.append(f"{where} allows at most {schema['maxItems']} items")
-        prefix = schema.get("prefixItems", ())
-        for i, item in enumerate(value):
-            sub = prefix[i] if i < len(prefix) else schema.get("items")
-            if isinstance(sub, dict):
-                problems.extend(validate_arguments(sub, item, f"{where}[{i}]"))
-    elif isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            problems.append(f"{where} must have at least {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            problems.append(f"{where} must have at most {schema['maxLength']} characters")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            problems.append(f"{where} must match the pattern {schema['pattern']!r}")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(f"{where} must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(f"{where} must be <= {schema['maximum']}, got {value}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            problems.append(f"{where} must be > {schema['exclusiveMinimum']}, got {value}")
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            problems.append(f"{where} must be < {schema['exclusiveMaximum']}, got {value}")
-    return problems
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
 
 
 def _signature_hint(schema: Mapping[str, Any]) -> str:
@@ -327,10 +238,12 @@ class ToolRegistry:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         props = tool.parameters.get("properties", {})
         if not isinstance(call.arguments, dict):
-            problems = [f"arguments must be a JSON object, got {_describe(call.arguments)}"]
+            problems = [f"arguments must be a JSON object, got {describe_value(call.arguments)}"]
         elif set(arguments) == {"raw"} and "raw" not in props and isinstance(arguments["raw"], str):
-            problems = [f"arguments are not valid JSON: {_describe(arguments['raw'])}"]
+            problems = [f"arguments are not valid JSON: {describe_value(arguments['raw'])}"]
         else:
+            if not is_loaded():
+                await asyncio.to_thread(load_validator)  # its import would stall the loop ~0.1 s
             problems = validate_arguments(tool.parameters, arguments)
         if problems:
             return ToolResult(

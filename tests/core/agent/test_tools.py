@@ -137,6 +137,17 @@ def test_validation_reports_every_problem_readably() -> None:
     assert validate_arguments(nested, {"xs": [1, -2]}) == ["xs[1] must be >= 0, got -2"]
 
 
+def test_validation_follows_refs_like_the_schemas_mcp_servers_send() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Unit": {"type": "string", "enum": ["c", "f"]}},
+        "properties": {"unit": {"$ref": "#/$defs/Unit"}, "extra": {"type": "any"}},
+        "required": ["unit"],
+    }
+    assert validate_arguments(schema, {"unit": "kelvin"}) == ['unit must be one of ["c", "f"], got "kelvin"']
+    assert validate_arguments(schema, {"unit": "c", "extra": [1]}) == []  # an unknown type name accepts anything
+
+
 async def test_invalid_arguments_return_an_error_result_without_calling_the_tool() -> None:
     calls: list[Any] = []
     registry = ToolRegistry()
