@@ -4,9 +4,14 @@ Mark hook implementations with :data:`hookimpl`::
 
     from homeagent_sdk import hookimpl
 
+    from homeagent_sdk import ToolRegistryProtocol, hookimpl
+
     @hookimpl
-    def register_tools(registry):
+    def register_tools(registry: ToolRegistryProtocol) -> None:
         registry.add(lookup_weather)
+
+The Protocols a hook is handed (``ToolRegistryProtocol``, ``ChannelRegistry``, ``PluginSDK``...)
+are exported here so plugins can type their hook implementations.
 
 The SDK never imports ``homeagent_core``.
 """
@@ -15,13 +20,25 @@ from __future__ import annotations
 
 import pluggy
 
-from homeagent_sdk._names import PROJECT_NAME
+from homeagent_sdk import _names
 from homeagent_sdk._version import __version__
+from homeagent_sdk.api import (
+    AdapterRegistry,
+    ChannelRegistry,
+    CommandApp,
+    EmbeddingRegistry,
+    PluginSDK,
+    RouteRegistry,
+    SettingsRegistry,
+    ToolRegistryProtocol,
+)
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput
 from homeagent_sdk.errors import (
+    ConfigError,
     HomeAgentError,
     ModalityUnsupported,
     PluginError,
+    PluginValidationError,
     ToolError,
     UsageError,
 )
@@ -48,19 +65,23 @@ from homeagent_sdk.types import (
 )
 
 #: Marks a function or method as a HomeAgent hook implementation.
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(_names.PROJECT_NAME)
 
 __all__ = [
-    "PROJECT_NAME",
     "STAGES",
+    "AdapterRegistry",
     "Caps",
     "ChannelDef",
+    "ChannelRegistry",
+    "CommandApp",
     "ConfigDef",
+    "ConfigError",
     "ContentBlock",
     "Doc",
     "EmbedInput",
     "EmbeddingInfo",
     "EmbeddingProvider",
+    "EmbeddingRegistry",
     "Entity",
     "Event",
     "HomeAgentError",
@@ -68,14 +89,19 @@ __all__ = [
     "MediaAttachment",
     "ModalityUnsupported",
     "PluginError",
+    "PluginSDK",
+    "PluginValidationError",
     "Priority",
     "Relation",
+    "RouteRegistry",
+    "SettingsRegistry",
     "StageContext",
     "TextEvent",
     "ToolCall",
     "ToolDef",
     "ToolError",
     "ToolOptions",
+    "ToolRegistryProtocol",
     "ToolResult",
     "Triple",
     "UsageError",

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_asyncio
 
-from homeagent_sdk import hookimpl
+from homeagent_sdk import ChannelRegistry, PluginSDK, SettingsRegistry, ToolRegistryProtocol, hookimpl
 from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
 from homeagent_sdk._fake_model_server import FakeModelServer
 from homeagent_sdk._proc_harness import ProcHarness
@@ -301,23 +301,23 @@ class HookRecorder:
         self._add("after_output", ctx=ctx)
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         self._add("register_tools", registry=registry)
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         self._add("register_input_channels", registry=registry)
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         self._add("register_output_channels", registry=registry)
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         self._add("register_settings", registry=registry)
 
     @hookimpl
-    def startup(self, sdk: Any) -> None:
+    def startup(self, sdk: PluginSDK) -> None:
         self._add("startup", sdk=sdk)
 
     @hookimpl

@@ -33,7 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.durations import format_duration, parse_duration
-from homeagent_sdk import ChannelDef, ConfigDef, InjectOptions, ToolError, hookimpl
+from homeagent_sdk import (
+    ChannelDef,
+    ChannelRegistry,
+    ConfigDef,
+    InjectOptions,
+    SettingsRegistry,
+    ToolError,
+    ToolRegistryProtocol,
+    hookimpl,
+)
 from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
@@ -126,7 +135,7 @@ class AgentCli:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="enabled", type="bool", default=False,
             description="Allow the model to open terminal sessions (off on a new install).",
@@ -153,13 +162,13 @@ class AgentCli:
         ))
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(
             name=CHANNEL, description="notices about new output of terminal sessions", no_memory=True,
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.term_start)
         registry.add(self.term_send)
         registry.add(self.term_read)

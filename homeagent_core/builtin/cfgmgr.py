@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk import HomeAgentError, ToolError, hookimpl
+from homeagent_sdk import HomeAgentError, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
@@ -42,7 +42,7 @@ class CfgMgr:
         self._config = sdk.config
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         for fn in (
             self.config_list_plugins,
             self.config_get,

@@ -43,7 +43,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk import Caps, ChannelDef, ConfigDef, HomeAgentError, PluginError, ToolCall, hookimpl
+from homeagent_sdk import (
+    Caps,
+    ChannelDef,
+    ChannelRegistry,
+    ConfigDef,
+    HomeAgentError,
+    PluginError,
+    SettingsRegistry,
+    ToolCall,
+    hookimpl,
+)
 from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
@@ -128,7 +138,7 @@ class CliSocket:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="api_key", type="password", default="", secret=True,
             description="Key clients must send as '/auth <key>' first; empty = the web UI key, if any.",
@@ -143,11 +153,11 @@ class CliSocket:
         ))
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(name=CHANNEL, description="terminal clients (homeagent chat / ask)"))
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(
             name=CHANNEL, description="terminal clients connected to the daemon", caps=int(Caps.TEXT),
             sync=True, send=self._deliver,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.durations import format_duration
-from homeagent_sdk import ConfigDef, ToolError, hookimpl
+from homeagent_sdk import ConfigDef, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -95,7 +95,7 @@ class CmdPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="enabled", type="bool", default=False,
             description="Allow the model to run programs with cmd_run (off on a new install).",
@@ -122,7 +122,7 @@ class CmdPlugin:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.cmd_run, timeout=MAX_TIMEOUT + 15)
         registry.add(self.cmd_history, parallel_safe=True)
 

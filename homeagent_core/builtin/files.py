@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from homeagent_sdk import ConfigDef, ContentBlock, ToolError, hookimpl
+from homeagent_sdk import ConfigDef, ContentBlock, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -135,7 +135,7 @@ class FilesPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="dir", type="string", default="",
             description="Sandbox root of the file tools; empty = <data>/workspace. '/' is refused.",
@@ -146,7 +146,7 @@ class FilesPlugin:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.files_read, parallel_safe=True)
         registry.add(self.files_write)
         registry.add(self.files_edit)

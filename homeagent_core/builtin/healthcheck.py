@@ -29,7 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from homeagent_sdk import ConfigDef, HomeAgentError, ToolError, hookimpl
+from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -108,7 +108,7 @@ class HealthCheck:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="auto_interval", type="duration", default="30m", min=0, max=7 * 86400,
             description="How often the agent checks itself; 0 = only on demand.",
@@ -123,7 +123,7 @@ class HealthCheck:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.healthcheck)
         registry.add(self.healthcheck_plugins, parallel_safe=True)
         registry.add(self.healthcheck_tools, parallel_safe=True)

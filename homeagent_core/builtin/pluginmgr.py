@@ -32,7 +32,7 @@ from typing import Any
 
 from homeagent_core.plugins import packages
 from homeagent_core.plugins.packages import PackageError
-from homeagent_sdk import ToolError, hookimpl
+from homeagent_sdk import ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginError, PluginLoadError
 
 PLUGIN_NAME = "pluginmgr"
@@ -156,7 +156,7 @@ class PluginMgr:
     # ------------------------------------------------------------------ tools
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.plugin_install, serial=True)
         registry.add(self.plugin_list, parallel_safe=True)
         registry.add(self.plugin_info, parallel_safe=True)

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.durations import format_duration, parse_duration
-from homeagent_sdk import ChannelDef, ConfigDef, InjectOptions, Priority, ToolError, hookimpl
+from homeagent_sdk import (
+    ChannelDef,
+    ChannelRegistry,
+    ConfigDef,
+    InjectOptions,
+    Priority,
+    SettingsRegistry,
+    ToolError,
+    ToolRegistryProtocol,
+    hookimpl,
+)
 from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
@@ -120,20 +130,20 @@ class TimerPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="max_duration", type="duration", default="24h", min=1, max=366 * 86400,
             description="Longest timer the model may set.",
         ))
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(
             name=CHANNEL, description="timers the agent set for itself firing", no_memory=True,
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.timer_set)
         registry.add(self.timer_list, parallel_safe=True)
         registry.add(self.timer_cancel)

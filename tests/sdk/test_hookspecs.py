@@ -80,6 +80,23 @@ def test_sdk_all_is_exact_and_sorted():
     assert list(homeagent_sdk.__all__) == sorted(homeagent_sdk.__all__, key=isort_style)
 
 
+def test_every_type_a_hook_is_handed_is_exported_by_the_sdk():
+    import typing
+
+    import homeagent_sdk.api
+    import homeagent_sdk.types
+
+    namespace = {**vars(homeagent_sdk.api), **vars(homeagent_sdk.types)}
+    handed = set()
+    for fn in spec_functions().values():
+        hints = typing.get_type_hints(fn, globalns=namespace)
+        handed |= {hint.__name__ for param, hint in hints.items() if param != "return" and isinstance(hint, type)}
+    assert handed >= {"ToolRegistryProtocol", "ChannelRegistry", "SettingsRegistry", "PluginSDK", "StageContext"}
+    assert handed - set(homeagent_sdk.__all__) == set(), "hookspec parameter types missing from homeagent_sdk.__all__"
+    for name in ("PluginValidationError", "ConfigError"):
+        assert name in homeagent_sdk.__all__
+
+
 def test_exactly_one_hookspec_marker_in_the_repository():
     hits = []
     packages = ("homeagent_sdk", "homeagent_core", "hmapdev")

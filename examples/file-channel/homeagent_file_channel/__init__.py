@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Any
 
-from homeagent_sdk import hookimpl
+from homeagent_sdk import ChannelRegistry, PluginSDK, SettingsRegistry, hookimpl
 from homeagent_sdk.types import Caps, ChannelDef, ConfigDef
 
 __all__ = ["CHANNEL", "DEFAULT_FILENAME", "FileChannelPlugin", "make_plugin"]
@@ -38,7 +38,7 @@ class FileChannelPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(
             ConfigDef(
                 key="filename",
@@ -49,7 +49,7 @@ class FileChannelPlugin:
         )
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         registry.add(
             ChannelDef(
                 name=CHANNEL,
@@ -62,7 +62,7 @@ class FileChannelPlugin:
         )
 
     @hookimpl
-    def startup(self, sdk: Any) -> None:
+    def startup(self, sdk: PluginSDK) -> None:
         self.sdk = sdk
 
     # ------------------------------------------------------------------ the channel

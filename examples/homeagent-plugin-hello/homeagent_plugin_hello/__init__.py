@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from homeagent_sdk import ConfigDef, StageContext, hookimpl
+from homeagent_sdk import (
+    CommandApp,
+    ConfigDef,
+    PluginSDK,
+    SettingsRegistry,
+    StageContext,
+    ToolRegistryProtocol,
+    hookimpl,
+)
 
 __all__ = ["HelloPlugin", "plugin"]
 
@@ -39,7 +47,7 @@ class HelloPlugin:
         return f"{self.greeting()}, {name}!"
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(
             ConfigDef(
                 key="greeting",
@@ -50,11 +58,11 @@ class HelloPlugin:
         )
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.hello)
 
     @hookimpl
-    def startup(self, sdk: Any) -> None:
+    def startup(self, sdk: PluginSDK) -> None:
         self.settings = sdk.settings
 
     @hookimpl
@@ -63,7 +71,7 @@ class HelloPlugin:
             ctx.response = "pong"
 
     @hookimpl
-    def register_commands(self, app: Any) -> None:
+    def register_commands(self, app: CommandApp) -> None:
         import typer
 
         @app.command("hello")

@@ -18,7 +18,15 @@ from urllib.parse import unquote, urlsplit
 
 from homeagent_plugin_onebot.link import OneBotLink
 from homeagent_plugin_onebot.message import parse_message
-from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
+from homeagent_sdk import (
+    ChannelRegistry,
+    ConfigDef,
+    MediaAttachment,
+    PluginSDK,
+    RouteRegistry,
+    SettingsRegistry,
+    hookimpl,
+)
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
 from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
 
@@ -246,7 +254,7 @@ class OneBotPlugin:
         self._login: asyncio.Task[None] | None = None
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="mode", type="select", default="forward", options=["forward", "reverse"], category="connection",
             restart_required=True,
@@ -279,12 +287,12 @@ class OneBotPlugin:
             registry.add(definition)
 
     @hookimpl
-    def register_routes(self, router: Any) -> None:
+    def register_routes(self, router: RouteRegistry) -> None:
         for path, endpoint, methods in pairing_routes(lambda: self.bridge.pairing if self.bridge else None):
             router.add(path, endpoint, methods=methods)
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChatBridge.channel_def(CHANNEL, label="QQ", send=self.deliver, description="QQ chats (OneBot)"))
 
     async def deliver(self, payload: str, meta: dict[str, Any], type: str = "text") -> str:
@@ -293,7 +301,7 @@ class OneBotPlugin:
         return await self.bridge.deliver(payload, meta, type)
 
     @hookimpl
-    async def startup(self, sdk: Any) -> None:
+    async def startup(self, sdk: PluginSDK) -> None:
         bridge = OneBotBridge(sdk)
         self.bridge = bridge
         try:

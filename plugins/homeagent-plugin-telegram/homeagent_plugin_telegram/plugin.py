@@ -18,7 +18,15 @@ import logging
 import os
 from typing import Any
 
-from homeagent_sdk import ConfigDef, MediaAttachment, hookimpl
+from homeagent_sdk import (
+    ChannelRegistry,
+    ConfigDef,
+    MediaAttachment,
+    PluginSDK,
+    RouteRegistry,
+    SettingsRegistry,
+    hookimpl,
+)
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
 from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
 from homeagent_sdk.errors import PluginError
@@ -349,7 +357,7 @@ class TelegramPlugin:
         self.bridge: TelegramBridge | None = None
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="bot_token", type="password", default="", secret=True, category="connection", restart_required=True,
             description="The bot's token from @BotFather.",
@@ -375,12 +383,12 @@ class TelegramPlugin:
             registry.add(definition)
 
     @hookimpl
-    def register_routes(self, router: Any) -> None:
+    def register_routes(self, router: RouteRegistry) -> None:
         for path, endpoint, methods in pairing_routes(lambda: self.bridge.pairing if self.bridge else None):
             router.add(path, endpoint, methods=methods)
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChatBridge.channel_def(CHANNEL, label="Telegram", send=self.deliver,
                                             description="Telegram chats"))
 
@@ -390,7 +398,7 @@ class TelegramPlugin:
         return await self.bridge.deliver(payload, meta, type)
 
     @hookimpl
-    async def startup(self, sdk: Any) -> None:
+    async def startup(self, sdk: PluginSDK) -> None:
         bridge = TelegramBridge(sdk)
         try:
             await bridge.start()
