@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from homeagent_core.stream import END_OF_STREAM
 from homeagent_sdk.errors import InputQueueFull
 from homeagent_sdk.types import MediaAttachment
 
@@ -301,14 +302,6 @@ class Scheduler:
         self._ready.clear()
         self._self.clear()
         return items
-
-
-class _End:
-    """End-of-stream marker put on an item's sink."""
-
-
-#: Put on an item's sink when its turn ended (no more deltas).
-END_OF_STREAM = _End()
 
 
 def _chain_reply(previous: InputItem, item: InputItem) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
+from homeagent_core.stream import RESET, ROUND
 from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -37,15 +38,6 @@ __all__ = ["INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnMemory", 
 log = logging.getLogger(__name__)
 
 INTERRUPT_PREFIX = "[打断消息]"
-
-
-class _Reset:
-    """Marker put on a stream sink when earlier partial text must be discarded."""
-
-
-RESET = _Reset()
-#: Marker put on a stream sink when a new model call starts.
-ROUND = _Reset()
 
 
 def interrupt_text(item: InputItem) -> str:

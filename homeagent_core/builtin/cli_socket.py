@@ -624,8 +624,7 @@ async def stream_turn(kernel: Any, text: str, send: Any) -> Any:
     This is the only place that knows how the kernel streams a turn (a sink queue carrying
     text deltas and the ``RESET`` / ``ROUND`` / ``END_OF_STREAM`` markers).
     """
-    from homeagent_core.agent.scheduler import END_OF_STREAM
-    from homeagent_core.agent.turn import RESET, ROUND
+    from homeagent_core.stream import END_OF_STREAM, RESET, ROUND
 
     sink: asyncio.Queue[Any] = asyncio.Queue()
     item = kernel.submit(kernel.make_item(text, CHANNEL, source=PLUGIN_NAME, sink=sink))
