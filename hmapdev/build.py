@@ -2,10 +2,16 @@
 
 A project folder holds ``plugin.json`` (the manifest that ships) plus sources: ``src/`` with
 ``__main__.py`` for a proc plugin (zipped into ``plugin.pyz``), ``main.lua`` for Lua, ``SKILL.md``
-for a skill. Dependencies listed in ``requirements.txt`` are vendored into ``plugin.pyz``
-from the distributions installed in the building environment; a distribution with compiled
-files cannot be vendored and is refused by name. ``homeagent`` itself is never vendored: a
-``.pyz`` runs with the daemon's interpreter, whose SDK matches the daemon's protocol.
+for a skill. Dependencies listed in ``requirements.txt`` are vendored into ``plugin.pyz``.
+When every line pins a version (``name==1.2.3``, the dependencies of dependencies included), the
+build is reproducible and independent of the building environment: each pinned wheel is
+installed with ``pip install --no-deps --only-binary=:all: --target`` into a clean folder (from
+the index pip is configured with: ``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``pip.conf``). Otherwise
+the named distributions and their requirements are copied from those installed in the building
+environment. Either way a distribution with compiled files cannot be vendored and is refused by
+name, and ``homeagent`` itself is never vendored: a ``.pyz`` runs with the daemon's interpreter,
+whose SDK matches the daemon's protocol. The ``.pyz`` is written with sorted entries and fixed
+timestamps, so the same inputs give the same bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import hashlib
 import importlib.metadata
 import re
 import shutil
-import zipapp
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -80,16 +87,93 @@ def read_project(project: Path) -> dict[str, Any]:
     return dict(data)
 
 
-def _requirements(project: Path) -> list[str]:
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+#: Zip entry time of every file in a built ``.pyz`` (the earliest a zip can say).
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def _requirement_lines(project: Path) -> list[str]:
     path = project / "requirements.txt"
     if not path.is_file():
         return []
-    names = []
+    lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            names.append(re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0])
-    return names
+            lines.append(line)
+    return lines
+
+
+def _requirements(project: Path) -> list[str]:
+    return [re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0] for line in _requirement_lines(project)]
+
+
+def _pins(lines: list[str]) -> list[str] | None:
+    """``name==version`` for each line when every line pins exactly one version, else None."""
+    pins = []
+    for line in lines:
+        match = _PIN.match(line)
+        if match is None:
+            return None
+        if _canonical(match.group(1)) not in _PROVIDED:
+            pins.append(f"{match.group(1)}=={match.group(2)}")
+    return pins
+
+
+def _install_pinned(pins: list[str], dest: Path, work: Path) -> list[str]:
+    """Install each pinned wheel, without its dependencies, into a clean folder; copy it to ``dest``."""
+    if not pins:
+        return []
+    target = work / "deps"
+    if target.exists():
+        shutil.rmtree(target)
+    command = [
+        sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:", "--no-compile",
+        "--disable-pip-version-check", "--no-input", "--target", str(target), *pins,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-4:])
+        raise BuildError(
+            f"pip could not install the pinned requirements ({', '.join(pins)}): {tail}\n"
+            "Check the versions in requirements.txt and the index pip uses (PIP_INDEX_URL / PIP_FIND_LINKS); "
+            "only wheels are used"
+        )
+    vendored = []
+    for info in sorted(target.glob("*.dist-info")):
+        meta = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
+        name = re.search(r"^Name: *(.+)$", meta, re.M)
+        version = re.search(r"^Version: *(.+)$", meta, re.M)
+        record = (info / "RECORD").read_text(encoding="utf-8") if (info / "RECORD").is_file() else ""
+        compiled = [row.split(",", 1)[0] for row in record.splitlines() if row.split(",", 1)[0].endswith(_COMPILED)]
+        label = name.group(1).strip() if name else info.name
+        if compiled:
+            raise BuildError(
+                f"dependency {label} has compiled files ({', '.join(compiled[:3])}) and cannot be "
+                "vendored into plugin.pyz; drop it, use a pure-Python alternative, or ship a plugin.bin"
+            )
+        vendored.append(f"{label}=={version.group(1).strip() if version else '?'}")
+    for path in sorted(target.rglob("*")):
+        parts = path.relative_to(target).parts
+        if not path.is_file() or parts[0].endswith((".dist-info", ".egg-info")) or parts[0] == "bin":
+            continue
+        if "__pycache__" in parts:
+            continue
+        out = dest.joinpath(*parts)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out)
+    shutil.rmtree(target)
+    return vendored
+
+
+def _write_pyz(staging: Path, target: Path) -> None:
+    """Zip ``staging`` into ``target``: sorted entries, fixed times and modes (reproducible)."""
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(path.relative_to(staging).as_posix(), date_time=_ZIP_EPOCH)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
 
 
 def _canonical(name: str) -> str:
@@ -161,9 +245,10 @@ def build_project(project: Path) -> Path:
             )
         staging = out / "pyz"
         shutil.copytree(src, staging, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        vendored = _vendor(_requirements(project), staging)
+        pins = _pins(_requirement_lines(project))  # all pinned: a clean, reproducible install
+        vendored = _vendor(_requirements(project), staging) if pins is None else _install_pinned(pins, staging, out)
         target = out / "plugin.pyz"
-        zipapp.create_archive(staging, target, interpreter=None, compressed=True)
+        _write_pyz(staging, target)
         shutil.rmtree(staging)
         (out / "vendored.txt").write_text("\n".join(vendored) + ("\n" if vendored else ""), encoding="utf-8")
         return target

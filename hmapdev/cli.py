@@ -3,8 +3,9 @@
 * ``hmapdev new NAME --kind proc|lua|skill|inproc`` — a project folder ``NAME/`` whose own
   tests pass out of the box.
 * ``hmapdev build`` — inside the project: ``build/plugin.pyz`` (proc; its pure-Python
-  dependencies from ``requirements.txt`` vendored from this environment, compiled ones refused
-  by name) or the Lua / skill files.
+  dependencies from ``requirements.txt`` vendored — when every line pins ``name==version``,
+  installed by pip from the index into a clean folder, reproducibly; otherwise copied from this
+  environment — compiled ones refused by name) or the Lua / skill files.
 * ``hmapdev pack`` — ``dist/<name>-<version>.hmap`` with plugin.json, the entry, README,
   LICENSE, ``thirdpart/`` and ``checksums.sha256``; checked with the installer's rules.
 * ``hmapdev validate FILE.hmap`` — the installer's checks, same messages.
@@ -58,7 +59,7 @@ def new(
 
 @app.command()
 def build(project: ProjectOption = Path(".")) -> None:
-    """Build the project's entry into build/."""
+    """Build the project's entry into build/ (pin requirements.txt as name==version for a reproducible build)."""
     try:
         out = build_project(project.resolve())
     except BuildError as exc:

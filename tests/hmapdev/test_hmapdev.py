@@ -73,6 +73,62 @@ def test_build_vendors_pure_python_dependencies_and_refuses_compiled_ones(projec
     assert code == 1 and "orjson" in out and "compiled" in out
 
 
+def write_wheel(folder: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A real (pure-Python, py3-none-any) wheel file that pip installs."""
+    import base64
+    import hashlib
+
+    dist_info = f"{name}-{version}.dist-info"
+    members = {
+        **files,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = []
+    for member, text in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        rows.append(f"{member},sha256={digest},{len(text.encode())}")
+    rows.append(f"{dist_info}/RECORD,,")
+    members[f"{dist_info}/RECORD"] = "\n".join(rows) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for member, text in members.items():
+            zf.writestr(member, text)
+    return wheel
+
+
+def test_pinned_requirements_build_from_the_index_into_a_clean_target_reproducibly(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_wheel(wheels, "tinydep", "0.1", {"tinydep/__init__.py": "VALUE = 'from the wheel'\n"})
+    write_wheel(wheels, "tinydep", "0.2", {"tinydep/__init__.py": "VALUE = 'newer'\n"})
+    write_wheel(wheels, "fastdep", "1.0", {"fastdep/__init__.py": "", "fastdep/_speed.so": "not really"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    (project / "requirements.txt").write_text("tinydep==0.1  # pinned: installed by pip, not copied from here\n")
+    code, out = hmapdev("build", "-C", str(project))
+    assert code == 0, out
+    built = project / "build" / "plugin.pyz"
+    first = built.read_bytes()
+    with zipfile.ZipFile(built) as zf:
+        names = zf.namelist()
+        assert zf.read("tinydep/__init__.py") == b"VALUE = 'from the wheel'\n"
+    assert "plugin.py" in names and not any(".dist-info" in n or n.startswith("bin/") for n in names)
+    assert (project / "build" / "vendored.txt").read_text() == "tinydep==0.1\n"
+    code, out = hmapdev("build", "-C", str(project))
+    assert code == 0, out
+    assert built.read_bytes() == first  # same inputs, same bytes
+
+    (project / "requirements.txt").write_text("tinydep==9.9\n")
+    code, out = hmapdev("build", "-C", str(project))
+    assert code == 1 and "tinydep==9.9" in out and "requirements.txt" in out
+    (project / "requirements.txt").write_text("fastdep==1.0\n")
+    code, out = hmapdev("build", "-C", str(project))
+    assert code == 1 and "fastdep" in out and "compiled" in out
+
+
 def test_validate_uses_the_installer_checks(tmp_path: Path) -> None:
     bad = tmp_path / "bad.hmap"
     with zipfile.ZipFile(bad, "w") as zf:
