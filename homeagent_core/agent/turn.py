@@ -31,9 +31,15 @@ from homeagent_core.stream import RESET, ROUND
 from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
-    from homeagent_core.agent.kernel import Kernel
+    from homeagent_core.agent.channels import ChannelRegistry
+    from homeagent_core.agent.kernel import KernelSettings
+    from homeagent_core.agent.prompt import PromptBuilder, Timeline
+    from homeagent_core.agent.stages import StageRunner
+    from homeagent_core.agent.tools import ToolRegistry
+    from homeagent_core.events import EventBus
+    from homeagent_sdk.api import ChatProvider
 
-__all__ = ["INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnMemory", "interrupt_text"]
+__all__ = ["INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnHost", "TurnMemory", "interrupt_text"]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +138,30 @@ class TurnMemory(Protocol):
     async def prune(self, ctx: StageContext) -> None: ...
 
 
+class TurnHost(Protocol):
+    """Everything a turn uses of the kernel that runs it: the turn's explicit dependencies.
+
+    The kernel satisfies it; a turn reaches nothing else of the kernel (no scheduler, no plugin
+    host, no sub-agents), so what a turn can touch is read here, not found by searching.
+    """
+
+    bus: EventBus
+    provider: ChatProvider
+    settings: KernelSettings
+    memory: TurnMemory | None
+    tools: ToolRegistry
+    channels: ChannelRegistry
+    stages: StageRunner
+    prompt: PromptBuilder
+    timeline: Timeline
+    own_timeline: bool
+    """Whether the kernel keeps the timeline itself (memory offers none)."""
+
+    def modalities(self) -> frozenset[str] | None:
+        """What the current model takes besides text (None: unknown)."""
+        ...
+
+
 class _Cancelled(Exception):
     """The model call was cancelled by an interrupt or a stop."""
 
@@ -139,7 +169,7 @@ class _Cancelled(Exception):
 class Turn:
     """The state of one turn; also the scheduler's handle on the running turn."""
 
-    def __init__(self, kernel: Kernel, item: InputItem) -> None:
+    def __init__(self, kernel: TurnHost, item: InputItem) -> None:
         self.k = kernel
         self.item = item
         self.level = item.level

@@ -368,3 +368,30 @@ async def test_media_inputs_reach_the_model_as_content_blocks(make_kernel: MakeK
     content = model.requests[0]["messages"][-1]["content"]
     assert content[0] == {"type": "text", "text": "这是什么"}
     assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_a_turn_runs_on_its_declared_dependencies_alone(make_kernel: Any) -> None:
+    """A turn reaches the kernel only through TurnHost: a host holding just those members runs one."""
+    import types
+
+    from homeagent_core.agent.turn import Turn, TurnHost
+
+    class Echo:
+        name = "echo"
+
+        @hookimpl
+        def register_tools(self, registry: Any) -> None:
+            def echo(text: str) -> str:
+                """Say it back."""
+                return text
+
+            registry.add(echo)
+
+    model = FakeModel([ToolCallReply("echo", {"text": "hi"}), "done"])
+    kernel = await make_kernel(Echo(), model=model)
+    members = [*TurnHost.__annotations__, "modalities"]
+    narrow = types.SimpleNamespace(**{name: getattr(kernel, name) for name in members})
+    reply = await Turn(narrow, kernel.make_item("hello", "cli", source="test")).run()
+    assert reply == "done"
+    (result,) = reply.tool_results
+    assert result.success and result.result == "hi"
