@@ -116,8 +116,9 @@ def parse_line(line: str) -> str:
             value = json.loads(stripped)
         except json.JSONDecodeError:
             return stripped
-        if isinstance(value, dict) and isinstance(value.get("text"), str):
-            return value["text"]
+        text = value.get("text") if isinstance(value, dict) else None
+        if isinstance(text, str):
+            return text
     return stripped
 
 
@@ -511,7 +512,7 @@ class CliSocket:
         services.config.set_plugin_disabled(name, False)
         supervisor = getattr(services, "supervisor", None)
         running = supervisor.get(name) if supervisor is not None else None
-        if running is not None:
+        if running is not None and supervisor is not None:
             if not running.runtime_info()["alive"]:
                 await supervisor.reload(name)
             return f"enabled {name}; it is running"
@@ -574,7 +575,7 @@ class CliSocket:
         result = await kernel.tools.execute(ToolCall(id="cli", name=tool, arguments=arguments))
         if not result.success:
             raise HomeAgentError(result.result)
-        return result.result
+        return str(result.result)
 
     async def _memory(self, rest: str) -> str:
         query = rest.removeprefix("query ").strip()
