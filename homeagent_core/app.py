@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.agent.kernel import Kernel, KernelSettings
+from homeagent_core.agent.residents import ResidentLimits
 from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
@@ -153,6 +154,16 @@ class App:
             max_context_size=get("core.agent.max_context_size"),
             child_max_depth=get("core.agent.child_max_depth"),
             child_max_per_turn=get("core.agent.child_max_per_turn"),
+            residents=ResidentLimits(
+                max_residents=get("core.agent.residents.max"),
+                turns_per_hour=get("core.agent.residents.turns_per_hour"),
+                tokens_per_hour=get("core.agent.residents.tokens_per_hour"),
+                max_tool_turns=get("core.agent.residents.max_tool_turns"),
+                context_size=get("core.agent.residents.context_size"),
+                report=get("core.agent.residents.report"),
+            ),
+            offload_after=get("core.agent.offload_after"),
+            offload_max_inputs=get("core.agent.offload_max_inputs"),
             system_prompt=get("core.agent.system_prompt"),
             personal_prompt=get("core.agent.personal_prompt"),
             temperature=get("core.llm.temperature"),

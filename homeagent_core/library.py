@@ -125,6 +125,12 @@ class Agent:
         return self.app.services.memory
 
     @property
+    def residents(self) -> Any:
+        """Resident sub-agents: ``await agent.residents.create("shop", "keeps the shopping list")``,
+        ``send``, ``inspect``, ``compress``, ``reclaim``, ``destroy``, ``list`` (needs a started agent)."""
+        return self.kernel.residents
+
+    @property
     def documents(self) -> Any:
         return self.app.services.doc
 

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
@@ -28,6 +28,7 @@ from homeagent_core.agent.channels import (
 )
 from homeagent_core.agent.loop import AgentClosed, EventLoop, KernelIO
 from homeagent_core.agent.prompt import DEFAULT_SYSTEM_PROMPT, PromptBuilder, Timeline
+from homeagent_core.agent.residents import ResidentLimits, Residents
 from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
 from homeagent_core.agent.stages import StageRunner
 from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, CHILD_TOOLS, SubAgents
@@ -66,6 +67,10 @@ class KernelSettings:
         cannot spawn children).
     :param child_max_per_turn: children one top-level turn may spawn, descendants included
         (``core.agent.child_max_per_turn``).
+    :param residents: limits of the resident sub-agents (``core.agent.residents.*``).
+    :param offload_after: seconds the agent may be busy with one turn before waiting inputs
+        are handed to backlog triage (``core.agent.offload_after``; 0 = never).
+    :param offload_max_inputs: waiting inputs one triage pass looks at (``core.agent.offload_max_inputs``).
     """
 
     max_tool_turns: int = 10
@@ -87,6 +92,10 @@ class KernelSettings:
     child_max_depth: int = 1
     child_max_per_turn: int = 16
     consolidation_max_turns: int = 5
+    residents: ResidentLimits = field(default_factory=ResidentLimits)
+    offload_after: float = 300.0
+    offload_max_inputs: int = 8
+    offload_max_turns: int = 3
 
     def __post_init__(self) -> None:
         positive = (
@@ -150,6 +159,7 @@ class Kernel:
             max_depth=s.child_max_depth,
             max_per_turn=s.child_max_per_turn,
         )
+        self.residents = Residents(self, s.residents)
         self.io = KernelIO(self, KERNEL_PLUGIN, max_level=4)
         self._library_io = KernelIO(self, "library", max_level=4)
         self.loop = EventLoop(self.scheduler, self._run_item)
@@ -168,6 +178,7 @@ class Kernel:
         self._add_kernel_tools()
         self.loop.start()
         self.started = True
+        await self.residents.start()
 
     def register_plugins(self) -> None:
         """Collect every plugin's tools and channels (``register_*`` hooks), once per plugin.
@@ -203,6 +214,7 @@ class Kernel:
             self.stages.close()
             return
         self.started = False
+        await self.residents.aclose()
         await self.children.aclose()
         await self.loop.aclose()
         self.stages.close()
@@ -314,6 +326,8 @@ class Kernel:
                 tools.add(child_tool, plugin=KERNEL_PLUGIN)
         if self.data_dir is not None and "persona_set" not in tools:
             tools.add(self._persona_set, plugin=KERNEL_PLUGIN, name="persona_set", serial=True)
+        if "resident_agents" not in tools:
+            tools.add(self.residents.tool_function(), plugin=KERNEL_PLUGIN, serial=True)
         provider = self.provider
         if isinstance(provider, SourceSwitcher) and "llm_list_sources" not in tools:
 
@@ -630,6 +644,7 @@ class Kernel:
             "input_channels": sorted(self.channels.inputs),
             "output_channels": sorted(self.channels.outputs),
             "children": {k: c.status for k, c in self.children.children.items()},
+            "residents": {r.name: r.status for r in self.residents.agents.values()},
         }
 
 

@@ -1,8 +1,8 @@
 """Sub-agents: ``spawn_child(task, max_turns)`` runs a child tool loop in the background.
 
-A child gets the task as its only input, the kernel's tools except ``llm_set_source`` (and
-except ``spawn_child`` / ``child_result`` once it is as deep as children may go), no memory
-and no output channel of its own (it may still call ``output_send__*`` tools). The tool set
+A child gets the task as its only input, the kernel's tools except ``llm_set_source`` and
+``resident_agents`` (and except ``spawn_child`` / ``child_result`` once it is as deep as
+children may go), no memory and no output channel of its own (it may still call ``output_send__*`` tools). The tool set
 is enforced, not only offered: a call to any other tool is refused. ``child_result(task_id)``
 reports whether it is still running, its answer, or why it failed. Task ids are ``child_1``,
 ``child_2``, ... per kernel.
@@ -30,7 +30,7 @@ __all__ = ["CHILD_EXCLUDED_TOOLS", "CHILD_TOOLS", "ChildTask", "SubAgents"]
 log = logging.getLogger(__name__)
 
 #: Tools a child may not call (at the depth limit, which is the default of 1).
-CHILD_EXCLUDED_TOOLS = frozenset({"spawn_child", "child_result", "llm_set_source"})
+CHILD_EXCLUDED_TOOLS = frozenset({"spawn_child", "child_result", "llm_set_source", "resident_agents"})
 #: The tools that spawn and query children.
 CHILD_TOOLS = frozenset({"spawn_child", "child_result"})
 

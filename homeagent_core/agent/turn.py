@@ -190,6 +190,12 @@ class Turn:
         self._sink = item.sink
         #: Tool names this turn may call (None: all); enforced by ``ToolRegistry.execute``.
         self.allowed: frozenset[str] | None = None
+        #: The registry this turn's tool calls go to (a resident's own scoped one, or the kernel's).
+        self.tools = kernel.tools
+        #: When the turn started and what it is doing now (for status answers while it runs).
+        self.started = time.monotonic()
+        self.activity = "starting"
+        self.rounds = 0
 
     # ------------------------------------------------------------------ scheduler handle
 
@@ -336,18 +342,22 @@ class Turn:
 
     # ------------------------------------------------------------------ plain runs
 
-    async def run_plain(self, system: str, tool_names: list[str], max_turns: int) -> str:
-        """A turn without memory or output (sub-agents, consolidation jobs).
+    async def run_plain(
+        self, system: str, tool_names: list[str], max_turns: int, *, history: list[dict[str, Any]] | None = None
+    ) -> str:
+        """A turn without memory or output (sub-agents, residents, consolidation jobs).
 
         Only ``tool_names`` are offered to the model, and only they may run: a call to any
         other tool is refused as a failed tool result. The tool stages still run, so plugins
-        that audit tool calls see these too.
+        that audit tool calls see these too. ``history`` (a resident's working context) goes
+        between the system message and the input.
         """
         ctx = self.ctx
         self.allowed = frozenset(tool_names)
-        tools = self.k.tools.schemas(tool_names)
+        tools = self.tools.schemas(tool_names)
         ctx.context_msgs = [
             {"role": "system", "content": system},
+            *(history or ()),
             {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments, self.k.modalities())},
         ]
         final = await self.tool_loop(ctx, ctx.context_msgs, tools, max_turns)
@@ -381,6 +391,8 @@ class Turn:
                         "content": f"已达到工具调用上限（{max_turns} 轮），不能再调用工具；请根据已有结果直接回答。",
                     }
                 )
+            self.rounds = rounds
+            self.activity = "thinking"
             try:
                 response = await self._call_model(ctx, messages, None if limited else tools, rounds)
             except _Cancelled:
@@ -418,7 +430,7 @@ class Turn:
             rounds += 1
             messages.append(_assistant_message(ctx.llm_text, ctx.reasoning_content, calls))
             outcomes = await run_batch(
-                calls, lambda c: self._one_call(ctx, c), parallel=k.tools.batch_is_parallel(calls)
+                calls, lambda c: self._one_call(ctx, c), parallel=self.tools.batch_is_parallel(calls)
             )
             for result, _rejected in outcomes:
                 messages.append({"role": "tool", "tool_call_id": result.call_id, "content": result.result})
@@ -435,15 +447,16 @@ class Turn:
 
     async def _one_call(self, ctx: StageContext, call: ToolCall) -> tuple[ToolResult, bool]:
         k = self.k
-        tool = k.tools.get(call.name)
+        tool = self.tools.get(call.name)
         call.plugin = tool.plugin if tool is not None else ""
         started = time.perf_counter()
+        self.activity = f"tool {call.name}"
         rejections = await k.stages.run("before_toolcall", ctx, call=call)
         if rejections:
             result = ToolResult(call.id, call.name, False, "工具调用被拒绝：" + "；".join(rejections), call.plugin)
             rejected = True
         else:
-            result = await k.tools.execute(call, allowed=self.allowed)
+            result = await self.tools.execute(call, allowed=self.allowed)
             await k.stages.run("after_toolcall", ctx, call=call, result=result)
             rejected = False
         k.bus.publish(

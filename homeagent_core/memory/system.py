@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef
+from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
+    from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.embeddings.registry import TierSelection
     from homeagent_core.knowledge import KnowledgeBase
     from homeagent_core.memory.context import RelevanceContext
@@ -80,6 +81,19 @@ class MemoryHost(Protocol):
     def add_tools(self, plugin: str, tools: Iterable[ToolDef | Callable[..., Any]]) -> list[ToolDef]: ...
 
     def submit_self_input(self, text: str) -> Awaitable[Any]: ...
+
+    @property
+    def residents(self) -> ResidentMemorySeam: ...
+
+
+class ResidentMemorySeam(Protocol):
+    """How memory equips resident sub-agents: a scratch graph per resident, and ``reclaim``."""
+
+    def use_memory(
+        self,
+        scratch_factory: Callable[[Path], ScratchMemory],
+        reclaimer: Callable[[list[Triple]], Awaitable[int]],
+    ) -> None: ...
 
 
 def embedding_tier_config(config: ConfigStore) -> dict[str, Any]:
@@ -223,6 +237,7 @@ class MemorySystem:
         )
         kernel.add_tools("memory", document_tools(self.documents, self.context, plugin="memory"))
         kernel.add_tools("knowledge", knowledge_tools(self.knowledge, plugin="knowledge"))
+        self._attach_residents(kernel)
 
         async def ask_llm(prompt: str) -> str:
             response = await kernel.provider.chat(
@@ -293,6 +308,18 @@ class MemorySystem:
     @staticmethod
     def _remembered(ctx: StageContext) -> bool:
         return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
+
+    def _attach_residents(self, kernel: MemoryHost) -> None:
+        """Residents get scratch graphs (same embedding space); ``reclaim`` commits into the main graph."""
+        from homeagent_core.memory.scratch import ScratchMemory
+
+        embedder = self.tiers.provider
+
+        async def reclaim(triples: list[Triple]) -> int:
+            result = await self.graph.acommit(triples, "resident")
+            return result.added + result.refreshed
+
+        kernel.residents.use_memory(lambda folder: ScratchMemory(folder / "graph.db", embedder=embedder), reclaim)
 
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
