@@ -78,7 +78,10 @@ HELP = """Commands:
   /plugin enable <name>        enable a plugin (starts it again when it can)
   /plugin disable <name>       disable a plugin (stops it when it runs out of process)
   /plugin remove <name>        uninstall a plugin package
-  /agents                      sub-agents started by spawn_child and their state
+  /agents [list]               resident sub-agents and spawn_child sub-agents, and their state
+  /agents send <name> <text>   queue a message for a resident sub-agent
+  /agents stop <name>          cancel a resident's work in progress and drop its queue
+  /agents destroy <name> [keep|drop]  remove a resident (its queue goes to the main agent, or is dropped)
   /memory <query>              recall from the memory graph
   /knowledge <query>           search the knowledge base
   /settings [prefix]           list settings (secrets masked)
@@ -553,13 +556,45 @@ class CliSocket:
 
     # ------------------------------------------------------------------ /agents
 
-    async def _agents(self, _rest: str) -> str:
+    async def _agents(self, rest: str) -> str:
+        """``/agents [list|send <name> <text>|stop <name>|destroy <name> [keep|drop]]``."""
         kernel = self._kernel_or_fail()
-        children = kernel.children.children
-        if not children:
-            return "no sub-agents have been started (the model starts them with spawn_child)"
-        now = time.monotonic()
+        action, _, rest = rest.partition(" ")
+        action = action.lower() or "list"
+        residents = kernel.residents
+        if action == "list":
+            return self._agents_list(kernel)
+        name, _, text = rest.strip().partition(" ")
+        if not name:
+            raise HomeAgentError(f"usage: /agents {action} <name>" + (" <text>" if action == "send" else ""))
+        if action == "send":
+            position = await residents.send(name, text)
+            return f"queued for resident {name} (position {position}); it reports to the main agent when done"
+        if action == "stop":
+            dropped = await residents.stop(name)
+            return f"stopped resident {name}: work in progress cancelled, {dropped} queued message(s) dropped"
+        if action == "destroy":
+            residual = text.strip() or "keep"
+            result = await residents.destroy(name, residual)
+            return (
+                f"destroyed resident {name}: {result['pending']} unfinished message(s) "
+                + (f"handed to the main agent ({result['handed_to_main']})" if residual == "keep" else "dropped")
+            )
+        raise HomeAgentError(f"unknown /agents action {action!r}; use list, send, stop or destroy")
+
+    def _agents_list(self, kernel: Any) -> str:
         lines = []
+        for info in kernel.residents.list():
+            doing = info["current"] or "-"
+            lines.append(
+                f"resident {info['name']:<12} {info['status']:<11} queued {len(info['queued']):<3} "
+                f"done {info['done']:<4} "
+                f"doing: {_one_line(doing, 40)}  last: {_one_line(info['last_output'] or '-', 50)}"
+            )
+        children = kernel.children.children
+        if not lines and not children:
+            return "no sub-agents have been started (the model starts them with spawn_child or resident_agents)"
+        now = time.monotonic()
         for task_id, child in children.items():
             took = (child.finished if child.finished is not None else now) - child.started
             detail = {"failed": f" — {child.error}", "done": f" — {_one_line(child.result or '', 60)}"}.get(

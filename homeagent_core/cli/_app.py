@@ -8,6 +8,7 @@ import typer
 
 from homeagent_core.cli import (
     adapters_cmd,
+    agents_cmd,
     chat,
     config_cmd,
     doctor,
@@ -59,6 +60,7 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
+app.add_typer(agents_cmd.app, name="agents")
 
 
 def _add_plugin_commands() -> None:
