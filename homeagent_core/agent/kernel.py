@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -33,6 +34,7 @@ from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
 from homeagent_core.agent.stages import StageRunner
 from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, CHILD_TOOLS, SubAgents
 from homeagent_core.agent.tools import PluginToolRegistry, ToolRegistry
+from homeagent_core.agent.triage import Triage, answer_status, is_status_query
 from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
 from homeagent_core.aio import await_me_maybe
 from homeagent_core.events import EventBus
@@ -160,6 +162,7 @@ class Kernel:
             max_per_turn=s.child_max_per_turn,
         )
         self.residents = Residents(self, s.residents)
+        self.triage = Triage(self)
         self.io = KernelIO(self, KERNEL_PLUGIN, max_level=4)
         self._library_io = KernelIO(self, "library", max_level=4)
         self.loop = EventLoop(self.scheduler, self._run_item)
@@ -178,6 +181,7 @@ class Kernel:
         self._add_kernel_tools()
         self.loop.start()
         self.started = True
+        self.triage.start()
         await self.residents.start()
 
     def register_plugins(self) -> None:
@@ -214,6 +218,7 @@ class Kernel:
             self.stages.close()
             return
         self.started = False
+        await self.triage.aclose()
         await self.residents.aclose()
         await self.children.aclose()
         await self.loop.aclose()
@@ -420,7 +425,14 @@ class Kernel:
         """
         if not self.started:
             raise UsageError("the kernel is not running: `await kernel.start()` first (or use `async with`)")
-        return self.scheduler.submit(item)
+        if self.turn is not None and not item.channel.startswith("_") and is_status_query(item.text):
+            # "What are you doing?" while busy: answered now from the scheduler's state; the
+            # running turn is neither queued behind nor cancelled, whatever the level.
+            _settle(item, answer_status(self, item))
+            return item
+        self.scheduler.submit(item)
+        self.triage.poke()
+        return item
 
     def submit_self_input(self, text: str) -> asyncio.Future[Reply]:
         """Queue an internal job (memory consolidation); the future gets the model's answer.
@@ -584,6 +596,7 @@ class Kernel:
         turn = Turn(self, item)
         self.turn = turn
         self.scheduler.running = turn
+        self.triage.poke()
         try:
             reply = await turn.run()
         except asyncio.CancelledError:
@@ -596,6 +609,7 @@ class Kernel:
             self.bus.publish("agent_error", {"error": f"{type(exc).__name__}: {exc}", "channel": item.channel})
             raise
         finally:
+            self.triage.turn_finished(time.monotonic() - turn.started)
             self.scheduler.running = None
             self.turn = None
             self.scheduler.finished(item)

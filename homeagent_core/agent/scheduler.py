@@ -296,6 +296,14 @@ class Scheduler:
         self._stop_mark = max(self._stop_mark, self._last_seq)
         return sum(1 for item in self._ready if item.seq <= self._stop_mark)
 
+    def remove(self, item: InputItem) -> bool:
+        """Take ``item`` out of the ready queue (answered elsewhere); False when it is not waiting."""
+        try:
+            self._ready.remove(item)
+        except ValueError:
+            return False
+        return True
+
     def drain(self) -> list[InputItem]:
         """Remove and return everything waiting (used at shutdown)."""
         items = [*self._ready, *self._self]

@@ -63,6 +63,7 @@ class Reply(str):
     interrupted: bool
     errors: list[str]
     tool_results: list[ToolResult]
+    answered_by: str
 
     def __new__(
         cls,
@@ -77,6 +78,7 @@ class Reply(str):
         interrupted: bool = False,
         errors: list[str] | None = None,
         tool_results: list[ToolResult] | None = None,
+        answered_by: str = "",
     ) -> Reply:
         self = super().__new__(cls, text)
         self.usage = dict(usage or {})
@@ -88,6 +90,8 @@ class Reply(str):
         self.interrupted = interrupted
         self.errors = list(errors or [])
         self.tool_results = list(tool_results or [])
+        #: "" for the main agent; "triage" or "status" when answered while the agent was busy.
+        self.answered_by = answered_by
         return self
 
     @property
