@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_plugins, openai_compat
+from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_plugins, api_residents, openai_compat
 from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
 from homeagent_core.builtin.webui.common import UIState, authenticated, busy_response, error, require_api, require_web
 from homeagent_core.builtin.webui.events import EventHub
@@ -125,6 +125,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         *api_plugins.routes,
         *api_chat.routes,
         *api_memory.routes,
+        *api_residents.routes,
         *openai_compat.routes,
         *_plugin_routes(state),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
