@@ -73,6 +73,7 @@ class KernelSettings:
     :param offload_after: seconds the agent may be busy with one turn before waiting inputs
         are handed to backlog triage (``core.agent.offload_after``; 0 = never).
     :param offload_max_inputs: waiting inputs one triage pass looks at (``core.agent.offload_max_inputs``).
+    :param offload_max_turns: model rounds with tool calls the triage assistant takes per input.
     """
 
     max_tool_turns: int = 10
