@@ -267,21 +267,27 @@ class Residents:
         states = await asyncio.to_thread(_read_states, root)
         for state in states:
             try:
-                resident = self._make(str(state["name"]), str(state.get("role", "")), state.get("tools"), check=False)
-            except (KeyError, ValueError, UsageError) as exc:
-                log.error("resident state %s not loaded: %s", state.get("name"), exc)
+                resident = self._restore(state)
+            except (KeyError, ValueError, TypeError, UsageError) as exc:
+                self.agents.pop(str(state.get("name")), None)
+                log.error("resident state of %r is damaged (%s); it was not restored", state.get("name"), exc)
                 continue
-            resident.created = float(state.get("created", resident.created))
-            resident.context = [m for m in state.get("context", []) if isinstance(m, dict)]
-            resident.last_output = str(state.get("last_output", ""))
-            resident.last_task = str(state.get("last_task", ""))
-            resident.done = int(state.get("done", 0))
-            resident.failed = int(state.get("failed", 0))
-            resident.usage.extend((float(t), int(n)) for t, n in state.get("usage", []))
-            for text in state.get("queue", []):
-                resident.scheduler.submit(self._item(resident, str(text)))
             self._start_worker(resident)
             log.info("resident %s restored (%d queued)", resident.name, len(resident.scheduler))
+
+    def _restore(self, state: dict[str, Any]) -> Resident:
+        resident = self._make(str(state["name"]), str(state.get("role", "")), state.get("tools"), check=False)
+        resident.created = float(state.get("created", resident.created))
+        context = [m for m in state.get("context", []) if isinstance(m, dict)]
+        resident.context = [{"role": str(m["role"]), "content": str(m["content"])} for m in context]
+        resident.last_output = str(state.get("last_output", ""))
+        resident.last_task = str(state.get("last_task", ""))
+        resident.done = int(state.get("done", 0))
+        resident.failed = int(state.get("failed", 0))
+        resident.usage.extend((float(t), int(n)) for t, n in state.get("usage", []))
+        for text in state.get("queue", []):
+            resident.scheduler.submit(self._item(resident, str(text)))
+        return resident
 
     async def aclose(self) -> None:
         """Stop every worker (what is queued stays persisted for the next start)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,23 @@ async def test_a_resident_created_by_a_turn_survives_a_restart_and_its_learning_
         assert any(r["type"] == "要买" for r in recalled["relations"])
     finally:
         await agent.aclose()
+
+
+async def test_damaged_resident_states_are_reported_and_skipped(
+    make_kernel: MakeKernel, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kernel = await make_kernel(model=FakeModel(default="ok"), data_dir=tmp_path)
+    await kernel.residents.create("good", "keeps going")
+    await kernel.residents.create("bent", "x")
+    await kernel.aclose()
+    root = tmp_path / "residents"
+    (root / "broken").mkdir()
+    (root / "broken" / "state.json").write_text("{not json", encoding="utf-8")
+    bent = json.loads((root / "bent" / "state.json").read_text(encoding="utf-8"))
+    bent["usage"] = [["yesterday", "lots"]]
+    (root / "bent" / "state.json").write_text(json.dumps(bent), encoding="utf-8")
+    reopened = await make_kernel(model=FakeModel(default="ok"), data_dir=tmp_path)
+    assert list(reopened.residents.agents) == ["good"]
+    assert "broken/state.json is unreadable" in caplog.text
+    assert "resident state of 'bent' is damaged" in caplog.text
+    assert str(await reopened.residents.send("good", "still there?", wait=True, timeout=10)) == "ok"
