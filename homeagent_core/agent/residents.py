@@ -69,7 +69,9 @@ log = logging.getLogger(__name__)
 #: Channel on which residents report back to the main agent.
 RESIDENT_CHANNEL = "_resident_"
 #: Tools no resident gets, whatever its scope says.
-RESIDENT_EXCLUDED_TOOLS = frozenset({"resident_agents", "spawn_child", "child_result", "llm_set_source"})
+RESIDENT_EXCLUDED_TOOLS = frozenset(
+    {"resident_agents", "spawn_child", "child_result", "llm_set_source", "persona_set"}
+)
 #: Memory-maintenance tools: only the main agent maintains memory; residents are refused.
 MEMORY_MAINTENANCE_TOOLS = frozenset(
     {"memory_merge", "memory_purge", "memory_edit", "memory_delete_entity", "memory_block_merge"}
@@ -136,7 +138,7 @@ class ScopedTools(ToolRegistry):
             log.warning("resident tool call %s refused: not for residents", call.name)
             text = (
                 f"常驻子代理不能调用 {call.name}（not available to resident sub-agents）：常驻子代理不能创建常驻子代理"
-                "或子代理，也不能切换模型源；需要时在汇报中请主代理处理"
+                "或子代理，也不能切换模型源或修改人格；需要时在汇报中请主代理处理"
             )
             return ToolResult(call.id, call.name, False, text, "kernel")
         return await super().execute(call, timeout=timeout, allowed=allowed)
@@ -353,7 +355,7 @@ class Residents:
             if excluded:
                 raise UsageError(
                     f"tools {excluded} cannot be given to a resident (residents create no residents, spawn "
-                    "no children, switch no model source and do no memory maintenance)"
+                    "no children, switch no model source, change no persona and do no memory maintenance)"
                 )
             unknown = sorted(set(tools) - available)
             if unknown:
