@@ -28,7 +28,6 @@ from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
-    from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.embeddings.registry import TierSelection
     from homeagent_core.knowledge import KnowledgeBase
     from homeagent_core.memory.context import RelevanceContext
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from homeagent_core.memory.heartbeat import Heartbeat
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.media import MediaStore
+    from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
     from homeagent_core.memory.textlog import TextLog
     from homeagent_sdk.embeddings import EmbeddingProvider
