@@ -51,6 +51,20 @@ def install(
         echo_json(result)
         return
     typer.echo(f"installed {result['name']} {result['version']} ({result['action']})")
+    typer.echo(_grants(result.get("capabilities") or []))
+
+
+def _grants(capabilities: list[str]) -> str:
+    """What the installed plugin may use beyond registering itself (least privilege)."""
+    if not capabilities:
+        return (
+            "capabilities granted: none (it may register tools, stages and channels and use its own settings; "
+            "every other core call is refused)"
+        )
+    line = f"capabilities granted: {', '.join(capabilities)}"
+    if "secrets" in capabilities:
+        line += " (secrets: it can read API keys and other secret settings)"
+    return line
 
 
 @handle_errors

@@ -71,7 +71,9 @@ MAX_CHECKSUMS_BYTES = 1024 * 1024
 """Largest ``checksums.sha256`` accepted."""
 MAX_MANIFEST_DEPTH = 32
 """Deepest nesting of objects/arrays accepted in ``plugin.json``."""
-#: Capability groups a plugin may declare; an empty list means unrestricted.
+#: Capability groups an out-of-process plugin may declare; it gets exactly those (none when
+#: it declares none). ``secrets`` reveals secret settings (API keys) and lets a plugin change
+#: where they are sent; see docs/PROTOCOL.md.
 CAPABILITIES: tuple[str, ...] = (
     "doc_memory",
     "events",
@@ -80,6 +82,7 @@ CAPABILITIES: tuple[str, ...] = (
     "llm",
     "memory",
     "plugin_mgr",
+    "secrets",
     "settings_cross",
     "social",
     "text_memory",
@@ -488,6 +491,7 @@ def install_package(
                 "checksum": checksum,
                 "previous_version": previous.version if previous else "",
                 "config_kept": True,
+                "capabilities": sorted(manifest.capabilities),
             }
         os.replace(staging, target)
         staging = None
@@ -498,6 +502,7 @@ def install_package(
             "entry": manifest.entry,
             "checksum": checksum,
             "action": "reload_required",
+            "capabilities": sorted(manifest.capabilities),
         }
     finally:
         if staging is not None:

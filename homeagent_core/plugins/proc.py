@@ -19,10 +19,16 @@ it synchronously from a worker thread), which asks the child with ``cleaner.invo
 back to the raw text — logged once — when the child fails or does not answer within
 ``cleaner_timeout``.
 
-Death is detected by waiting on the process, never by stdout EOF (a grandchild may hold the
-pipe open). On a crash every pending call fails with "plugin process exited", the plugin's
-tools, channels and stages are detached, ``system``/``plugin_crashed`` is published and the
-:class:`~homeagent_core.plugins.supervisor.Supervisor` decides whether and when to restart.
+Death is detected three ways: the process exits (waited on, not inferred from stdout EOF — a
+grandchild may hold the pipe open); the process lives on with its stdout closed (the host owns
+the read end of a pipe it made itself, so EOF is seen on every event loop, uvloop included);
+or it stops answering ``plugin.ping`` within the deadline (its event loop is blocked). On a
+crash every pending call fails with "plugin process exited", every process started from the
+plugin is killed (its process tree, and anything carrying its instance token in the
+environment, which catches ``setsid`` grandchildren), the plugin's stages are detached while its
+tools stay listed and answer with why the plugin is down, ``system``/``plugin_crashed`` is
+published and the :class:`~homeagent_core.plugins.supervisor.Supervisor` decides whether and when
+to restart. Stderr is logged through a token bucket with a line-length cap.
 """
 
 from __future__ import annotations
@@ -33,8 +39,11 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +64,12 @@ log = logging.getLogger(__name__)
 PROCESS_EXITED = "proc: 插件进程已退出 (plugin process exited)"
 OWN_TOOLS = "own_tools"
 _STDERR_TAIL = 20
+#: Stderr logging budget: a burst of lines, then a steady rate; longer lines are cut.
+_STDERR_BURST = 200.0
+_STDERR_RATE = 50.0
+_STDERR_LINE_CAP = 2000
+#: Environment variable carrying a per-process random token, inherited by every descendant.
+_INSTANCE_ENV = "HOMEAGENT_PLUGIN_INSTANCE"
 #: Registration methods that may declare ``has_cleaner``, and the cleaner scope they create.
 _CLEANER_SCOPES = {"tool.register": "tool", "input.register": "input"}
 #: Changed StageContext fields written back directly when the value has the field's plain
@@ -83,22 +98,69 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork a
     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-class _ChildProtocol(asyncio.SubprocessProtocol):
+def _descendants(root: int, token: str) -> set[int]:
+    """Processes started from a plugin: the tree under ``root`` (by parent pid) plus every
+    process whose environment carries the plugin's instance token (a ``setsid`` grandchild,
+    reparented away from the tree once its parent died). Linux ``/proc``; empty elsewhere."""
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
+        return set()
+    needle = f"{_INSTANCE_ENV}={token}".encode()
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    found: set[int] = set()
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+        for name in entries:
+            pid = int(name)
+            if pid == me:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    stat = fh.read()
+                ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children[ppid].append(pid)
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.add(pid)
+            except OSError:
+                continue
+    stack = [root, *found]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(root)
+    found.discard(me)
+    return found
+
+
+class _StderrProtocol(asyncio.Protocol):
     def __init__(self, conn: _Connection) -> None:
         self.conn = conn
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        if fd == 1:
-            self.conn.peer.feed(data)
-        else:
-            self.conn.stderr(data)
+    def data_received(self, data: bytes) -> None:
+        self.conn.stderr(data)
 
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self.conn.stdout_closed()
 
-    def process_exited(self) -> None:
-        self.conn.process_exited()
+class _StdoutProtocol(asyncio.Protocol):
+    """The read end of the child's stdout: a pipe the host made, so its EOF is seen."""
+
+    def __init__(self, conn: _Connection) -> None:
+        self.conn = conn
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.peer.feed(data)
+
+    def eof_received(self) -> bool:
+        self.conn.stdout_closed()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn.stdout_closed()
 
 
 class _Connection:
@@ -106,7 +168,8 @@ class _Connection:
 
     def __init__(self, owner: ProcPlugin, max_frame: int) -> None:
         self.owner = owner
-        self.transport: asyncio.SubprocessTransport | None = None
+        self.proc: Any = None  # subprocess.Popen
+        self._err: asyncio.ReadTransport | None = None
         self.peer = Peer(
             self._write,
             max_frame=max_frame,
@@ -117,39 +180,127 @@ class _Connection:
         self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         self.problem = ""
+        self.token = secrets.token_hex(8)
         self._partial = b""
+        self._tokens = _STDERR_BURST
+        self._refilled = time.monotonic()
+        self._suppressed = 0
+        self._stdout_eof = False
+        self._reader: asyncio.ReadTransport | None = None
+        self._pinger: asyncio.Task[None] | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._batch: FrameBatcher | None = None
         self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.subprocess_exec(
-            lambda: _ChildProtocol(self),
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(cwd),
-            env=env,
-            start_new_session=True,
-            preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
-        )
-        self.transport = transport
-        self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
-        if self._stdin is not None:
-            self._batch = FrameBatcher(self._stdin)
-        reader = transport.get_pipe_transport(1)
-        if reader is not None and hasattr(reader, "max_size"):
-            reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
+        """Start the process on pipes made here, and watch its exit with a pidfd.
 
+        Not the event loop's subprocess support: uvloop leaves copies of the child's stdio
+        pipes open at higher descriptors in the child, so a plugin closing its stdout never
+        reads as EOF. ``subprocess`` closes every other descriptor in the child."""
+        import subprocess
+
+        loop = asyncio.get_running_loop()
+        pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
+        child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=child_ends[0],
+                stdout=child_ends[1],
+                stderr=child_ends[2],
+                cwd=str(cwd),
+                env={**env, _INSTANCE_ENV: self.token},
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+            )
+        except BaseException:
+            for read_fd, write_fd in pipes:
+                os.close(read_fd)
+                os.close(write_fd)
+            raise
+        finally:
+            for fd in child_ends:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.proc = proc
+        self._watch_exit(loop)
+        stdin, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(pipes[0][1], "wb", buffering=0))
+        self._stdin = stdin
+        self._batch = FrameBatcher(stdin)
+        self._reader, _ = await loop.connect_read_pipe(
+            lambda: _StdoutProtocol(self), os.fdopen(pipes[1][0], "rb", buffering=0)
+        )
+        if hasattr(self._reader, "max_size"):
+            self._reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
+        self._err, _ = await loop.connect_read_pipe(
+            lambda: _StderrProtocol(self), os.fdopen(pipes[2][0], "rb", buffering=0)
+        )
+
+    def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Call :meth:`process_exited` on the loop once the process is gone (pidfd, else a thread)."""
+        proc = self.proc
+        assert proc is not None
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                pidfd = pidfd_open(proc.pid)
+            except OSError:
+                pidfd = -1
+            if pidfd >= 0:
+
+                def readable() -> None:
+                    if proc.poll() is None:
+                        return
+                    loop.remove_reader(pidfd)
+                    os.close(pidfd)
+                    self.process_exited()
+
+                loop.add_reader(pidfd, readable)
+                return
+
+        def wait() -> None:
+            proc.wait()
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self.process_exited)
+
+        import threading
+
+        threading.Thread(target=wait, name=f"wait-{self.owner.name}", daemon=True).start()
+
+    def start_pings(self, interval: float, timeout: float) -> None:
+        """Ask ``plugin.ping`` every ``interval`` s; no answer within ``timeout`` s is a crash."""
+        if interval > 0 and self._pinger is None:
+            self._pinger = asyncio.get_running_loop().create_task(self._ping_loop(interval, timeout))
+
+    async def _ping_loop(self, interval: float, timeout: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if not self.alive or self.owner.stopping:
+                return
+            try:
+                await self.peer.call("plugin.ping", None, timeout=timeout)
+            except RemoteError:
+                continue  # any answer is a sign of life (an older plugin says "unknown method")
+            except TimeoutError:
+                if self.alive and not self.owner.stopping:
+                    self.problem = self.problem or (
+                        f"did not answer plugin.ping within {timeout:g} s (its event loop is blocked, or it "
+                        "stopped reading stdin)"
+                    )
+                    self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
+                    self.kill()
+                return
+            except Exception:
+                return
     @property
     def pid(self) -> int:
-        return self.transport.get_pid() if self.transport is not None else 0
+        return int(self.proc.pid) if self.proc is not None else 0
 
     @property
     def alive(self) -> bool:
-        return self.transport is not None and not self.exited.done()
+        return self.proc is not None and not self.exited.done()
 
     def _write(self, data: bytes) -> None:
         if self._batch is None or self._batch.transport.is_closing():
@@ -159,14 +310,52 @@ class _Connection:
     def stderr(self, data: bytes) -> None:
         data = self._partial + data
         *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > _STDERR_LINE_CAP:
+            lines.append(self._partial)
+            self._partial = b""
         for raw in lines:
+            if len(raw) > _STDERR_LINE_CAP:
+                raw = raw[:_STDERR_LINE_CAP] + f"… ({len(raw) - _STDERR_LINE_CAP} more bytes cut)".encode()
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
                 self.tail.append(line)
-                self.log.info("%s", line)
-        if len(self._partial) > 8192:
-            self.tail.append(self._partial[:8192].decode("utf-8", "replace"))
-            self._partial = b""
+                self._log_line(line)
+
+    def _drain_stderr(self) -> None:
+        """Read what the dead process left in its stderr pipe (its last words name the cause)."""
+        pipe = self._err.get_extra_info("pipe") if self._err is not None else None
+        if pipe is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for _ in range(64):
+                data = os.read(pipe.fileno(), 65536)
+                if not data:
+                    break
+                self.stderr(data)
+        if self._partial:
+            self.stderr(b"\n")
+
+    def _log_line(self, line: str) -> None:
+        """Log one stderr line through the token bucket; a flood becomes one summary line."""
+        now = time.monotonic()
+        self._tokens = min(_STDERR_BURST, self._tokens + (now - self._refilled) * _STDERR_RATE)
+        self._refilled = now
+        if self._tokens < 1.0:
+            self._suppressed += 1
+            return
+        self._tokens -= 1.0
+        self.flush_suppressed()
+        self.log.info("%s", line)
+
+    def flush_suppressed(self) -> None:
+        if self._suppressed:
+            self.log.warning(
+                "plugin %s: %d stderr lines suppressed (more than %g lines/s)",
+                self.owner.name,
+                self._suppressed,
+                _STDERR_RATE,
+            )
+            self._suppressed = 0
 
     def _garbage(self, line: bytes) -> None:
         if self.problem:
@@ -182,6 +371,9 @@ class _Connection:
     def stdout_closed(self) -> None:
         # Usually the process is exiting; only a process that lives on without its protocol
         # channel is killed (after a short grace, so its real exit status is reported).
+        if self._stdout_eof:
+            return
+        self._stdout_eof = True
         if self.alive and not self.owner.stopping:
             asyncio.get_running_loop().call_later(1.0, self._stdout_gone)
 
@@ -193,22 +385,36 @@ class _Connection:
     def kill(self) -> None:
         pid = self.pid
         if pid:
+            self.kill_descendants()
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
+    def kill_descendants(self) -> None:
+        """SIGKILL every process started from this plugin (not the plugin itself)."""
+        for pid in _descendants(self.pid, self.token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
     def process_exited(self) -> None:
-        if self.exited.done() or self.transport is None:
+        if self.exited.done() or self.proc is None:
             return
-        code = self.transport.get_returncode()
+        code = self.proc.poll()
         code = -1 if code is None else code
         # Order matters: fail pending calls and let the owner detach *before* "exited" is
         # signalled, so nothing waiting on it tears things down under a running handler.
         self.peer.close(PeerClosed(PROCESS_EXITED))
+        if self._pinger is not None:
+            self._pinger.cancel()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # leftovers of the group (grandchildren)
-        self.transport.close()
+        self.kill_descendants()  # and those that left the group (setsid)
+        self._drain_stderr()
+        for transport in (self._stdin, self._reader, self._err):
+            if transport is not None:
+                transport.close()
+        self.flush_suppressed()
         self.owner.on_exit(self, code)
         self.exited.set_result(code)
 
@@ -295,6 +501,8 @@ class ProcPlugin:
     :param start_timeout: seconds for ``plugin.init`` and ``plugin.start`` each.
     :param stop_grace: seconds between ``plugin.stop`` and SIGKILL.
     :param cleaner_timeout: seconds one ``cleaner.invoke`` may take before the raw text is used.
+    :param ping_interval: seconds between liveness pings (``plugin.ping``); 0 turns them off.
+    :param ping_timeout: seconds a ping may go unanswered before the plugin counts as crashed.
     """
 
     def __init__(
@@ -308,6 +516,8 @@ class ProcPlugin:
         start_timeout: float = 30.0,
         stop_grace: float = 5.0,
         cleaner_timeout: float = 2.0,
+        ping_interval: float = 10.0,
+        ping_timeout: float = 20.0,
     ) -> None:
         self.dir = Path(plugin_dir)
         self.manifest = manifest or load_manifest(self.dir)
@@ -318,6 +528,9 @@ class ProcPlugin:
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
         self.cleaner_timeout = cleaner_timeout
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout
+        self.since = ""
         self.loop: asyncio.AbstractEventLoop | None = None
         self.capabilities = frozenset(self.manifest.capabilities)
         self.stages: dict[str, str] = {}
@@ -362,7 +575,18 @@ class ProcPlugin:
             "stages": sorted(self.stages),
             "capabilities": sorted(self.capabilities),
             "error": self.last_error,
+            "since": self.since,
+            "state": f"{self.status}: {self.last_error}" if self.last_error else self.status,
         }
+
+    def _set_status(self, status: str, error: str = "") -> None:
+        """Change the status here and in the plugin host's listing (``homeagent status``)."""
+        self.status, self.last_error = status, error
+        self.since = datetime.now().strftime("%H:%M:%S")
+        host = getattr(getattr(self.sdk, "services", None), "host", None)
+        info = host.info(self.name) if host is not None and hasattr(host, "info") else None
+        if info is not None:
+            info.status, info.error = status, error
 
     # ------------------------------------------------------------------ launch / stop
 
@@ -413,8 +637,7 @@ class ProcPlugin:
         config = self._config()
         self._generation += 1
         self.stopping = False
-        self.stages = {}
-        self.event_types = None
+        self._detach()  # what a crashed process left listed (its tools answered "not running")
         self.loop = asyncio.get_running_loop()
         conn = _Connection(self, self.max_frame)
         conn.peer.handlers.update(self._with_cleaners(self._core.handlers()))
@@ -468,8 +691,8 @@ class ProcPlugin:
             raise PluginLoadError(
                 f"plugin {self.name}: {step} 失败 ({step} failed): {detail}", plugin_name=self.name
             ) from None
-        self.status = "started"
-        self.last_error = ""
+        self._set_status("started")
+        conn.start_pings(self.ping_interval, self.ping_timeout)
         log.info("plugin %s started (pid %d, stages: %s)", self.name, conn.pid, ", ".join(self.stages) or "none")
 
     def _with_cleaners(self, handlers: dict[str, Any]) -> dict[str, Any]:
@@ -500,12 +723,16 @@ class ProcPlugin:
     async def stop(self) -> None:
         """Kernel-initiated stop (never a crash): ``plugin.stop``, grace, then SIGKILL."""
         self.stopping = True
-        if self._restart is not None:
-            self._restart.cancel()
-            self._restart = None
+        restart, self._restart = self._restart, None
+        if restart is not None and restart is not asyncio.current_task():
+            restart.cancel()  # a pending restart (sleeping, or mid-launch) ends here, not as a crash
+            with contextlib.suppress(BaseException):
+                await restart
         conn = self.conn
         if conn is None or not conn.alive:
             self._detach()
+            if self.status in ("started", "restarting", "loaded"):
+                self._set_status("stopped")
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.stop_grace
@@ -523,7 +750,7 @@ class ProcPlugin:
             except TimeoutError:
                 log.error("plugin %s: process may be stuck in the kernel; giving up waiting", self.name)
         self._detach()
-        self.status = "stopped"
+        self._set_status("stopped")
 
     async def reload(self) -> None:
         """Stop (not a crash) and launch again; the manifest is read again (an upgrade may have
@@ -537,7 +764,7 @@ class ProcPlugin:
         try:
             manifest = load_manifest(self.dir)
         except PackageError as exc:
-            self.status, self.last_error = "failed", str(exc)
+            self._set_status("failed", str(exc))
             raise PluginLoadError(f"plugin {self.name}: {exc}", plugin_name=self.name) from None
         self.manifest, self.capabilities = manifest, frozenset(manifest.capabilities)
         await self.launch()
@@ -561,15 +788,20 @@ class ProcPlugin:
         self._crashed(reason, code)
 
     def _crashed(self, reason: str, code: int) -> None:
-        """Detach, count, publish ``plugin_crashed`` and schedule the restart (or give up)."""
-        self.last_error = reason
-        self._detach()
+        """Count, publish ``plugin_crashed`` and schedule the restart (or give up).
+
+        Stages and event subscriptions are detached; tools and channels stay listed and answer
+        with why the plugin is down (the next launch replaces them)."""
+        self.stages = {}
+        self.event_types = None
         delay = self.supervisor.record_crash(self.name) if self.auto_restart else None
         crashes = self.supervisor.crash_count(self.name)
         if not self.auto_restart:
-            self.status = "crashed"
+            self._set_status("crashed", reason)
         elif delay is None:
-            self.status = "failed"
+            last = reason.split("; last log lines:")[0]
+            self._set_status("stopped", f"crashed {crashes} times in {_span(self.supervisor.window)} (last: {last})")
+            self.last_error += f" since {self.since}"
             log.error(
                 "plugin %s crashed %d times within %g s; automatic restarts stopped until a manual reload (需人工介入)",
                 self.name,
@@ -577,7 +809,7 @@ class ProcPlugin:
                 self.supervisor.window,
             )
         else:
-            self.status = "restarting"
+            self._set_status("restarting", reason)
         log.error("plugin %s crashed: %s", self.name, reason)
         self._publish(
             {
@@ -599,16 +831,23 @@ class ProcPlugin:
             bus.publish("system", data, source=self.name)
 
     async def _restart_after(self, delay: float, generation: int) -> None:
-        await asyncio.sleep(delay)
-        self._restart = None
-        if generation != self._generation or self.stopping or not self.supervisor.may_restart(self.name):
-            return
+        # ``self._restart`` stays set until the launch is over, so a stop meanwhile cancels it.
         try:
-            await self.launch()
-        except PluginLoadError as exc:
-            self.stopping = False
-            self._crashed(f"restart failed: {exc}", -1)
-            return
+            await asyncio.sleep(delay)
+            if generation != self._generation or self.stopping or not self.supervisor.may_restart(self.name):
+                return
+            try:
+                await self.launch()
+            except PluginLoadError as exc:
+                if self._restart is not asyncio.current_task():
+                    return  # stopped meanwhile: not a crash
+                self._restart = None
+                self.stopping = False
+                self._crashed(f"restart failed: {exc}", -1)
+                return
+        finally:
+            if self._restart is asyncio.current_task():
+                self._restart = None
         self._publish({"type": "plugin_restarted", "event": "plugin_restarted", "plugin": self.name})
 
     async def wait_restarted(self) -> None:
@@ -628,6 +867,11 @@ class ProcPlugin:
         """
         conn = self.conn
         if conn is None or not conn.alive:
+            if self.supervisor.gave_up(self.name):
+                raise ToolError(
+                    f"plugin {self.name} crashed and was stopped after {self.supervisor.crash_count(self.name)} "
+                    "crashes; use plugin_reload"
+                )
             raise ToolError(
                 f"plugin {self.name} is not running ({self.status}{': ' + self.last_error if self.last_error else ''})"
             )
@@ -722,6 +966,14 @@ class ProcPlugin:
             return
         with contextlib.suppress(Exception):
             conn.peer.notify("event.deliver", {"event": event})
+
+
+def _span(seconds: float) -> str:
+    """``300`` -> ``5 minutes``; ``45`` -> ``45 seconds``."""
+    if seconds >= 60 and seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,9 +1,12 @@
 """The ``core.*`` methods a proc plugin may call, their capability gates, and the kernel link.
 
-Every method belongs to ``core`` (always allowed) or to one capability group. A plugin whose
-``plugin.json`` lists capabilities may call ``core`` plus those groups; an empty or absent list
-is unrestricted (compatibility with the original). A denied call gets the original's explicit
-message naming the missing capability and listing all of them — never a silent success.
+Every method belongs to ``core`` (always allowed) or to one capability group. A plugin may
+call ``core`` plus the groups its ``plugin.json`` lists; an empty or absent list grants no group
+(least privilege: the original's "unrestricted" default handed every API key to every plugin).
+A denied call gets the original's explicit message naming the missing capability and listing
+all of them — never a silent success. Secret settings (API keys, tokens, passwords) read as
+``****`` through ``settings_cross``; their real value (``settings.getSecret``) and changing
+where they are sent (``settings.setCore`` of a secret or an endpoint key) need ``secrets``.
 Social access is read-only and event publishing does not exist out of process.
 
 :class:`KernelLink` is the single adapter between proc plugins and the kernel's registries
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +78,13 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "settings.dump",
         "settings.plugins",
     ),
+    "secrets": ("settings.getSecret",),
 }
+#: Last key segments that hold a secret even without a ``secret`` ConfigDef.
+_SECRET_NAME = re.compile(r"(api_?key|token|password|passwd|secret)$", re.IGNORECASE)
+#: Last key segments that decide where secrets are sent (changing one can exfiltrate a key).
+_ROUTE_NAME = re.compile(r"(url|endpoint|adapter|adapter_path|proxy|headers?)$", re.IGNORECASE)
+MASK = "****"
 #: method -> capability group; methods not listed are ``core``.
 METHOD_CAPABILITIES: dict[str, str] = {m: cap for cap, methods in _GROUPS.items() for m in methods}
 
@@ -238,6 +248,7 @@ class CoreMethods:
             "settings.listPlugin": self.other_list,
             "settings.dump": self.settings_dump,
             "settings.plugins": self.settings_plugins,
+            "settings.getSecret": self.secret_get,
             "textmemory.append": self.text_append,
         }
         for method, (service, attr, build, shape) in _FORWARDS.items():
@@ -251,7 +262,7 @@ class CoreMethods:
         caps = self.p.capabilities
 
         async def handler(params: Any) -> Any:
-            if capability is not None and caps and capability not in caps:
+            if capability is not None and capability not in caps:
                 raise PermissionError(denial(self.p.name, method, capability))
             return await fn(_dict(params, method))
 
@@ -524,33 +535,67 @@ class CoreMethods:
 
     # ------------------------------------------------------------------ settings_cross
 
+    def _secret(self, key: str) -> bool:
+        definition = self._config.definition(key)
+        if definition is not None and (definition.secret or definition.type == "password"):
+            return True
+        return bool(_SECRET_NAME.search(key.rsplit(".", 1)[-1]))
+
+    def _masked(self, key: str) -> dict[str, Any]:
+        value = self._config.get(key)
+        if self._secret(key):
+            return {"value": MASK if value else "", "secret": True}
+        return {"value": value}
+
+    def _need_secrets(self, method: str, key: str, why: str) -> None:
+        if "secrets" not in self.p.capabilities:
+            raise PermissionError(f"{denial(self.p.name, method, 'secrets')} ({key} {why})")
+
     async def core_get(self, params: dict[str, Any]) -> dict[str, Any]:
         key = str(params.get("key", ""))
         if not key.startswith("core."):
             raise ValueError(f"settings.getCore: {key!r} is not a core.* key")
-        return {"value": self._config.get(key)}
+        return self._masked(key)
 
     async def core_set(self, params: dict[str, Any]) -> None:
         key = str(params.get("key", ""))
         if not key.startswith("core."):
             raise ValueError(f"settings.setCore: {key!r} is not a core.* key")
+        if self._secret(key):
+            self._need_secrets("settings.setCore", key, "is a secret")
+        elif _ROUTE_NAME.search(key.rsplit(".", 1)[-1]):
+            self._need_secrets("settings.setCore", key, "decides where secrets are sent")
         self._config.set(key, params.get("value"))
+
+    async def secret_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = str(params.get("key", ""))
+        if not key.startswith(("core.", "plugin.")):
+            raise ValueError(f"settings.getSecret: {key!r} is not a core.* or plugin.* key")
+        return {"value": self._config.get(key)}
 
     async def core_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"keys": sorted(self._config.items("core." + str(params.get("prefix") or "")))}
 
     async def other_get(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"value": self._config.get(f"plugin.{params.get('plugin')}.{params.get('key')}")}
+        key = f"plugin.{params.get('plugin')}.{params.get('key')}"
+        return self._masked(key) if params.get("plugin") != self.p.name else {"value": self._config.get(key)}
 
     async def other_set(self, params: dict[str, Any]) -> None:
-        self._config.set(f"plugin.{params.get('plugin')}.{params.get('key')}", params.get("value"))
+        key = f"plugin.{params.get('plugin')}.{params.get('key')}"
+        if params.get("plugin") != self.p.name and (self._secret(key) or _ROUTE_NAME.search(key.rsplit(".", 1)[-1])):
+            self._need_secrets("settings.setPlugin", key, "is a secret or decides where one is sent")
+        self._config.set(key, params.get("value"))
 
     async def other_list(self, params: dict[str, Any]) -> dict[str, Any]:
         prefix = f"plugin.{params.get('plugin')}."
         return {"keys": sorted(k[len(prefix) :] for k in self._config.items(prefix + str(params.get("prefix") or "")))}
 
     async def settings_dump(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"settings": self._config.describe(str(params.get("prefix") or ""))}
+        rows = self._config.describe(str(params.get("prefix") or ""))
+        for row in rows:
+            if row["value"] not in ("", MASK, None) and self._secret(str(row["key"])):
+                row["value"], row["default"] = MASK, None
+        return {"settings": rows}
 
     async def settings_plugins(self, params: dict[str, Any]) -> dict[str, Any]:
         names = {k.split(".")[1] for k in self._config.items("plugin.")}

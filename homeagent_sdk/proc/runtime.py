@@ -233,6 +233,7 @@ class ChildRuntime:
                 "plugin.init": self._init,
                 "plugin.start": self._start,
                 "plugin.stop": self._stop,
+                "plugin.ping": self._ping,
                 "tool.invoke": self._tool,
                 "cleaner.invoke": self._clean,
                 "stage.invoke": self._stage,
@@ -246,6 +247,10 @@ class ChildRuntime:
         return impls[0].function if impls else None
 
     # ------------------------------------------------------------------ lifecycle
+
+    async def _ping(self, params: Any) -> dict[str, Any]:
+        """Liveness: answered by a task on this loop, so a blocked loop misses the deadline."""
+        return {}
 
     async def _handshake(self, params: Any) -> dict[str, Any]:
         core = int((params or {}).get("protocol", 0) or 0)

@@ -3,7 +3,9 @@
 It proves the protocol in docs/PROTOCOL.md is enough to write a plugin in any language, and
 it is the crash-test subject: its ``raw_crash`` tool dies in the way it is asked to.
 ``behaviour.json`` in the plugin directory (its working directory) can change the protocol
-version it claims, to test the handshake refusal.
+version it claims, to test the handshake refusal; a file ``hang_handshake`` there makes it
+never answer the handshake. It answers the liveness ``plugin.ping`` from its one thread, so a
+tool that blocks (``raw_crash`` with ``block``) also stops the answers.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 PROTOCOL = 3
@@ -70,7 +73,7 @@ TOOLS = {
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
     },
     "raw_crash": {
-        "description": "Die: exit, kill, raise, garbage or grandchild.",
+        "description": "Die or misbehave: exit, kill, raise, garbage, grandchild, close_stdout, block, setsid, spam.",
         "parameters": {"type": "object", "properties": {"how": {"type": "string"}}, "required": ["how"]},
     },
     "raw_call": {
@@ -103,6 +106,26 @@ def crash(how: str) -> None:
     if how == "grandchild":
         subprocess.Popen(["sleep", "60"], stdout=_out.fileno(), stdin=subprocess.DEVNULL)
         os._exit(5)
+    if how == "close_stdout":  # alive, but the protocol channel is gone
+        os.close(_out.fileno())
+        time.sleep(120)
+    if how == "block":  # alive, stdout open, but nothing is read or answered any more
+        time.sleep(120)
+    if how in ("setsid", "setsid_keep"):  # a grandchild in its own session, detached from every pipe
+        pid = subprocess.Popen(
+            ["setsid", "sleep", "120"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ).pid
+        with open("grandchild.pid", "w", encoding="utf-8") as fh:
+            fh.write(str(pid))
+        if how == "setsid":
+            os._exit(6)
+    if how == "spam":  # a flood of stderr lines, some very long
+        for n in range(20000):
+            sys.stderr.write(f"[raw] spam line {n} " + ("x" * (50000 if n % 1000 == 0 else 10)) + "\n")
+        sys.stderr.flush()
 
 
 def handle(frame: dict[str, Any]) -> None:
@@ -113,6 +136,8 @@ def handle(frame: dict[str, Any]) -> None:
             send({"id": call_id, "error": error} if error else {"id": call_id, "result": result})
 
     if method == "handshake":
+        if os.path.exists("hang_handshake"):  # a start that never completes
+            time.sleep(120)
         claimed = behaviour().get("protocol", PROTOCOL)
         if params.get("protocol") != claimed:
             reply(error=f"协议版本不匹配（内核 {params.get('protocol')}，插件 {claimed}）")
@@ -131,6 +156,8 @@ def handle(frame: dict[str, Any]) -> None:
         call("output.register", {"name": "raw_out", "caps": 1, "desc": "writes to sent.log", "def": {}})
         call("lifecycle.autoRestart", {"enabled": True})
         reply(None)
+    elif method == "plugin.ping":
+        reply({})
     elif method == "plugin.stop":
         reply(None)
         sys.exit(0)

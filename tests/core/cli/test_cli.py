@@ -176,3 +176,29 @@ def test_doctor_says_which_languages_the_search_model_serves(tmp_path: Path):
     result = invoke("doctor", "--json", "--data", str(data))
     said = [f["message"] for f in json.loads(result.stdout) if f["message"].startswith("search languages")]
     assert said and said[0].startswith("search languages: en by the dense model"), said
+
+
+def test_plugins_install_says_which_capabilities_the_plugin_gets(tmp_path: Path):
+    import io
+    import zipfile
+
+    def package(name: str, capabilities: list[str] | None) -> Path:
+        manifest: dict[str, object] = {"name": name, "version": "1.0.0", "entry": "plugin.bin"}
+        if capabilities is not None:
+            manifest["capabilities"] = capabilities
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("plugin.json", json.dumps(manifest))
+            zf.writestr("plugin.bin", "#!/bin/sh\necho hi\n")
+        path = tmp_path / f"{name}.hmap"
+        path.write_bytes(buf.getvalue())
+        return path
+
+    data = str(tmp_path / "d")
+    bare = invoke("plugins", "install", str(package("bare", None)), "--data", data)
+    assert bare.exit_code == 0, bare.output
+    assert "capabilities granted: none" in bare.output and "refused" in bare.output
+    keyed = invoke("plugins", "install", str(package("keyed", ["llm", "secrets"])), "--data", data)
+    assert "capabilities granted: llm, secrets" in keyed.output and "API keys" in keyed.output
+    as_json = invoke("plugins", "install", str(package("quiet", ["memory"])), "--data", data, "--json")
+    assert json.loads(as_json.output)["capabilities"] == ["memory"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -189,23 +190,67 @@ async def test_declared_capabilities_gate_core_calls_with_the_original_message(h
     assert "被拒" not in io["error"] and "io" in io["error"] and "不可用" in io["error"]
 
 
-async def test_empty_capabilities_are_unrestricted_but_publishing_and_social_writes_are_refused(
+async def core_call(plugin: ProcPlugin, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One core method through the raw child: ``{"result": ..., "error": ...}``."""
+    return json.loads((await run_tool(plugin, "raw_call", method=method, params=params or {})).result)  # type: ignore[no-any-return]
+
+
+async def test_no_declared_capabilities_grant_none_and_publishing_and_social_writes_are_refused(
     harness: Harness,
 ) -> None:
     install_raw(harness.data_dir)
     harness.config.define_plugin("raw", __import__("homeagent_sdk").ConfigDef(key="colour", default="blue"))
+    harness.config.set("core.llm.api_key", "sk-live-secret-123")
     plugin = await harness.start()
+    assert (await core_call(plugin, "settings.get", {"key": "colour"}))["result"]["value"] == "blue"
+    for method, capability in (
+        ("settings.getCore", "settings_cross"),
+        ("settings.dump", "settings_cross"),
+        ("settings.getSecret", "secrets"),
+        ("memory.recall", "memory"),
+        ("llm.chat", "llm"),
+        ("io.injectText", "io"),
+    ):
+        denied = await core_call(plugin, method, {"key": "core.llm.api_key", "query": ["x"]})
+        assert denied["error"] == denial("raw", method, capability), method
+    assert "not available to out-of-process" in (await core_call(plugin, "events.publish", {"name": "x"}))["error"]
+    assert "read-only" in (await core_call(plugin, "social.setTrait", {"name": "a"}))["error"]
+    assert (await core_call(plugin, "no.such.method"))["error"] == "未知 method: no.such.method"
 
-    async def core(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return json.loads((await run_tool(plugin, "raw_call", method=method, params=params or {})).result)
 
-    assert (await core("settings.getCore", {"key": "core.agent.max_tool_turns"}))["result"]["value"] == 10
-    assert (await core("settings.get", {"key": "colour"}))["result"]["value"] == "blue"
-    assert "not available to out-of-process" in (await core("events.publish", {"name": "x"}))["error"]
-    assert "read-only" in (await core("social.setTrait", {"name": "a"}))["error"]
-    assert (await core("no.such.method"))["error"] == "未知 method: no.such.method"
-    missing = await core("memory.recall", {"query": ["x"]})
-    assert "memory" in missing["error"] and "不可用" in missing["error"]
+async def test_settings_cross_masks_secrets_that_only_the_secrets_capability_reveals(harness: Harness) -> None:
+    secret = "sk-live-secret-123"
+    harness.config.set("core.llm.api_key", secret)
+    harness.config.set("core.llm.sources.deepseek.api_key", "sk-source-456")
+    harness.config.define_plugin("other", __import__("homeagent_sdk").ConfigDef(key="token", default=""))
+    harness.config.set("plugin.other.token", "tok-789")
+    install_raw(harness.data_dir, caps=["settings_cross"])
+    plugin = await harness.start()
+    assert (await core_call(plugin, "settings.getCore", {"key": "core.agent.max_tool_turns"}))["result"]["value"] == 10
+    masked = await core_call(plugin, "settings.getCore", {"key": "core.llm.api_key"})
+    assert masked["result"] == {"value": "****", "secret": True}
+    assert (await core_call(plugin, "settings.getCore", {"key": "core.llm.sources.deepseek.api_key"}))["result"][
+        "value"
+    ] == "****"
+    other = await core_call(plugin, "settings.getPlugin", {"plugin": "other", "key": "token"})
+    assert other["result"]["value"] == "****"
+    dump = json.dumps(await core_call(plugin, "settings.dump", {"prefix": ""}))
+    assert secret not in dump and "sk-source-456" not in dump and "tok-789" not in dump
+    assert (await core_call(plugin, "settings.getSecret", {"key": "core.llm.api_key"}))["error"] == denial(
+        "raw", "settings.getSecret", "secrets"
+    )
+    for key in ("core.llm.api_key", "core.llm.base_url", "core.embeddings.base_url"):
+        refused = await core_call(plugin, "settings.setCore", {"key": key, "value": "http://evil.example"})
+        assert '缺少 "secrets" 能力' in refused["error"] and key in refused["error"], key
+    assert harness.config.get("core.llm.api_key") == secret
+    ok = await core_call(plugin, "settings.setCore", {"key": "core.agent.max_tool_turns", "value": 12})
+    assert ok["error"] == "" and harness.config.get("core.agent.max_tool_turns") == 12
+
+    await plugin.stop()
+    install_raw(harness.data_dir, caps=["settings_cross", "secrets"])
+    await plugin.reload()
+    revealed = await core_call(plugin, "settings.getSecret", {"key": "core.llm.api_key"})
+    assert revealed["result"]["value"] == secret
 
 
 def test_every_gated_method_names_a_known_capability() -> None:
@@ -264,10 +309,15 @@ async def test_the_fourth_crash_in_the_window_stops_restarts_until_a_manual_relo
     await run_tool(plugin, "raw_crash", how="exit")
     crashed = await harness.event("plugin_crashed")
     assert crashed["crash_count"] == 4 and crashed["restart_in"] is None
-    assert plugin.status == "failed" and harness.supervisor.gave_up("raw")
-    assert plugin.link is not None and plugin.link.tool_names("raw") == []
+    assert plugin.status == "stopped" and harness.supervisor.gave_up("raw")
+    state = plugin.runtime_info()["state"]
+    expected = r"stopped: crashed 4 times in 5 minutes \(last: exited with code 7\) since \d\d:\d\d:\d\d"
+    assert re.fullmatch(expected, state), state
+    # The tools stay listed, and a call says what happened and what to do.
+    assert plugin.link is not None and "raw_echo" in plugin.link.tool_names("raw")
     down = await run_tool(plugin, "raw_echo", text="x")
-    assert not down.success and "unknown tool" in down.result
+    assert not down.success
+    assert "plugin raw crashed and was stopped after 4 crashes; use plugin_reload" in down.result
     await harness.supervisor.reload("raw")
     assert harness.supervisor.crash_count("raw") == 0
     assert (await run_tool(plugin, "raw_echo", text="again")).result == "again"

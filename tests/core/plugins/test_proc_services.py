@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from homeagent_core.app import App
+from homeagent_core.plugins.packages import CAPABILITIES
 from homeagent_sdk.testing import FakeEmbedder, FakeModel
 from homeagent_sdk.types import ToolCall
 
@@ -104,7 +105,7 @@ async def start_app(data: Path) -> App:
 @pytest.fixture
 async def app(tmp_path: Path) -> AsyncIterator[App]:
     data = tmp_path / "data"
-    install_raw(data, "raw", None)  # no capabilities listed: unrestricted
+    install_raw(data, "raw", [c for c in CAPABILITIES if c != "secrets"])  # every group but secrets
     install_python(data)
     running = await start_app(data)
     yield running

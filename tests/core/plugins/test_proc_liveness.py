@@ -1,0 +1,230 @@
+"""Out-of-process plugins that die quietly: closed stdout, blocked loop, escaped grandchildren,
+stderr floods, give-up status and a stop racing a restart — real subprocesses, asyncio and uvloop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_proc import Harness, install_raw, run_tool
+
+LOOPS = ["asyncio", "uvloop"]
+
+
+def run_on(loop: str, scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run ``scenario`` on a fresh event loop of the given kind (the daemon runs on uvloop)."""
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(scenario())
+    else:
+        asyncio.run(scenario())
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (absent, or a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(b")") + 2 :].split()[0] in (b"Z", b"X")
+
+
+async def until(check: Callable[[], bool], what: str, limit: float = 10.0) -> None:
+    """Wait (bounded) until ``check()`` holds."""
+    async with asyncio.timeout(limit):
+        while not check():
+            await asyncio.sleep(0.02)
+    assert check(), what
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_plugin_that_closes_stdout_but_lives_on_is_a_crash(tmp_path: Path, loop: str) -> None:
+    async def scenario() -> None:
+        install_raw(tmp_path)
+        harness = Harness(tmp_path)
+        try:
+            plugin = await harness.start()  # the pipe must tell, long before the first ping
+            assert plugin.conn is not None
+            pid = plugin.conn.pid
+            call = asyncio.ensure_future(run_tool(plugin, "raw_crash", how="close_stdout"))
+            crashed = await harness.event("plugin_crashed")
+            assert "closed its stdout" in crashed["error"]
+            await until(lambda: gone(pid), "the plugin process is killed")
+            await harness.event("plugin_restarted")
+            assert (await run_tool(plugin, "raw_echo", text="back")).result == "back"
+            assert not (await call).success
+        finally:
+            await harness.close()
+
+    run_on(loop, scenario)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_plugin_whose_loop_is_blocked_misses_the_ping_and_counts_as_crashed(tmp_path: Path, loop: str) -> None:
+    async def scenario() -> None:
+        install_raw(tmp_path)
+        harness = Harness(tmp_path)
+        try:
+            plugin = await harness.start(ping_interval=0.1, ping_timeout=0.5)
+            assert plugin.conn is not None
+            pid = plugin.conn.pid
+            call = asyncio.ensure_future(run_tool(plugin, "raw_crash", how="block"))
+            crashed = await harness.event("plugin_crashed")
+            assert "plugin.ping" in crashed["error"] and crashed["crash_count"] == 1
+            result = await asyncio.wait_for(call, 10)
+            assert not result.success and "插件进程已退出" in result.result
+            await until(lambda: gone(pid), "the blocked process is killed")
+            await harness.event("plugin_restarted")
+        finally:
+            await harness.close()
+
+    run_on(loop, scenario)
+
+
+SDK_CHILD = """
+import time
+
+from homeagent_sdk import hookimpl
+from homeagent_sdk.proc import serve
+from homeagent_sdk.types import ToolDef
+
+
+async def freeze() -> str:
+    time.sleep(120)  # blocks the plugin's event loop
+    return "never"
+
+
+def crunch() -> str:
+    time.sleep(1.5)  # a sync tool: runs in a worker thread, the loop stays free
+    return "crunched"
+
+
+class Sleepy:
+    name = "sleepy"
+
+    @hookimpl
+    def register_tools(self, registry):
+        registry.add(ToolDef(name="freeze", description="block the loop", handler=freeze))
+        registry.add(ToolDef(name="crunch", description="busy in a thread", handler=crunch))
+
+
+serve(Sleepy())
+"""
+
+
+def install_sdk_child(data_dir: Path) -> None:
+    folder = data_dir / "plugins" / "sleepy"
+    folder.mkdir(parents=True)
+    (folder / "plugin.json").write_text(json.dumps({"name": "sleepy", "version": "1.0.0", "entry": "plugin.bin"}))
+    entry = folder / "plugin.bin"
+    entry.write_text(f"#!{sys.executable}\n" + SDK_CHILD)
+    entry.chmod(0o755)
+
+
+async def test_the_sdk_answers_pings_from_its_loop_busy_threads_pass_a_blocked_loop_does_not(
+    tmp_path: Path,
+) -> None:
+    install_sdk_child(tmp_path)
+    harness = Harness(tmp_path)
+    try:
+        plugin = await harness.start("sleepy", ping_interval=0.1, ping_timeout=1.0)
+        busy = await run_tool(plugin, "crunch")
+        assert busy.success and busy.result == "crunched"
+        assert harness.supervisor.crash_count("sleepy") == 0
+        frozen = await run_tool(plugin, "freeze")
+        assert not frozen.success
+        crashed = await harness.event("plugin_crashed")
+        assert "plugin.ping" in crashed["error"]
+    finally:
+        await harness.close()
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_setsid_grandchild_dies_with_its_crashed_plugin(tmp_path: Path, loop: str) -> None:
+    async def scenario() -> None:
+        plugin_dir = install_raw(tmp_path)
+        harness = Harness(tmp_path)
+        try:
+            plugin = await harness.start()
+            call = asyncio.ensure_future(run_tool(plugin, "raw_crash", how="setsid"))
+            await harness.event("plugin_crashed")
+            assert not (await asyncio.wait_for(call, 10)).success
+            grandchild = int((plugin_dir / "grandchild.pid").read_text())
+            await until(lambda: gone(grandchild), "the setsid grandchild is killed")
+        finally:
+            await harness.close()
+
+    run_on(loop, scenario)
+
+
+async def test_a_setsid_grandchild_dies_when_the_daemon_stops_its_plugins(tmp_path: Path) -> None:
+    plugin_dir = install_raw(tmp_path)
+    harness = Harness(tmp_path)
+    plugin = await harness.start()
+    result = await run_tool(plugin, "raw_crash", how="setsid_keep")
+    assert result.result == "still alive"
+    grandchild = int((plugin_dir / "grandchild.pid").read_text())
+    assert not gone(grandchild)
+    await harness.close()  # the daemon's shutdown path: stop_all
+    await until(lambda: gone(grandchild), "the setsid grandchild is killed on stop")
+
+
+async def test_a_stderr_flood_is_rate_limited_and_long_lines_are_cut(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="homeagent.plugin.raw")
+    install_raw(harness.data_dir)
+    plugin = await harness.start()
+    assert (await run_tool(plugin, "raw_crash", how="spam")).result == "still alive"
+    await plugin.stop()  # the process is gone and its pipe read to the end
+    lines = [r for r in caplog.records if r.name == "homeagent.plugin.raw"]
+    assert len(lines) < 2000, f"{len(lines)} of 20000 flood lines were logged"
+    assert any("stderr lines suppressed" in r.getMessage() for r in lines)
+    assert max(len(r.getMessage()) for r in lines) < 2200
+
+
+async def test_a_stop_during_a_pending_restart_is_not_a_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin_dir = install_raw(tmp_path)
+    harness = Harness(tmp_path)
+    try:
+        plugin = await harness.start(stop_grace=0.5)
+        assert plugin.conn is not None
+        first = plugin.conn
+        (plugin_dir / "hang_handshake").write_text("")  # the restart will hang in its handshake
+        call = asyncio.ensure_future(run_tool(plugin, "raw_crash", how="exit"))
+        await harness.event("plugin_crashed")
+        assert not (await asyncio.wait_for(call, 10)).success
+        await until(lambda: plugin.conn is not first and plugin.conn is not None, "the restart spawned a process")
+        assert plugin.conn is not None
+        pid = plugin.conn.pid
+        caplog.clear()
+        await plugin.stop()
+        for _ in range(50):  # let anything still running on the loop finish its step
+            await asyncio.sleep(0)
+        assert plugin.status == "stopped"
+        assert harness.supervisor.crash_count("raw") == 1
+        assert not [r for r in caplog.records if "crashed" in r.getMessage()]
+        assert gone(pid)
+    finally:
+        await harness.close()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> Any:
+    h = Harness(tmp_path)
+    yield h
+    await h.close()
+
+
+def test_the_liveness_ping_is_in_the_protocol_document() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "PROTOCOL.md").read_text(encoding="utf-8")
+    assert "`plugin.ping`" in doc
