@@ -89,8 +89,11 @@ class SourceConfig:
     def problem(self) -> str:
         """Why this source is invalid (§4.6), or ``""``."""
         for key in ("name", "base_url", "model", "adapter"):
+            if key == "adapter" and self.adapter_path:
+                continue  # the file replaces the named adapter (docs/CONFIG.md)
             if str(getattr(self, key)).strip().lower() in _NIL:
-                return f"{key} is empty"
+                hint = " (set adapter to a name, or adapter_path to a file)" if key == "adapter" else ""
+                return f"{key} is empty{hint}"
         if not self.base_url.startswith(("http://", "https://")):
             return f"base_url {self.base_url!r} must start with http:// or https://"
         return ""
@@ -215,6 +218,11 @@ class ProviderManager:
 
         path = resolve_adapter(src.adapter, adapter_path=src.adapter_path,
                                data_dir=self.data_dir, extra_dirs=self.adapter_dirs)
+        if path is None and src.adapter_path:
+            raise ProviderError(
+                f"adapter_path {src.adapter_path!r} is not a file (a relative path is tried under "
+                f"{self.data_dir or '<data>'} first, then the working directory)",
+                source=src.name, adapter=src.adapter, kind="config")
         if path is None:
             raise ProviderError(f"no adapter file for {src.adapter!r}", source=src.name,
                                 adapter=src.adapter, kind="config")

@@ -331,3 +331,34 @@ async def test_closing_the_manager_stream_closes_the_http_request(
     async with asyncio.timeout(5):
         await fake.stream_closed.wait()
     assert mgr.list_sources()[0]["fails"] == 0  # a caller hanging up is not a source failure
+
+
+async def test_adapter_path_alone_names_the_adapter_file(
+    vendors: tuple[FakeVendors, str], tmp_path: Path, managers: list[ProviderManager]
+) -> None:
+    """docs/CONFIG.md: ``adapter_path`` is used instead of the named adapter, so no name is needed."""
+    config = pytest.importorskip("homeagent_core.config")
+    fake, base = vendors
+    custom = tmp_path / "my_adapters" / "mine.lua"
+    custom.parent.mkdir()
+    bundled = Path(__file__).resolve().parents[3] / "adapters" / "openai.lua"
+    custom.write_text(
+        bundled.read_text(encoding="utf-8").replace('headers = {}', 'headers = { ["x-adapter"] = "mine" }'),
+        encoding="utf-8",
+    )
+    cfg = config.ConfigStore(":memory:")
+    cfg.set("core.llm.sources.mine.base_url", base)
+    cfg.set("core.llm.sources.mine.model", "m")
+    cfg.set("core.llm.sources.mine.api_key", "sk-mine")
+    cfg.set("core.llm.sources.mine.adapter_path", "my_adapters/mine.lua")  # relative: under <data>
+    mgr = ProviderManager.from_config(cfg, data_dir=tmp_path)
+    managers.append(mgr)
+    rows = {r["name"]: r for r in mgr.list_sources()}
+    assert not rows["mine"]["disabled"], rows["mine"]
+    assert await mgr.quick_chat("ping") == "Hello there, how may I assist you today?"
+    assert fake.requests[-1]["headers"]["x-adapter"] == "mine"
+    cfg.set("core.llm.sources.mine.adapter_path", "my_adapters/missing.lua")
+    mgr.reload()
+    row = {r["name"]: r for r in mgr.list_sources()}["mine"]
+    assert "adapter_path 'my_adapters/missing.lua' is not a file" in str(row["disabled"]), row
+    cfg.close()
