@@ -579,14 +579,15 @@ class ProcPlugin:
             "state": f"{self.status}: {self.last_error}" if self.last_error else self.status,
         }
 
-    def _set_status(self, status: str, error: str = "") -> None:
-        """Change the status here and in the plugin host's listing (``homeagent status``)."""
-        self.status, self.last_error = status, error
+    def _set_status(self, status: str, error: str = "", *, stamp: bool = False) -> None:
+        """Change the status here and in the plugin host's listing (``homeagent status``);
+        ``stamp`` appends ``since HH:MM:SS`` to the error."""
         self.since = datetime.now().strftime("%H:%M:%S")
+        self.status, self.last_error = status, f"{error} since {self.since}" if stamp else error
         host = getattr(getattr(self.sdk, "services", None), "host", None)
         info = host.info(self.name) if host is not None and hasattr(host, "info") else None
         if info is not None:
-            info.status, info.error = status, error
+            info.status, info.error = status, self.last_error
 
     # ------------------------------------------------------------------ launch / stop
 
@@ -800,8 +801,9 @@ class ProcPlugin:
             self._set_status("crashed", reason)
         elif delay is None:
             last = reason.split("; last log lines:")[0]
-            self._set_status("stopped", f"crashed {crashes} times in {_span(self.supervisor.window)} (last: {last})")
-            self.last_error += f" since {self.since}"
+            self._set_status(
+                "stopped", f"crashed {crashes} times in {_span(self.supervisor.window)} (last: {last})", stamp=True
+            )
             log.error(
                 "plugin %s crashed %d times within %g s; automatic restarts stopped until a manual reload (需人工介入)",
                 self.name,

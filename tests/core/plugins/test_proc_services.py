@@ -7,6 +7,7 @@ whose ``RemoteSDK`` is what plugin authors call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -24,6 +25,7 @@ from homeagent_sdk.types import ToolCall
 RAW_SOURCE = Path(__file__).resolve().parents[2] / "plugins" / "raw_ndjson_plugin.py"
 
 PY_PLUGIN = '''
+import asyncio
 import json
 
 from homeagent_sdk import hookimpl
@@ -231,3 +233,23 @@ async def test_a_python_sdk_plugin_uses_every_service_through_its_remote_sdk(app
     records = list(app.memory.textlog.iter_records())
     assert [(r["content"], r["channel"], r["source"]) for r in records] == [("子进程写的对话", "pysvc", "pysvc")]
     assert app.memory.documents.get(out["doc"][0]).content == "小王喜欢喝龙井茶"
+
+
+async def test_after_giving_up_the_agent_status_and_the_model_say_why(app: App) -> None:
+    assert app.kernel is not None and app.supervisor is not None
+    app.supervisor.backoff = (0.01, 0.02, 0.03)
+    plugin = app.supervisor.get("raw")
+    assert "raw" in app.status()["started"]
+    for _ in range(4):
+        await app.kernel.tools.execute(ToolCall("c", "raw_crash", {"how": "kill"}))
+        async with asyncio.timeout(10):
+            while plugin.status == "restarting" or plugin._restart is not None:
+                await plugin.wait_restarted()
+                await asyncio.sleep(0)
+    status = app.status()
+    row = next(p for p in status["plugins"] if p["name"] == "raw")
+    assert "raw" not in status["started"] and row["status"] == "stopped"
+    assert re.fullmatch(r"crashed 4 times in 5 minutes \(last: killed by signal 9\) since \d\d:\d\d:\d\d", row["error"])
+    down = await app.kernel.tools.execute(ToolCall("c", "raw_echo", {"text": "x"}))
+    assert not down.success
+    assert "plugin raw crashed and was stopped after 4 crashes; use plugin_reload" in down.result
