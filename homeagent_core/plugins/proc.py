@@ -712,7 +712,8 @@ class ProcPlugin:
         return handlers
 
     def _attach_cleaner(self, scope: str, params: dict[str, Any]) -> None:
-        raw = params.get("def") if isinstance(params.get("def"), dict) else {}
+        definition = params.get("def")
+        raw: dict[str, Any] = definition if isinstance(definition, dict) else {}
         name = str(params.get("name") or raw.get("name") or "")
         link = self.link
         if link is None:

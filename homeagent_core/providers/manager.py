@@ -15,10 +15,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
 
@@ -41,7 +41,7 @@ COOLDOWN_MAX_S = 1800.0
 
 def cooldown_seconds(fails: int) -> float:
     """30 s × 2^(fails-1), capped at 30 minutes."""
-    return min(COOLDOWN_BASE_S * (2 ** max(fails - 1, 0)), COOLDOWN_MAX_S)
+    return min(COOLDOWN_BASE_S * float(2 ** max(fails - 1, 0)), COOLDOWN_MAX_S)
 
 
 def _bool(v: Any) -> bool:
@@ -77,7 +77,9 @@ class SourceConfig:
     @classmethod
     def from_mapping(cls, name: str, values: dict[str, Any]) -> SourceConfig:
         """Build from raw (possibly string) config values, converting types."""
-        s = lambda k: str(values.get(k) or "").strip()  # noqa: E731
+        def s(key: str) -> str:
+            return str(values.get(key) or "").strip()
+
         return cls(name=name, base_url=s("base_url"), model=s("model"), adapter=s("adapter"),
                    api_key=s("api_key"), adapter_path=s("adapter_path"),
                    context_window=_int(values.get("context_window"), 0),
@@ -396,7 +398,7 @@ class ProviderManager:
         tried: list[LuaAdaptedProvider] = []
         for p in providers:
             yielded = False
-            stream = p.chat_stream(request)
+            stream = cast(AsyncGenerator[dict[str, Any], None], p.chat_stream(request))
             try:
                 async for chunk in stream:
                     yielded = True
@@ -417,16 +419,16 @@ class ProviderManager:
         again = [p for p in tried if not self._states[p.name].disabled]
         yield {"content": "", "reset": True, "done": False}
         resp = await self._chat_over(rest + again, request)
-        chunk: dict[str, Any] = {"content": resp.get("content", ""), "done": False}
+        last: dict[str, Any] = {"content": resp.get("content", ""), "done": False}
         if resp.get("reasoning_content"):
-            chunk["reasoning_content"] = resp["reasoning_content"]
+            last["reasoning_content"] = resp["reasoning_content"]
         if resp.get("tool_calls"):
-            chunk["tool_calls"] = [
+            last["tool_calls"] = [
                 {"id": tc["id"], "type": "function", "name": tc["name"],
                  "arguments": tc["arguments"], "stream_index": i,
                  "raw_arguments": orjson.dumps(tc["arguments"]).decode()}
                 for i, tc in enumerate(resp["tool_calls"])]
-        yield chunk
+        yield last
         yield {"content": "", "done": True, "finish_reason": resp.get("finish_reason") or "stop",
                "usage": resp.get("token_usage") or {}}
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,7 +157,7 @@ def _server_class() -> type:
         """uvicorn inside the daemon: the daemon owns SIGINT/SIGTERM, not uvicorn."""
 
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[no-untyped-def,override]
+        def capture_signals(self) -> Iterator[None]:
             yield
 
     return EmbeddedServer
