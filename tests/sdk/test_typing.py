@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -14,8 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_the_shipped_packages_pass_strict_mypy():
     api = pytest.importorskip("mypy.api")
-    if sys.version_info >= (3, 11):
-        import tomllib
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
     assert {"homeagent_sdk", "homeagent_core", "hmapdev"} <= set(config["files"])
     paths = [str(ROOT / f) for f in config["files"]]
