@@ -229,7 +229,8 @@ class Turn:
         k, item, ctx = self.k, self.item, self.ctx
         k.bus.publish(
             "raw_input",
-            {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt},
+            {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt,
+             "attachments": [{"name": a.name, "mime": a.mime} for a in item.attachments or ()]},
         )
         await k.stages.run("on_input", ctx)
         if ctx.drop:

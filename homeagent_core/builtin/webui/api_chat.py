@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import mimetypes
 import re
 import time
@@ -19,6 +20,8 @@ from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
 
 __all__ = ["routes", "upload_name"]
+
+log = logging.getLogger("homeagent.webui")
 
 DEDUP_CACHE = 256
 ALLOWED_UPLOAD = re.compile(r"^(image/(png|jpeg|gif|webp)|audio/(wav|x-wav|mpeg|ogg|mp4)|text/plain|application/pdf)$")
@@ -70,11 +73,26 @@ async def chat(request: Request) -> Response:
         if msg_id:
             cache.pop(msg_id, None)
         future.cancel()
-        if isinstance(exc, TimeoutError):
-            raise ApiError(504, "the agent did not answer within 300 s") from None
-        raise
+        raise _turn_error(exc) from None
     future.set_result(result)
     return ok(result)
+
+
+def _turn_error(exc: BaseException) -> BaseException:
+    """What a failed turn becomes for the client: a JSON error with a useful status, never a 500.
+
+    The kernel has already published ``agent_error`` (shown by open tabs); the response carries
+    the same text so a script without SSE learns it too.
+    """
+    if isinstance(exc, ApiError | asyncio.CancelledError) or not isinstance(exc, Exception):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ApiError(504, "the agent did not answer within 300 s")
+    status = getattr(exc, "http_status", None)
+    if isinstance(status, int) and 400 <= status < 600 and status != 500:
+        return exc  # a refusal that already says what to do (queue full, ...) keeps its own status
+    log.warning("chat turn failed: %s: %s", type(exc).__name__, exc)
+    return ApiError(502, f"the agent could not answer: {type(exc).__name__}: {exc}")
 
 
 @require_api
@@ -87,7 +105,11 @@ async def history(request: Request) -> Response:
             raise ApiError(400, f"{name} must be a non-negative integer")
         return int(raw)
 
-    return ok(_ui(request).history.page(number("limit"), number("before")))
+    ui = _ui(request)
+    # The id of the newest event already reflected in this history: the page's event stream
+    # starts after it, so nothing is drawn twice (history, then the same events replayed).
+    last_event_id = ui.hub.last_id
+    return ok({**ui.history.page(number("limit"), number("before")), "last_event_id": last_event_id})
 
 
 @require_api
@@ -98,6 +120,13 @@ async def interrupt(request: Request) -> Response:
         raise ApiError(400, "message must be a string")
     await agent_port.interrupt(_ui(request).kernel, text, channel="webui", source=_source(data))
     return ok({"status": "interrupted"})
+
+
+@require_api
+async def stop(request: Request) -> Response:
+    """Stop the running turn (its model call is cancelled) and drop what was queued before now."""
+    dropped = _ui(request).kernel.stop()
+    return ok({"status": "stopped", "dropped": dropped})
 
 
 def _cut(text: str, limit: int) -> str:
@@ -171,9 +200,12 @@ async def upload(request: Request) -> Response:
     clean = upload_name(filename, mime)
     path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
-    result = await agent_port.ask_with_media(
-        ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"
-    )
+    try:
+        result = await agent_port.ask_with_media(
+            ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"
+        )
+    except BaseException as exc:
+        raise _turn_error(exc) from None
     return ok({**result, "file": info})
 
 
@@ -220,6 +252,7 @@ routes = [
     Route("/api/v1/chat", chat, methods=["POST"]),
     Route("/api/v1/chat/history", history, methods=["GET"]),
     Route("/api/v1/chat/interrupt", interrupt, methods=["POST"]),
+    Route("/api/v1/chat/stop", stop, methods=["POST"]),
     Route("/api/v1/chat/file", upload, methods=["POST"]),
     Route("/api/v1/events", events, methods=["GET"]),
     Route("/api/v1/chat/events", events, methods=["GET"]),

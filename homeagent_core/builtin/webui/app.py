@@ -69,7 +69,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         services=services,
         credentials=credentials,
         credentials_path=path,
-        sessions=Sessions(ttl_s=sdk.settings.get("session_ttl_hours") * 3600),
+        sessions=Sessions(ttl_s=sdk.settings.get("session_ttl_hours") * 3600, path=sdk.data_dir / "sessions.json"),
         limiter=LoginLimiter(),
         hub=hub,
         history=history,
@@ -93,6 +93,12 @@ async def login_page(request: Request) -> Response:
 @require_web
 async def index(request: Request) -> Response:
     return FileResponse(STATIC / "index.html", headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+
+
+async def favicon(request: Request) -> Response:
+    """The tab icon (public: browsers ask for it before anyone logs in)."""
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -121,6 +127,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
     routes: list[Any] = [
         Route("/", index, methods=["GET"]),
         Route("/login", login_page, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         *api_admin.routes,
         *api_plugins.routes,
         *api_chat.routes,

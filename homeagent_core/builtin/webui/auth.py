@@ -92,14 +92,25 @@ class Credentials:
 
 @dataclass
 class Sessions:
-    """Login sessions: random tokens with an expiry and a CSRF token each (kept in memory)."""
+    """Login sessions: random tokens with an expiry and a CSRF token each.
+
+    With a ``path`` they are also kept on disk (``sessions.json``, mode 0600), so a daemon
+    restart does not log every browser out. Only a hash of each token is stored: the file
+    alone does not let anyone log in.
+    """
 
     ttl_s: float = 24 * 3600
+    path: Path | None = None
     _tokens: dict[str, tuple[float, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            self._tokens = _load_sessions(self.path)
 
     def create(self) -> str:
         token = secrets.token_hex(32)
-        self._tokens[token] = (time.time() + self.ttl_s, secrets.token_urlsafe(32))
+        self._tokens[_sha256(token)] = (time.time() + self.ttl_s, secrets.token_urlsafe(32))
+        self._save()
         return token
 
     def valid(self, token: str | None) -> bool:
@@ -113,17 +124,49 @@ class Sessions:
         """
         if not token:
             return None
-        entry = self._tokens.get(token)
+        key = _sha256(token)
+        entry = self._tokens.get(key)
         if entry is None:
             return None
         if entry[0] < time.time():
-            del self._tokens[token]
+            del self._tokens[key]
+            self._save()
             return None
         return entry[1]
 
     def drop(self, token: str | None) -> None:
-        if token:
-            self._tokens.pop(token, None)
+        if token and self._tokens.pop(_sha256(token), None) is not None:
+            self._save()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        now = time.time()
+        live = {k: list(v) for k, v in self._tokens.items() if v[0] >= now}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(live, fh)
+        os.replace(tmp, self.path)
+
+
+def _load_sessions(path: Path) -> dict[str, tuple[float, str]]:
+    """The live sessions stored at ``path``; an unreadable file means none (everyone logs in again)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return {}
+    now = time.time()
+    out: dict[str, tuple[float, str]] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int | float)
+                    and isinstance(value[1], str) and value[0] >= now):
+                out[str(key)] = (float(value[0]), value[1])
+    return out
 
 
 @dataclass

@@ -107,6 +107,11 @@ class EventHub:
         return None
 
     @property
+    def last_id(self) -> str:
+        """The id of the newest replayable event (``""`` before the first)."""
+        return self._ring[-1].id if self._ring else ""
+
+    @property
     def client_count(self) -> int:
         return len(self._clients)
 

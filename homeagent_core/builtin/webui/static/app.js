@@ -58,17 +58,58 @@ window.addEventListener("hashchange", () => show(location.hash.slice(1)));
 // ------------------------------------------------------------------ chat
 
 const messages = $("#messages");
-let pending = null; // the assistant bubble being streamed
+let pending = null; // the assistant bubble being streamed (ours or another tab's/channel's)
+let turn = null; // this tab's own send in flight: {text, file, node, user, seen, failed}
+let lastEventId = "";
+
+function nearBottom() {
+  const doc = document.scrollingElement || document.documentElement;
+  return doc.scrollHeight - doc.scrollTop - window.innerHeight < 160;
+}
+
+function reveal(node, force = false) {
+  // scroll-margin-bottom (style.css) keeps the node above the sticky input bar.
+  if (force || nearBottom()) node.scrollIntoView({block: "end"});
+}
+
+function setBody(node, text) {
+  node.raw = text;
+  node.body.textContent = "";
+  if (node.classList.contains("assistant")) node.body.append(Markdown.render(text));
+  else node.body.textContent = text;
+}
+
+let renderQueued = new Set();
+function streamInto(node, text) {
+  // Deltas arrive faster than frames: render the Markdown once per frame.
+  node.raw = text;
+  if (renderQueued.has(node)) return;
+  renderQueued.add(node);
+  requestAnimationFrame(() => {
+    renderQueued.delete(node);
+    const stick = nearBottom();
+    setBody(node, node.raw);
+    if (stick) reveal(node, true);
+  });
+}
 
 function bubble(role, text = "") {
   const node = el("div", {class: `msg ${role}`});
   node.reasoning = el("div", {class: "reasoning", hidden: ""});
   node.tools = el("div", {class: "tools"});
-  node.body = el("div", {class: "body"}, text);
-  node.append(node.reasoning, node.tools, node.body);
+  node.media = el("div", {class: "media"});
+  node.body = el("div", {class: "body"});
+  node.append(node.media, node.reasoning, node.tools, node.body);
+  setBody(node, text);
   messages.append(node);
-  node.scrollIntoView({block: "end"});
+  reveal(node, true);
   return node;
+}
+
+function thinking(node) {
+  node.classList.add("streaming", "thinking");
+  node.body.textContent = "";
+  node.body.append(el("span", {class: "typing", "aria-label": "正在思考 thinking"}, el("i"), el("i"), el("i")));
 }
 
 function addTool(node, payload) {
@@ -76,31 +117,86 @@ function addTool(node, payload) {
   node.tools.append(el("div", {class: "tool"}, `工具 ${payload.name} · ${status}`));
 }
 
+function addAttachment(node, att) {
+  const url = att.url || `/uploads/${encodeURIComponent(att.name)}`;
+  if ((att.mime || att.type || "").startsWith("image/")) {
+    node.media.append(el("img", {src: url, alt: att.name, loading: "lazy"}));
+  } else {
+    node.media.append(el("a", {href: url, target: "_blank", rel: "noopener", class: "file"}, `📎 ${att.name}`));
+  }
+}
+
+function finish(node, text, reasoning) {
+  if (text !== undefined) setBody(node, text);
+  if (reasoning) { node.reasoning.hidden = false; node.reasoning.textContent = reasoning; }
+  node.classList.remove("streaming", "thinking");
+  node.dataset.done = "1";
+  if (pending === node) pending = null;
+  busy(false);
+}
+
+function showError(node, message) {
+  // One bubble per failed turn, whether the error came over SSE, from the POST, or both.
+  node.classList.remove("streaming", "thinking");
+  node.classList.add("error");
+  node.dataset.done = "1";
+  node.body.textContent = "";
+  node.body.append(el("span", {class: "error-text"}, `出错了 Error: ${message}`));
+  if (node.retry) {
+    node.body.append(el("button", {type: "button", class: "retry secondary", onclick: () => {
+      const retry = node.retry;
+      node.remove();
+      send(retry.text, retry.file, {redraw: false});
+    }}, "重试 Retry"));
+  }
+  if (pending === node) pending = null;
+  busy(false);
+  reveal(node, true);
+}
+
+function busy(on) {
+  $("#send").hidden = on;
+  $("#stop").hidden = !on;
+}
+
 function renderHistory(data) {
   messages.textContent = "";
   pending = null;
   for (const m of data.messages) {
+    if (HIDDEN_CHANNELS.has(m.channel)) continue;
     const node = bubble(m.role, m.content || "");
+    for (const att of m.attachments || []) addAttachment(node, att);
     if (m.reasoning) { node.reasoning.hidden = false; node.reasoning.textContent = m.reasoning; }
     for (const tool of m.tools || []) addTool(node, tool);
+    if (m.role === "assistant") node.dataset.done = "1";
   }
+  if (messages.lastChild) reveal(messages.lastChild, true);
 }
 
 async function loadHistory() {
-  renderHistory(await api("/api/v1/chat/history?limit=100"));
+  const data = await api("/api/v1/chat/history?limit=100");
+  renderHistory(data);
+  lastEventId = data.last_event_id || "";
 }
 
-function onEvent(type, event) {
+function onEvent(type, event, id) {
+  if (id) lastEventId = id;
   const payload = event.payload || {};
   if (HIDDEN_CHANNELS.has(payload.channel)) return;
   if (type === "raw_input" && !payload.interrupt) {
-    bubble("user", payload.text || "");
+    if (turn && !turn.seen && payload.channel === "webui") {
+      turn.seen = true; // our own message, already drawn when it was sent
+      pending = turn.node;
+      return;
+    }
+    const user = bubble("user", payload.text || "");
+    for (const att of payload.attachments || []) addAttachment(user, att);
     pending = bubble("assistant");
-    pending.classList.add("streaming");
+    thinking(pending);
   } else if (type === "content_delta" && pending) {
-    if (payload.reset) pending.body.textContent = "";
-    pending.body.textContent += payload.content || "";
-    pending.scrollIntoView({block: "end"});
+    pending.classList.remove("thinking");
+    const text = payload.reset ? "" : pending.raw || "";
+    streamInto(pending, text + (payload.content || ""));
   } else if (type === "reasoning_delta" && pending) {
     pending.reasoning.hidden = false;
     pending.reasoning.textContent += payload.reasoning_content || "";
@@ -108,25 +204,69 @@ function onEvent(type, event) {
     addTool(pending, payload);
   } else if (type === "agent_output") {
     const node = pending || bubble("assistant");
-    node.body.textContent = payload.content || "";
-    if (payload.reasoning_content) { node.reasoning.hidden = false; node.reasoning.textContent = payload.reasoning_content; }
-    node.classList.remove("streaming");
-    node.dataset.done = "1";
-    pending = null;
+    finish(node, payload.content || "", payload.reasoning_content);
+    reveal(node);
+    if (document.hidden && !(turn && turn.node === node)) notify(payload.content || "");
   } else if (type === "agent_error" && pending) {
-    pending.body.textContent = `出错了: ${payload.error}`;
-    pending.classList.add("error");
-    pending = null;
+    showError(pending, payload.error);
+    if (turn && turn.node) turn.failed = true;
   }
 }
 
 function connectEvents() {
-  const source = new EventSource("/api/v1/events");
+  // Start after the newest event the history already shows: nothing is drawn twice. Later
+  // reconnects send Last-Event-ID themselves.
+  const source = new EventSource(`/api/v1/events?last_event_id=${encodeURIComponent(lastEventId)}`);
   const types = ["raw_input", "content_delta", "reasoning_delta", "tool_call", "agent_output", "agent_error", "stage"];
-  for (const type of types) source.addEventListener(type, (e) => onEvent(type, JSON.parse(e.data)));
+  for (const type of types) source.addEventListener(type, (e) => onEvent(type, JSON.parse(e.data), e.lastEventId));
   source.addEventListener("sync_required", () => loadHistory());
   source.onerror = () => { /* EventSource reconnects by itself with Last-Event-ID */ };
   return source;
+}
+
+function notify(text) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  new Notification("HomeAgent", {body: text.slice(0, 200), tag: "homeagent"});
+}
+
+async function send(text, file, {redraw = true} = {}) {
+  let user = null;
+  if (redraw) {
+    user = bubble("user", text);
+    if (file) addAttachment(user, {name: file.name, mime: file.type, url: URL.createObjectURL(file)});
+  }
+  const node = bubble("assistant");
+  thinking(node);
+  node.retry = {text, file};
+  turn = {text, file, node, user, seen: false, failed: false};
+  const mine = turn;
+  pending = node;
+  busy(true);
+  try {
+    let result;
+    if (file) {
+      const form = new FormData();
+      form.append("file", file);
+      form.append("message", text);
+      result = await api("/api/v1/chat/file", {method: "POST", body: form});
+    } else {
+      result = await api("/api/v1/chat", {
+        method: "POST",
+        headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({message: text, client_msg_id: crypto.randomUUID()}),
+      });
+    }
+    if (!node.dataset.done) finish(node, result.response || (result.stopped ? "" : result.response));
+    if (result.skipped) {
+      node.append(el("div", {class: "note"}, "与刚才的消息相同，这是上一次的回答 · Same as your previous message: this is the earlier reply"));
+    }
+    if (!node.raw && !node.classList.contains("error")) setBody(node, "（已停止 · stopped）");
+  } catch (err) {
+    showError(node, err.message);
+  } finally {
+    if (turn === mine) turn = null;
+    busy(false);
+  }
 }
 
 $("#chat-form").addEventListener("submit", async (event) => {
@@ -135,29 +275,38 @@ $("#chat-form").addEventListener("submit", async (event) => {
   const file = $("#file").files[0];
   const text = input.value.trim();
   if (!text && !file) return;
+  if (turn) return; // one message at a time from this tab; Stop ends the current one
   input.value = "";
-  $("#send").disabled = true;
-  try {
-    if (file) {
-      const form = new FormData();
-      form.append("file", file);
-      form.append("message", text);
-      $("#file").value = "";
-      const result = await api("/api/v1/chat/file", {method: "POST", body: form});
-      const node = bubble("user");
-      node.body.append(el("img", {src: result.file.url, alt: result.file.name}));
-    } else {
-      await api("/api/v1/chat", {
-        method: "POST",
-        headers: {"Content-Type": "application/json"},
-        body: JSON.stringify({message: text, client_msg_id: crypto.randomUUID()}),
-      });
-    }
-  } catch (err) {
-    bubble("assistant", `出错了: ${err.message}`).classList.add("error");
-  } finally {
-    $("#send").disabled = false;
+  $("#file").value = "";
+  $("#file-name").textContent = "";
+  if ("Notification" in window && Notification.permission === "default") Notification.requestPermission().catch(() => {});
+  await send(text, file);
+});
+
+$("#stop").addEventListener("click", async () => {
+  try { await api("/api/v1/chat/stop", {method: "POST"}); } catch (err) { /* the reply or error still arrives */ }
+});
+
+$("#file").addEventListener("change", () => {
+  const file = $("#file").files[0];
+  $("#file-name").textContent = file ? file.name : "";
+});
+
+$("#export").addEventListener("click", async () => {
+  const data = await api("/api/v1/chat/history");
+  const lines = [`# HomeAgent chat — ${new Date().toISOString().slice(0, 10)}`, ""];
+  for (const m of data.messages) {
+    if (HIDDEN_CHANNELS.has(m.channel)) continue;
+    const when = m.time ? new Date(m.time * 1000).toLocaleString() : "";
+    lines.push(`## ${m.role === "user" ? "You" : "HomeAgent"}${when ? ` · ${when}` : ""}`, "");
+    for (const att of m.attachments || []) lines.push(`[${att.name}](/uploads/${encodeURIComponent(att.name)})`, "");
+    lines.push(m.content || "", "");
   }
+  const blob = new Blob([lines.join("\n")], {type: "text/markdown"});
+  const link = el("a", {href: URL.createObjectURL(blob), download: `homeagent-chat-${new Date().toISOString().slice(0, 10)}.md`});
+  document.body.append(link);
+  link.click();
+  link.remove();
 });
 
 $("#input").addEventListener("keydown", (event) => {

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import stat
 import zipfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -114,3 +116,46 @@ def build_hmap() -> Callable[..., Path]:
 def hostile_hmap() -> Callable[[str], bytes]:
     """``hostile_hmap("slip" | "absolute" | "symlink")`` → the bytes of a malicious package."""
     return hostile_package
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[object]:
+    """A page in headless Chromium (skips the test when Chromium is not installed)."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        context = await browser.new_context(viewport={"width": 1100, "height": 800})
+        page = await context.new_page()
+        yield page
+        await context.close()
+        await browser.close()
+
+
+async def browser_login(page: Any, daemon: WebDaemon) -> None:
+    """Log ``page`` in to ``daemon``'s web UI and wait for the chat page."""
+    await page.goto(daemon.url + "/")
+    await page.wait_for_url("**/login")
+    await page.fill("#password", daemon.password)
+    await page.click("#login-button")
+    await page.wait_for_selector("#chat-form")
+
+
+@pytest.fixture
+def login() -> Callable[[Any, WebDaemon], Any]:
+    """``await login(page, daemon)``: the page logged in and showing the chat."""
+    return browser_login

@@ -21,30 +21,8 @@ from homeagent_sdk.testing import FakeReply, ToolCallReply
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-
-
-@pytest.fixture
-async def page():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        context = await browser.new_context(viewport={"width": 1100, "height": 800})
-        page = await context.new_page()
-        yield page
-        await context.close()
-        await browser.close()
 
 
 async def login(page, daemon) -> None:

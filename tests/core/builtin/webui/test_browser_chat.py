@@ -1,0 +1,207 @@
+"""The chat page in headless Chromium, as a person uses it: each message drawn once, the reply
+in view above the input bar, a thinking indicator and a stop button, one error bubble with a
+retry, images shown at once and kept, Markdown with highlighted, copyable code, export, and a
+login that survives a daemon restart. Screenshots go to ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from pathlib import Path
+
+import pytest
+
+from homeagent_sdk.errors import ProviderError
+from homeagent_sdk.testing import FakeReply
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAFElEQVR4nGP8z8DAwMDAxMDAwMAAAB0ABx1n4WkAAAAASUVORK5CYII="
+)
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+async def send(page, text: str) -> None:
+    await page.fill("#input", text)
+    await page.press("#input", "Enter")
+
+
+async def last_reply(page, count: int):
+    """The ``count``-th finished assistant bubble (1-based), once it is there."""
+    reply = page.locator(".msg.assistant[data-done='1']").nth(count - 1)
+    await reply.wait_for(timeout=10_000)
+    return reply
+
+
+async def above_input_bar(page, selector: str) -> bool:
+    """Whether the element is inside the viewport and not covered by the sticky input bar."""
+    return await page.evaluate(
+        """(sel) => {
+            const nodes = document.querySelectorAll(sel);
+            const box = nodes[nodes.length - 1].getBoundingClientRect();
+            const bar = document.querySelector('#chat-form').getBoundingClientRect();
+            return box.top >= 0 && box.bottom <= bar.top + 1;
+        }""",
+        selector,
+    )
+
+
+async def test_reload_draws_each_message_once(daemon, page, login):
+    daemon.model.add("第一条回答", "第二条回答", "来自脚本的回答")
+    await login(page, daemon)
+    await send(page, "第一条")
+    await last_reply(page, 1)
+    await send(page, "第二条")
+    await last_reply(page, 2)
+    await page.reload()
+    await page.wait_for_selector(".msg.assistant:has-text('第二条回答')")
+    # A message from elsewhere arrives over the live stream after any replay would have.
+    async with daemon.client() as client:
+        response = await client.post("/api/v1/chat", json={"message": "脚本消息"})
+        assert response.status_code == 200, response.text
+    await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('来自脚本的回答')")
+    bodies = await page.locator(".msg .body").all_inner_texts()
+    assert bodies == ["第一条", "第一条回答", "第二条", "第二条回答", "脚本消息", "来自脚本的回答"]
+
+
+async def test_thinking_indicator_stop_button_and_reply_in_view(daemon, page, login):
+    async with daemon.client() as client:
+        for n in range(12):  # enough history that the page scrolls
+            daemon.model.add(f"历史回答 {n}\n\n" + "很长的一段话。" * 30)
+            assert (await client.post("/api/v1/chat", json={"message": f"历史 {n}"})).status_code == 200
+    await login(page, daemon)
+    daemon.model.add(FakeReply(hang=True))
+    await send(page, "想一想")
+    await page.wait_for_selector(".msg.assistant.thinking .typing")
+    assert await above_input_bar(page, ".msg.assistant.thinking")
+    assert await page.is_visible("#stop") and not await page.is_visible("#send")
+    await page.screenshot(path=str(SHOTS / "chat-thinking.png"))
+    await page.click("#stop")
+    stopped = page.locator(".msg.assistant[data-done='1']").last
+    await page.wait_for_selector("#send", state="visible")
+    assert "停止" in await stopped.inner_text() or await stopped.inner_text() == ""
+    daemon.model.add("流式回答开始。" + "这是一段会分成好几块流式输出的回答。" * 20)
+    await send(page, "再说一次")
+    await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('流式回答开始')")
+    assert await above_input_bar(page, ".msg.assistant")
+    await page.screenshot(path=str(SHOTS / "chat-streamed.png"))
+
+
+async def test_a_failed_model_call_shows_one_error_bubble_with_retry(daemon, page, login):
+    daemon.model.add(ProviderError("deepseek: HTTP 401 invalid api key"), "重试成功")
+    await login(page, daemon)
+    await send(page, "你好")
+    error = page.locator(".msg.error")
+    await error.wait_for()
+    await page.wait_for_selector("#send", state="visible")
+    assert await error.count() == 1
+    assert "invalid api key" in await error.inner_text()
+    assert "Internal Server Error" not in await page.inner_text("#messages")
+    await page.screenshot(path=str(SHOTS / "chat-error.png"))
+    await error.locator("button.retry").click()
+    await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('重试成功')")
+    assert await page.locator(".msg.error").count() == 0
+    assert await page.locator(".msg.user").all_inner_texts() == ["你好"]
+
+
+async def test_the_chat_api_answers_a_failed_turn_with_a_json_error_not_500(daemon):
+    daemon.model.add(ProviderError("upstream refused"))
+    async with daemon.client() as client:
+        response = await client.post("/api/v1/chat", json={"message": "hi"})
+    assert response.status_code == 502
+    assert "upstream refused" in response.json()["error"]
+
+
+async def test_an_uploaded_image_shows_at_once_and_stays_after_reload(daemon, page, login, tmp_path):
+    picture = tmp_path / "cat.png"
+    picture.write_bytes(PNG)
+    daemon.model.add(FakeReply(hang=True))
+    await login(page, daemon)
+    await page.set_input_files("#file", str(picture))
+    await page.fill("#input", "看这张图")
+    await page.click("#send")
+    # Shown while the model is still working, from the chosen file itself.
+    await page.wait_for_selector(".msg.user img[alt='cat.png']")
+    await page.wait_for_selector(".msg.assistant.thinking")
+    await page.click("#stop")
+    await page.wait_for_selector("#send", state="visible")
+    await page.reload()
+    image = page.locator(".msg.user img")
+    await image.wait_for()
+    assert (await image.get_attribute("src")).startswith("/uploads/")
+    await page.wait_for_function("document.querySelector('.msg.user img').naturalWidth === 8")
+    assert "看这张图" in await page.locator(".msg.user").inner_text()
+
+
+async def test_markdown_code_highlighting_copy_and_export(daemon, page, login):
+    reply = (
+        "# 标题\n\n**粗体** 和 `行内代码`，还有 [链接](https://example.com)\n\n"
+        "```python\nprint('hi')  # 打招呼\n```\n\n- 一\n- 二\n\n<img src=x onerror=\"window.pwned=1\">"
+    )
+    daemon.model.add(reply)
+    await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    await login(page, daemon)
+    await send(page, "写点 Markdown")
+    answer = await last_reply(page, 1)
+    assert await answer.locator("strong").inner_text() == "粗体"
+    assert await answer.locator("a[href='https://example.com']").count() == 1
+    assert await answer.locator("li").count() == 2
+    assert await answer.locator(".code .tok-string").inner_text() == "'hi'"
+    assert await answer.locator(".code .tok-comment").inner_text() == "# 打招呼"
+    # Raw HTML in a reply is text, never markup.
+    assert await answer.locator("img").count() == 0
+    assert "<img src=x" in await answer.inner_text()
+    assert await page.evaluate("window.pwned") is None
+    await answer.locator("button.copy").click()
+    await page.wait_for_selector("button.copy:has-text('已复制')")
+    assert await page.evaluate("navigator.clipboard.readText()") == "print('hi')  # 打招呼"
+    await page.screenshot(path=str(SHOTS / "chat-markdown.png"))
+    async with page.expect_download() as info:
+        await page.click("#export")
+    exported = Path(await (await info.value).path()).read_text(encoding="utf-8")
+    assert "写点 Markdown" in exported and "print('hi')" in exported
+
+
+async def test_identical_input_says_it_is_the_earlier_reply(daemon, page, login):
+    daemon.model.add("只回答一次")
+    await login(page, daemon)
+    await send(page, "同样的话")
+    await last_reply(page, 1)
+    await send(page, "同样的话")
+    second = await last_reply(page, 2)
+    await second.locator(".note").wait_for()
+    assert "只回答一次" in await second.inner_text()
+    assert len(daemon.model.requests) == 1
+
+
+async def test_a_login_survives_a_daemon_restart(tmp_path, page, login, start_daemon):
+    data = tmp_path / "data"
+    async with start_daemon(data) as first:
+        await login(page, first)
+    async with start_daemon(data) as second:
+        await page.goto(second.url + "/")
+        await page.wait_for_selector("#chat-form")
+        assert page.url.rstrip("/") == second.url
+        # and the new daemon takes the browser's changes (its CSRF token is still known)
+        second.model.add("重启后还在")
+        await send(page, "重启了吗")
+        await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('重启后还在')")
+
+
+async def test_navigation_fits_one_line_on_a_390px_phone(daemon, page, login):
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await login(page, daemon)
+    tops = await page.evaluate("[...document.querySelectorAll('nav a')].map((a) => a.getBoundingClientRect().top)")
+    assert len(set(tops)) == 1, f"the navigation wraps onto {len(set(tops))} lines"
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    await page.screenshot(path=str(SHOTS / "chat-phone-390.png"))
+
+
+async def test_favicon_is_served_without_login(daemon):
+    async with daemon.client(key=False) as client:
+        response = await client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("image/")
