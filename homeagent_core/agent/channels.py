@@ -96,6 +96,8 @@ class ChannelRegistry:
         self.outputs: dict[str, ChannelDef] = {}
         self._arity: dict[str, int] = {}
         self.version = 0
+        #: The output channel the person last talked on; proactive replies (a timer firing) go there.
+        self.last_active: str | None = None
 
     # ------------------------------------------------------------------ registration
 

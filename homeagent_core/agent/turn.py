@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from homeagent_core.agent.channels import SEND_PREFIX
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
@@ -200,6 +201,8 @@ class Turn:
         self.started = time.monotonic()
         self.activity = "starting"
         self.rounds = 0
+        #: Whether the model called an ``output_send__*`` tool (its reply then goes nowhere else).
+        self.sent_explicitly = False
 
     # ------------------------------------------------------------------ scheduler handle
 
@@ -227,6 +230,8 @@ class Turn:
     async def run(self) -> Reply:
         """Run the whole turn for ``self.item``."""
         k, item, ctx = self.k, self.item, self.ctx
+        if k.channels.output(item.channel) is not None:
+            k.channels.last_active = item.channel
         k.bus.publish(
             "raw_input",
             {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt,
@@ -312,25 +317,36 @@ class Turn:
             await k.memory.record_output(ctx)
 
     async def _deliver(self, text: str) -> None:
-        """Publish ``agent_output`` and hand the text to a sync output channel."""
+        """Publish ``agent_output`` and hand the text to a sync output channel.
+
+        A proactive input (an interrupt from a channel nobody reads, e.g. a timer firing) is
+        answered on the channel the person last talked on, unless the model already sent
+        something itself with ``output_send__*``.
+        """
         k, ctx = self.k, self.ctx
-        k.bus.publish(
-            "agent_output",
-            {
-                "content": text,
-                "channel": ctx.channel,
-                "source": ctx.source,
-                "reasoning_content": ctx.reasoning_content,
-                "usage": dict(self._usage),
-            },
-        )
         channel = k.channels.output(ctx.channel)
-        if channel is not None and channel.sync and text:
+        target = ctx.channel
+        meta: dict[str, Any] = {"source": ctx.source}
+        if channel is None and ctx.interrupt and not self.sent_explicitly and k.channels.last_active:
+            target = k.channels.last_active
+            channel = k.channels.output(target)
+            meta = {"source": ctx.source, "proactive": True, "input_channel": ctx.channel}
+        data: dict[str, Any] = {
+            "content": text,
+            "channel": ctx.channel,
+            "source": ctx.source,
+            "reasoning_content": ctx.reasoning_content,
+            "usage": dict(self._usage),
+        }
+        if target != ctx.channel:
+            data["delivered_to"] = target
+        k.bus.publish("agent_output", data)
+        if channel is not None and (channel.sync or target != ctx.channel) and text:
             try:
-                await k.channels.send(ctx.channel, text, {"source": ctx.source}, "text")
+                await k.channels.send(target, text, meta, "text")
             except Exception as exc:
                 ctx.errors.append(f"deliver: {exc}")
-                log.warning("reply could not be delivered to channel %s: %s", ctx.channel, exc)
+                log.warning("reply could not be delivered to channel %s: %s", target, exc)
 
     def _reply(self, text: str) -> Reply:
         ctx = self.ctx
@@ -454,6 +470,8 @@ class Turn:
         k = self.k
         tool = self.tools.get(call.name)
         call.plugin = tool.plugin if tool is not None else ""
+        if call.name.startswith(SEND_PREFIX):
+            self.sent_explicitly = True
         started = time.perf_counter()
         self.activity = f"tool {call.name}"
         rejections = await k.stages.run("before_toolcall", ctx, call=call)

@@ -19,13 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk import ConfigDef, hookimpl
+from homeagent_core.agent.channels import ChannelSendError
+from homeagent_sdk import Caps, ChannelDef, ConfigDef, hookimpl
 from homeagent_sdk._net import listen_tcp
 from homeagent_sdk.errors import PluginLoadError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from homeagent_core.builtin.webui.channel import WebChannel
     from homeagent_core.plugins.sdk import ScopedSDK
 
 PLUGIN_NAME = "webui"
@@ -61,6 +63,7 @@ class WebUI:
         self.host = "127.0.0.1"
         self.app: Starlette | None = None
         self.state: Any = None
+        self.channel: WebChannel | None = None
 
     @hookimpl
     def register_settings(self, registry: Any) -> None:
@@ -84,6 +87,24 @@ class WebUI:
         registry.add(ConfigDef(key="max_upload_bytes", type="int", default=64 * 1024 * 1024, min=1024,
                                description="Largest uploaded file."))
 
+    @hookimpl
+    def register_input_channels(self, registry: Any) -> None:
+        registry.add(ChannelDef(name="webui", description="the web UI's chat"))
+
+    @hookimpl
+    def register_output_channels(self, registry: Any) -> None:
+        from homeagent_core.builtin.webui.channel import HELP
+
+        registry.add(ChannelDef(
+            name="webui", description="the browser: every open web UI tab, with a notification when hidden",
+            caps=int(Caps.TEXT | Caps.IMAGE | Caps.FILE), sync=True, send=self._send, help=HELP,
+        ))
+
+    async def _send(self, payload: str, meta: dict[str, Any], type: str) -> str:
+        if self.channel is None:
+            raise ChannelSendError("the web UI is not running")
+        return await self.channel.send(payload, meta, type)
+
     def _listen(self, sdk: ScopedSDK) -> tuple[str, int]:
         services = sdk.services
         assert services is not None
@@ -99,7 +120,12 @@ class WebUI:
 
         if sdk.services is None:
             raise PluginLoadError("webui needs the privileged services of a built-in plugin", plugin_name=self.name)
+        from homeagent_core.builtin.webui.channel import WebChannel
+
         self.state, secrets = build_state(sdk)
+        self.channel = WebChannel(sdk.services.bus, sdk.services.data_dir / "webui_files",
+                                  max_bytes=sdk.settings.get("max_upload_bytes"),
+                                  clients=lambda: self.state.hub.client_count)
         if secrets:
             self._announce(secrets, sdk)
         host, port = self._listen(sdk)

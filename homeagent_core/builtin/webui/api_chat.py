@@ -227,10 +227,20 @@ async def events(request: Request) -> Response:
 
 @require_web
 async def uploaded_file(request: Request) -> Response:
+    return _serve_file(request, "uploads")
+
+
+@require_web
+async def sent_file(request: Request) -> Response:
+    """A file the agent sent with ``output_send__webui`` (see ``channel``)."""
+    return _serve_file(request, "webui_files")
+
+
+def _serve_file(request: Request, folder: str) -> Response:
     name = request.path_params["name"]
     if "/" in name or name.startswith(".") or not name:
         raise ApiError(404, "not found")
-    path = _ui(request).services.data_dir / "uploads" / name
+    path = _ui(request).services.data_dir / folder / name
     if not path.is_file():
         raise ApiError(404, "not found")
     mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
@@ -257,4 +267,5 @@ routes = [
     Route("/api/v1/events", events, methods=["GET"]),
     Route("/api/v1/chat/events", events, methods=["GET"]),
     Route("/uploads/{name}", uploaded_file, methods=["GET"]),
+    Route("/files/{name}", sent_file, methods=["GET"]),
 ]

@@ -202,6 +202,19 @@ function onEvent(type, event, id) {
     pending.reasoning.textContent += payload.reasoning_content || "";
   } else if (type === "tool_call" && pending) {
     addTool(pending, payload);
+  } else if (type === "agent_output" && payload.kind === "channel_output") {
+    // Sent to the browser on the agent's own initiative (output_send__webui, a timer's reply).
+    const node = bubble("assistant", payload.content || "");
+    node.classList.add("push");
+    node.dataset.done = "1";
+    if (payload.url) {
+      addAttachment(node, {name: payload.name || "file", url: payload.url, mime: payload.output_type === "image" ? "image/" : ""});
+    }
+    reveal(node);
+    if (document.hidden) notify(payload.content || payload.name || "");
+  } else if (type === "agent_output" && !pending && payload.delivered_to) {
+    // A proactive reply routed to the channel the person last used; on the web UI it arrives
+    // as its own channel_output event above.
   } else if (type === "agent_output") {
     const node = pending || bubble("assistant");
     finish(node, payload.content || "", payload.reasoning_content);

@@ -67,13 +67,16 @@ def hostile_package(kind: str) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def running_daemon(data_dir: Path) -> AsyncIterator[WebDaemon]:
-    """A started App over ``data_dir`` (plugins already installed there start too)."""
+async def running_daemon(data_dir: Path, *, extra: tuple[str, ...] = ()) -> AsyncIterator[WebDaemon]:
+    """A started App over ``data_dir`` (plugins already installed there start too).
+
+    ``extra`` names more built-in modules to load (e.g. the timer).
+    """
     model = FakeModel(default="好的")
     app = App(
         data_dir,
         load_entrypoints=False,
-        builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui"),
+        builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui", *extra),
         provider=model,
     )
     app.services.listen_port = 0
@@ -101,8 +104,9 @@ async def daemon(tmp_path: Path) -> AsyncIterator[WebDaemon]:
 
 
 @pytest.fixture
-def start_daemon() -> Callable[[Path], contextlib.AbstractAsyncContextManager[WebDaemon]]:
-    """``async with start_daemon(data_dir) as daemon``: for tests that prepare the data dir first."""
+def start_daemon() -> Callable[..., contextlib.AbstractAsyncContextManager[WebDaemon]]:
+    """``async with start_daemon(data_dir, extra=(module, ...)) as daemon``: for tests that prepare
+    the data dir first or need more built-ins."""
     return running_daemon
 
 

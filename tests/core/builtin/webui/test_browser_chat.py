@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from homeagent_sdk.errors import ProviderError
-from homeagent_sdk.testing import FakeReply
+from homeagent_sdk.testing import FakeReply, ToolCallReply
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
@@ -205,3 +205,70 @@ async def test_favicon_is_served_without_login(daemon):
         response = await client.get("/favicon.ico")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("image/")
+
+
+RECORD_NOTIFICATIONS = """() => {
+    // Headless Chromium shows no notifications: record what the page asks to show instead.
+    window.notes = [];
+    const Real = window.Notification;
+    window.Notification = class extends Real {
+        constructor(title, options) { super(title, options); window.notes.push(options.body); }
+    };
+    Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+}"""
+
+
+async def test_a_timer_set_in_the_browser_pops_up_in_the_browser(tmp_path, page, login, start_daemon):
+    async with start_daemon(tmp_path / "data", extra=("homeagent_core.builtin.timer",)) as daemon:
+        daemon.model.add(
+            ToolCallReply("timer_set", {"duration": "200ms", "message": "喝水"}),
+            "好的，一会儿提醒你喝水。",
+            "该喝水了！",
+        )
+        await page.context.grant_permissions(["notifications"], origin=daemon.url)
+        await login(page, daemon)
+        await page.evaluate(RECORD_NOTIFICATIONS)
+        await send(page, "一会儿提醒我喝水")
+        await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('一会儿提醒你喝水')")
+        pushed = page.locator(".msg.push:has-text('该喝水了')")
+        await pushed.wait_for(timeout=10_000)
+        await page.wait_for_function("window.notes.length > 0")
+        assert await page.evaluate("window.notes") == ["该喝水了！"]
+        await page.screenshot(path=str(SHOTS / "chat-timer-push.png"))
+        await page.reload()
+        await page.wait_for_selector(".msg.assistant:has-text('该喝水了')")
+        assert await page.locator(".msg.assistant:has-text('该喝水了')").count() == 1
+
+
+async def test_the_agent_sends_an_image_and_a_file_to_the_browser(daemon, page, login, tmp_path):
+    picture = tmp_path / "chart.png"
+    picture.write_bytes(PNG)
+    page_file = tmp_path / "report.html"
+    page_file.write_text("<script>alert(1)</script>", encoding="utf-8")
+    daemon.model.add(
+        ToolCallReply(calls=[
+            ("output_send__webui", {"payload": str(picture), "type": "image", "meta": '{"caption": "本周图表"}'}),
+            ("output_send__webui", {"payload": str(page_file), "type": "file"}),
+        ]),
+        "发过去了",
+    )
+    await login(page, daemon)
+    await send(page, "把图表发给我")
+    await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('发过去了')")
+    image = page.locator(".msg.push img")
+    await image.wait_for()
+    src = await image.get_attribute("src")
+    assert src.startswith("/files/") and src.endswith(".png")
+    await page.wait_for_function("document.querySelector('.msg.push img').naturalWidth === 8")
+    assert "本周图表" in await page.locator(".msg.push").first.inner_text()
+    link = page.locator(".msg.push a.file")
+    assert await link.inner_text() == "📎 report.html"
+    href = await link.get_attribute("href")
+    assert href.startswith("/files/") and href.endswith(".bin")  # never served back as a page
+    async with daemon.client(key=False) as anonymous:
+        assert (await anonymous.get(src)).status_code in (302, 401)
+    async with daemon.client() as client:
+        served = await client.get(src)
+        assert served.status_code == 200 and served.content == PNG
+    await page.reload()
+    await page.locator(".msg.push img, .msg img[src^='/files/']").first.wait_for()
