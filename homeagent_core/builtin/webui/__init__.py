@@ -125,7 +125,8 @@ class WebUI:
         self.state, secrets = build_state(sdk)
         self.channel = WebChannel(sdk.services.bus, sdk.services.data_dir / "webui_files",
                                   max_bytes=sdk.settings.get("max_upload_bytes"),
-                                  clients=lambda: self.state.hub.client_count)
+                                  clients=lambda: self.state.hub.client_count,
+                                  log=sdk.services.conversation_log)
         if secrets:
             self._announce(secrets, sdk)
         host, port = self._listen(sdk)

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
+from homeagent_sdk.errors import InputQueueFull
 
 __all__ = ["routes", "upload_name"]
 
@@ -84,13 +85,10 @@ def _turn_error(exc: BaseException) -> BaseException:
     The kernel has already published ``agent_error`` (shown by open tabs); the response carries
     the same text so a script without SSE learns it too.
     """
-    if isinstance(exc, ApiError | asyncio.CancelledError) or not isinstance(exc, Exception):
-        return exc
+    if isinstance(exc, ApiError | InputQueueFull) or not isinstance(exc, Exception):
+        return exc  # the queue being full is answered 503 + Retry-After by the app's handler
     if isinstance(exc, TimeoutError):
         return ApiError(504, "the agent did not answer within 300 s")
-    status = getattr(exc, "http_status", None)
-    if isinstance(status, int) and 400 <= status < 600 and status != 500:
-        return exc  # a refusal that already says what to do (queue full, ...) keeps its own status
     log.warning("chat turn failed: %s: %s", type(exc).__name__, exc)
     return ApiError(502, f"the agent could not answer: {type(exc).__name__}: {exc}")
 

@@ -3,10 +3,10 @@ front of the person in every open tab (pushed over SSE, a browser notification w
 hidden).
 
 What is sent becomes an ``agent_output`` event with ``kind: "channel_output"`` (its own chat
-bubble, kept in the history). A local file is copied to ``<data>/webui_files/<16 hex>.<ext>``
-and served, to a logged-in browser only, from ``/files/<name>``; an extension a browser could
-run (``.html``, ``.svg``, ``.js``, ...) or none at all becomes ``.bin``. An http(s) URL is passed
-through as it is.
+bubble) and a record of the conversation log (so the history keeps it). A local file is
+copied to ``<data>/webui_files/<16 hex>.<ext>`` and served, to a logged-in browser only, from
+``/files/<name>``; an extension a browser could run (``.html``, ``.svg``, ``.js``, ...) or
+none at all becomes ``.bin``. An http(s) URL is passed through as it is.
 """
 
 from __future__ import annotations
@@ -42,12 +42,25 @@ def stored_name(original: str) -> str:
     return secrets.token_hex(8) + suffix
 
 
+def _as_text(data: dict[str, Any]) -> str:
+    """What a sent message says in the conversation log (and so in the chat history)."""
+    text = str(data.get("content") or "")
+    url = data.get("url")
+    if not url:
+        return text
+    name = str(data.get("name") or "file").replace("]", ")").replace("[", "(")
+    link = f"![{name}]({url})" if data["output_type"] == "image" else f"[📎 {name}]({url})"
+    return f"{text}\n\n{link}" if text else link
+
+
 class WebChannel:
     """The ``send`` of the ``webui`` output channel."""
 
-    def __init__(self, bus: EventBus, files_dir: Path, *, max_bytes: int, clients: Any = None) -> None:
+    def __init__(self, bus: EventBus, files_dir: Path, *, max_bytes: int, clients: Any = None, log: Any = None) -> None:
         self.bus, self.files_dir, self.max_bytes = bus, files_dir, max_bytes
         self._clients = clients
+        #: The conversation log (``TextLog``) the chat history is read from; None without memory.
+        self.log = log
 
     async def send(self, payload: str, meta: dict[str, Any] | str | None = None, type: str = "text") -> str:
         """Show ``payload`` in the browser; returns what happened, for the model.
@@ -74,6 +87,10 @@ class WebChannel:
             data["content"] = str(meta.get("caption") or "")
         else:
             raise ChannelSendError(f"webui cannot send type {type!r}; use text, image or file")
+        if self.log is not None:
+            # Kept in the conversation log, so the history shows it after a reload; a file is a
+            # Markdown link (an image an inline image) to its /files/ address.
+            await self.log.aappend("assistant", _as_text(data), channel=CHANNEL, source=data["source"])
         self.bus.publish("agent_output", data, source="webui")
         tabs = self._clients() if callable(self._clients) else None
         return "sent to the web UI" + (f" ({tabs} open tabs)" if tabs is not None else "")

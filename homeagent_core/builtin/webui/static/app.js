@@ -217,8 +217,9 @@ function onEvent(type, event, id) {
     // as its own channel_output event above.
   } else if (type === "agent_output") {
     const node = pending || bubble("assistant");
+    const stick = nearBottom() || (turn && turn.node === node);
     finish(node, payload.content || "", payload.reasoning_content);
-    reveal(node);
+    if (stick) reveal(node, true);
     if (document.hidden && !(turn && turn.node === node)) notify(payload.content || "");
   } else if (type === "agent_error" && pending) {
     showError(pending, payload.error);
@@ -269,7 +270,10 @@ async function send(text, file, {redraw = true} = {}) {
         body: JSON.stringify({message: text, client_msg_id: crypto.randomUUID()}),
       });
     }
-    if (!node.dataset.done) finish(node, result.response || (result.stopped ? "" : result.response));
+    if (!node.dataset.done) {
+      finish(node, result.response || "");
+      reveal(node, true);
+    }
     if (result.skipped) {
       node.append(el("div", {class: "note"}, "与刚才的消息相同，这是上一次的回答 · Same as your previous message: this is the earlier reply"));
     }

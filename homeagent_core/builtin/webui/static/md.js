@@ -69,7 +69,7 @@ const Markdown = (() => {
     return wrap;
   }
 
-  const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|__([^_]+)__|~~([^~]+)~~|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/g;
+  const INLINE = /!\[([^\]]*)\]\((\/(?:files|uploads)\/[^)\s\/]+)\)|(`+)([\s\S]*?[^`])\3(?!`)|\*\*([^*]+)\*\*|__([^_]+)__|~~([^~]+)~~|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])/g;
 
   function safeUrl(url) {
     return /^(https?:|mailto:|\/)/i.test(url) && !/^\/\//.test(url) ? url : null;
@@ -80,18 +80,26 @@ const Markdown = (() => {
     for (const m of text.matchAll(INLINE)) {
       if (m.index > last) parent.append(text.slice(last, m.index));
       let node;
-      if (m[2] !== undefined) { node = document.createElement("code"); node.textContent = m[2]; }
-      else if (m[3] !== undefined || m[4] !== undefined) { node = document.createElement("strong"); inline(m[3] ?? m[4], node); }
-      else if (m[5] !== undefined) { node = document.createElement("del"); inline(m[5], node); }
-      else if (m[6] !== undefined) { node = document.createElement("em"); inline(m[6], node); }
+      if (m[2] !== undefined) {
+        // Only files this web UI serves itself are drawn inline (no tracking pixels from elsewhere).
+        node = document.createElement("img");
+        node.src = m[2];
+        node.alt = m[1];
+        node.loading = "lazy";
+      }
+      else if (m[4] !== undefined) { node = document.createElement("code"); node.textContent = m[4]; }
+      else if (m[5] !== undefined || m[6] !== undefined) { node = document.createElement("strong"); inline(m[5] ?? m[6], node); }
+      else if (m[7] !== undefined) { node = document.createElement("del"); inline(m[7], node); }
+      else if (m[8] !== undefined) { node = document.createElement("em"); inline(m[8], node); }
       else {
-        const href = safeUrl(m[8] ?? m[9]);
+        const href = safeUrl(m[10] ?? m[11]);
         if (href) {
           node = document.createElement("a");
           node.href = href;
           node.target = "_blank";
           node.rel = "noopener noreferrer";
-          inline(m[7] ?? m[9], node);
+          if (/^\/(files|uploads)\//.test(href)) node.className = "file";
+          inline(m[9] ?? m[11], node);
         } else node = document.createTextNode(m[0]);
       }
       parent.append(node);
