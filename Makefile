@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-DATA   ?= ./.homeagent
+# Empty: the one default every command uses too ($HOMEAGENT_HOME, else ~/.homeagent).
+DATA   ?=
 # A CPU build of torch; a bare `torch` resolves a multi-GB CUDA build.
 CONSTRAINTS := -c constraints-cpu.txt
 export HF_HUB_OFFLINE ?= 1
@@ -29,7 +30,7 @@ $(VENV)/.installed-dev: pyproject.toml constraints-cpu.txt $(addsuffix /pyprojec
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
-	$(VENV)/bin/homeagent serve --data $(DATA)
+	$(VENV)/bin/homeagent serve $(if $(DATA),--data $(DATA))
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q

@@ -17,5 +17,6 @@ def _isolate_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pyte
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOMEAGENT_HOME", str(tmp_path_factory.mktemp("home") / "data"))
+    monkeypatch.setenv("HOMEAGENT_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

@@ -21,7 +21,7 @@ DataOption = Annotated[
     typer.Option(
         "--data",
         "-d",
-        help="Data directory (default: $HOMEAGENT_HOME or ~/.homeagent).",
+        help="Data directory (default: $HOMEAGENT_HOME, else the running daemon's, else ~/.homeagent).",
         envvar="HOMEAGENT_HOME",
         show_default=False,
     ),

@@ -70,8 +70,8 @@ _TITLE = """\
 HomeAgent installs two commands: `homeagent` runs and manages an agent, `hmapdev` builds and
 packages plugins. This page is the `--help` of every command and sub-command, including those
 the built-in plugins add (`homeagent mcp`). Installed plugins can add more; `homeagent --help`
-lists them. Every command that takes `--data DIR` falls back to `$HOMEAGENT_HOME`, then
-`~/.homeagent`.
+lists them. Every command that takes `--data DIR` falls back to `$HOMEAGENT_HOME`, then the
+data directory of the daemon running now (`homeagent serve` notes it), then `~/.homeagent`.
 """
 
 

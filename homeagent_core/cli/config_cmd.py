@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail, handle_errors
+from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["app"]
 
@@ -15,13 +17,18 @@ app = typer.Typer(help="Read and change settings.", no_args_is_help=True)
 KeyArg = Annotated[str, typer.Argument(help="Setting key, e.g. core.agent.max_tool_turns.")]
 
 
-def _store(data: object):  # type: ignore[no-untyped-def]
-    """The config store with every plugin's settings declared."""
+def _open(data: object) -> Any:
+    """The (not started) app over ``data``, with every plugin's settings declared."""
     from homeagent_core.app import App
 
     instance = App(data)  # type: ignore[arg-type]
     instance.declare_settings()
-    return instance.config
+    return instance
+
+
+def _store(data: object):  # type: ignore[no-untyped-def]
+    """The config store with every plugin's settings declared."""
+    return _open(data).config
 
 
 @app.command("get")
@@ -38,13 +45,50 @@ def get(key: KeyArg, data: DataOption = None) -> None:
 @app.command("set")
 @handle_errors
 def set_(key: KeyArg, value: Annotated[str, typer.Argument(help="New value.")], data: DataOption = None) -> None:
-    """Validate and store a setting."""
-    config = _store(data)
+    """Validate and store a setting; a running daemon applies it at once.
+
+    With a daemon running on this data directory the change goes through it (as ``/settings
+    set`` in ``homeagent chat`` would), so it takes effect now; otherwise it is written to
+    ``config.db`` and applies when the daemon starts.
+    """
+    instance = _open(data)
+    config = instance.config
+    config.validate(key, value)
+    live = _set_through_daemon(config, Path(instance.data_dir), key, value)
+    if live is not None:
+        typer.echo(f"{live} (applied to the running daemon)")
+        return
     typed = config.set(key, value)
     definition = config.definition(key)
     shown = "****" if definition is not None and definition.secret else typed
     note = " (restart the daemon for it to take effect)" if definition and definition.restart_required else ""
     typer.echo(f"{key} = {shown}{note}")
+
+
+def _set_through_daemon(config: Any, data_dir: Path, key: str, value: str) -> str | None:
+    """Send ``/settings set`` to the daemon on this data directory; None when none runs.
+
+    Raises:
+        HomeAgentError: a daemon runs but refused the change (the message says why).
+    """
+    from homeagent_core.cli.chat import AgentError, CliClient, DaemonUnreachable
+
+    raw = str(config.get("plugin.cli.socket_path") or "") if config.is_known("plugin.cli.socket_path") else ""
+    path = Path(raw).expanduser() if raw else data_dir / "cli.sock"
+    if not path.exists():
+        return None
+    api_key = ""
+    for name in ("plugin.cli.api_key", "plugin.webui.api_key"):
+        if not api_key and config.is_known(name):
+            api_key = str(config.get(name) or "")
+    try:
+        with CliClient(path, api_key=api_key, timeout=30) as client:
+            events = list(client.send(f"/settings set {key} {value}"))
+    except DaemonUnreachable:
+        return None  # a stale socket file: nobody is listening
+    except AgentError as exc:
+        raise HomeAgentError(f"the running daemon refused {key}: {exc}") from None
+    return str(events[-1].get("content", "")) if events else None
 
 
 @app.command("unset")

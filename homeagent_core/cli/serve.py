@@ -35,11 +35,17 @@ def serve(
 ) -> None:
     """Start the HomeAgent daemon: load plugins, run until SIGINT/SIGTERM, shut down cleanly."""
     from homeagent_core.app import App, configure_logging
+    from homeagent_core.datadir import forget_running, note_running
 
     app = App(data)
     app.services.listen_host, app.services.listen_port = host, port
     configure_logging(app.data_dir, app.config.get("core.daemon.log_level"))
-    _run(app.run_until_signalled())
+    # Commands run without --data find this daemon's data directory through the note.
+    note_running(app.data_dir)
+    try:
+        _run(app.run_until_signalled())
+    finally:
+        forget_running(app.data_dir)
 
 
 def _run(coro: object) -> None:

@@ -202,3 +202,65 @@ def test_plugins_install_says_which_capabilities_the_plugin_gets(tmp_path: Path)
     assert "capabilities granted: llm, secrets" in keyed.output and "API keys" in keyed.output
     as_json = invoke("plugins", "install", str(package("quiet", ["memory"])), "--data", data, "--json")
     assert json.loads(as_json.output)["capabilities"] == ["memory"]
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A real ``homeagent serve`` on its own data directory, started without HOMEAGENT_HOME."""
+    data = tmp_path / "served"
+    env = {k: v for k, v in os.environ.items() if k != "HOMEAGENT_HOME"}
+    env["HOMEAGENT_LOAD_PLUGINS"] = ""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "HomeAgent running" in line:
+                break
+        assert proc.poll() is None, "".join(lines)
+        monkeypatch.delenv("HOMEAGENT_HOME")
+        yield data
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def daemon_says(data: Path, line: str) -> str:
+    from homeagent_core.cli.chat import CliClient
+
+    with CliClient(data / "cli.sock", timeout=30) as client:
+        return str(list(client.send(line))[-1]["content"])
+
+
+def test_commands_without_data_use_the_running_daemons_directory(served: Path):
+    result = invoke("config", "get", "core.agent.max_tool_turns")
+    assert result.exit_code == 0, result.output
+    from homeagent_core.datadir import resolve_data_dir
+
+    assert resolve_data_dir(None) == served
+
+
+def test_config_set_is_applied_live_by_the_running_daemon(served: Path):
+    result = invoke("config", "set", "core.agent.max_tool_turns", "9")
+    assert result.exit_code == 0, result.output
+    assert "applied to the running daemon" in result.output
+    assert daemon_says(served, "/settings get core.agent.max_tool_turns").startswith("core.agent.max_tool_turns = 9")
+    # a bad value is an error, and nothing changes
+    refused = runner.invoke(app, ["config", "set", "core.agent.max_tool_turns", "lots"])
+    assert refused.exit_code == 1 and "core.agent.max_tool_turns" in refused.output
+    assert daemon_says(served, "/settings get core.agent.max_tool_turns").startswith("core.agent.max_tool_turns = 9")
+
+
+def test_a_stopped_daemon_is_not_found_and_config_set_says_when_it_applies(tmp_path: Path):
+    data = tmp_path / "idle"
+    result = invoke("config", "set", "plugin.webui.addr", "127.0.0.1:8181", "--data", str(data))
+    assert result.exit_code == 0, result.output
+    assert "restart the daemon for it to take effect" in result.output
