@@ -16,7 +16,15 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from homeagent_core.builtin.webui import api_admin, api_chat, api_memory, api_plugins, api_residents, openai_compat
+from homeagent_core.builtin.webui import (
+    api_admin,
+    api_chat,
+    api_llm,
+    api_memory,
+    api_plugins,
+    api_residents,
+    openai_compat,
+)
 from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
 from homeagent_core.builtin.webui.common import UIState, authenticated, busy_response, error, require_api, require_web
 from homeagent_core.builtin.webui.events import EventHub
@@ -129,6 +137,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         Route("/login", login_page, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         *api_admin.routes,
+        *api_llm.routes,
         *api_plugins.routes,
         *api_chat.routes,
         *api_memory.routes,

@@ -216,6 +216,7 @@ function onEvent(type, event, id) {
     // A proactive reply routed to the channel the person last used; on the web UI it arrives
     // as its own channel_output event above.
   } else if (type === "agent_output") {
+    $("#first-run").hidden = true; // a model answered: the setup notice has done its job
     const node = pending || bubble("assistant");
     const stick = nearBottom() || (turn && turn.node === node);
     finish(node, payload.content || "", payload.reasoning_content);
@@ -501,9 +502,19 @@ function settingInput(key, meta, value) {
         body: JSON.stringify({key, value: v})});
       out.textContent = `${key} saved${result.restart_required ? " (restart to apply)" : ""}`;
       out.className = "";
+      const row = input.closest(".setting");
+      if (row) {
+        row.querySelector(".saved")?.remove();
+        row.append(el("span", {class: "saved"}, result.restart_required ? "✓ 已保存，重启后生效 saved (restart to apply)" : "✓ 已保存 saved"));
+      }
     } catch (err) {
       out.textContent = err.message;
       out.className = "error";
+      const row = input.closest(".setting");
+      if (row) {
+        row.querySelector(".saved")?.remove();
+        row.append(el("span", {class: "saved error"}, err.message));
+      }
     }
   });
   return input;
@@ -523,7 +534,85 @@ function renderSettings() {
   }
 }
 
+// LLM sources: add, edit, test and remove without touching the command line.
+
+function sourceNote(text, failed) {
+  const out = $("#source-result");
+  out.textContent = text;
+  out.className = failed ? "error" : "saved";
+}
+
+function editSource(row) {
+  $("#source-name").value = row.name;
+  $("#source-name").readOnly = true;
+  $("#source-url").value = row.base_url;
+  $("#source-model").value = row.model;
+  $("#source-adapter").value = row.adapter;
+  $("#source-key").value = "";
+  $("#source-key").placeholder = row.has_api_key ? "api_key: •••••• set (type to replace)" : "api_key (not set)";
+  $("#source-default").checked = row.default;
+  $("#source-url").focus();
+}
+
+function clearSourceForm() {
+  $("#source-form").reset();
+  $("#source-name").readOnly = false;
+  $("#source-key").placeholder = "api_key (optional for local servers)";
+}
+
+async function testSource(name) {
+  sourceNote(`testing ${name}…`, false);
+  const result = await api(`/api/v1/llm/sources/${encodeURIComponent(name)}/test`, {method: "POST"});
+  if (result.ok) {
+    sourceNote(`${name} answers: “${result.reply}” (${result.seconds} s)`, false);
+    $("#first-run").hidden = true;
+  } else sourceNote(`${name} does not answer: ${result.error}`, true);
+  return result.ok;
+}
+
+async function loadSources() {
+  const data = await api("/api/v1/llm/sources");
+  const body = $("#sources tbody");
+  body.textContent = "";
+  for (const row of data.sources) {
+    const state = row.disabled ? `disabled: ${row.disabled}` : row.last_error ? `error: ${row.last_error}`
+      : row.available === false ? "cooling down" : "ready";
+    const actions = el("td", {class: "actions"},
+      el("button", {type: "button", class: "secondary", onclick: () => editSource(row)}, "编辑 Edit"),
+      el("button", {type: "button", class: "secondary test", onclick: () => testSource(row.name).catch((e) => sourceNote(e.message, true))}, "测试 Test"),
+      el("button", {type: "button", class: "secondary remove", onclick: async () => {
+        if (!confirm(`Remove the LLM source ${row.name}?`)) return;
+        try {
+          await api(`/api/v1/llm/sources/${encodeURIComponent(row.name)}`, {method: "DELETE"});
+          sourceNote(`removed ${row.name}`, false);
+        } catch (err) { sourceNote(err.message, true); }
+        loadSources();
+      }}, "删除 Remove"));
+    body.append(el("tr", {"data-source": row.name},
+      el("td", {}, row.default ? `${row.name} ★` : row.name), el("td", {}, row.model),
+      el("td", {class: "url"}, row.base_url), el("td", {}, row.has_api_key ? "••••••" : "—"),
+      el("td", {class: row.last_error || row.disabled ? "status-failed" : ""}, state), actions));
+  }
+}
+
+$("#source-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const name = $("#source-name").value.trim();
+  const body = {base_url: $("#source-url").value.trim(), model: $("#source-model").value.trim(),
+    adapter: $("#source-adapter").value.trim(), api_key: $("#source-key").value, default: $("#source-default").checked};
+  try {
+    await api(`/api/v1/llm/sources/${encodeURIComponent(name)}`, {method: "PUT",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+    sourceNote(`saved ${name}`, false);
+    clearSourceForm();
+    await loadSources();
+    await testSource(name);
+  } catch (err) { sourceNote(err.message, true); }
+});
+$("#source-clear").addEventListener("click", clearSourceForm);
+
 async function loadSettings() {
+  loadSources().catch((err) => sourceNote(err.message, true));
   settingsData = await api("/api/v1/settings");
   const select = $("#settings-scope");
   const current = select.value || "core";

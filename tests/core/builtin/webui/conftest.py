@@ -67,17 +67,20 @@ def hostile_package(kind: str) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def running_daemon(data_dir: Path, *, extra: tuple[str, ...] = ()) -> AsyncIterator[WebDaemon]:
+async def running_daemon(
+    data_dir: Path, *, extra: tuple[str, ...] = (), sources: bool = False
+) -> AsyncIterator[WebDaemon]:
     """A started App over ``data_dir`` (plugins already installed there start too).
 
-    ``extra`` names more built-in modules to load (e.g. the timer).
+    ``extra`` names more built-in modules to load (e.g. the timer). With ``sources`` the model
+    is the real provider manager over the configured LLM sources instead of a FakeModel.
     """
     model = FakeModel(default="好的")
     app = App(
         data_dir,
         load_entrypoints=False,
         builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui", *extra),
-        provider=model,
+        provider=None if sources else model,
     )
     app.services.listen_port = 0
     await app.start()

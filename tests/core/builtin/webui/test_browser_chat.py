@@ -272,3 +272,41 @@ async def test_the_agent_sends_an_image_and_a_file_to_the_browser(daemon, page, 
         assert served.status_code == 200 and served.content == PNG
     await page.reload()
     await page.locator(".msg.push img, .msg img[src^='/files/']").first.wait_for()
+
+
+async def test_a_source_added_on_the_settings_page_answers(tmp_path, page, login, start_daemon):
+    from served import fake_model
+
+    async with fake_model() as (server, url), start_daemon(tmp_path / "data", sources=True) as daemon:
+        await login(page, daemon)
+        await page.wait_for_selector("#first-run", state="visible")
+        await page.click("nav a[data-page='settings']")
+        await page.wait_for_selector("#sources tr[data-source='deepseek']")
+        await page.fill("#source-name", "local")
+        await page.fill("#source-url", f"{url}/v1")
+        await page.fill("#source-model", "echo")
+        await page.fill("#source-key", "sk-local-secret")
+        await page.check("#source-default")
+        await page.click("#source-form button[type='submit']")
+        await page.wait_for_selector("#source-result:has-text('local answers')")
+        assert await page.is_hidden("#first-run")
+        row = page.locator("#sources tr[data-source='local']")
+        assert "sk-local-secret" not in await page.content()
+        assert "••••••" in await row.inner_text()
+        await page.screenshot(path=str(SHOTS / "settings-sources.png"), full_page=True)
+        # the key is kept when the source is edited without typing a new one
+        await row.locator("button:has-text('Edit')").click()
+        await page.fill("#source-model", "echo-2")
+        await page.click("#source-form button[type='submit']")
+        await page.wait_for_selector("#source-result:has-text('local answers')")
+        assert daemon.app.config.get("core.llm.sources.local.api_key") == "sk-local-secret"
+        assert daemon.app.config.get("core.llm.sources.local.model") == "echo-2"
+        await page.click("nav a[data-page='chat']")
+        await send(page, "你好模型")
+        await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('echo: 你好模型')")
+        assert server.received >= 3
+        await page.click("nav a[data-page='settings']")
+        page.once("dialog", lambda dialog: dialog.accept())
+        await row.locator("button.remove").click()
+        await page.wait_for_selector("#sources tr[data-source='local']", state="detached")
+        assert daemon.app.config.get("core.llm.sources.local.base_url") in (None, "")
