@@ -377,12 +377,19 @@ async function loadMemory(query = "") {
     drawGraph(graph.data);
     entities.textContent = "";
     for (const n of graph.data.nodes || []) entities.append(el("li", {class: "entity"}, `${n.name}${n.type ? ` (${n.type})` : ""}`));
+    if (!(graph.data.nodes || []).length) entities.append(el("li", {class: "empty"}, "图谱还是空的 · Nothing learned yet"));
   } catch (err) { entities.textContent = err.message; }
   try {
     const docs = await api(`/api/v1/memory/documents?limit=30${query ? `&q=${encodeURIComponent(query)}` : ""}`);
     const list = $("#documents");
     list.textContent = "";
-    for (const d of docs.documents) list.append(el("li", {}, `${d.title || d.id}: ${(d.content || "").slice(0, 160)}`));
+    for (const d of docs.documents) {
+      const item = el("li", {});
+      if (d.title) item.append(el("strong", {}, d.title), " ");
+      item.append((d.content || "").slice(0, 160));
+      list.append(item);
+    }
+    if (!docs.documents.length) list.append(el("li", {class: "empty"}, query ? "没有找到 · No results" : "还没有文档 · No documents yet"));
   } catch (err) { $("#documents").textContent = err.message; }
   try {
     const ctx = await api("/api/v1/memory/context");
@@ -400,16 +407,34 @@ $("#memory-form").addEventListener("submit", async (event) => {
     const result = await api(`/api/v1/memory?q=${encodeURIComponent(q)}&depth=2`);
     const list = $("#entities");
     list.textContent = "";
+    const names = new Map((result.entities || []).map((e) => [e.id, e.name]));
     for (const e of result.entities || []) list.append(el("li", {class: "entity"}, `${e.name}${e.type ? ` (${e.type})` : ""}`));
-    for (const r of result.relations || []) list.append(el("li", {}, `${r.source} —${r.type}→ ${r.target}`));
+    for (const r of result.relations || []) {
+      list.append(el("li", {}, `${names.get(r.source) || r.source_name || r.source} —${r.type}→ ${names.get(r.target) || r.target_name || r.target}`));
+    }
+    if (!list.children.length) list.append(el("li", {class: "empty"}, `没有找到“${q}” · No results`));
+    const docs = await api(`/api/v1/memory/documents?limit=30&q=${encodeURIComponent(q)}`);
+    const docList = $("#documents");
+    docList.textContent = "";
+    for (const d of docs.documents) {
+      const item = el("li", {});
+      if (d.title) item.append(el("strong", {}, d.title), " ");
+      item.append((d.content || "").slice(0, 160));
+      docList.append(item);
+    }
+    if (!docs.documents.length) docList.append(el("li", {class: "empty"}, "没有找到 · No results"));
   } catch (err) { $("#entities").textContent = err.message; }
 });
 
 // ------------------------------------------------------------------ plugins
 
+let settingsScopes = new Set();
+let pendingScope = null; // a plugin's settings opened from its row
+
 async function loadPlugins() {
   const body = $("#plugins tbody");
-  const data = await api("/api/v1/plugins");
+  const [data, settings] = await Promise.all([api("/api/v1/plugins"), api("/api/v1/settings?prefix=plugin.")]);
+  settingsScopes = new Set(settings.plugins);
   body.textContent = "";
   for (const p of data.plugins) {
     const contributions = Object.entries(p.contributions || {}).map(([k, v]) => `${k}: ${v.length}`).join(", ");
@@ -421,8 +446,11 @@ async function loadPlugins() {
     let label = p.disabled ? "disabled (restart)" : p.status;
     if (p.restart_required && !p.disabled) label = "installed (restart to load)";
     const status = el("td", {class: `status-${p.status}`}, label);
-    if (p.error) status.title = p.error;
+    if (p.error) status.append(el("div", {class: "plugin-error"}, p.error));
     const name = el("td", {}, p.version ? `${p.name} ${p.version}` : p.name);
+    if (settingsScopes.has(`plugin.${p.name}`)) {
+      actions.append(el("a", {class: "plugin-settings", href: "#settings", onclick: () => { pendingScope = `plugin.${p.name}`; }}, "设置 Settings"));
+    }
     body.append(el("tr", {"data-plugin": p.name}, name, el("td", {}, p.kind), status,
       el("td", {}, contributions), actions));
   }
@@ -450,7 +478,10 @@ async function removePlugin(name) {
 $("#install-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const file = $("#hmap").files[0];
-  if (!file) return;
+  if (!file) {
+    installNote("先选择一个 .hmap 文件 · Choose a .hmap package file first", true);
+    return;
+  }
   const query = $("#hmap-overwrite").checked ? "?overwrite=true" : "";
   try {
     const result = await api(`/api/v1/plugins${query}`, {method: "POST", headers: {"Content-Type": "application/zip"}, body: file});
@@ -618,7 +649,8 @@ async function loadSettings() {
   const current = select.value || "core";
   select.textContent = "";
   for (const scope of settingsData.plugins) select.append(el("option", {value: scope}, scope));
-  select.value = current;
+  select.value = pendingScope && settingsData.plugins.includes(pendingScope) ? pendingScope : current;
+  pendingScope = null;
   renderSettings();
 }
 $("#settings-scope").addEventListener("change", renderSettings);

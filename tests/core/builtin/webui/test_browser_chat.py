@@ -310,3 +310,20 @@ async def test_a_source_added_on_the_settings_page_answers(tmp_path, page, login
         await row.locator("button.remove").click()
         await page.wait_for_selector("#sources tr[data-source='local']", state="detached")
         assert daemon.app.config.get("core.llm.sources.local.base_url") in (None, "")
+
+
+async def test_memory_and_plugins_pages_say_when_there_is_nothing(daemon, page, login):
+    await login(page, daemon)
+    await page.click("nav a[data-page='memory']")
+    await page.wait_for_selector("#entities li.empty:has-text('Nothing learned yet')")
+    await page.fill("#memory-query", "火星")
+    await page.click("#memory-form button")
+    await page.wait_for_selector("#entities li.empty:has-text('No results')")
+    await page.wait_for_selector("#documents li.empty:has-text('No results')")
+    await page.click("nav a[data-page='plugins']")
+    await page.wait_for_selector("#plugins tr[data-plugin='webui']")
+    await page.click("#install-form button[type='submit']")
+    await page.wait_for_selector("#install-result.error:has-text('Choose a .hmap package file first')")
+    await page.locator("#plugins tr[data-plugin='webui'] a.plugin-settings").click()
+    await page.wait_for_selector("#settings-form [data-key='plugin.webui.session_ttl_hours']")
+    assert await page.input_value("#settings-scope") == "plugin.webui"
