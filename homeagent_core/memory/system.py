@@ -10,7 +10,9 @@ so an input that was answered is never lost; the context is saved debounced and 
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
 store; a move a crash interrupted is finished when memory opens). Turns the context file missed
 in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
-of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick.
+of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick;
+an input in which it recognises a plain fact (我叫X, I live in X) is distilled into the graph
+right then, so the graph shows it after the turn (the model distiller runs on its heartbeat).
 """
 
 from __future__ import annotations
@@ -347,6 +349,12 @@ class MemorySystem:
         if self.distiller.add(ctx.raw_message, session=ctx.channel) is not None:
             # On disk before the reply, like the log: a crash must not lose the facts said in it.
             await self.distiller.aflush()
+            from homeagent_core.memory.distill import extract_triples
+
+            if extract_triples(ctx.raw_message, self.distiller.subject):
+                # Facts said plainly (我叫X, I live in X) reach the graph with this turn, not at the
+                # next heartbeat; the model distiller still runs on the heartbeat.
+                await self.distiller.adistill_once()
 
     async def prune(self, ctx: StageContext) -> None:
         if len(self.context) > self.context.max_context_size:

@@ -327,3 +327,14 @@ async def test_memory_and_plugins_pages_say_when_there_is_nothing(daemon, page, 
     await page.locator("#plugins tr[data-plugin='webui'] a.plugin-settings").click()
     await page.wait_for_selector("#settings-form [data-key='plugin.webui.session_ttl_hours']")
     assert await page.input_value("#settings-scope") == "plugin.webui"
+
+
+async def test_the_graph_shows_plain_facts_right_after_the_turn(daemon, page, login):
+    daemon.model.add("你好小王！")
+    await login(page, daemon)
+    await send(page, "我叫小王，住在杭州")
+    await last_reply(page, 1)
+    await page.click("nav a[data-page='memory']")
+    await page.wait_for_selector("#entities li.entity:has-text('小王')")
+    await page.wait_for_selector("#entities li.entity:has-text('杭州')")
+    await page.wait_for_selector("#graph circle")
