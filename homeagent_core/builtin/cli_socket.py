@@ -357,7 +357,7 @@ class CliSocket:
         if kernel is not None:
             status = kernel.status()
             provider = getattr(kernel, "provider", None)
-            lines.append(f"model: {getattr(provider, 'name', type(provider).__name__)}")
+            lines.append(f"model: {_model_line(provider)}")
             lines.append(
                 f"turns: {status['turns']} ({status['failed_turns']} failed), queued: {status['queued']}, "
                 f"busy: {'yes' if status['busy'] else 'no'}"
@@ -751,3 +751,18 @@ def _rss_mb() -> float | None:
 
 def make_plugin() -> CliSocket:
     return CliSocket()
+
+
+def _model_line(provider: Any) -> str:
+    """``source/model`` of the source a request goes to first (a plain provider: its name)."""
+    if hasattr(provider, "list_sources"):
+        sources = provider.list_sources()
+        default = next((s for s in sources if s.get("default")), None)
+        ready = [s for s in sources if s.get("available")]
+        first = default if default is not None and default.get("available") else (ready[0] if ready else default)
+        if first is not None:
+            note = "" if first.get("available") else " (not available: " + str(
+                first.get("disabled") or first.get("last_error") or "cooling down") + ")"
+            return f"{first['name']}/{first['model']}{note}"
+        return "no LLM source configured"
+    return str(getattr(provider, "name", "") or type(provider).__name__)

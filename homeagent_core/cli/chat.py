@@ -14,6 +14,7 @@ import contextlib
 import json
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,7 +88,8 @@ class CliClient:
             self._expect_response()
 
     def close(self) -> None:
-        self._file.close()
+        with contextlib.suppress(OSError):  # the daemon may have gone away with unsent bytes buffered
+            self._file.close()
         self.sock.close()
 
     def __enter__(self) -> CliClient:
@@ -225,6 +227,11 @@ class _Renderer:
             self.console.print(content, markup=False)
         self._live, self._text = None, ""
 
+    def plain(self, content: str) -> None:
+        """A command's reply: shown as written (``<name>`` placeholders and line breaks kept)."""
+        self._live, self._text = None, ""
+        self.console.print(content, markup=False, highlight=False)
+
     def note(self, content: str, style: str = "") -> None:
         self.console.print(content, style=style or None, markup=False)
 
@@ -267,6 +274,7 @@ def chat(
     except AgentError as exc:
         raise fail(str(exc), EXIT_ERROR) from None
     render.note("Connected. /help lists commands, /quit leaves.", "dim")
+    path = _socket_path(data, sock)
     try:
         while True:
             try:
@@ -290,13 +298,44 @@ def chat(
                         render.reset()
                     elif kind == "message":
                         render.note(event["content"], "cyan")
+                    elif kind == "response" and text.startswith("/"):
+                        render.plain(event.get("content", ""))
                     elif kind == "response":
                         render.finish(event.get("content", ""))
-            except AgentError as exc:
+            except (AgentError, OSError) as exc:
                 render.finish("")
-                render.note(f"Error: {exc}", "red")
-                if "closed the connection" in str(exc):
-                    raise typer.Exit(EXIT_ERROR) from None
+                if isinstance(exc, AgentError) and "closed the connection" not in str(exc):
+                    render.note(f"Error: {exc}", "red")
+                    continue
+                client.close()
+                render.note("The daemon went away (restarting?); reconnecting…", "yellow")
+                client = _reconnect(path, api_key, timeout)
+                render.note("Reconnected. That message was not answered: send it again.", "yellow")
     finally:
         save_history()
         client.close()
+
+
+#: How long ``homeagent chat`` waits for a restarting daemon before giving up.
+RECONNECT_S = 60.0
+
+
+def _reconnect(path: Path, api_key: str, timeout: float) -> CliClient:
+    """A new connection to the daemon once it is back (bounded by :data:`RECONNECT_S`).
+
+    Raises:
+        typer.Exit: it did not come back in time (exit status 2, with the reason).
+    """
+    deadline = time.monotonic() + RECONNECT_S
+    delay = 0.2
+    while True:
+        try:
+            return CliClient(path, api_key=api_key, timeout=timeout)
+        except DaemonUnreachable as exc:
+            if time.monotonic() >= deadline:
+                message = f"the daemon did not come back within {RECONNECT_S:.0f} s: {exc}"
+                raise fail(message, EXIT_UNREACHABLE) from None
+        except AgentError as exc:
+            raise fail(str(exc), EXIT_ERROR) from None
+        time.sleep(delay)  # waiting for a restarting daemon, bounded by the deadline above
+        delay = min(2.0, delay * 2)

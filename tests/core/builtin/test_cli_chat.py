@@ -78,3 +78,48 @@ async def test_chat_converses_runs_commands_and_keeps_history(harness):
     assert out.index("第一句回答") < out.index("uptime:") < out.index("second answer")
     code, out = await invoke(["chat", "--plain", "--data", data], stdin="/nope\n")
     assert code == 0 and "Error: unknown command /nope" in out
+
+
+async def test_chat_shows_command_replies_as_written_and_status_names_the_model(harness):
+    h = await harness([CLI])
+    runner = CliRunner(env={"FORCE_COLOR": "1", "COLUMNS": "200"})  # a terminal: replies are Markdown
+    result = await asyncio.to_thread(runner.invoke, app, ["chat", "--data", str(h.app.data_dir)],
+                                     input="/help\n/status\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "/settings set <key> <value>" in result.output  # placeholders kept, not eaten as HTML
+    assert "model: fake" in result.output or "model: FakeModel" in result.output
+
+
+async def test_chat_reconnects_when_the_daemon_restarts(harness, tmp_path: Path):
+    import os
+
+    data = tmp_path / "restarting"
+    first = await harness([CLI], data=data, model=FakeModel(["第一次回答"]))
+    read_end, write_end = os.pipe()
+    stdin = os.fdopen(read_end, "rb")
+
+    def say(line: str) -> None:
+        os.write(write_end, (line + "\n").encode())
+
+    from click.testing import CliRunner as StreamingRunner  # takes a live stream as standard input
+
+    command = typer.main.get_command(app)
+    running = asyncio.create_task(asyncio.to_thread(
+        StreamingRunner().invoke, command, ["chat", "--plain", "--data", str(data)], input=stdin))
+    say("你好")
+    await first.wait_event("agent_output")
+    await first.stop()
+    second = await harness([CLI], data=data, model=FakeModel(["重启后的回答"]))
+    say("还在吗")  # lost with the old connection: the client reconnects and says so
+    say("还在吗")
+    try:
+        await second.wait_event("agent_output")
+    finally:
+        say("/quit")
+        result = await running
+        os.close(write_end)
+        stdin.close()
+    assert result.exit_code == 0, result.output
+    assert "第一次回答" in result.output
+    assert "Reconnected" in result.output
+    assert "重启后的回答" in result.output
