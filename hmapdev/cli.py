@@ -54,7 +54,11 @@ def new(
     except BuildError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"created {kind} plugin project {target}")
-    typer.echo(f"next: cd {name} && python -m pytest tests && hmapdev build && hmapdev pack")
+    if kind == "inproc":
+        # An in-process plugin is a Python distribution, installed with pip, not packed as .hmap.
+        typer.echo(f"next: cd {name} && python -m pytest tests && homeagent install -e .")
+    else:
+        typer.echo(f"next: cd {name} && python -m pytest tests && hmapdev build && hmapdev pack")
 
 
 @app.command()

@@ -31,3 +31,12 @@ def test_every_hook_has_a_test_named_after_it():
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py"))
     missing = [name for name in specs() if not re.search(rf"def test_hook_{name}\b", source)]
     assert missing == [], f"add tests named test_hook_<name> for: {missing}"
+
+
+def test_the_readme_python_examples_run_as_scripts():
+    """Each Python block of the README is a valid script (no top-level ``await`` / ``async with``)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+    assert blocks, "the README shows no Python example"
+    for block in blocks:
+        compile(block, "README.md", "exec")  # a SyntaxError names the offending line

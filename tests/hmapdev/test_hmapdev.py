@@ -205,3 +205,18 @@ def test_a_skill_package_carries_its_resource_folders(tmp_path: Path, monkeypatc
     assert result.exit_code == 0, result.output
     names = zipfile.ZipFile(next((project / "dist").glob("*.hmap"))).namelist()
     assert "references/guide.md" in names and "scripts/run.py" in names
+
+
+@pytest.mark.parametrize("kind", ["inproc", "proc"])
+def test_a_new_project_s_tests_pass_without_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str):
+    monkeypatch.chdir(tmp_path)
+    code, out = hmapdev("new", "hello", "--kind", kind)
+    assert code == 0, out
+    if kind == "inproc":
+        assert "homeagent install -e ." in out and "hmapdev pack" not in out
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "tests"],
+        cwd=tmp_path / "hello", capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Warning" not in result.stdout + result.stderr
