@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 ProviderFactory = Callable[[dict[str, Any]], EmbeddingProvider]
 
-_reported: set[tuple[str, str, str]] = set()
+_reported: set[str] = set()
 
 
 def same_space(fp_a: str | None, dim_a: int, fp_b: str | None, dim_b: int) -> bool:
@@ -269,11 +269,7 @@ class ProviderRegistry:
             provider = await asyncio.to_thread(self.build, name, config)
         except Exception as exc:  # a tier that fails to load, for any reason, is skipped
             status.reason = str(exc) or type(exc).__name__
-            key = (tier, name, status.reason)
-            if key not in _reported:
-                _reported.add(key)
-                log.warning("embedding tier %s (%s) unavailable: %s", tier, name, status.reason)
-            return None, status
+            return None, status  # reported by select(), once, with the tier that is used instead
         status.available = True
         status.dimension = provider.info.dimension
         status.fingerprint = provider.info.fingerprint
@@ -326,5 +322,23 @@ class ProviderRegistry:
         else:
             tier, active = "tfidf", None
             statuses[2].active = True
-        log.info("embedding tier in use: %s", tier if active is None else active.info.name)
+        _report(tier if active is None else active.info.name, statuses)
         return TierSelection(tier, active, statuses, dense=dense_p, static=static_p)
+
+
+def _report(in_use: str, statuses: list[TierStatus]) -> None:
+    """One INFO line per distinct outcome: the tier in use and how to get a better one.
+
+    A missing model is the normal state of a fresh install, not a fault: the line says what is
+    used instead and what to download or set (each tier's reason carries the exact command).
+    """
+    better: list[str] = []
+    for status in statuses:
+        if status.active:
+            break
+        if status.provider and status.reason:
+            better.append(f"{status.tier} ({status.provider}) not loaded: {status.reason}")
+    message = f"embedding tier in use: {in_use}" + (f"; for a better one, {'; '.join(better)}" if better else "")
+    if message not in _reported:
+        _reported.add(message)
+        log.info("%s", message)

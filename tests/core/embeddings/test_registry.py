@@ -60,13 +60,18 @@ async def test_tfidf_is_the_last_tier_and_always_available(tmp_path: Path) -> No
     assert tfidf["active"] and tfidf["available"]
 
 
-async def test_each_unavailable_tier_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="homeagent_core.embeddings.registry")
+async def test_the_tier_in_use_is_said_once_at_info_with_how_to_get_a_better_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="homeagent_core.embeddings.registry")
     registry = ProviderRegistry()
     for _ in range(3):
         await registry.select("chineseclip", {"model": str(tmp_path / "once")})
-    warnings = [r for r in caplog.records if "once" in r.getMessage()]
-    assert len(warnings) == 1
+    said = [r for r in caplog.records if "once" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].levelno == logging.INFO
+    assert said[0].getMessage().startswith("embedding tier in use: tfidf; for a better one, dense (chineseclip)")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_plugins_add_providers_by_name() -> None:
