@@ -336,39 +336,125 @@ $("#input").addEventListener("keydown", (event) => {
 
 // ------------------------------------------------------------------ memory
 
-function drawGraph(data) {
-  const svg = $("#graph");
-  svg.textContent = "";
-  const nodes = data.nodes || [];
-  const edges = data.edges || [];
-  const ns = "http://www.w3.org/2000/svg";
+// A small force layout in SVG: drag the background to pan, wheel or +/− to zoom, click an
+// entity to list its relations (no library; a few hundred nodes at most).
+const view = {x: 0, y: 0, k: 1};
+let graphData = {nodes: [], edges: []};
+
+function layout(nodes, edges) {
   const pos = new Map();
-  const cx = 300, cy = 200, r = Math.min(170, 100 + nodes.length * 4);
   nodes.forEach((n, i) => {
     const angle = (2 * Math.PI * i) / Math.max(1, nodes.length);
-    pos.set(n.id, [cx + r * Math.cos(angle), cy + r * Math.sin(angle)]);
+    pos.set(n.id, {x: 300 + 150 * Math.cos(angle), y: 200 + 150 * Math.sin(angle), vx: 0, vy: 0});
   });
-  for (const e of edges) {
+  const links = edges.filter((e) => pos.has(e.source) && pos.has(e.target));
+  for (let step = 0; step < 200; step++) {
+    const cool = 1 - step / 200;
+    for (const a of pos.values()) {
+      for (const b of pos.values()) {
+        if (a === b) continue;
+        const dx = a.x - b.x, dy = a.y - b.y;
+        const d2 = Math.max(25, dx * dx + dy * dy);
+        a.vx += (dx / d2) * 2500 * cool;
+        a.vy += (dy / d2) * 2500 * cool;
+      }
+      a.vx += (300 - a.x) * 0.01;
+      a.vy += (200 - a.y) * 0.01;
+    }
+    for (const e of links) {
+      const a = pos.get(e.source), b = pos.get(e.target);
+      const dx = b.x - a.x, dy = b.y - a.y;
+      const dist = Math.sqrt(dx * dx + dy * dy) || 1;
+      const pull = (dist - 150) * 0.02;
+      a.vx += (dx / dist) * pull; a.vy += (dy / dist) * pull;
+      b.vx -= (dx / dist) * pull; b.vy -= (dy / dist) * pull;
+    }
+    for (const p of pos.values()) {
+      p.x += Math.max(-20, Math.min(20, p.vx)); p.y += Math.max(-20, Math.min(20, p.vy));
+      p.vx *= 0.5; p.vy *= 0.5;
+    }
+  }
+  return {pos, links};
+}
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function applyView() {
+  const layer = $("#graph-layer");
+  if (layer) layer.setAttribute("transform", `translate(${view.x} ${view.y}) scale(${view.k})`);
+}
+
+function showEntity(node) {
+  const names = new Map(graphData.nodes.map((n) => [n.id, n.name]));
+  const box = $("#entity-detail");
+  box.textContent = "";
+  box.hidden = false;
+  box.append(el("h4", {}, `${node.name}${node.type ? ` (${node.type})` : ""}`));
+  const rel = graphData.edges.filter((e) => e.source === node.id || e.target === node.id);
+  const list = el("ul", {class: "list"});
+  for (const e of rel) list.append(el("li", {}, `${names.get(e.source) || "?"} —${e.type}→ ${names.get(e.target) || "?"}`));
+  if (!rel.length) list.append(el("li", {class: "empty"}, "没有关系 · No relations"));
+  box.append(list);
+  document.querySelectorAll("#graph circle").forEach((c) => c.classList.toggle("selected", c.dataset.id === node.id));
+}
+
+function drawGraph(data) {
+  graphData = {nodes: data.nodes || [], edges: data.edges || []};
+  const svg = $("#graph");
+  svg.textContent = "";
+  const layer = svgEl("g", {id: "graph-layer"});
+  svg.append(layer);
+  const {pos, links} = layout(graphData.nodes, graphData.edges);
+  for (const e of links) {
     const a = pos.get(e.source), b = pos.get(e.target);
-    if (!a || !b) continue;
-    const line = document.createElementNS(ns, "line");
-    Object.entries({x1: a[0], y1: a[1], x2: b[0], y2: b[1], stroke: "#9bb8ae"}).forEach(([k, v]) => line.setAttribute(k, v));
-    const title = document.createElementNS(ns, "title");
+    const line = svgEl("line", {x1: a.x, y1: a.y, x2: b.x, y2: b.y, stroke: "#9bb8ae"});
+    const title = svgEl("title", {});
     title.textContent = e.type;
     line.append(title);
-    svg.append(line);
+    const label = svgEl("text", {x: (a.x + b.x) / 2, y: (a.y + b.y) / 2, class: "edge-label"});
+    label.textContent = e.type;
+    layer.append(line, label);
   }
-  for (const n of nodes) {
-    const [x, y] = pos.get(n.id);
-    const circle = document.createElementNS(ns, "circle");
-    Object.entries({cx: x, cy: y, r: 4 + Math.min(8, n.mention_count || 1), fill: "#2f6f5e"}).forEach(([k, v]) => circle.setAttribute(k, v));
-    const label = document.createElementNS(ns, "text");
-    label.setAttribute("x", x + 8);
-    label.setAttribute("y", y + 4);
+  for (const n of graphData.nodes) {
+    const p = pos.get(n.id);
+    const circle = svgEl("circle", {cx: p.x, cy: p.y, r: 5 + Math.min(8, n.mention_count || 1), fill: "#2f6f5e", "data-id": n.id});
+    circle.addEventListener("click", (ev) => { ev.stopPropagation(); showEntity(n); });
+    const label = svgEl("text", {x: p.x + 9, y: p.y + 4, "data-id": n.id});
     label.textContent = n.name;
-    svg.append(circle, label);
+    label.addEventListener("click", (ev) => { ev.stopPropagation(); showEntity(n); });
+    layer.append(circle, label);
   }
+  applyView();
 }
+
+(function graphControls() {
+  const svg = $("#graph");
+  let drag = null;
+  svg.addEventListener("pointerdown", (ev) => { drag = {x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y}; });
+  window.addEventListener("pointerup", () => { drag = null; });
+  svg.addEventListener("pointermove", (ev) => {
+    if (!drag) return;
+    const scale = 600 / svg.getBoundingClientRect().width;
+    view.x = drag.vx + (ev.clientX - drag.x) * scale;
+    view.y = drag.vy + (ev.clientY - drag.y) * scale;
+    applyView();
+  });
+  const zoom = (factor) => {
+    const k = Math.max(0.3, Math.min(4, view.k * factor));
+    view.x = 300 - (300 - view.x) * (k / view.k);
+    view.y = 200 - (200 - view.y) * (k / view.k);
+    view.k = k;
+    applyView();
+  };
+  svg.addEventListener("wheel", (ev) => { ev.preventDefault(); zoom(ev.deltaY < 0 ? 1.2 : 1 / 1.2); }, {passive: false});
+  $("#zoom-in").addEventListener("click", () => zoom(1.25));
+  $("#zoom-out").addEventListener("click", () => zoom(0.8));
+  $("#zoom-reset").addEventListener("click", () => { view.x = 0; view.y = 0; view.k = 1; applyView(); });
+})();
 
 async function loadMemory(query = "") {
   const entities = $("#entities");

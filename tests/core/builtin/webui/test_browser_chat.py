@@ -338,3 +338,26 @@ async def test_the_graph_shows_plain_facts_right_after_the_turn(daemon, page, lo
     await page.wait_for_selector("#entities li.entity:has-text('小王')")
     await page.wait_for_selector("#entities li.entity:has-text('杭州')")
     await page.wait_for_selector("#graph circle")
+
+
+async def test_the_graph_pans_zooms_and_shows_an_entitys_relations(daemon, page, login):
+    daemon.model.add("记住了")
+    await login(page, daemon)
+    await send(page, "我叫小王，住在杭州")
+    await last_reply(page, 1)
+    await page.click("nav a[data-page='memory']")
+    label = page.locator("#graph text:not(.edge-label)", has_text="杭州")
+    await label.wait_for()
+    before = await page.get_attribute("#graph-layer", "transform")
+    await page.click("#zoom-in")
+    assert await page.get_attribute("#graph-layer", "transform") != before
+    box = await page.locator("#graph").bounding_box()
+    await page.mouse.move(box["x"] + 20, box["y"] + 20)
+    await page.mouse.down()
+    await page.mouse.move(box["x"] + 120, box["y"] + 80)
+    await page.mouse.up()
+    assert "translate(0 0)" not in await page.get_attribute("#graph-layer", "transform")
+    await page.click("#zoom-reset")
+    await label.click()
+    await page.wait_for_selector("#entity-detail li:has-text('住在→ 杭州')")
+    await page.screenshot(path=str(SHOTS / "memory-graph.png"), full_page=True)
