@@ -72,6 +72,7 @@ HELP = """Commands:
   /help                        this text
   /status                      uptime, model, turns, plugins, tools
   /kernel                      the kernel status as JSON
+  /doctor                      plugin and LLM source states as JSON (what `homeagent doctor` shows)
   /plugins                     plugins and their state (same as /plugin list)
   /plugin info <name>          one plugin: kind, state, version, tools, files
   /plugin reload [name]        restart an out-of-process plugin (no name: those whose entry changed)
@@ -329,6 +330,7 @@ class CliSocket:
             "knowledge": self._knowledge,
             "settings": self._settings,
             "stop": self._stop,
+            "doctor": self._doctor,
         }.get(name.lower())
         if handler is None:
             conn.error(f"unknown command /{name}; /help lists the commands")
@@ -346,6 +348,17 @@ class CliSocket:
         if kernel is None:
             raise HomeAgentError("the kernel is not running")
         return kernel
+
+    async def _doctor(self, _rest: str) -> str:
+        """What this running daemon knows about its plugins and LLM sources (JSON)."""
+        services = self.sdk.services
+        host = getattr(services, "host", None)
+        plugins = [{"name": p.name, "status": p.status, "kind": p.kind, "error": p.error or ""}
+                   for p in (host.plugins() if host is not None else [])]
+        kernel = getattr(services, "kernel", None)
+        provider = getattr(kernel, "provider", None) if kernel is not None else None
+        sources = provider.list_sources() if hasattr(provider, "list_sources") else None
+        return json.dumps({"plugins": plugins, "llm_sources": sources}, ensure_ascii=False, default=str)
 
     async def _help(self, _rest: str) -> str:
         return HELP

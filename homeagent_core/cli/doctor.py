@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -50,7 +51,9 @@ def _check_llm(app: Any) -> list[Finding]:
     found.append(Finding("llm", "ok", f"LLM sources configured: {', '.join(sources)}; default {default!r}"))
     key = config.get("core.llm.api_key")
     source_keys = [s for s in sources if config.get(f"core.llm.sources.{s}.api_key")]
-    if not key and not source_keys:
+    # A server on this machine (Ollama, vLLM, llama.cpp) usually needs no key at all.
+    local = [s for s in sources if _is_local(str(config.get(f"core.llm.sources.{s}.base_url") or ""))]
+    if not key and not source_keys and not local:
         found.append(
             Finding(
                 "llm",
@@ -59,6 +62,55 @@ def _check_llm(app: Any) -> list[Finding]:
                 "homeagent config set core.llm.sources.deepseek.api_key <key>  (or export HOMEAGENT_LLM_API_KEY)",
             )
         )
+    return found
+
+
+def _is_local(url: str) -> bool:
+    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def _daemon_report(app: Any) -> dict[str, Any] | None:
+    """What the daemon running on this data directory reports (``/doctor``), or None."""
+    from homeagent_core.cli.chat import AgentError, CliClient, DaemonUnreachable
+
+    config = app.config
+    raw = str(config.get("plugin.cli.socket_path") or "") if config.is_known("plugin.cli.socket_path") else ""
+    path = Path(raw).expanduser() if raw else Path(app.data_dir) / "cli.sock"
+    if not path.exists():
+        return None
+    key = ""
+    for name in ("plugin.cli.api_key", "plugin.webui.api_key"):
+        if not key and config.is_known(name):
+            key = str(config.get(name) or "")
+    try:
+        with CliClient(path, api_key=key, timeout=30) as client:
+            events = list(client.send("/doctor"))
+        report = json.loads(str(events[-1].get("content", "")))
+    except (DaemonUnreachable, AgentError, OSError, ValueError, IndexError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def _check_daemon(app: Any, report: dict[str, Any]) -> list[Finding]:
+    """Findings from the running daemon: the plugins as they run, the sources as they answer."""
+    found: list[Finding] = []
+    plugins = report.get("plugins") or []
+    for p in plugins:
+        if p.get("status") == "failed":
+            found.append(Finding("plugins", "fail", f"plugin {p['name']} ({p.get('kind', '')}) failed in the running "
+                                 f"daemon: {p.get('error', '')}", f"fix or remove it, then: homeagent plugins reload "
+                                 f"(or HOMEAGENT_DISABLE_PLUGINS={p['name']} homeagent serve)"))
+    started = [p["name"] for p in plugins if p.get("status") == "started"]
+    message = f"{len(started)} plugins started in the running daemon: {', '.join(started)}"
+    found.append(Finding("plugins", "ok", message))
+    sources = report.get("llm_sources")
+    if isinstance(sources, list):
+        for s in sources:
+            state = "ok" if s.get("available") else "warn"
+            reason = s.get("disabled") or s.get("last_error") or "cooling down"
+            why = "" if s.get("available") else f" (not available: {reason})"
+            found.append(Finding("llm", state, f"source {s['name']} ({s.get('model', '')}) in the running daemon{why}"))
     return found
 
 
@@ -176,7 +228,15 @@ def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
     try:
-        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health, _check_runtime):
+        report = _daemon_report(app)
+        checks: list[Any] = [_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health,
+                             _check_runtime]
+        if report is not None:
+            # A daemon runs here: what it reports is the truth (its plugins ran, its sources answered).
+            checks = [lambda a: _check_daemon(a, report), _check_adapters, _check_embeddings, _check_health,
+                      _check_runtime]
+            found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir}; showing what it reports"))
+        for check in checks:
             try:
                 found.extend(check(app))
             except Exception as exc:  # a broken check must not hide the others

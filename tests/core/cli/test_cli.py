@@ -264,3 +264,22 @@ def test_a_stopped_daemon_is_not_found_and_config_set_says_when_it_applies(tmp_p
     result = invoke("config", "set", "plugin.webui.addr", "127.0.0.1:8181", "--data", str(data))
     assert result.exit_code == 0, result.output
     assert "restart the daemon for it to take effect" in result.output
+
+
+def test_doctor_reports_what_the_running_daemon_reports(served: Path):
+    result = runner.invoke(app, ["doctor", "--data", str(served), "--json"])
+    findings = json.loads(result.output)
+    messages = [f["message"] for f in findings]
+    assert any("a daemon is running" in m for m in messages), messages
+    assert any("plugins started in the running daemon" in m and "cli" in m for m in messages), messages
+    assert not any(m.endswith("plugins load: ") for m in messages)
+
+
+def test_doctor_does_not_ask_a_local_keyless_source_for_a_key(tmp_path: Path):
+    data = str(tmp_path / "local")
+    for key, value in (("core.llm.sources.local.base_url", "http://127.0.0.1:11434/v1"),
+                       ("core.llm.sources.local.model", "qwen2.5"), ("core.llm.sources.local.adapter", "openai"),
+                       ("core.llm.provider", "local")):
+        assert invoke("config", "set", key, value, "--data", data).exit_code == 0
+    result = runner.invoke(app, ["doctor", "--data", data, "--json"])
+    assert not any("no API key" in f["message"] for f in json.loads(result.output))
