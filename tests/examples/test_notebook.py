@@ -65,6 +65,43 @@ def test_the_notebook_is_valid_nbformat_4_without_stored_outputs():
 
 
 async def test_the_notebook_runs_top_to_bottom_in_a_jupyter_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    nb = nbformat.reads(NOTEBOOK.read_text(encoding="utf-8"), as_version=4)
+    scratch, text = await execute(nb, tmp_path, monkeypatch)
+    assert "你好小王！我记住了：你住在杭州。" in text
+    assert "Hangzhou is famous for Longjing tea." in text
+    assert "小王 住在 杭州" in text and "小王 喜欢 龙井" in text
+    assert "泡龙井 -> 龙井用 80 °C 的水" in text
+    assert "Use water at 80 °C for green tea." in text
+    assert "tool result the model saw: 80 °C" in text
+    assert "('小王', '住在', '杭州')" in text
+    assert [p for p in scratch.iterdir() if p.name.startswith("homeagent-notebook-")], "the notebook's data dir"
+    assert f"data directory: {scratch}" in text
+
+
+async def test_the_notebook_runs_with_a_real_model_server_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``LLM`` set in the first cell: every later cell still runs (against a loopback OpenAI server)."""
+    import importlib.util
+
+    served_py = Path(__file__).resolve().parents[1] / "core" / "builtin" / "webui" / "served.py"
+    spec = importlib.util.spec_from_file_location("notebook_model_server", served_py)
+    assert spec is not None and spec.loader is not None
+    served = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, served)  # its dataclasses look themselves up there
+    spec.loader.exec_module(served)
+    nb = nbformat.reads(NOTEBOOK.read_text(encoding="utf-8"), as_version=4)
+    first = next(cell for cell in nb.cells if cell.cell_type == "code")
+    assert "LLM = None" in first.source
+    async with served.fake_model() as (server, url):
+        llm = {"base_url": f"{url}/v1", "model": "echo", "adapter": "openai", "api_key": "sk-loopback"}
+        first.source = first.source.replace("LLM = None", f"LLM = {llm!r}", 1)
+        _, text = await execute(nb, tmp_path, monkeypatch)
+    assert "echo: 我叫小王，住在杭州" in text
+    assert "tool result the model saw" not in text  # only the scripted model is inspected
+    assert server.received >= 3
+
+
+async def execute(nb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """Run ``nb`` in a pinned Jupyter kernel; returns its scratch TMPDIR and the code cells' stdout."""
     jupyter_dir = tmp_path / "jupyter"
     pin_kernel(jupyter_dir)
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_dir))
@@ -85,7 +122,6 @@ async def test_the_notebook_runs_top_to_bottom_in_a_jupyter_kernel(tmp_path: Pat
         "IPYTHONDIR": str(tmp_path / "ipython"),
         "MPLBACKEND": "Agg",
     }
-    nb = nbformat.reads(NOTEBOOK.read_text(encoding="utf-8"), as_version=4)
     client = NotebookClient(
         nb,
         kernel_name=KERNEL,
@@ -99,14 +135,4 @@ async def test_the_notebook_runs_top_to_bottom_in_a_jupyter_kernel(tmp_path: Pat
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert all(cell.execution_count is not None for cell in code_cells), "a cell did not run"
     assert not [out for cell in code_cells for out in cell.outputs if out.output_type == "error"]
-    text = "\n".join(stdout_of(cell) for cell in code_cells)
-
-    assert "你好小王！我记住了：你住在杭州。" in text
-    assert "Hangzhou is famous for Longjing tea." in text
-    assert "小王 住在 杭州" in text and "小王 喜欢 龙井" in text
-    assert "泡龙井 -> 龙井用 80 °C 的水" in text
-    assert "Use water at 80 °C for green tea." in text
-    assert "tool result the model saw: 80 °C" in text
-    assert "('小王', '住在', '杭州')" in text
-    assert [p for p in scratch.iterdir() if p.name.startswith("homeagent-notebook-")], "the notebook's data dir"
-    assert f"data directory: {scratch}" in text
+    return scratch, "\n".join(stdout_of(cell) for cell in code_cells)
