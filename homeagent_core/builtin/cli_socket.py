@@ -356,7 +356,7 @@ class CliSocket:
         plugins = [{"name": p.name, "status": p.status, "kind": p.kind, "error": p.error or ""}
                    for p in (host.plugins() if host is not None else [])]
         kernel = getattr(services, "kernel", None)
-        provider = getattr(kernel, "provider", None) if kernel is not None else None
+        provider: Any = getattr(kernel, "provider", None) if kernel is not None else None
         sources = provider.list_sources() if hasattr(provider, "list_sources") else None
         return json.dumps({"plugins": plugins, "llm_sources": sources}, ensure_ascii=False, default=str)
 
