@@ -361,3 +361,21 @@ async def test_the_graph_pans_zooms_and_shows_an_entitys_relations(daemon, page,
     await label.click()
     await page.wait_for_selector("#entity-detail li:has-text('住在→ 杭州')")
     await page.screenshot(path=str(SHOTS / "memory-graph.png"), full_page=True)
+
+
+async def test_a_plugin_that_failed_to_start_shows_why(tmp_path, page, login, start_daemon, build_hmap):
+    from homeagent_core.plugins.packages import install_package
+
+    data = tmp_path / "data"
+    data.mkdir()
+    install_package(data, build_hmap(tmp_path))
+    (data / "plugins" / "greeter" / "plugin.pyz").write_bytes(b"this is not a zip archive")
+    async with start_daemon(data) as daemon:
+        await login(page, daemon)
+        await page.click("nav a[data-page='plugins']")
+        row = page.locator("#plugins tr[data-plugin='greeter']")
+        await row.wait_for()
+        error = row.locator(".plugin-error")
+        await error.wait_for()
+        assert (await error.inner_text()).strip()
+        await page.screenshot(path=str(SHOTS / "plugins-failed.png"), full_page=True)
