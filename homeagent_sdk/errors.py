@@ -16,6 +16,7 @@ The tree::
     ├── ModalityUnsupported             an embedding provider cannot embed that kind of input
     ├── MemoryStoreError                a memory layer refused an operation (corrupt blob, ...)
     ├── InputQueueFull                  the agent is busy: its input queue is full (retry later)
+    ├── ChannelSendError                a send to an output channel failed (unknown channel, type, ...)
     └── DataDirError                    the data directory cannot be created or written
 
 Two audiences: :class:`UsageError` and its children are mistakes in code that calls
@@ -30,6 +31,7 @@ import math
 import re
 
 __all__ = [
+    "ChannelSendError",
     "ConfigError",
     "ConfigValueError",
     "DataDirError",
@@ -135,6 +137,10 @@ class InputQueueFull(HomeAgentError):
             return None
         match = re.search(r"retry in about (\d+(?:\.\d+)?) s", message)
         return cls(message[start:], retry_after=float(match.group(1)) if match else 5.0)
+
+
+class ChannelSendError(HomeAgentError):
+    """A send to an output channel failed; the message says which and why."""
 
 
 class MemoryStoreError(HomeAgentError):

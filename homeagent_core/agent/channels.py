@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from homeagent_core.aio import call_maybe_async
-from homeagent_sdk.errors import PluginValidationError
+from homeagent_sdk.errors import ChannelSendError, PluginValidationError
 from homeagent_sdk.types import Caps, ChannelDef, ToolDef, ToolResult
 
 __all__ = [
@@ -62,10 +62,6 @@ _CAP_NAMES: tuple[tuple[Caps, str], ...] = (
     (Caps.AUDIO, "audio"),
     (Caps.STRUCTURED, "structured"),
 )
-
-
-class ChannelSendError(Exception):
-    """A send to an output channel failed; the message says which and why."""
 
 
 def caps_names(caps: int) -> list[str]:

@@ -19,10 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.agent.channels import ChannelSendError
 from homeagent_sdk import Caps, ChannelDef, ConfigDef, hookimpl
 from homeagent_sdk._net import listen_tcp
-from homeagent_sdk.errors import PluginLoadError
+from homeagent_sdk.errors import ChannelSendError, PluginLoadError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

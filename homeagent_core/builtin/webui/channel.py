@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.agent.channels import ChannelSendError
+from homeagent_sdk.errors import ChannelSendError
 
 if TYPE_CHECKING:
     from homeagent_core.events import EventBus
