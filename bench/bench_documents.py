@@ -252,9 +252,8 @@ def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> N
 
 def _top10_quality(store: DocumentStore, corpus: LocomoCorpus) -> dict[str, float]:
     """Lexical top 10 with the default budget vs exact BM25, on the LoCoMo questions."""
-    dia = {
-        store._slot_of[d.id]: (d.meta["conversation"], d.meta["dia_id"]) for d in corpus.originals
-    }
+    slot_of = store._slots_of(d.id for d in corpus.originals)
+    dia = {slot_of[d.id]: (d.meta["conversation"], d.meta["dia_id"]) for d in corpus.originals}
     overlap, recall_budget, recall_exact = [], [], []
     for stem, _, questions, _ in corpus.conversations:
         for qa in questions:

@@ -1,9 +1,13 @@
 """L2 document store: durable documents with fused dense + lexical search.
 
 Documents (archived context events, ``doc_commit`` notes, graph snapshots) live in SQLite
-(WAL, ``synchronous=FULL``: a write is durable when the call returns). Search runs on memory
-only: a contiguous float32 matrix of the rows whose vector belongs to the active embedding
-space, and a character n-gram BM25 index (:mod:`homeagent_core.memory.lexical`). A query
+(WAL, ``synchronous=FULL``: a write is durable when the call returns). Search never reads
+SQLite: a float32 matrix of the rows whose vector belongs to the active embedding space (the
+part saved in ``<db>.vec`` memory-mapped, :mod:`homeagent_core.memory.vector_snapshot`, newer
+rows in memory) and a character n-gram BM25 index (:mod:`homeagent_core.memory.lexical`,
+its snapshot ``<db>.lex`` memory-mapped too). Opening reads only per-document numbers from a
+covering index, so a store of 100k documents answers its first query a fraction of a second
+after it is opened, after a clean close or a crash alike. A query
 fuses the two paths, each normalised by its own maximum (default weights 0.5 / 0.5), then lets
 each document borrow a fraction of its neighbours' scores: documents of the same source
 written within ``neighbour_window`` seconds of each other are turns of one conversation, and
@@ -31,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.lexical import LexicalIndex, decode_many, decode_terms, encode_terms, term_counts
-from homeagent_core.memory.lexical_snapshot import SnapshotArrays, remove_partial, write_snapshot
+from homeagent_core.memory.lexical_snapshot import SnapshotArrays, remove_partial, verify_arrays, write_snapshot
 from homeagent_core.memory.lexical_terms import TERMS_VERSION
 from homeagent_core.memory.time_order import TimeOrder
+from homeagent_core.memory.vector_snapshot import read_vectors, write_vectors
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import Doc
@@ -65,6 +70,7 @@ CREATE TABLE IF NOT EXISTS documents (
     lex_len INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_count);
+CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
@@ -126,6 +132,16 @@ class DocHit:
     score: float
 
 
+class _Rows:
+    """Rows ``index`` of a (mapped) matrix, sliced lazily so a writer copies them in chunks."""
+
+    def __init__(self, matrix: Any, index: npt.NDArray[np.int64]) -> None:
+        self.matrix, self.index = matrix, index
+
+    def __getitem__(self, part: slice) -> Any:
+        return self.matrix[self.index[part]]
+
+
 def _row_to_document(row: Sequence[Any]) -> Document:
     return Document(
         id=row[0],
@@ -154,12 +170,15 @@ class DocumentStore:
     from a worker thread in async code. Methods that embed are ``async``; the rest are plain
     and thread-safe.
 
-    The lexical index is snapshotted to ``<path>.lex``: in a background thread whenever
-    ``snapshot_min_docs`` and ``snapshot_fraction`` of the documents have been added since
-    the last one, and on :meth:`flush` / :meth:`close`. Opening loads the newest valid
-    snapshot and re-indexes only the documents stored after it, so start-up after a crash
-    costs about the same as after a clean close. SQLite stays the only durable record: the
-    snapshot is a cache checked against it.
+    The lexical index is snapshotted to ``<path>.lex`` and the dense vectors to ``<path>.vec``:
+    in a background thread whenever ``snapshot_min_docs`` and ``snapshot_fraction`` of the
+    documents have been added since the last snapshot, and on :meth:`flush` / :meth:`close`.
+    Opening maps the newest valid files and reads from SQLite only what they lack (documents
+    stored after them, vectors re-embedded since), so start-up after a crash costs about the
+    same as after a clean close. SQLite stays the only durable record: both files are caches
+    checked against it on open (store, space, watermark, per-document gram counts); the
+    snapshot's posting checksums are checked by a background thread, which rebuilds the index
+    if they do not match.
     """
 
     snapshot_min_docs: int = 2000
@@ -213,6 +232,7 @@ class DocumentStore:
         self._snap_watermark = 0
         self._lex_changes = 0
         self._snap_changes = -1
+        self._verify_thread: threading.Thread | None = None
         self._load()
 
     # -- loading ---------------------------------------------------------------------------
@@ -228,43 +248,47 @@ class DocumentStore:
             self._db.execute("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
         self._store_id = store_id
         self._upgrade_terms()
+        # the covering index answers this without touching the vector and term blobs
         rows = self._db.execute(
-            "SELECT slot, id, created_at, source, vec_model, vector, lex_len FROM documents"
-            " ORDER BY slot"
+            "SELECT slot, created_at, source, vec_model = ?, lex_len FROM documents ORDER BY slot",
+            (self._fingerprint,),
         ).fetchall()
         slots = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         cap = 64
         while cap <= (int(slots[-1]) if len(rows) else 0):
             cap *= 2
-        self._ids: dict[int, str] = dict(zip(slots.tolist(), (r[1] for r in rows), strict=True))
-        self._slot_of: dict[str, int] = {doc_id: slot for slot, doc_id in self._ids.items()}
+        self._count = len(rows)
         self._created = np.zeros(cap, dtype=np.float64)
-        self._created[slots] = np.fromiter((r[2] for r in rows), dtype=np.float64, count=len(rows))
+        self._created[slots] = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
         self._source_codes: dict[str, int] = {}
-        codes = [self._source_codes.setdefault(r[3], len(self._source_codes)) for r in rows]
+        codes = [self._source_codes.setdefault(r[2], len(self._source_codes)) for r in rows]
         self._source = np.full(cap, -1, dtype=np.int32)
         self._source[slots] = np.asarray(codes, dtype=np.int32)
         self._alive = np.zeros(cap, dtype=bool)
         self._alive[slots] = True
         self._row_of = np.full(cap, -1, dtype=np.int64)
+        self._base = np.zeros((0, max(self._dim, 1)), dtype=np.float32)
+        self._base_slot = np.zeros(0, dtype=np.int64)
+        self._base_live = np.zeros(0, dtype=bool)
+        self._base_dead = 0
         self._rows = np.zeros((64, max(self._dim, 1)), dtype=np.float32)
         self._row_slot = np.zeros(64, dtype=np.int64)
         self._n = 0
         self._stale = 0
+        self._vec_changes = 0
+        self._vec_snap_changes = -1
         if self._fingerprint:
-            size = 4 * self._dim
-            dense = [
-                i for i, r in enumerate(rows)
-                if r[4] == self._fingerprint and r[5] is not None and len(r[5]) == size
-            ]
-            self._stale = len(rows) - len(dense)
-            if dense:
-                matrix = np.frombuffer(b"".join(rows[i][5] for i in dense), dtype=np.float32)
-                self._append_rows(slots[dense], matrix.reshape(-1, self._dim))
-        lengths = np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows))
+            wanted = np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=len(rows))
+            self._load_vectors(slots, wanted)
+        lengths = np.fromiter((r[4] for r in rows), dtype=np.int64, count=len(rows))
         del rows
         self._time = TimeOrder(self.neighbour_window)
         self._lex = self._load_lexical(slots, lengths)
+        if self._lex.unchecked is not None:
+            self._verify_thread = threading.Thread(
+                target=self._verify_lexical, name=f"lexical-verify:{self.path.name}", daemon=True
+            )
+            self._verify_thread.start()
         with self._lock:
             self._maybe_snapshot()
         if self._stale:
@@ -275,6 +299,34 @@ class DocumentStore:
                 self._stale,
                 self._fingerprint,
             )
+
+    def _verify_lexical(self) -> None:
+        """Check the mapped snapshot's checksums; on damage rebuild the index from SQLite.
+
+        Runs in a background thread after open, so start-up needs no pass over the postings.
+        Queries are answered from the mapped index meanwhile; a damaged snapshot (disk
+        corruption: a crash never leaves one, see :mod:`homeagent_core.memory.lexical_snapshot`)
+        is removed and the index rebuilt from every document's stored terms under the lock.
+        """
+        index = self._lex
+        arrays = index.unchecked
+        if arrays is None:
+            return
+        try:
+            verify_arrays(arrays)
+        except ValueError as exc:
+            with self._lock:
+                if self._closed or self._lex is not index:
+                    return
+                log.warning("document store %s: rebuilding the lexical index: %s", self.path, exc)
+                self._join_snapshot()
+                self._snapshot_path().unlink(missing_ok=True)
+                alive = np.flatnonzero(self._alive).astype(np.int64)
+                self._lex = self._load_lexical(alive, np.zeros(len(alive), dtype=np.int64))
+                self._lex_changes += 1
+                self._snap_changes = -1
+            return
+        index.unchecked = None
 
     def _upgrade_terms(self) -> None:
         """Re-derive every document's stored lexical terms when the term scheme changed.
@@ -303,6 +355,71 @@ class DocumentStore:
             log.info("document store %s: re-derived the lexical terms of %d documents (term scheme %s)",
                      self.path, len(rows), TERMS_VERSION)
 
+    def _vector_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".vec")
+
+    def _load_vectors(self, slots: npt.NDArray[np.int64], wanted: npt.NDArray[np.bool_]) -> None:
+        """Map the saved vector matrix and read from SQLite only the vectors it lacks.
+
+        A row of the file is used only if its document is still stored with a vector of the
+        active space (vectors of one space never change, so such a row equals SQLite's); the
+        file must name this store, the active space and no slot the database never issued.
+        Anything else (a missing, foreign or outdated file) costs reading those vectors from
+        SQLite, as a store without the file does.
+        """
+        vec_path = self._vector_path()
+        try:
+            if remove_partial(vec_path):
+                log.info("document store %s: removed a partial vector file", self.path)
+        except OSError as exc:
+            log.warning("document store %s: cannot remove a partial vector file: %s", self.path, exc)
+        want = np.zeros(len(self._alive), dtype=bool)
+        want[slots[wanted]] = True
+        have = np.zeros(len(self._alive), dtype=bool)
+        if vec_path.exists():
+            try:
+                vf = read_vectors(vec_path)
+                problem = ""
+                if vf.tag != self._store_id:
+                    problem = "it belongs to another store"
+                elif vf.fingerprint != self._fingerprint or vf.dim != self._dim:
+                    problem = f"it holds the space {vf.fingerprint!r}, not {self._fingerprint!r}"
+                elif vf.watermark > self._max_issued_slot():
+                    problem = "it is newer than the database"
+                if problem:
+                    raise ValueError(f"{vec_path}: {problem}")
+            except ValueError as exc:
+                log.info("document store %s: not using the vector file: %s", self.path, exc)
+            else:
+                inside = vf.slots < len(want)
+                live = np.zeros(len(vf.slots), dtype=bool)
+                live[inside] = want[vf.slots[inside]]
+                self._base, self._base_slot, self._base_live = vf.matrix, vf.slots, live
+                self._base_dead = int(len(live) - live.sum())
+                self._row_of[vf.slots[live]] = np.flatnonzero(live)
+                have[vf.slots[live]] = True
+                self._vec_snap_changes = 0
+        need = np.flatnonzero(want & ~have)
+        size = 4 * self._dim
+        bad = 0
+        for start in range(0, len(need), 500):
+            part = need[start : start + 500].tolist()
+            marks = ",".join("?" * len(part))
+            found = [
+                (slot, blob)
+                for slot, blob in self._db.execute(
+                    f"SELECT slot, vector FROM documents WHERE slot IN ({marks}) ORDER BY slot", part
+                )
+                if blob is not None and len(blob) == size
+            ]
+            bad += len(part) - len(found)
+            if found:
+                matrix = np.frombuffer(b"".join(b for _, b in found), dtype=np.float32).reshape(-1, self._dim)
+                self._append_rows(np.asarray([f[0] for f in found], dtype=np.int64), matrix)
+        if len(need):
+            self._vec_snap_changes = -1
+        self._stale = int(len(slots) - wanted.sum()) + bad
+
     def _snapshot_path(self) -> Path:
         return self.path.with_name(self.path.name + ".lex")
 
@@ -329,7 +446,7 @@ class DocumentStore:
         if snap.exists():
             try:
                 index = LexicalIndex.load(
-                    snap, slots, lengths, tag=self._store_id, max_slot=self._max_issued_slot()
+                    snap, slots, lengths, tag=self._store_id, max_slot=self._max_issued_slot(), verify=False
                 )
             except ValueError as exc:
                 log.warning("document store %s: rebuilding the lexical index: %s", self.path, exc)
@@ -349,7 +466,8 @@ class DocumentStore:
                     f"document store {self.path}: {exc}; the database is damaged, restore it "
                     "from a backup or move it away to start with an empty store"
                 ) from exc
-            index.add_bulk(
+            add = index.add_delta_bulk if index.base_watermark else index.add_bulk
+            add(
                 np.fromiter((r[0] for r in tail), dtype=np.int64, count=len(tail)),
                 terms,
                 buckets,
@@ -358,7 +476,21 @@ class DocumentStore:
             )
         return index
 
-    def _register(self, slot: int, doc_id: str, created: float, source: str) -> None:
+    def _slots_of(self, doc_ids: Iterable[str]) -> dict[str, int]:
+        """Slots of the stored documents among ``doc_ids`` (looked up in SQLite by id).
+
+        Ids are not held in memory: at 100k documents loading them was a large share of
+        start-up, and only writes (duplicate checks, deletes) need them.
+        """
+        wanted = list(dict.fromkeys(doc_ids))
+        found: dict[str, int] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self._db.execute(f"SELECT id, slot FROM documents WHERE id IN ({marks})", part).fetchall())
+        return found
+
+    def _register(self, slot: int, created: float, source: str) -> None:
         if slot >= len(self._alive):
             size = len(self._alive)
             while size <= slot:
@@ -368,13 +500,13 @@ class DocumentStore:
             self._source = np.concatenate([self._source, np.full(grow, -1, dtype=np.int32)])
             self._alive = np.concatenate([self._alive, np.zeros(grow, bool)])
             self._row_of = np.concatenate([self._row_of, np.full(grow, -1, dtype=np.int64)])
-        self._ids[slot] = doc_id
-        self._slot_of[doc_id] = slot
+        self._count += 1
         self._created[slot] = created
         self._source[slot] = self._source_codes.setdefault(source, len(self._source_codes))
         self._alive[slot] = True
 
     def _append_rows(self, slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Add dense rows for ``slots`` to the in-memory part (after the mapped base rows)."""
         need = self._n + len(slots)
         if need > len(self._rows):
             size = max(64, need + need // 4)
@@ -385,29 +517,54 @@ class DocumentStore:
             self._rows, self._row_slot = rows, row_slot
         self._rows[self._n : need] = vectors
         self._row_slot[self._n : need] = slots
-        self._row_of[slots] = np.arange(self._n, need, dtype=np.int64)
+        self._row_of[slots] = len(self._base_slot) + np.arange(self._n, need, dtype=np.int64)
         self._n = need
+        self._vec_changes += 1
 
     def _drop_row(self, slot: int) -> None:
+        """Forget ``slot``'s dense row: a mapped row is masked, an in-memory one swapped out."""
         row = int(self._row_of[slot])
         if row < 0:
             return
         self._row_of[slot] = -1
+        self._vec_changes += 1
+        nb = len(self._base_slot)
+        if row < nb:
+            self._base_live[row] = False
+            self._base_dead += 1
+            return
+        row -= nb
         last = self._n - 1
         if row != last:
             moved = int(self._row_slot[last])
             self._rows[row] = self._rows[last]
             self._row_slot[row] = moved
-            self._row_of[moved] = row
+            self._row_of[moved] = nb + row
         self._n = last
+
+    def _dense_rows(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Every live dense row: slots and a copy of their vectors (mapped rows first)."""
+        live = np.flatnonzero(self._base_live)
+        return (
+            np.concatenate([self._base_slot[live], self._row_slot[: self._n]]),
+            np.concatenate([np.asarray(self._base[live]), self._rows[: self._n]]),
+        )
+
+    @property
+    def _dense_count(self) -> int:
+        return len(self._base_slot) - self._base_dead + self._n
 
     # -- properties ------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return self._count
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._slot_of
+        if not isinstance(doc_id, str):
+            return False
+        with self._lock:
+            self._check_open()
+            return bool(self._slots_of([doc_id]))
 
     @property
     def fingerprint(self) -> str:
@@ -422,8 +579,8 @@ class DocumentStore:
     def stats(self) -> dict[str, Any]:
         """Counts for introspection (documents, dense rows, stale rows, space)."""
         return {
-            "documents": len(self._ids),
-            "dense_rows": self._n,
+            "documents": self._count,
+            "dense_rows": self._dense_count,
             "stale_vectors": self._stale,
             "fingerprint": self._fingerprint,
             "path": str(self.path),
@@ -469,11 +626,17 @@ class DocumentStore:
             UsageError: a document is empty or its id already exists.
         """
         self._check_open()
+        seen: set[str] = set()
         for doc in docs:
             if not doc.content.strip() and not doc.title.strip():
                 raise UsageError("a document needs non-empty content or title")
-            if doc.id in self._slot_of:
+            if doc.id in seen:
                 raise UsageError(f"document id {doc.id!r} already exists")
+            seen.add(doc.id)
+        with self._lock:
+            taken = self._slots_of(seen)
+        if taken:
+            raise UsageError(f"document id {next(iter(taken))!r} already exists")
         vectors = None
         if self.embedder is not None and docs:
             parts = [
@@ -522,7 +685,7 @@ class DocumentStore:
                 cur.execute("ROLLBACK")
                 raise MemoryStoreError(f"document store {self.path}: insert failed: {exc}") from exc
             for slot, doc, (buckets, counts, length) in zip(slots, docs, terms, strict=True):
-                self._register(slot, doc.id, doc.created_at, doc.source)
+                self._register(slot, doc.created_at, doc.source)
                 self._lex.add_terms(slot, buckets, counts, length)
             if vectors is not None:
                 self._append_rows(np.asarray(slots, dtype=np.int64), vectors)
@@ -534,7 +697,7 @@ class DocumentStore:
         """Delete documents by id; returns how many existed. Durable on return."""
         with self._lock:
             self._check_open()
-            slots = [self._slot_of[i] for i in doc_ids if i in self._slot_of]
+            slots = list(self._slots_of(doc_ids).values())
             if not slots:
                 return 0
             marks = ",".join("?" * len(slots))
@@ -545,9 +708,8 @@ class DocumentStore:
             for slot, blob in blobs:
                 self._lex.remove(slot, decode_terms(blob)[0])
             self._lex_changes += 1
+            self._count -= len(slots)
             for slot in slots:
-                doc_id = self._ids.pop(slot)
-                del self._slot_of[doc_id]
                 self._alive[slot] = False
                 self._dirty_access.pop(slot, None)
                 self._drop_row(slot)
@@ -591,10 +753,10 @@ class DocumentStore:
         Documents are not removed; see :meth:`consume`.
         """
         self._check_open()
-        if top_k <= 0 or not text.strip() or not self._ids:
+        if top_k <= 0 or not text.strip() or not self._count:
             return []
         qvec = None
-        if self.embedder is not None and self._n and self.dense_weight > 0 and self.dense_serves(text):
+        if self.embedder is not None and self._dense_count and self.dense_weight > 0 and self.dense_serves(text):
             qvec = (await self.embedder.embed_texts([text]))[0]
         return self.search(text, top_k, query_vector=qvec, touch=touch)
 
@@ -646,18 +808,30 @@ class DocumentStore:
             self._time.ensure(self._alive, self._created, self._source)
             expand = self._time.neighbours
         best_dense: npt.NDArray[np.int64] | None = None
-        if qvec is not None and self._n and self.dense_weight > 0:
+        if qvec is not None and self._dense_count and self.dense_weight > 0:
             if qvec.shape != (self._dim,):
                 raise UsageError(
                     f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d"
                 )
-            dense = np.maximum(self._rows[: self._n] @ qvec.astype(np.float32), 0.0)
+            q = qvec.astype(np.float32)
+            nb = len(self._base_slot)
+            dense = np.empty(nb + self._n, dtype=np.float32)
+            if nb:
+                np.matmul(self._base, q, out=dense[:nb])
+                if self._base_dead:
+                    dense[:nb] *= self._base_live
+            if self._n:
+                np.matmul(self._rows[: self._n], q, out=dense[nb:])
+            np.maximum(dense, 0.0, out=dense)
             peak = float(dense.max())
             if peak > 0:
-                total[self._row_slot[: self._n]] += (self.dense_weight / peak) * dense
-                k = min(self._DENSE_CANDIDATES, self._n)
-                rows = np.argpartition(-dense, k - 1)[:k] if k < self._n else np.arange(self._n)
-                best_dense = self._row_slot[rows]
+                scale = self.dense_weight / peak
+                total[self._base_slot] += scale * dense[:nb]
+                total[self._row_slot[: self._n]] += scale * dense[nb:]
+                k = min(self._DENSE_CANDIDATES, len(dense))
+                rows = np.argpartition(-dense, k - 1)[:k] if k < len(dense) else np.arange(len(dense))
+                rows = rows[dense[rows] > 0]
+                best_dense = np.concatenate([self._base_slot, self._row_slot[: self._n]])[rows]
         if self.lexical_weight > 0:
             lex = self._lex.scores(text, candidates=best_dense, expand=expand)
             peak = float(lex.max()) if len(lex) else 0.0
@@ -666,7 +840,7 @@ class DocumentStore:
         if self.neighbour_weight > 0:
             total = self._time.smooth(total, self.neighbour_weight)
         total *= self._alive
-        k = min(top_k, len(self._ids))
+        k = min(top_k, self._count)
         if k <= 0:
             return []
         cand = np.argpartition(-total, k - 1)[:k] if k < cap else np.arange(cap)
@@ -742,7 +916,7 @@ class DocumentStore:
                 [(v.tobytes(), self._fingerprint, s) for s, v in zip(slots, vectors, strict=True)],
             )
             self._db.execute("COMMIT")
-            fresh = [i for i, s in enumerate(slots) if s in self._ids]
+            fresh = [i for i, s in enumerate(slots) if self._alive[s]]
             for i in fresh:
                 self._drop_row(slots[i])
             if fresh:
@@ -768,23 +942,52 @@ class DocumentStore:
         documents above the newest snapshot's watermark.
         """
         grown = self._lex.base_watermark - self._snap_watermark
-        if grown < max(self.snapshot_min_docs, self.snapshot_fraction * len(self._ids)):
+        if grown < max(self.snapshot_min_docs, self.snapshot_fraction * self._count):
             return
         with self._snap_lock:
             if self._snap_thread is not None and self._snap_thread.is_alive():
                 return
             complete = self._lex.delta_postings == 0
             arrays = self._lex.snapshot_arrays(tag=self._store_id, merge=False)
+            vectors = self._vector_parts()
             thread = threading.Thread(
                 target=self._write_snapshot,
-                args=(arrays, self._lex_changes if complete else -1),
+                args=(arrays, self._lex_changes if complete else -1, vectors),
                 name=f"lexical-snapshot:{self.path.name}",
                 daemon=True,
             )
             self._snap_thread = thread
             thread.start()
 
-    def _write_snapshot(self, arrays: SnapshotArrays, changes: int) -> None:
+    def _vector_parts(self) -> tuple[int, int, list[tuple[Any, Any]]] | None:
+        """What the vector file would hold now (``None`` when it is current or unused).
+
+        Called with ``_lock`` held: the mapped base is never modified and the in-memory rows
+        are copied, so a writer thread can save them while the store keeps changing.
+        """
+        if not self._fingerprint or self._vec_snap_changes == self._vec_changes:
+            return None
+        live = np.flatnonzero(self._base_live)
+        parts: list[tuple[Any, Any]] = []
+        if len(live):
+            whole = len(live) == len(self._base_slot)
+            parts.append((self._base_slot[live], self._base if whole else _Rows(self._base, live)))
+        if self._n:
+            parts.append((self._row_slot[: self._n].copy(), self._rows[: self._n].copy()))
+        return self._vec_changes, self._max_issued_slot(), parts
+
+    def _save_vectors(self, vectors: tuple[int, int, list[tuple[Any, Any]]]) -> None:
+        changes, watermark, parts = vectors
+        write_vectors(
+            self._vector_path(), tag=self._store_id, fingerprint=self._fingerprint, dim=self._dim,
+            watermark=watermark, parts=parts,
+        )
+        with self._snap_lock:
+            self._vec_snap_changes = changes
+
+    def _write_snapshot(
+        self, arrays: SnapshotArrays, changes: int, vectors: tuple[int, int, list[tuple[Any, Any]]] | None = None
+    ) -> None:
         try:
             write_snapshot(self._snapshot_path(), arrays)
         except OSError as exc:
@@ -794,6 +997,12 @@ class DocumentStore:
         with self._snap_lock:
             self._snap_watermark = max(self._snap_watermark, arrays.watermark)
             self._snap_changes = changes
+        if vectors is not None:
+            try:
+                self._save_vectors(vectors)
+            except (OSError, ValueError) as exc:
+                log.warning("document store %s: vector file not written: %s", self.path, exc)
+                remove_partial(self._vector_path())
 
     def _join_snapshot(self) -> None:
         with self._snap_lock:
@@ -808,6 +1017,16 @@ class DocumentStore:
                 return
             self._flush_access()
             self._join_snapshot()
+            vectors = self._vector_parts()
+            if vectors is not None:
+                try:
+                    self._save_vectors(vectors)
+                except (OSError, ValueError) as exc:
+                    remove_partial(self._vector_path())
+                    raise MemoryStoreError(
+                        f"document store {self.path}: cannot write the vector file: {exc}; "
+                        "check the folder's free space and permissions (documents are not affected)"
+                    ) from exc
             if self._snap_changes == self._lex_changes and self._snapshot_path().exists():
                 return
             arrays = self._lex.snapshot_arrays(tag=self._store_id)

@@ -134,7 +134,12 @@ def _query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int6
         for gram in grams:
             buckets.append(zlib.crc32(gram.encode()) & _MASK)
             words.append(i)
-    unique, first = np.unique(np.asarray(buckets, dtype=np.int64), return_index=True)
+    values = np.asarray(buckets, dtype=np.int64)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    head = np.ones(len(ordered), dtype=bool)
+    head[1:] = ordered[1:] != ordered[:-1]
+    unique, first = ordered[head], order[head]  # as np.unique(return_index=True), without numpy.ma
     return unique, np.asarray(words, dtype=np.int64)[first] if len(words) else first.astype(np.int64)
 
 
@@ -212,6 +217,8 @@ class LexicalIndex:
         self._epoch = 0  # bumped by every add and remove: invalidates cached length factors
         self._factors_key: tuple[int, int] | None = None
         self._factors = (np.zeros(0, np.float32), np.zeros(0, np.float32))
+        self.unchecked: SnapshotArrays | None = None
+        """The snapshot this index was mapped from, while its checksums are still unchecked."""
 
     def __len__(self) -> int:
         return self._count
@@ -325,6 +332,45 @@ class LexicalIndex:
         post_slots = np.repeat(slots.astype(np.int32), terms)
         self._df += self._merge_sorted(buckets, post_slots, counts).astype(np.int32)
         self._top = self._base_top = top
+
+    def add_delta_bulk(
+        self,
+        slots: npt.NDArray[np.int64],
+        terms: npt.NDArray[np.int64],
+        buckets: npt.NDArray[np.uint32],
+        counts: npt.NDArray[np.uint16],
+        lengths: npt.NDArray[np.int64],
+    ) -> None:
+        """Index many documents into the delta, leaving the base untouched (as :meth:`add_bulk`).
+
+        Opening a store whose snapshot misses the last documents uses this: folding them into
+        a large base would copy every posting before the first query; the delta is scored in
+        full instead and folded by the next write's merge.
+
+        Raises:
+            ValueError: as :meth:`add_bulk`.
+        """
+        if not len(slots):
+            return
+        if int(terms.sum()) != len(buckets) or len(buckets) != len(counts) or len(terms) != len(slots):
+            raise ValueError("add_delta_bulk: terms, buckets and counts sizes disagree")
+        if int(slots[0]) <= self._top or (len(slots) > 1 and np.any(np.diff(slots) <= 0)):
+            raise ValueError(f"add_delta_bulk: slots must ascend above the highest indexed slot {self._top}")
+        top = int(slots[-1])
+        self._grow(top)
+        self._epoch += 1
+        self._alive[slots] = True
+        self._dl[slots] = lengths
+        self._count += len(slots)
+        self._total_len += float(np.asarray(lengths, dtype=np.float64).sum())
+        self._df += np.bincount(buckets, minlength=BUCKETS).astype(np.int32)
+        post_slots = np.repeat(slots.astype(np.int32), terms)
+        start = self._d_n
+        self._d_slots = np.concatenate([self._d_slots[:start], post_slots])
+        self._d_buckets = np.concatenate([self._d_buckets[:start], buckets.astype(np.int32)])
+        self._d_tfs = np.concatenate([self._d_tfs[:start], counts.astype(np.uint16)])
+        self._d_n = len(self._d_slots)
+        self._top = top
 
     def remove(self, slot: int, buckets: npt.NDArray[np.uint32]) -> None:
         """Forget ``slot``; ``buckets`` are its :func:`term_counts` buckets (postings go lazily)."""
@@ -524,7 +570,8 @@ class LexicalIndex:
         if expand is not None:
             more = expand(top)
             top = np.concatenate([top, more[(more >= 0) & (more < len(out))]])
-        cand = np.unique(top).astype(np.int32)
+        top.sort()
+        cand = top[np.concatenate([[True], top[1:] != top[:-1]])].astype(np.int32) if len(top) else top.astype(np.int32)
         if not len(cand):
             return
         # one binary search per bucket; the rest is vectorised over buckets x candidates
@@ -554,7 +601,8 @@ class LexicalIndex:
             counts=np.diff(self._indptr).astype(np.int32),
             slots=self._slots,
             tfs=self._tfs,
-            lengths=self._dl[: top + 1].copy(),
+            lengths=self._dl[: top + 1] * self._alive[: top + 1],
+            clean=self._dead_in_base == 0,
         )
 
     def save(self, path: Path, *, tag: str = "") -> int:
@@ -572,9 +620,14 @@ class LexicalIndex:
         *,
         tag: str = "",
         max_slot: int | None = None,
+        verify: bool = True,
         **kwargs: float | int | None,
     ) -> LexicalIndex:
         """Load a snapshot validated against the stored documents it claims to cover.
+
+        ``verify=False`` maps the posting arrays instead of reading and checksumming them
+        (:func:`~homeagent_core.memory.lexical_snapshot.read_snapshot`); the caller then passes
+        :attr:`unchecked` to :func:`~homeagent_core.memory.lexical_snapshot.verify_arrays` later.
 
         ``alive_slots`` (ascending) and ``lengths`` (their stored gram counts) describe the
         documents now stored; documents above the snapshot's :attr:`base_watermark` are
@@ -584,7 +637,7 @@ class LexicalIndex:
             ValueError: the file is unreadable, from another store (``tag``), newer than the
                 store (watermark above ``max_slot``), or disagrees with a stored document.
         """
-        snap = read_snapshot(path)
+        snap = read_snapshot(path, verify=verify)
         if snap.tag != tag:
             raise ValueError(f"{path}: snapshot belongs to another store ({snap.tag!r} != {tag!r})")
         if max_slot is not None and snap.watermark > max_slot:
@@ -610,12 +663,21 @@ class LexicalIndex:
         index._indptr = np.zeros(BUCKETS + 1, dtype=np.int64)
         np.cumsum(snap.counts, out=index._indptr[1:])
         slots, tfs = snap.slots, snap.tfs
-        keep = index._alive[slots] if len(slots) else np.zeros(0, dtype=bool)
-        if not keep.all():
+        # a clean snapshot's postings belong to exactly the slots it gives a length: when all of
+        # them are still stored, no posting needs dropping and the pass over them is skipped
+        if snap.clean and index._alive[np.flatnonzero(snap.lengths)].all():
+            keep = None
+        else:
+            try:
+                keep = index._alive[slots] if len(slots) else np.zeros(0, dtype=bool)
+            except IndexError as exc:
+                raise ValueError(f"{path}: snapshot postings name slots beyond {snap.watermark}") from exc
+        if keep is not None and not keep.all():
             cs = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
             index._indptr = cs[index._indptr]
             slots, tfs = slots[keep], tfs[keep]
         index._slots, index._tfs = slots, tfs
+        index.unchecked = snap if snap.unchecked else None
         index._df = np.diff(index._indptr).astype(np.int32)
         dead = np.ones(len(index._dl), dtype=bool)
         dead[slots_in] = False

@@ -26,7 +26,7 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "write_snapshot"]
+__all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "verify_arrays", "write_snapshot"]
 
 MAGIC = b"HALEXSN\x02"
 VERSION = 2
@@ -37,6 +37,7 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("tfs", "<u2"),
     ("lengths", "<f4"),
 )
+_MAPPED = frozenset({"slots", "tfs"})  # the large arrays, memory-mapped when not verified
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,6 +50,10 @@ class SnapshotArrays:
     slots: npt.NDArray[np.int32]
     tfs: npt.NDArray[np.uint16]
     lengths: npt.NDArray[np.float32]
+    clean: bool = False
+    """True when ``slots`` name exactly the slots with a non-zero length (no dead postings)."""
+    unchecked: tuple[tuple[str, int], ...] = ()
+    """Arrays mapped without checking their crc32 yet: (field name, expected crc32)."""
 
 
 def tmp_path(path: Path) -> Path:
@@ -76,6 +81,7 @@ def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
             "version": VERSION,
             "tag": arrays.tag,
             "watermark": int(arrays.watermark),
+            "clean": bool(arrays.clean),
             "sizes": [len(b) for b in blobs],
             "crc32": [zlib.crc32(b.data) for b in blobs],
         }
@@ -97,8 +103,13 @@ def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
         os.close(fd)
 
 
-def read_snapshot(path: Path) -> SnapshotArrays:
-    """Read and verify a snapshot.
+def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
+    """Read a snapshot, checking its structure; with ``verify`` also every array's checksum.
+
+    With ``verify=False`` the posting arrays are memory-mapped (read-only) instead of read, so
+    opening costs no pass over them; :func:`verify_snapshot` checks their checksums later. A
+    snapshot file is complete whenever it exists under its name (written to a temporary file
+    and renamed), so the checksums guard against damage on disk, not against a crash.
 
     Raises:
         ValueError: the file is missing, truncated, of another format or version, or damaged.
@@ -113,27 +124,52 @@ def read_snapshot(path: Path) -> SnapshotArrays:
                 meta = json.loads(fh.read(size))
                 sizes, crcs = meta["sizes"], meta["crc32"]
                 tag, watermark = str(meta["tag"]), int(meta["watermark"])
+                clean = meta.get("clean") is True
             except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{path}: unreadable snapshot header: {exc}") from exc
             if meta.get("version") != VERSION or len(sizes) != len(_FIELDS):
                 raise ValueError(f"{path}: snapshot version {meta.get('version')} is not {VERSION}")
+            offset = len(MAGIC) + 4 + size
+            expected = offset + sum(int(n) * int(dtype[-1]) for (_, dtype), n in zip(_FIELDS, sizes, strict=True))
+            if os.fstat(fh.fileno()).st_size != expected:
+                raise ValueError(f"{path}: snapshot is truncated or has trailing bytes")
             out: list[np.ndarray] = []
+            unchecked: list[tuple[str, int]] = []
             for (name, dtype), count, crc in zip(_FIELDS, sizes, crcs, strict=True):
-                arr = np.fromfile(fh, dtype=dtype, count=int(count))
-                if len(arr) != count:
-                    raise ValueError(f"{path}: snapshot is truncated in {name}")
-                if zlib.crc32(arr.data) != crc:
-                    raise ValueError(f"{path}: snapshot checksum of {name} does not match")
+                count = int(count)
+                if not verify and name in _MAPPED and count:
+                    arr: np.ndarray = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+                    unchecked.append((name, int(crc)))
+                else:
+                    fh.seek(offset)
+                    arr = np.fromfile(fh, dtype=dtype, count=count)
+                    if len(arr) != count:
+                        raise ValueError(f"{path}: snapshot is truncated in {name}")
+                    if zlib.crc32(arr.data) != crc:
+                        raise ValueError(f"{path}: snapshot checksum of {name} does not match")
+                offset += count * int(dtype[-1])
                 out.append(arr.astype(dtype[1:], copy=False))
-            if fh.read(1):
-                raise ValueError(f"{path}: snapshot has trailing bytes")
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
     counts, slots, tfs, lengths = out
     if int(counts.sum(dtype=np.int64)) != len(slots) or len(tfs) != len(slots) or np.any(counts < 0):
         raise ValueError(f"{path}: snapshot posting counts do not add up")
-    if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
+    if verify and len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
         raise ValueError(f"{path}: snapshot postings name slots outside 0..{watermark}")
     if len(lengths) > watermark + 1:
         raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
-    return SnapshotArrays(tag, watermark, counts, slots, tfs, lengths)
+    return SnapshotArrays(tag, watermark, counts, slots, tfs, lengths, clean, tuple(unchecked))
+
+
+def verify_arrays(arrays: SnapshotArrays) -> None:
+    """Check the crc32 of the arrays :func:`read_snapshot` mapped unchecked (a full read).
+
+    Raises:
+        ValueError: an array's checksum does not match, or posting slots lie outside the watermark.
+    """
+    for name, crc in arrays.unchecked:
+        if zlib.crc32(getattr(arrays, name).data) != crc:
+            raise ValueError(f"snapshot checksum of {name} does not match")
+    slots = arrays.slots
+    if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):
+        raise ValueError(f"snapshot postings name slots outside 0..{arrays.watermark}")

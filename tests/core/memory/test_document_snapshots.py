@@ -143,15 +143,16 @@ async def test_dense_rows_follow_deletes_and_reloads(tmp_path):
     added = await store.add_many(docs(0, 30))
     store.delete([added[3].id, added[29].id, added[0].id])
     assert store.stats()["dense_rows"] == 27
-    rows_by_id = {
-        store._ids[int(s)]: store._rows[r].copy() for r, s in enumerate(store._row_slot[: store._n])
-    }
+    slots, matrix = store._dense_rows()
+    id_of = dict(store._db.execute("SELECT slot, id FROM documents").fetchall())
+    rows_by_id = {id_of[int(s)]: matrix[r] for r, s in enumerate(slots)}
     store.close()
     reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
     assert reopened.stats()["dense_rows"] == 27
-    for r, slot in enumerate(reopened._row_slot[: reopened._n]):
-        assert int(reopened._row_of[slot]) == r
-        assert np.array_equal(reopened._rows[r], rows_by_id[reopened._ids[int(slot)]])
+    slots, matrix = reopened._dense_rows()
+    assert sorted(id_of[int(s)] for s in slots) == sorted(rows_by_id)
+    for r, slot in enumerate(slots):
+        assert np.array_equal(matrix[r], rows_by_id[id_of[int(slot)]])
     reopened.close()
 
 

@@ -1,0 +1,187 @@
+"""The document store's files beside SQLite: the mapped vector matrix and the mapped lexical snapshot.
+
+Both are caches: whatever state a crash or damage leaves them in, a reopened store must hold
+exactly SQLite's vectors and answer exactly as a store rebuilt from SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from homeagent_core.memory.documents import Document, DocumentStore
+from homeagent_core.memory.lexical_snapshot import read_snapshot
+from homeagent_core.memory.vector_snapshot import read_vectors
+from homeagent_sdk.testing import FakeEmbedder
+
+WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum"]
+
+
+def docs(start: int, count: int) -> list[Document]:
+    return [
+        Document(
+            content=f"note {i}: " + " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)),
+            source="t",
+            created_at=1000.0 + i,
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def sqlite_vectors(store: DocumentStore) -> dict[int, bytes]:
+    rows = store._db.execute("SELECT slot, vector FROM documents WHERE vec_model = ?", (store.fingerprint,))
+    return {int(slot): bytes(blob) for slot, blob in rows}
+
+
+def dense_vectors(store: DocumentStore) -> dict[int, bytes]:
+    slots, matrix = store._dense_rows()
+    assert len(set(slots.tolist())) == len(slots), "a document has two dense rows"
+    return {int(s): matrix[i].astype(np.float32).tobytes() for i, s in enumerate(slots)}
+
+
+async def ranked(store: DocumentStore, query: str) -> list[str]:
+    return [h.document.content for h in await store.query(query, 8, touch=False)]
+
+
+async def test_reopening_maps_the_saved_vectors_and_reads_only_what_they_lack(tmp_path):
+    store = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
+    added = await store.add_many(docs(0, 40))
+    store.delete([added[5].id])
+    store.close()
+    saved = read_vectors(tmp_path / "d.db.vec")
+    assert len(saved.slots) == 39
+
+    reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
+    assert len(reopened._base_slot) == 39 and reopened._n == 0  # every vector came from the file
+    assert dense_vectors(reopened) == sqlite_vectors(reopened)
+    # after the file was written: a delete and new documents, then no clean close
+    reopened.delete([added[7].id])
+    await reopened.add_many(docs(40, 5))
+    want = await ranked(reopened, "pottery guitar note 42")
+    reopened._join_snapshot()
+    reopened._db.close()
+
+    again = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
+    assert again._n == 5  # only the five newer vectors were read from SQLite
+    assert dense_vectors(again) == sqlite_vectors(again)
+    assert await ranked(again, "pottery guitar note 42") == want
+    again.close()
+
+
+async def test_a_vector_file_of_another_space_or_store_is_not_used(tmp_path, caplog):
+    store = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
+    await store.add_many(docs(0, 20))
+    want = await ranked(store, "museum yoga")
+    store.close()
+    other = DocumentStore(tmp_path / "o.db", FakeEmbedder(16))
+    await other.add_many(docs(100, 20))
+    other.close()
+
+    shutil.copy(tmp_path / "o.db.vec", tmp_path / "d.db.vec")
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
+    assert "belongs to another store" in caplog.text
+    assert dense_vectors(reopened) == sqlite_vectors(reopened)
+    assert await ranked(reopened, "museum yoga") == want
+    reopened.close()
+
+    # another embedding space: its stored vectors are stale, none of the file's rows is used
+    switched = DocumentStore(tmp_path / "d.db", FakeEmbedder(24, name="other"))
+    assert switched.stale_count == 20 and switched.stats()["dense_rows"] == 0
+    switched.close()
+
+
+async def test_damaged_postings_are_found_after_open_and_the_index_is_rebuilt(tmp_path, caplog):
+    store = DocumentStore(tmp_path / "d.db")
+    await store.add_many(docs(0, 60))
+    want = await ranked(store, "note 7 museum lake")
+    store.close()
+    snap = read_snapshot(tmp_path / "d.db.lex")
+    path = tmp_path / "d.db.lex"
+    data = bytearray(path.read_bytes())
+    tail = len(snap.lengths) * 4 + len(snap.tfs) * 2
+    data[-tail - 9] ^= 0x01  # a byte inside the posting slots, which open maps unchecked
+    path.write_bytes(bytes(data))
+
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        reopened = DocumentStore(tmp_path / "d.db")
+        assert reopened._verify_thread is not None
+        reopened._verify_thread.join(timeout=60)
+    assert "rebuilding the lexical index" in caplog.text
+    assert reopened._lex.unchecked is None
+    assert await ranked(reopened, "note 7 museum lake") == want
+    reopened.close()
+    assert read_snapshot(tmp_path / "d.db.lex").clean  # close wrote a fresh, checked snapshot
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from homeagent_core.memory import lexical
+    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_sdk.testing import FakeEmbedder
+
+    lexical.DELTA_MAX = 2000  # fold often: background snapshots of both files all the time
+    WORDS = "paint lake camping adoption pottery guitar marathon yoga recipe museum".split()
+
+    async def main(root, start):
+        store = DocumentStore(root + "/documents.db", FakeEmbedder(16))
+        store.snapshot_min_docs, store.snapshot_fraction = 1, 0.0
+        i = start
+        while True:
+            words = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 5))
+            await store.add(f"entry {i} {words}", source="w")
+            if i % 7 == 0:
+                store.delete([h.document.id for h in await store.query(f"entry {i - 3}", 1, touch=False)])
+            print(f"doc {i}", flush=True)
+            i += 1
+
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    """
+)
+
+
+async def test_kill_9_during_writes_leaves_files_that_agree_with_sqlite(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    start = 0
+    for _ in range(2):  # the second writer starts from what the first kill left
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), str(tmp_path), str(start),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )
+        assert proc.stdout is not None
+        seen = 0
+        while seen < 120:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=60)
+            assert line, (await proc.stderr.read()).decode() if proc.stderr else "writer exited"
+            seen += 1
+            start = int(line.split()[1]) + 1
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+    assert (tmp_path / "documents.db.vec").exists() and (tmp_path / "documents.db.lex").exists()
+
+    store = DocumentStore(tmp_path / "documents.db", FakeEmbedder(16))
+    if store._verify_thread is not None:
+        store._verify_thread.join(timeout=60)
+    assert dense_vectors(store) == sqlite_vectors(store)
+    assert len(store) == store._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    mapped = await ranked(store, "entry 100 pottery guitar")
+    store._join_snapshot()
+    store._db.close()
+    for suffix in (".vec", ".lex"):
+        (tmp_path / f"documents.db{suffix}").unlink()
+    rebuilt = DocumentStore(tmp_path / "documents.db", FakeEmbedder(16))
+    assert rebuilt._base_slot.size == 0  # everything read from SQLite this time
+    assert await ranked(rebuilt, "entry 100 pottery guitar") == mapped
+    rebuilt.close()
