@@ -13,7 +13,9 @@ unit vector, standing in for an embedding space):
   vocabulary with a natural long tail (thousands of distinct words).
 
 For each corpus the script builds a store and closes it, then measures: opening after a clean
-close (snapshot current); opening after ``kill -9`` of a real writer process that added
+close (snapshot current), and in three fresh processes opening plus answering one fused query
+(``cold_first_query_*``; the ``--json`` headline ``cold_first_query_s_100k`` is the slower of the
+clean-close and ``kill -9`` cases); opening after ``kill -9`` of a real writer process that added
 ``--tail`` documents after the last snapshot without closing (the most a crash leaves to
 re-index while background snapshots keep up; defaults to just under the snapshot threshold);
 opening with no usable snapshot at all (every document's stored terms re-indexed);
@@ -250,6 +252,39 @@ def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> N
         raise SystemExit(f"the writer process failed before acknowledging: {line!r}")
 
 
+def _rss_mb() -> float:
+    """This process's resident set (MiB), from /proc."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cold_probe(path: str, dim: int, query: str) -> None:
+    """In a fresh process (imports done): open the store and answer one fused query; print seconds."""
+    space = RandomSpace(dim) if dim else None
+    qvec = asyncio.run(space.embed([EmbedInput.of_text(query)]))[0] if space else None
+    t0 = time.perf_counter()
+    store = DocumentStore(path, space)
+    store.search(query, 10, query_vector=qvec)
+    elapsed = time.perf_counter() - t0
+    _abandon(store)
+    print(json.dumps({"open_first_query_s": elapsed}))
+
+
+def _cold_first_query(path: Path, dim: int, query: str, runs: int = 3) -> float:
+    """Median over ``runs`` fresh processes of opening the store and answering one query."""
+    out = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, __file__, "--cold-probe", str(path), "--dim", str(dim), "--probe-query", query],
+            capture_output=True, text=True, check=True,
+        )
+        out.append(json.loads(done.stdout.strip().splitlines()[-1])["open_first_query_s"])
+    return round(statistics.median(out), 3)
+
+
 def _top10_quality(store: DocumentStore, corpus: LocomoCorpus) -> dict[str, float]:
     """Lexical top 10 with the default budget vs exact BM25, on the LoCoMo questions."""
     slot_of = store._slots_of(d.id for d in corpus.originals)
@@ -292,6 +327,7 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
                     grams.update(char_ngrams(d.content))
             await store.add_many(docs, batch_size=batch)
         result["build_s"] = round(time.perf_counter() - t0, 2)
+        result["insert_docs_per_s"] = round(args.docs / result["build_s"], 1)
         result["distinct_words_first_20k"] = len(words)
         result["distinct_grams_first_20k"] = len(grams)
         result["postings_per_doc"] = round(
@@ -302,12 +338,15 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         result["snapshot_mb"] = round(Path(str(path) + ".lex").stat().st_size / 2**20, 1)
         result["open_clean_s"], store = _open_s(path, space)
         _abandon(store)
+        probe = corpus.queries(1)[0]
+        result["cold_first_query_clean_s"] = _cold_first_query(path, args.dim, probe)
 
         tail = args.tail if args.tail is not None else int(
             max(DocumentStore.snapshot_min_docs, DocumentStore.snapshot_fraction * args.docs)
         ) - 1
         _kill_writer(path, corpus.documents(tail, args.docs), args.dim, Path(tmp))
         result["tail_after_last_snapshot"] = tail
+        result["cold_first_query_kill9_s"] = _cold_first_query(path, args.dim, probe)
         result["open_after_kill9_s"], store = _open_s(path, space)
         _abandon(store)
 
@@ -330,6 +369,7 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         result["query_fused_p90_ms"] = pct(fused, 0.9)
         result["query_lexical_p50_ms"] = round(statistics.median(lexical), 2)
         result["query_lexical_p90_ms"] = pct(lexical, 0.9)
+        result["rss_mb"] = round(_rss_mb(), 1)
         inserts = []
         for i, doc in enumerate(corpus.documents(21, args.docs + tail)):
             t0 = time.perf_counter()
@@ -347,6 +387,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", choices=["both", "synthetic", "locomo"], default="both")
     parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--full", action="store_true", help="1,000,000 documents (minutes; several GB of disk)")
     parser.add_argument("--dim", type=int, default=384, help="vector dimension (0 = lexical only)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument(
@@ -354,7 +395,14 @@ def main() -> None:
     )
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo folder of the locomo corpus")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cold-probe", help=argparse.SUPPRESS)
+    parser.add_argument("--probe-query", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cold_probe:
+        cold_probe(args.cold_probe, args.dim, args.probe_query)
+        return
+    if args.full:
+        args.docs = 1_000_000
     corpora: list[SyntheticCorpus | LocomoCorpus] = []
     if args.corpus in ("both", "synthetic"):
         corpora.append(SyntheticCorpus())
@@ -362,7 +410,15 @@ def main() -> None:
         corpora.append(LocomoCorpus(Path(args.data)))
     results = {c.name: asyncio.run(run_corpus(c, args)) for c in corpora}
     if args.json:
-        print(json.dumps(results, ensure_ascii=False))
+        head = results.get("locomo") or next(iter(results.values()))
+        size = f"{args.docs // 1_000_000}m" if args.docs >= 1_000_000 else f"{args.docs // 1000}k"
+        summary = {
+            f"cold_first_query_s_{size}": max(head["cold_first_query_clean_s"], head["cold_first_query_kill9_s"]),
+            f"query_p50_ms_{size}": head["query_fused_p50_ms"],
+            "insert_docs_per_s": head["insert_docs_per_s"],
+            f"rss_mb_{size}": head["rss_mb"],
+        }
+        print(json.dumps({**summary, **results}, ensure_ascii=False))
         return
     names = list(results)
     print("| metric | " + " | ".join(names) + " |\n|---|" + "---:|" * len(names))

@@ -186,6 +186,7 @@ class DocumentStore:
     snapshot_fraction: float = 0.05
     """... and the share of the store they must also reach."""
     _DENSE_CANDIDATES = 64  # the dense path's best also get exact lexical scores
+    _DENSE_PREFILTER = 512  # rows of a projected base scored exactly (the projection's best)
 
     def __init__(
         self,
@@ -271,6 +272,8 @@ class DocumentStore:
         self._base_slot = np.zeros(0, dtype=np.int64)
         self._base_live = np.zeros(0, dtype=bool)
         self._base_dead = 0
+        self._base_proj: npt.NDArray[np.float32] | None = None
+        self._base_low: npt.NDArray[np.float32] | None = None
         self._rows = np.zeros((64, max(self._dim, 1)), dtype=np.float32)
         self._row_slot = np.zeros(64, dtype=np.int64)
         self._n = 0
@@ -395,6 +398,7 @@ class DocumentStore:
                 live = np.zeros(len(vf.slots), dtype=bool)
                 live[inside] = want[vf.slots[inside]]
                 self._base, self._base_slot, self._base_live = vf.matrix, vf.slots, live
+                self._base_proj, self._base_low = vf.projection, vf.projected
                 self._base_dead = int(len(live) - live.sum())
                 self._row_of[vf.slots[live]] = np.flatnonzero(live)
                 have[vf.slots[live]] = True
@@ -814,24 +818,31 @@ class DocumentStore:
                     f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d"
                 )
             q = qvec.astype(np.float32)
+            parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = []
             nb = len(self._base_slot)
-            dense = np.empty(nb + self._n, dtype=np.float32)
-            if nb:
-                np.matmul(self._base, q, out=dense[:nb])
+            if nb and self._base_low is not None and self._base_proj is not None and nb > self._DENSE_PREFILTER:
+                # scan the compact projected rows, then score their best exactly
+                low = self._base_low @ (q @ self._base_proj)
+                cand = np.argpartition(-low, self._DENSE_PREFILTER - 1)[: self._DENSE_PREFILTER]
+                cand = np.sort(cand[self._base_live[cand]])
+                parts.append((self._base_slot[cand], self._base[cand] @ q))
+            elif nb:
+                base = self._base @ q
                 if self._base_dead:
-                    dense[:nb] *= self._base_live
+                    base *= self._base_live
+                parts.append((self._base_slot, base))
             if self._n:
-                np.matmul(self._rows[: self._n], q, out=dense[nb:])
-            np.maximum(dense, 0.0, out=dense)
-            peak = float(dense.max())
+                parts.append((self._row_slot[: self._n], self._rows[: self._n] @ q))
+            peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
             if peak > 0:
                 scale = self.dense_weight / peak
-                total[self._base_slot] += scale * dense[:nb]
-                total[self._row_slot[: self._n]] += scale * dense[nb:]
+                for slots_part, scores in parts:  # one add per part: a slot is in a part once
+                    total[slots_part] += scale * np.maximum(scores, 0.0)
+                dense_slots = np.concatenate([p[0] for p in parts])
+                dense = np.concatenate([p[1] for p in parts])
                 k = min(self._DENSE_CANDIDATES, len(dense))
                 rows = np.argpartition(-dense, k - 1)[:k] if k < len(dense) else np.arange(len(dense))
-                rows = rows[dense[rows] > 0]
-                best_dense = np.concatenate([self._base_slot, self._row_slot[: self._n]])[rows]
+                best_dense = dense_slots[rows[dense[rows] > 0]]
         if self.lexical_weight > 0:
             lex = self._lex.scores(text, candidates=best_dense, expand=expand)
             peak = float(lex.max()) if len(lex) else 0.0

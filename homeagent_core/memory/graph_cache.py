@@ -74,6 +74,8 @@ __all__ = [
 
 
 _EMPTY: frozenset[int] = frozenset()
+_NO_DIGESTS: list[str] = []  # shared by relations without media, never mutated
+_new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Python __new__
 _ID = itemgetter(0)
 _E_MENTIONS, _E_UPDATED = itemgetter(3), itemgetter(7)  # EntityRow.mention_count, .updated_at
 _R_CONFIDENCE, _R_UPDATED = itemgetter(4), itemgetter(9)  # RelationRow.confidence, .updated_at
@@ -487,7 +489,7 @@ class GraphCache:
                 if skip:
                     rows = [e for e in rows if e.name not in skip]
                 _rank(rows, _E_MENTIONS, _E_UPDATED)
-                out_entities += [RecalledEntity(e[1], e[2], e[3], d, e[7]) for e in rows[:need]]
+                out_entities += [_new(RecalledEntity, (e[1], e[2], e[3], d, e[7])) for e in rows[:need]]
             out_relations: list[RecalledRelation] = []
             relations, sentences = self.relations, self.sentences
             blocks_of = self._blocks_of_sentence
@@ -498,16 +500,19 @@ class GraphCache:
                 rrows = [relations[r] for r in ids]
                 _rank(rrows, _R_CONFIDENCE, _R_UPDATED)
                 out_relations += [
-                    RecalledRelation(
-                        entities[r[1]][1],
-                        entities[r[2]][1],
-                        r[3],
-                        r[4],
-                        r[5],
-                        d,
-                        r[9],
-                        sentences.get(r[6], "") if r[6] is not None else "",
-                        self._digests(r[6]) if r[6] in blocks_of else [],
+                    _new(
+                        RecalledRelation,
+                        (
+                            entities[r[1]][1],
+                            entities[r[2]][1],
+                            r[3],
+                            r[4],
+                            r[5],
+                            d,
+                            r[9],
+                            sentences.get(r[6], "") if r[6] is not None else "",
+                            self._digests(r[6]) if r[6] in blocks_of else _NO_DIGESTS,
+                        ),
                     )
                     for r in rrows[:need]
                 ]

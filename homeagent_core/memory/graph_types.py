@@ -7,7 +7,7 @@ Shared by the SQLite store (:mod:`homeagent_core.memory.graph`) and its in-memor
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -67,8 +67,13 @@ RELATION_COLUMNS = "id, source_id, target_id, type, confidence, session, sentenc
 BLOCK_COLUMNS = "id, digest, mime, vector, vec_model, created_at"
 
 
-@dataclass(slots=True)
-class RecalledEntity:
+class RecalledEntity(NamedTuple):
+    """An entity a recall found, ``distance`` hops from the nearest seed.
+
+    A named tuple rather than a dataclass: a recall builds dozens per call, and building a
+    tuple costs a fraction of running a dataclass ``__init__``.
+    """
+
     name: str
     type: str
     mention_count: int
@@ -76,8 +81,12 @@ class RecalledEntity:
     updated_at: float
 
 
-@dataclass(slots=True)
-class RecalledRelation:
+_NO_DIGESTS: list[str] = []  # shared default, never mutated
+
+
+class RecalledRelation(NamedTuple):
+    """A relation a recall found; its distance is that of its nearer endpoint."""
+
     source: str
     target: str
     type: str
@@ -86,7 +95,11 @@ class RecalledRelation:
     distance: int
     updated_at: float
     sentence: str = ""
-    media_digests: list[str] = field(default_factory=list)
+    media_digests: list[str] = _NO_DIGESTS
+
+
+_ENTITY_FIELDS = RecalledEntity._fields
+_RELATION_FIELDS = RecalledRelation._fields
 
 
 @dataclass(slots=True)
@@ -100,8 +113,11 @@ class RecallResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "seeds": list(self.seeds),
-            "entities": [asdict(e) for e in self.entities],
-            "relations": [asdict(r) for r in self.relations],
+            "entities": [dict(zip(_ENTITY_FIELDS, e, strict=True)) for e in self.entities],
+            "relations": [
+                {**dict(zip(_RELATION_FIELDS, r, strict=True)), "media_digests": list(r.media_digests)}
+                for r in self.relations
+            ],
         }
 
 

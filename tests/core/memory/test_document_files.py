@@ -185,3 +185,27 @@ async def test_kill_9_during_writes_leaves_files_that_agree_with_sqlite(tmp_path
     assert rebuilt._base_slot.size == 0  # everything read from SQLite this time
     assert await ranked(rebuilt, "entry 100 pottery guitar") == mapped
     rebuilt.close()
+
+
+async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_path, monkeypatch):
+    from homeagent_core.memory import vector_snapshot
+
+    monkeypatch.setattr(vector_snapshot, "PROJECT_MIN_ROWS", 100)
+    monkeypatch.setattr(vector_snapshot, "PROJECT_DIM", 8)
+    monkeypatch.setattr(DocumentStore, "_DENSE_PREFILTER", 30)
+    embedder = FakeEmbedder(32)
+    store = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
+    await store.add_many(docs(0, 300))
+    exact = await ranked(store, "note 123: guitar yoga paint")
+    store.close()
+    saved = read_vectors(tmp_path / "d.db.vec")
+    assert saved.projection is not None and saved.projected is not None
+    assert np.allclose(saved.projected, np.asarray(saved.matrix) @ saved.projection, atol=1e-5)
+
+    reopened = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
+    assert reopened._base_low is not None
+    got = await ranked(reopened, "note 123: guitar yoga paint")
+    assert got[0] == exact[0]
+    # scores come from the full vectors: the best rows score as the exact search scores them
+    assert len(set(got[:3]) & set(exact[:3])) >= 2
+    reopened.close()
