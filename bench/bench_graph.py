@@ -271,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         for n, r in results.items():
             for key, value in r.items():
                 out[f"{key}_{label(n)}"] = round(value, 4)
+        for n, r in results.items():  # the headline names: SQLite over the mirror, same seeds; RSS in MB
+            out[f"sqlite_over_mirror_{label(n)}"] = round(r["ratio_same_seeds_p50"], 2)
+            out[f"mirror_rss_mb_{label(n)}"] = round(r["rss_mib"] if "rss_mib" in r else r["mirror_rss_mib"], 1)
         ref = results.get(100_000)  # the headline keys are null unless 100k was run
         out["recall_p50_ms_100k"] = round(ref["recall_p50_ms"], 4) if ref else None
         out["sqlite_recall_p50_ms_100k"] = round(ref["sqlite_recall_p50_ms"], 4) if ref else None

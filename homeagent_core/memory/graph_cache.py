@@ -32,6 +32,7 @@ import heapq
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -451,29 +452,29 @@ class GraphCache:
         with self.lock:
             entities, adj = self.entities, self._adj
             skip = exclude or set()
-            dist: dict[int, int] = {}
-            level: list[int] = []
-            for s in seeds:
-                if s in entities and s not in dist:
-                    dist[s] = 0
-                    level.append(s)
+            level = [s for s in dict.fromkeys(seeds) if s in entities]
+            seen = set(level)
             ent_levels: list[list[int]] = [level]
             rel_levels: list[list[int]] = []
             n_ent = sum(1 for e in level if entities[e].name not in skip)
             n_rel = 0
-            seen_rel: set[int] = set()
+            # relation id -> the endpoint it was reached towards, in order of first sight: each
+            # level's update() runs in C, and the relations it adds come after ``before``
+            reached: dict[int, int] = {}
             d = 0
             while level and d < depth and (n_ent < max_entities or n_rel < max_relations):
-                nxt: list[int] = []
-                rels: list[int] = []
+                before = len(reached)
+                update = reached.update
                 for node in level:
-                    for rid, nbr in adj[node].items():
-                        if rid not in seen_rel:
-                            seen_rel.add(rid)
-                            rels.append(rid)
-                        if nbr not in dist and len(dist) < max_visit:
-                            dist[nbr] = d + 1
-                            nxt.append(nbr)
+                    update(adj[node])
+                rels = list(islice(reached, before, None))
+                # a relation reached again from its other end within this level links two
+                # nodes of this level, both already seen: overwritten values lose nothing
+                nxt = [e for e in dict.fromkeys(islice(reached.values(), before, None)) if e not in seen]
+                room = max_visit - len(seen)
+                if len(nxt) > room:
+                    nxt = nxt[: max(room, 0)]
+                seen.update(nxt)
                 rel_levels.append(rels)
                 n_rel += len(rels)
                 d += 1
