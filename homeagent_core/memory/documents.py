@@ -21,8 +21,10 @@ Every write updates the in-memory structures incrementally; nothing is rebuilt p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -315,6 +317,8 @@ class DocumentStore:
         arrays = index.unchecked
         if arrays is None:
             return
+        with contextlib.suppress(OSError, AttributeError):  # idle priority: the first queries come first
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         try:
             verify_arrays(arrays)
         except ValueError as exc:
