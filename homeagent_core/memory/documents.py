@@ -730,7 +730,9 @@ class DocumentStore:
         with self._lock:
             self._check_open()
             self._flush_access()
-            slots = [self._slot_of[i] for i in doc_ids if i in self._slot_of]
+            ids = list(doc_ids)
+            found = self._slots_of(ids)
+            slots = [found[i] for i in ids if i in found]
             if slots:
                 self._db.executemany(
                     "UPDATE documents SET last_access = ?, access_count = access_count + 1 WHERE slot = ?",
