@@ -5,9 +5,10 @@ Documents (archived context events, ``doc_commit`` notes, graph snapshots) live 
 SQLite: a float32 matrix of the rows whose vector belongs to the active embedding space (the
 part saved in ``<db>.vec`` memory-mapped, :mod:`homeagent_core.memory.vector_snapshot`, newer
 rows in memory) and a character n-gram BM25 index (:mod:`homeagent_core.memory.lexical`,
-its snapshot ``<db>.lex`` memory-mapped too). Opening reads only per-document numbers from a
-covering index, so a store of 100k documents answers its first query a fraction of a second
-after it is opened, after a clean close or a crash alike. A query
+its snapshot ``<db>.lex`` memory-mapped too). Opening reads the per-document numbers from
+``<db>.meta`` (:mod:`homeagent_core.memory.doc_meta_file`) and only the rows after it from
+SQLite, so a store of 100k documents answers its first query a fraction of a second after it is
+opened, after a clean close or a crash alike. A query
 fuses the two paths, each normalised by its own maximum (default weights 0.5 / 0.5), then lets
 each document borrow a fraction of its neighbours' scores: documents of the same source
 written within ``neighbour_window`` seconds of each other are turns of one conversation, and
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory.doc_meta_file import DocMeta, read_meta, write_meta
 from homeagent_core.memory.lexical import LexicalIndex, decode_many, decode_terms, encode_terms, term_counts
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, remove_partial, verify_arrays, write_snapshot
 from homeagent_core.memory.lexical_terms import TERMS_VERSION
@@ -236,6 +238,7 @@ class DocumentStore:
         self._lex_changes = 0
         self._snap_changes = -1
         self._verify_thread: threading.Thread | None = None
+        self._meta_key: tuple[int, int, int] | None = None
         self._load()
 
     # -- loading ---------------------------------------------------------------------------
@@ -251,22 +254,17 @@ class DocumentStore:
             self._db.execute("INSERT INTO store_meta VALUES ('store_id', ?)", (store_id,))
         self._store_id = store_id
         self._upgrade_terms()
-        # the covering index answers this without touching the vector and term blobs
-        rows = self._db.execute(
-            "SELECT slot, created_at, source, vec_model = ?, lex_len FROM documents ORDER BY slot",
-            (self._fingerprint,),
-        ).fetchall()
-        slots = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        slots, created, sources, wanted, lengths = self._read_columns()
         cap = 64
-        while cap <= (int(slots[-1]) if len(rows) else 0):
+        while cap <= (int(slots[-1]) if len(slots) else 0):
             cap *= 2
-        self._count = len(rows)
+        self._count = len(slots)
         self._created = np.zeros(cap, dtype=np.float64)
-        self._created[slots] = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+        self._created[slots] = created
         self._source_codes: dict[str, int] = {}
-        codes = [self._source_codes.setdefault(r[2], len(self._source_codes)) for r in rows]
+        codes = [self._source_codes.setdefault(name, len(self._source_codes)) for name in sources[1]]
         self._source = np.full(cap, -1, dtype=np.int32)
-        self._source[slots] = np.asarray(codes, dtype=np.int32)
+        self._source[slots] = np.asarray(codes, dtype=np.int32)[sources[0]] if len(slots) else 0
         self._alive = np.zeros(cap, dtype=bool)
         self._alive[slots] = True
         self._row_of = np.full(cap, -1, dtype=np.int64)
@@ -283,10 +281,7 @@ class DocumentStore:
         self._vec_changes = 0
         self._vec_snap_changes = -1
         if self._fingerprint:
-            wanted = np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=len(rows))
             self._load_vectors(slots, wanted)
-        lengths = np.fromiter((r[4] for r in rows), dtype=np.int64, count=len(rows))
-        del rows
         self._time = TimeOrder(self.neighbour_window)
         self._lex = self._load_lexical(slots, lengths)
         if self._lex.unchecked is not None:
@@ -353,6 +348,7 @@ class DocumentStore:
             cur.execute("BEGIN IMMEDIATE")
             cur.executemany("UPDATE documents SET lex=?, lex_len=? WHERE slot=?", updates)
             cur.execute("INSERT OR REPLACE INTO store_meta VALUES ('lex_version', ?)", (TERMS_VERSION,))
+            self._bump_edits(cur)
             cur.execute("COMMIT")
         except sqlite3.Error as exc:
             cur.execute("ROLLBACK")
@@ -361,6 +357,98 @@ class DocumentStore:
             self._snapshot_path().unlink(missing_ok=True)
             log.info("document store %s: re-derived the lexical terms of %d documents (term scheme %s)",
                      self.path, len(rows), TERMS_VERSION)
+
+    def _meta_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".meta")
+
+    def _edits(self) -> int:
+        return int(self._meta("edits") or 0)
+
+    @staticmethod
+    def _bump_edits(cur: sqlite3.Cursor) -> None:
+        """Count a change to stored rows (inside the caller's transaction): the meta file is stale."""
+        cur.execute(
+            "INSERT INTO store_meta VALUES ('edits', '1') ON CONFLICT(key) DO UPDATE"
+            " SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+        )
+
+    def _read_columns(
+        self,
+    ) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.float64], tuple[npt.NDArray[np.int64], list[str]],
+        npt.NDArray[np.bool_], npt.NDArray[np.int64],
+    ]:
+        """Slots, creation times, sources (codes, names), active-space flags and gram counts.
+
+        From the meta file (:mod:`homeagent_core.memory.doc_meta_file`) plus the rows after its
+        watermark when it is current, else from every row (the covering index answers this
+        without touching the vector and term blobs).
+        """
+        after, base = 0, None
+        path = self._meta_path()
+        if path.exists():
+            try:
+                meta = read_meta(path)
+                if meta.tag != self._store_id or meta.edits != self._edits():
+                    raise ValueError("it is older than the last change to stored documents")
+                if meta.watermark > self._max_issued_slot() or meta.spaces != ["", self._fingerprint]:
+                    raise ValueError("it does not match the database or the embedding space")
+            except ValueError as exc:
+                log.info("document store %s: reading every row: %s", self.path, exc)
+            else:
+                after, base = meta.watermark, meta
+        rows = self._db.execute(
+            "SELECT slot, created_at, source, vec_model = ?, lex_len FROM documents WHERE slot > ? ORDER BY slot",
+            (self._fingerprint, after),
+        ).fetchall()
+        n = len(rows)
+        names: dict[str, int] = {}
+        if base is not None:
+            for name in base.sources:
+                names.setdefault(name, len(names))
+        codes = np.fromiter((names.setdefault(r[2], len(names)) for r in rows), dtype=np.int64, count=n)
+        slots = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+        created = np.fromiter((r[1] for r in rows), dtype=np.float64, count=n)
+        wanted = np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n)
+        lengths = np.fromiter((r[4] for r in rows), dtype=np.int64, count=n)
+        if base is not None:
+            remap = np.asarray([names[name] for name in base.sources], dtype=np.int64)
+            slots = np.concatenate([base.slots, slots])
+            created = np.concatenate([base.created, created])
+            codes = np.concatenate([remap[base.source] if len(base.source) else base.source.astype(np.int64), codes])
+            wanted = np.concatenate([base.space == 1, wanted])
+            lengths = np.concatenate([base.lengths, lengths])
+        return slots, created, (codes, list(names)), wanted, lengths
+
+    def _meta_snapshot(self) -> DocMeta | None:
+        """The meta file's content now (called with ``_lock`` held), or ``None`` when it is current."""
+        key = (self._count, self._edits(), self._max_issued_slot())
+        if key == self._meta_key:
+            return None
+        slots = np.flatnonzero(self._alive).astype(np.int64)
+        names = list(self._source_codes)
+        return DocMeta(
+            tag=self._store_id,
+            edits=key[1],
+            watermark=key[2],
+            sources=names,
+            spaces=["", self._fingerprint],
+            slots=slots,
+            created=self._created[slots].copy(),
+            source=self._source[slots].copy(),
+            space=(self._row_of[slots] >= 0).astype(np.int32),
+            lengths=self._lex._dl[slots].astype(np.int64),
+        )
+
+    def _save_meta(self, meta: DocMeta) -> None:
+        try:
+            write_meta(self._meta_path(), meta)
+        except (OSError, ValueError) as exc:
+            log.warning("document store %s: meta file not written: %s", self.path, exc)
+            remove_partial(self._meta_path())
+            return
+        with self._snap_lock:
+            self._meta_key = (len(meta.slots), meta.edits, meta.watermark)
 
     def _vector_path(self) -> Path:
         return self.path.with_name(self.path.name + ".vec")
@@ -712,7 +800,15 @@ class DocumentStore:
             blobs = self._db.execute(
                 f"SELECT slot, lex FROM documents WHERE slot IN ({marks})", slots
             ).fetchall()
-            self._db.execute(f"DELETE FROM documents WHERE slot IN ({marks})", slots)
+            cur = self._db.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                cur.execute(f"DELETE FROM documents WHERE slot IN ({marks})", slots)
+                self._bump_edits(cur)
+                cur.execute("COMMIT")
+            except sqlite3.Error as exc:
+                cur.execute("ROLLBACK")
+                raise MemoryStoreError(f"document store {self.path}: delete failed: {exc}") from exc
             for slot, blob in blobs:
                 self._lex.remove(slot, decode_terms(blob)[0])
             self._lex_changes += 1
@@ -932,6 +1028,7 @@ class DocumentStore:
                 "UPDATE documents SET vector=?, vec_model=? WHERE slot=?",
                 [(v.tobytes(), self._fingerprint, s) for s, v in zip(slots, vectors, strict=True)],
             )
+            self._bump_edits(self._db.cursor())
             self._db.execute("COMMIT")
             fresh = [i for i, s in enumerate(slots) if self._alive[s]]
             for i in fresh:
@@ -967,9 +1064,10 @@ class DocumentStore:
             complete = self._lex.delta_postings == 0
             arrays = self._lex.snapshot_arrays(tag=self._store_id, merge=False)
             vectors = self._vector_parts()
+            meta = self._meta_snapshot()
             thread = threading.Thread(
                 target=self._write_snapshot,
-                args=(arrays, self._lex_changes if complete else -1, vectors),
+                args=(arrays, self._lex_changes if complete else -1, vectors, meta),
                 name=f"lexical-snapshot:{self.path.name}",
                 daemon=True,
             )
@@ -1003,7 +1101,11 @@ class DocumentStore:
             self._vec_snap_changes = changes
 
     def _write_snapshot(
-        self, arrays: SnapshotArrays, changes: int, vectors: tuple[int, int, list[tuple[Any, Any]]] | None = None
+        self,
+        arrays: SnapshotArrays,
+        changes: int,
+        vectors: tuple[int, int, list[tuple[Any, Any]]] | None = None,
+        meta: DocMeta | None = None,
     ) -> None:
         try:
             write_snapshot(self._snapshot_path(), arrays)
@@ -1020,6 +1122,8 @@ class DocumentStore:
             except (OSError, ValueError) as exc:
                 log.warning("document store %s: vector file not written: %s", self.path, exc)
                 remove_partial(self._vector_path())
+        if meta is not None:
+            self._save_meta(meta)
 
     def _join_snapshot(self) -> None:
         with self._snap_lock:
@@ -1034,6 +1138,9 @@ class DocumentStore:
                 return
             self._flush_access()
             self._join_snapshot()
+            meta = self._meta_snapshot()
+            if meta is not None:
+                self._save_meta(meta)
             vectors = self._vector_parts()
             if vectors is not None:
                 try:

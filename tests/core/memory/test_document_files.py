@@ -209,3 +209,59 @@ async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_
     # scores come from the full vectors: the best rows score as the exact search scores them
     assert len(set(got[:3]) & set(exact[:3])) >= 2
     reopened.close()
+
+
+def columns(store: DocumentStore) -> tuple[list[int], list[float], list[str], list[int]]:
+    """The per-document numbers a store holds in memory, by slot (sources by name)."""
+    names = {code: name for name, code in store._source_codes.items()}
+    slots = np.flatnonzero(store._alive).tolist()
+    return (
+        slots,
+        store._created[slots].tolist(),
+        [names[int(c)] for c in store._source[slots]],
+        store._lex._dl[slots].astype(int).tolist(),
+    )
+
+
+async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, caplog):
+    embedder = FakeEmbedder(16)
+    store = DocumentStore(tmp_path / "d.db", embedder)
+    first = await store.add_many(docs(0, 30))
+    await store.add("another source", source="other")
+    store.close()
+    assert (tmp_path / "d.db.meta").exists()
+
+    def reference() -> tuple[list[int], list[float], list[str], list[int]]:
+        (tmp_path / "ref").mkdir(exist_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            if (tmp_path / f"d.db{suffix}").exists():
+                shutil.copy(tmp_path / f"d.db{suffix}", tmp_path / "ref" / f"d.db{suffix}")
+        ref = DocumentStore(tmp_path / "ref" / "d.db", embedder)  # no files beside it: every row read
+        out = columns(ref)
+        ref._closed = True
+        ref._db.close()
+        shutil.rmtree(tmp_path / "ref")
+        return out
+
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        reopened = DocumentStore(tmp_path / "d.db", embedder)
+    assert "reading every row" not in caplog.text
+    assert columns(reopened) == reference()
+    # rows after the file are read from SQLite; a delete makes the file stale
+    await reopened.add_many(docs(30, 4))
+    reopened._db.close()  # as after kill -9: nothing written beside the database
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        after_adds = DocumentStore(tmp_path / "d.db", embedder)
+    assert "reading every row" not in caplog.text
+    assert columns(after_adds) == reference()
+    after_adds.delete([first[2].id])
+    after_adds._join_snapshot()
+    after_adds._db.close()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        after_delete = DocumentStore(tmp_path / "d.db", embedder)
+    assert "older than the last change" in caplog.text
+    assert columns(after_delete) == reference()
+    assert len(after_delete) == 34
+    after_delete.close()
