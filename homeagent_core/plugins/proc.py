@@ -39,10 +39,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,7 @@ from homeagent_sdk.errors import PluginLoadError, ToolError
 from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameBatcher, Peer, PeerClosed, RemoteError
 from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
 
-__all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "proc_entry"]
+__all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "plugin_environment", "proc_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,25 @@ def _descendants(root: int, token: str) -> set[int]:
     found.discard(root)
     found.discard(me)
     return found
+
+
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)
+
+
+def plugin_environment(environ: Mapping[str, str], *, reveal_secrets: bool) -> dict[str, str]:
+    """The environment an out-of-process plugin starts with: the daemon's, minus secrets.
+
+    Variables whose names look like credentials (``*_API_KEY``, ``*TOKEN*``, ``*SECRET*``,
+    ``*PASSWORD*``, ...) and the daemon's own ``HOMEAGENT_*`` variables (the web UI's API key,
+    the data dir) are left out unless the plugin declared the ``secrets`` capability — the same
+    rule as secret settings. ``PATH``, locale, ``HOME`` and the like pass through.
+    """
+    out: dict[str, str] = {}
+    for name, value in environ.items():
+        if not reveal_secrets and (_SECRET_ENV.search(name) or name.startswith("HOMEAGENT_")):
+            continue
+        out[name] = value
+    return out
 
 
 class _StderrProtocol(asyncio.Protocol):
@@ -642,7 +663,7 @@ class ProcPlugin:
         self.loop = asyncio.get_running_loop()
         conn = _Connection(self, self.max_frame)
         conn.peer.handlers.update(self._with_cleaners(self._core.handlers()))
-        env = dict(os.environ)
+        env = plugin_environment(os.environ, reveal_secrets="secrets" in self.capabilities)
         env.update({"HOMEAGENT_PLUGIN_NAME": self.name, "HOMEAGENT_PLUGIN_DIR": str(self.dir)})
         try:
             await conn.spawn(argv, self.dir, env)

@@ -334,3 +334,29 @@ async def test_a_replaced_entry_is_hot_reloaded_by_checksum(harness: Harness) ->
     await plugin.before_output(ctx)
     assert ctx.final_text == "x [raw v2]"
     assert harness.supervisor.crash_count("raw") == 0
+
+
+def _environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\0") if "=" in item)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc/<pid>/environ")
+async def test_a_plugin_starts_without_the_daemons_secret_environment(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-leak")
+    monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", "ha-leak")
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123:leak")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    install_raw(harness.data_dir, "plain", caps=[])
+    plain = _environ_of((await harness.start("plain")).runtime_info()["pid"])
+    assert not {"OPENAI_API_KEY", "HOMEAGENT_WEBUI_API_KEY", "TELEGRAM_BOT_TOKEN"} & set(plain)
+    assert plain["LANG"] == "C.UTF-8" and plain["HOMEAGENT_PLUGIN_NAME"] == "plain" and "PATH" in plain
+    other = Harness(harness.data_dir / "other")
+    try:
+        install_raw(other.data_dir, "trusted", caps=["secrets"])
+        trusted = _environ_of((await other.start("trusted")).runtime_info()["pid"])
+        assert trusted["OPENAI_API_KEY"] == "sk-leak" and trusted["TELEGRAM_BOT_TOKEN"] == "123:leak"
+    finally:
+        await other.close()
