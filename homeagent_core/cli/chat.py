@@ -5,13 +5,16 @@ in shell pipelines: exit code 0 on success, 1 when the agent answered with an er
 the daemon cannot be reached, 3 when the agent is busy (its input queue is full; the message
 was not accepted, send it again later). ``chat`` is interactive: line history (``<data>/cli_history``),
 replies streamed as they arrive and rendered as Markdown on a terminal, slash commands
-passed to the daemon (``/help`` lists them), ``/quit`` or Ctrl-D to leave.
+passed to the daemon (``/help`` lists them) with their replies printed as written, ``/quit`` or
+Ctrl-D to leave. When the daemon restarts, ``chat`` says so, waits for it (``--reconnect-timeout``)
+and carries on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import sys
 import time
@@ -42,6 +45,10 @@ KeyOption = Annotated[
     ),
 ]
 TimeoutOption = Annotated[float, typer.Option(help="Seconds to wait for a reply.", min=1)]
+ReconnectOption = Annotated[
+    float,
+    typer.Option("--reconnect-timeout", help="Seconds to wait for a restarting daemon before giving up.", min=0),
+]
 
 
 class DaemonUnreachable(Exception):
@@ -91,6 +98,16 @@ class CliClient:
         with contextlib.suppress(OSError):  # the daemon may have gone away with unsent bytes buffered
             self._file.close()
         self.sock.close()
+
+    def closed_by_daemon(self) -> bool:
+        """Whether the daemon has hung up (it stopped or restarted) since the last reply."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def __enter__(self) -> CliClient:
         return self
@@ -263,6 +280,7 @@ def chat(
     api_key: KeyOption = "",
     timeout: TimeoutOption = 300.0,
     plain: Annotated[bool, typer.Option("--plain", help="Plain text instead of Markdown rendering.")] = False,
+    reconnect_timeout: ReconnectOption = 60.0,
 ) -> None:
     """Chat with the running agent in the terminal (/help lists commands, /quit leaves)."""
     render = _Renderer(markdown=not plain)
@@ -289,6 +307,11 @@ def chat(
                 continue
             if text in ("/quit", "/exit"):
                 break
+            if client.closed_by_daemon():  # it restarted while we waited for input: nothing is lost
+                client.close()
+                render.note("waiting for the daemon…", "yellow")
+                client = _reconnect(path, api_key, timeout, reconnect_timeout)
+                render.note("daemon restarted, reconnected", "yellow")
             try:
                 for event in client.send(text):
                     kind = event.get("type")
@@ -308,32 +331,29 @@ def chat(
                     render.note(f"Error: {exc}", "red")
                     continue
                 client.close()
-                render.note("The daemon went away (restarting?); reconnecting…", "yellow")
-                client = _reconnect(path, api_key, timeout)
-                render.note("Reconnected. That message was not answered: send it again.", "yellow")
+                render.note("the daemon went away; waiting for the daemon…", "yellow")
+                client = _reconnect(path, api_key, timeout, reconnect_timeout)
+                render.note("daemon restarted, reconnected; that message was not answered: send it again", "yellow")
     finally:
         save_history()
         client.close()
 
 
-#: How long ``homeagent chat`` waits for a restarting daemon before giving up.
-RECONNECT_S = 60.0
-
-
-def _reconnect(path: Path, api_key: str, timeout: float) -> CliClient:
-    """A new connection to the daemon once it is back (bounded by :data:`RECONNECT_S`).
+def _reconnect(path: Path, api_key: str, timeout: float, bound: float) -> CliClient:
+    """A new connection to the daemon once it is back, trying for up to ``bound`` seconds.
 
     Raises:
         typer.Exit: it did not come back in time (exit status 2, with the reason).
     """
-    deadline = time.monotonic() + RECONNECT_S
+    deadline = time.monotonic() + bound
     delay = 0.2
     while True:
         try:
             return CliClient(path, api_key=api_key, timeout=timeout)
         except DaemonUnreachable as exc:
             if time.monotonic() >= deadline:
-                message = f"the daemon did not come back within {RECONNECT_S:.0f} s: {exc}"
+                message = (f"the daemon did not come back within {bound:g} s: {exc}; start it with "
+                           "`homeagent serve` and run `homeagent chat` again")
                 raise fail(message, EXIT_UNREACHABLE) from None
         except AgentError as exc:
             raise fail(str(exc), EXIT_ERROR) from None

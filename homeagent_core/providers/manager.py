@@ -180,6 +180,8 @@ class ProviderManager:
         self._cfg: ConfigLike | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._dirty = False
+        #: The source that answered most recently ("" until one has).
+        self.last_answered = ""
         self._apply(list(sources))
 
     # ------------------------------------------------------------------ configuration
@@ -285,6 +287,7 @@ class ProviderManager:
         return [s.provider for s in chosen if s.provider is not None]
 
     def _mark_ok(self, name: str) -> None:
+        self.last_answered = name
         st = self._states.get(name)
         if st is not None:
             st.fails, st.cooldown_until = 0, 0.0
@@ -319,6 +322,15 @@ class ProviderManager:
                 "last_error": st.last_error or None,
                 "has_api_key": bool(c.api_key)})
         return out
+
+    def active_source(self) -> tuple[str, str, bool]:
+        """``(source, model, answered)``: the source that last answered, else the next one to be tried."""
+        st = self._states.get(self.last_answered)
+        if st is not None and st.provider is not None and not st.disabled:
+            return st.config.name, st.config.model, True
+        first = next(iter(self.candidates()), None)
+        st = self._states.get(first.name) if first is not None else None
+        return (st.config.name, st.config.model, False) if st is not None else ("", "", False)
 
     def modalities(self) -> frozenset[str]:
         """What the source a request goes to first takes besides text (``image``, ``audio``)."""

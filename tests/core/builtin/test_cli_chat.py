@@ -121,5 +121,5 @@ async def test_chat_reconnects_when_the_daemon_restarts(harness, tmp_path: Path)
         stdin.close()
     assert result.exit_code == 0, result.output
     assert "第一次回答" in result.output
-    assert "Reconnected" in result.output
+    assert "daemon restarted, reconnected" in result.output
     assert "重启后的回答" in result.output
