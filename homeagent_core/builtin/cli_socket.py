@@ -350,20 +350,30 @@ class CliSocket:
         return kernel
 
     async def _doctor(self, _rest: str) -> str:
-        """What this running daemon knows about its plugins and LLM sources (JSON)."""
+        """What this running daemon knows about its plugins and LLM sources (JSON).
+
+        ``llm`` names the source that answered last (``answered``), else the one tried next.
+        """
         services = self.sdk.services
         host = getattr(services, "host", None)
-        plugins = [{"name": p.name, "status": p.status, "kind": p.kind, "error": p.error or ""}
+        plugins = [{"name": p.name, "status": _live_status(services, p.name) or p.status, "kind": p.kind,
+                    "error": p.error or ""}
                    for p in (host.plugins() if host is not None else [])]
         kernel = getattr(services, "kernel", None)
-        provider: Any = getattr(kernel, "provider", None) if kernel is not None else None
-        sources = provider.list_sources() if hasattr(provider, "list_sources") else None
-        return json.dumps({"plugins": plugins, "llm_sources": sources}, ensure_ascii=False, default=str)
+        provider = getattr(kernel, "provider", None) if kernel is not None else None
+        list_sources = getattr(provider, "list_sources", None)
+        sources = list_sources() if callable(list_sources) else None
+        report: dict[str, Any] = {"pid": os.getpid(), "plugins": plugins, "llm_sources": sources}
+        active = getattr(provider, "active_source", None)
+        if callable(active):
+            source, model, answered = active()
+            report["llm"] = {"source": source, "model": model, "answered": answered}
+        return json.dumps(report, ensure_ascii=False, default=str)
 
     async def _help(self, _rest: str) -> str:
         return HELP
 
-    async def _status(self, _rest: str) -> str:
+    async def _status(self, rest: str) -> str:
         services = self.sdk.services
         lines = [f"uptime: {_uptime(time.time() - self._started)}"]
         kernel = getattr(services, "kernel", None)

@@ -1,9 +1,15 @@
-"""``homeagent doctor``: what is configured, what is missing, and how to fix it."""
+"""``homeagent doctor``: what is configured, what is missing, and how to fix it.
+
+When a daemon runs on the data directory, the plugin and model findings are what that daemon
+reports over its ``cli`` socket (``/doctor``): the plugins as they run, with the error of
+each that failed, and the LLM source that answered. Without one, plugins are loaded here (their
+start-up is not checked) and a keyless source on this machine or the local network is asked for
+its ``/models`` before the report says no source can answer.
+"""
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import sys
@@ -43,95 +49,145 @@ def _check_data_dir(data: Path | None) -> tuple[list[Finding], Any]:
     return found, app
 
 
-def _check_llm(app: Any) -> list[Finding]:
+def _daemon_facts(app: Any) -> dict[str, Any] | None:
+    """``/doctor`` of the daemon running on this data directory, or ``None`` when none answers."""
+    import json
+
+    from homeagent_core.cli.chat import AgentError, CliClient, DaemonUnreachable
+
+    def setting(key: str) -> str:
+        try:
+            return str(app.config.get(key) or "")
+        except Exception:  # not declared in this process: the default applies
+            return ""
+
+    raw = setting("plugin.cli.socket_path")
+    path = Path(raw).expanduser() if raw else app.data_dir / "cli.sock"
+    if not path.exists():
+        return None
+    key = setting("plugin.cli.api_key") or setting("plugin.webui.api_key")
+    try:
+        with CliClient(path, api_key=key, timeout=15) as client:
+            reply = [e for e in client.send("/doctor") if e.get("type") == "response"][-1]
+        facts = json.loads(reply.get("content") or "{}")
+    except (DaemonUnreachable, AgentError, OSError, ValueError, IndexError):
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+def _is_local(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine or a private network (where keyless servers live)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base_url).hostname or ""
+    if host in ("localhost", "host.docker.internal") or host.endswith((".local", ".lan", ".internal")):
+        return True
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    try:
+        return bool(addresses) and all(
+            ipaddress.ip_address(a.split("%")[0]).is_private or ipaddress.ip_address(a.split("%")[0]).is_loopback
+            for a in addresses)
+    except ValueError:
+        return False
+
+
+def _answers_models(base_url: str) -> str:
+    """``""`` when ``GET <base_url>/models`` answers 200, else why not."""
+    import httpx
+
+    url = base_url.rstrip("/") + "/models"
+    try:
+        response = httpx.get(url, timeout=5.0, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}: {exc}"
+    return "" if response.status_code == 200 else f"{url} answered HTTP {response.status_code}"
+
+
+def _check_llm(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
     config = app.config
     found: list[Finding] = []
     default = config.get("core.llm.provider")
     sources = sorted({k.split(".")[3] for k in config.items("core.llm.sources.")})
     found.append(Finding("llm", "ok", f"LLM sources configured: {', '.join(sources)}; default {default!r}"))
+    llm = (daemon or {}).get("llm")
+    if isinstance(llm, dict) and llm.get("source"):
+        how = "answered last" if llm.get("answered") else "is next to try (nothing asked yet)"
+        found.append(Finding("llm", "ok", f"running daemon: source {llm['source']} "
+                                          f"(model {llm.get('model') or 'adapter default'}) {how}"))
+    for row in (daemon or {}).get("llm_sources") or []:
+        problem = row.get("disabled") or (row.get("last_error") if not row.get("available") else "")
+        if problem:
+            found.append(Finding("llm", "warn", f"running daemon: source {row['name']} is not usable: {problem}",
+                                 f"homeagent config get core.llm.sources.{row['name']}"))
+    if isinstance(llm, dict) and llm.get("answered"):
+        return found
     key = config.get("core.llm.api_key")
     source_keys = [s for s in sources if config.get(f"core.llm.sources.{s}.api_key")]
-    # A server on this machine (Ollama, vLLM, llama.cpp) usually needs no key at all.
-    local = [s for s in sources if _is_local(str(config.get(f"core.llm.sources.{s}.base_url") or ""))]
-    if not key and not source_keys and not local:
-        found.append(
-            Finding(
-                "llm",
-                "warn",
-                "no API key is set for any LLM source, so the agent cannot answer yet",
-                "homeagent config set core.llm.sources.deepseek.api_key <key>  (or export HOMEAGENT_LLM_API_KEY)",
-            )
+    if key or source_keys:
+        return found
+    for name in sources:
+        base_url = str(config.get(f"core.llm.sources.{name}.base_url") or "")
+        if not base_url or not _is_local(base_url):
+            continue
+        problem = _answers_models(base_url)
+        if not problem:
+            found.append(Finding("llm", "ok", f"source {name} needs no API key: {base_url} is local and answers"))
+            return found
+        found.append(Finding("llm", "warn", f"source {name} (keyless, local) does not answer: {problem}",
+                             f"start the server at {base_url}, or fix core.llm.sources.{name}.base_url"))
+    if any(f.message.startswith("source ") and "(keyless, local)" in f.message for f in found):
+        return found  # the problem is a local server that is down, not a missing key
+    found.append(
+        Finding(
+            "llm",
+            "warn",
+            "no API key is set for any LLM source, so the agent cannot answer yet",
+            "homeagent config set core.llm.sources.deepseek.api_key <key>  (or export HOMEAGENT_LLM_API_KEY)",
         )
+    )
     return found
 
 
-def _is_local(url: str) -> bool:
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
-    return host in ("127.0.0.1", "localhost", "::1")
+def _plugin_failed(name: str, kind: str, error: str) -> Finding:
+    return Finding("plugins", "fail", f"plugin {name} ({kind}) failed: {error}",
+                   f"fix or remove it; meanwhile: HOMEAGENT_DISABLE_PLUGINS={name} homeagent serve")
 
 
-def _daemon_report(app: Any) -> dict[str, Any] | None:
-    """What the daemon running on this data directory reports (``/doctor``), or None."""
-    from homeagent_core.cli.chat import AgentError, CliClient, DaemonUnreachable
-
-    config = app.config
-    raw = str(config.get("plugin.cli.socket_path") or "") if config.is_known("plugin.cli.socket_path") else ""
-    path = Path(raw).expanduser() if raw else Path(app.data_dir) / "cli.sock"
-    if not path.exists():
-        return None
-    key = ""
-    for name in ("plugin.cli.api_key", "plugin.webui.api_key"):
-        if not key and config.is_known(name):
-            key = str(config.get(name) or "")
-    try:
-        with CliClient(path, api_key=key, timeout=30) as client:
-            events = list(client.send("/doctor"))
-        report = json.loads(str(events[-1].get("content", "")))
-    except (DaemonUnreachable, AgentError, OSError, ValueError, IndexError):
-        return None
-    return report if isinstance(report, dict) else None
-
-
-def _check_daemon(app: Any, report: dict[str, Any]) -> list[Finding]:
-    """Findings from the running daemon: the plugins as they run, the sources as they answer."""
-    found: list[Finding] = []
-    plugins = report.get("plugins") or []
-    for p in plugins:
-        if p.get("status") == "failed":
-            found.append(Finding("plugins", "fail", f"plugin {p['name']} ({p.get('kind', '')}) failed in the running "
-                                 f"daemon: {p.get('error', '')}", f"fix or remove it, then: homeagent plugins reload "
-                                 f"(or HOMEAGENT_DISABLE_PLUGINS={p['name']} homeagent serve)"))
-    started = [p["name"] for p in plugins if p.get("status") == "started"]
-    message = f"{len(started)} plugins started in the running daemon: {', '.join(started)}"
-    found.append(Finding("plugins", "ok", message))
-    sources = report.get("llm_sources")
-    if isinstance(sources, list):
-        for s in sources:
-            state = "ok" if s.get("available") else "warn"
-            reason = s.get("disabled") or s.get("last_error") or "cooling down"
-            why = "" if s.get("available") else f" (not available: {reason})"
-            found.append(Finding("llm", state, f"source {s['name']} ({s.get('model', '')}) in the running daemon{why}"))
-    return found
-
-
-def _check_plugins(app: Any) -> list[Finding]:
+def _check_plugins(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
+    rows = (daemon or {}).get("plugins")
+    if isinstance(rows, list):
+        found = [_plugin_failed(r["name"], r.get("kind", ""), r.get("error") or "no reason given")
+                 for r in rows if r.get("status") in ("failed", "crashed")]
+        running = [r["name"] for r in rows if r.get("status") in ("started", "running")]
+        others = [f"{r['name']} ({r.get('status')})" for r in rows
+                  if r.get("status") not in ("started", "running", "failed", "crashed")]
+        message = f"{len(running)} of {len(rows)} plugins started in the running daemon: {', '.join(running)}"
+        if found:
+            message += f"; failed: {', '.join(r['name'] for r in rows if r.get('status') in ('failed', 'crashed'))}"
+        if others:
+            message += f"; other: {', '.join(others)}"
+        return [*found, Finding("plugins", "fail" if found else "ok", message)]
     app.declare_settings()
     app.register_contributions()
     found = []
-    for info in app.host.plugins():
+    infos = app.host.plugins()
+    for info in infos:
         if info.status == "failed":
-            found.append(
-                Finding(
-                    "plugins",
-                    "fail",
-                    f"plugin {info.name} ({info.distribution or info.kind}) failed: {info.error}",
-                    f"fix or remove it; meanwhile: HOMEAGENT_DISABLE_PLUGINS={info.name} homeagent serve",
-                )
-            )
+            found.append(_plugin_failed(info.name, info.distribution or info.kind, info.error))
         elif info.status == "blocked":
             found.append(Finding("plugins", "warn", f"plugin {info.name} is disabled"))
-    loaded = [i.name for i in app.host.plugins() if i.status not in ("failed", "blocked")]
-    found.append(Finding("plugins", "ok", f"{len(loaded)} plugins load: {', '.join(loaded)}"))
+    loaded = [i.name for i in infos if i.status not in ("failed", "blocked")]
+    failed = [i.name for i in infos if i.status == "failed"]
+    message = f"{len(loaded)} of {len(infos)} plugins load: {', '.join(loaded)}"
+    if failed:
+        message += f"; failed: {', '.join(failed)}"
+    message += " (no daemon runs on this data directory, so their start-up was not checked)"
+    found.append(Finding("plugins", "fail" if failed else "ok", message))
     return found
 
 
@@ -228,17 +284,13 @@ def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
     try:
-        report = _daemon_report(app)
-        checks: list[Any] = [_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health,
-                             _check_runtime]
-        if report is not None:
-            # A daemon runs here: what it reports is the truth (its plugins ran, its sources answered).
-            checks = [lambda a: _check_daemon(a, report), _check_adapters, _check_embeddings, _check_health,
-                      _check_runtime]
-            found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir}; showing what it reports"))
-        for check in checks:
+        daemon = _daemon_facts(app)
+        if daemon is not None:
+            found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir} (pid {daemon.get('pid')}); "
+                                                 "plugin and model findings are what it reports"))
+        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health, _check_runtime):
             try:
-                found.extend(check(app))
+                found.extend(check(app, daemon) if check in (_check_llm, _check_plugins) else check(app))
             except Exception as exc:  # a broken check must not hide the others
                 found.append(Finding(check.__name__.strip("_").replace("check_", ""), "fail", f"check failed: {exc}"))
     finally:

@@ -413,7 +413,8 @@ class ProviderManager:
             stream = cast(AsyncGenerator[dict[str, Any], None], p.chat_stream(request))
             try:
                 async for chunk in stream:
-                    yielded = True
+                    if not yielded:  # the consumer may stop reading at the last chunk, before _mark_ok
+                        yielded, self.last_answered = True, p.name
                     yield chunk
                 self._mark_ok(p.name)
                 return
