@@ -3,13 +3,19 @@
 It runs the same kernel, memory and plugins as the daemon, over a data directory, without the
 web UI unless asked::
 
+    import asyncio
+
     from homeagent_core import Agent
 
-    async with Agent(data_dir="./ha", llm={"base_url": "http://127.0.0.1:11434/v1",
-                                           "model": "qwen2.5", "adapter": "openai"}) as agent:
-        print(await agent.ask("我叫小王，住在杭州"))
+    async def main() -> None:
+        async with Agent(data_dir="./ha", llm={"base_url": "http://127.0.0.1:11434/v1",
+                                               "model": "qwen2.5", "adapter": "openai"}) as agent:
+            print(await agent.ask("我叫小王，住在杭州"))
 
-In Jupyter, top-level ``await`` works; ``agent.ask_sync(...)`` is for plain scripts and
+    asyncio.run(main())
+
+In Jupyter, top-level ``await`` works (the body of ``main`` runs as it is in a cell);
+``agent.ask_sync(...)`` is for plain scripts without ``asyncio`` and
 refuses to run inside an event loop (it says to ``await agent.ask(...)`` instead).
 """
 
