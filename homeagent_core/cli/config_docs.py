@@ -179,8 +179,9 @@ homeagent config set core.llm.sources.local.priority 0
 without a key is fine when its `base_url` is on this machine or a private network and answers
 `GET <base_url>/models`. When a daemon runs on the data directory, doctor reports what that
 daemon sees instead (the source that answered last, sources it disabled, plugins that failed and
-why), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's `GET /api/v1/status` (field `llm_sources`) and the agent's own
-`llm_list_sources` tool report each source's state: available, cooling down, or disabled and why.
+why), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's
+`GET /api/v1/status` (field `llm_sources`) and the agent's own `llm_list_sources` tool report
+each source's state: available, cooling down, or disabled and why.
 """
 
 _EMBEDDINGS = """\
