@@ -159,18 +159,31 @@ def plugin_environment(environ: Mapping[str, str], *, reveal_secrets: bool) -> d
     return out
 
 
-class _StderrProtocol(asyncio.Protocol):
+class _PipeProtocol(asyncio.Protocol):
+    """A pipe end whose ``lost`` future says when its transport has closed the pipe for good."""
+
+    def __init__(self) -> None:
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+class _StderrProtocol(_PipeProtocol):
     def __init__(self, conn: _Connection) -> None:
+        super().__init__()
         self.conn = conn
 
     def data_received(self, data: bytes) -> None:
         self.conn.stderr(data)
 
 
-class _StdoutProtocol(asyncio.Protocol):
+class _StdoutProtocol(_PipeProtocol):
     """The read end of the child's stdout: a pipe the host made, so its EOF is seen."""
 
     def __init__(self, conn: _Connection) -> None:
+        super().__init__()
         self.conn = conn
 
     def data_received(self, data: bytes) -> None:
@@ -181,6 +194,7 @@ class _StdoutProtocol(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
         self.conn.stdout_closed()
 
 
@@ -210,6 +224,7 @@ class _Connection:
         self._reader: asyncio.ReadTransport | None = None
         self._pinger: asyncio.Task[None] | None = None
         self._stdin: asyncio.WriteTransport | None = None
+        self._pipe_protocols: list[_PipeProtocol] = []
         self._batch: FrameBatcher | None = None
         self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
 
@@ -247,17 +262,32 @@ class _Connection:
                     os.close(fd)
         self.proc = proc
         self._watch_exit(loop)
-        stdin, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(pipes[0][1], "wb", buffering=0))
+        stdin, stdin_protocol = await loop.connect_write_pipe(_PipeProtocol, os.fdopen(pipes[0][1], "wb", buffering=0))
         self._stdin = stdin
+        self._pipe_protocols.append(stdin_protocol)
         self._batch = FrameBatcher(stdin)
-        self._reader, _ = await loop.connect_read_pipe(
+        self._reader, stdout_protocol = await loop.connect_read_pipe(
             lambda: _StdoutProtocol(self), os.fdopen(pipes[1][0], "rb", buffering=0)
         )
+        self._pipe_protocols.append(stdout_protocol)
         if hasattr(self._reader, "max_size"):
             self._reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
-        self._err, _ = await loop.connect_read_pipe(
+        self._err, stderr_protocol = await loop.connect_read_pipe(
             lambda: _StderrProtocol(self), os.fdopen(pipes[2][0], "rb", buffering=0)
         )
+        self._pipe_protocols.append(stderr_protocol)
+
+    async def wait_closed(self, timeout: float = 2.0) -> None:
+        """Wait (bounded) until the pipe transports closed their pipes after the process exit.
+
+        Closing a transport only schedules the close of its pipe; a stop that returns at once
+        could leave the pipes open (and their file objects to the garbage collector) when the
+        event loop ends right after, as it does at daemon shutdown."""
+        pending = [p.lost for p in self._pipe_protocols if not p.lost.done()]
+        if pending:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*pending)
 
     def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
         """Call :meth:`process_exited` on the loop once the process is gone (pidfd, else a thread)."""
@@ -698,6 +728,7 @@ class ProcPlugin:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2):
                     await asyncio.shield(conn.exited)
+                await conn.wait_closed()
             self._detach()
             if isinstance(exc, PluginLoadError):
                 raise
@@ -772,6 +803,8 @@ class ProcPlugin:
                     await asyncio.shield(conn.exited)
             except TimeoutError:
                 log.error("plugin %s: process may be stuck in the kernel; giving up waiting", self.name)
+        if conn.exited.done():
+            await conn.wait_closed()
         self._detach()
         self._set_status("stopped")
 
