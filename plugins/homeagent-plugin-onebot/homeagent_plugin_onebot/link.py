@@ -181,7 +181,11 @@ class OneBotLink:
     # ------------------------------------------------------------------ reverse
 
     def _check_request(self, connection: Any, request: Any) -> Any:
-        """Reject a reverse connection whose token is missing (401) or wrong (403)."""
+        """Reject a reverse connection from a web page (403: browsers always send ``Origin``,
+        OneBot implementations never do) or whose token is missing (401) or wrong (403)."""
+        if request.headers.get("Origin"):
+            log.warning("onebot: reverse connection from a web page (Origin %s) refused", request.headers["Origin"])
+            return connection.respond(HTTPStatus.FORBIDDEN, "connections from web pages are refused\n")
         if not self.access_token:
             return None
         given = ""

@@ -86,11 +86,14 @@ class FakeOneBot:
 
     # ------------------------------------------------------------------ reverse: we are the client
 
-    async def connect_reverse(self, url: str, *, token: str | None = None) -> None:
-        """Connect to the plugin's reverse server (raises InvalidStatus when refused)."""
+    async def connect_reverse(self, url: str, *, token: str | None = None, origin: str = "") -> None:
+        """Connect to the plugin's reverse server (raises InvalidStatus when refused);
+        ``origin`` makes the handshake look like a web page's."""
         from websockets.asyncio.client import connect
 
         headers = {"X-Self-ID": str(self.self_id), "X-Client-Role": "Universal"}
+        if origin:
+            headers["Origin"] = origin
         token = self.access_token if token is None else token
         if token:
             headers["Authorization"] = f"Bearer {token}"

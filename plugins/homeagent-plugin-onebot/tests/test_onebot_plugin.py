@@ -174,3 +174,25 @@ async def test_reverse_mode_checks_the_token_and_carries_messages(agent: AgentHa
         assert plugin.bridge.link.self_id == str(SELF_ID)
     finally:
         await fake.close()
+
+
+async def test_reverse_mode_refuses_a_web_page_even_without_a_token(agent: AgentHarness):
+    """A page the owner visits can open a WebSocket to loopback; it must not speak as a QQ user."""
+    plugin = make_plugin()
+    agent.register(plugin)
+    agent.set("plugin.onebot.mode", "reverse")
+    agent.set("plugin.onebot.listen_port", 0)
+    agent.set("plugin.onebot.access", "open")
+    await agent.start()
+    url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
+    from websockets.exceptions import InvalidStatus
+
+    fake = FakeOneBot()
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            await fake.connect_reverse(url, origin="http://evil.example")
+        assert refused.value.response.status_code == 403
+        await fake.connect_reverse(url)  # the implementation itself (no Origin) still connects
+        await fake.wait_connected()
+    finally:
+        await fake.close()
