@@ -27,6 +27,7 @@ Settings (``plugin.<name>.*``; :meth:`ChatBridge.config_defs` declares them): ``
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import logging
@@ -57,7 +58,7 @@ __all__ = ["ChatBridge", "pairing_routes"]
 _MAX_MEDIA_FILE = 50 * 1024 * 1024
 
 
-class ChatBridge:
+class ChatBridge(abc.ABC):
     """Base class of chat-app bridges; see the module docstring.
 
     :param sdk: the plugin's SDK (from ``startup``).
@@ -224,6 +225,7 @@ class ChatBridge:
 
     async def on_inject(self, conversation: Conversation) -> None:
         """Called right before a message goes to the agent (typing indicators); default: nothing."""
+        return  # optional hook: platforms without a typing indicator need nothing here
 
     def _access(self, account: str, name: str) -> AccessDecision:
         mode = str(self.sdk.settings.get("access", "pairing") or "pairing")
@@ -354,13 +356,13 @@ class ChatBridge:
 
     # ------------------------------------------------------------------ platform parts
 
+    @abc.abstractmethod
     async def send_text(self, conversation: Conversation, text: str) -> None:
         """Send one text message (already within ``text_limit``). Platform-specific."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def send_media(self, conversation: Conversation, media: OutgoingMedia) -> None:
         """Send one image, voice note or file. Platform-specific."""
-        raise NotImplementedError
 
     def close(self) -> None:
         self.pairing.close()
