@@ -1,10 +1,10 @@
-"""Out-of-process plugins, host side: spawn, handshake, RPC, and the pluggy wrapper object.
+"""Out-of-process plugins, the plugin side: lifecycle, supervision, and the pluggy wrapper object.
 
 A plugin directory ``<data>/plugins/<name>/`` holds ``plugin.json`` and an entry: an
 executable ``plugin.bin`` (any language) or a ``plugin.pyz`` run with this interpreter. The
-host spawns it in that directory with pipes on stdin/stdout (NDJSON, see ``docs/PROTOCOL.md``)
-and stderr (logged as ``homeagent.plugin.<name>``), in its own process group, with
-``PR_SET_PDEATHSIG`` on Linux so it dies with the daemon.
+process itself — pipes, framing, exit detection, killing its process tree — is the
+transport's business (:mod:`homeagent_core.plugins.proc_transport`); this module decides
+what the process is for.
 
 :class:`ProcPlugin` is what the rest of the core sees: an ordinary pluggy plugin. Its
 ``startup(sdk)`` launches the process (handshake, ``plugin.init``, ``plugin.start``; what the
@@ -19,59 +19,39 @@ it synchronously from a worker thread), which asks the child with ``cleaner.invo
 back to the raw text — logged once — when the child fails or does not answer within
 ``cleaner_timeout``.
 
-Death is detected three ways: the process exits (waited on, not inferred from stdout EOF — a
-grandchild may hold the pipe open); the process lives on with its stdout closed (the host owns
-the read end of a pipe it made itself, so EOF is seen on every event loop, uvloop included);
-or it stops answering ``plugin.ping`` within the deadline (its event loop is blocked). On a
-crash every pending call fails with "plugin process exited", every process started from the
-plugin is killed (its process tree, and anything carrying its instance token in the
-environment, which catches ``setsid`` grandchildren), the plugin's stages are detached while its
-tools stay listed and answer with why the plugin is down, ``system``/``plugin_crashed`` is
-published and the :class:`~homeagent_core.plugins.supervisor.Supervisor` decides whether and when
-to restart. Stderr is logged through a token bucket with a line-length cap.
+When the transport reports a crash (exit, closed stdout, missed pings), the plugin's stages are
+detached while its tools stay listed and answer with why the plugin is down,
+``system``/``plugin_crashed`` is published and the
+:class:`~homeagent_core.plugins.supervisor.Supervisor` decides whether and when to restart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
 import os
-import re
-import secrets
-import signal
 import sys
-import time
-from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from homeagent_core.plugins.packages import PROC_ENTRIES, Manifest, PackageError, load_manifest, sha256_file
+from homeagent_core.plugins.proc_transport import PROCESS_EXITED, Connection, plugin_environment
 from homeagent_core.plugins.protocol import CoreMethods, KernelLink, apply_changes
 from homeagent_core.plugins.supervisor import Supervisor
 from homeagent_sdk import hookimpl
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import PluginLoadError, ToolError
-from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameBatcher, Peer, PeerClosed, RemoteError
+from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, PeerClosed, RemoteError
 from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
 
 __all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "plugin_environment", "proc_entry"]
 
 log = logging.getLogger(__name__)
 
-#: Error text of calls pending when the process died (the original's wording first).
-PROCESS_EXITED = "proc: 插件进程已退出 (plugin process exited)"
 OWN_TOOLS = "own_tools"
-_STDERR_TAIL = 20
-#: Stderr logging budget: a burst of lines, then a steady rate; longer lines are cut.
-_STDERR_BURST = 200.0
-_STDERR_RATE = 50.0
-_STDERR_LINE_CAP = 2000
-#: Environment variable carrying a per-process random token, inherited by every descendant.
-_INSTANCE_ENV = "HOMEAGENT_PLUGIN_INSTANCE"
 #: Registration methods that may declare ``has_cleaner``, and the cleaner scope they create.
 _CLEANER_SCOPES = {"tool.register": "tool", "input.register": "input"}
 #: Changed StageContext fields written back directly when the value has the field's plain
@@ -91,383 +71,6 @@ def proc_entry(plugin_dir: Path) -> Path | None:
         if path.exists():
             return path
     return None
-
-
-def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def _descendants(root: int, token: str) -> set[int]:
-    """Processes started from a plugin: the tree under ``root`` (by parent pid) plus every
-    process whose environment carries the plugin's instance token (a ``setsid`` grandchild,
-    reparented away from the tree once its parent died). Linux ``/proc``; empty elsewhere."""
-    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
-        return set()
-    needle = f"{_INSTANCE_ENV}={token}".encode()
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    found: set[int] = set()
-    me = os.getpid()
-    with contextlib.suppress(OSError):
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-        for name in entries:
-            pid = int(name)
-            if pid == me:
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    stat = fh.read()
-                ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children[ppid].append(pid)
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read().split(b"\0"):
-                        found.add(pid)
-            except OSError:
-                continue
-    stack = [root, *found]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    found.discard(root)
-    found.discard(me)
-    return found
-
-
-_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION)", re.IGNORECASE)
-
-
-def plugin_environment(environ: Mapping[str, str], *, reveal_secrets: bool) -> dict[str, str]:
-    """The environment an out-of-process plugin starts with: the daemon's, minus secrets.
-
-    Variables whose names look like credentials (``*_API_KEY``, ``*TOKEN*``, ``*SECRET*``,
-    ``*PASSWORD*``, ...) and the daemon's own ``HOMEAGENT_*`` variables (the web UI's API key,
-    the data dir) are left out unless the plugin declared the ``secrets`` capability — the same
-    rule as secret settings. ``PATH``, locale, ``HOME`` and the like pass through.
-    """
-    out: dict[str, str] = {}
-    for name, value in environ.items():
-        if not reveal_secrets and (_SECRET_ENV.search(name) or name.startswith("HOMEAGENT_")):
-            continue
-        out[name] = value
-    return out
-
-
-class _PipeProtocol(asyncio.Protocol):
-    """A pipe end whose ``lost`` future says when its transport has closed the pipe for good."""
-
-    def __init__(self) -> None:
-        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.lost.done():
-            self.lost.set_result(None)
-
-
-class _StderrProtocol(_PipeProtocol):
-    def __init__(self, conn: _Connection) -> None:
-        super().__init__()
-        self.conn = conn
-
-    def data_received(self, data: bytes) -> None:
-        self.conn.stderr(data)
-
-
-class _StdoutProtocol(_PipeProtocol):
-    """The read end of the child's stdout: a pipe the host made, so its EOF is seen."""
-
-    def __init__(self, conn: _Connection) -> None:
-        super().__init__()
-        self.conn = conn
-
-    def data_received(self, data: bytes) -> None:
-        self.conn.peer.feed(data)
-
-    def eof_received(self) -> bool:
-        self.conn.stdout_closed()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self.conn.stdout_closed()
-
-
-class _Connection:
-    """One spawned process: transport, peer, stderr log, exit future."""
-
-    def __init__(self, owner: ProcPlugin, max_frame: int) -> None:
-        self.owner = owner
-        self.proc: Any = None  # subprocess.Popen
-        self._err: asyncio.ReadTransport | None = None
-        self.peer = Peer(
-            self._write,
-            max_frame=max_frame,
-            unknown_method="未知 method",
-            on_bad_frame=self._garbage,
-            label=f"plugin {owner.name}",
-        )
-        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
-        self.problem = ""
-        self.token = secrets.token_hex(8)
-        self._partial = b""
-        self._tokens = _STDERR_BURST
-        self._refilled = time.monotonic()
-        self._suppressed = 0
-        self._stdout_eof = False
-        self._reader: asyncio.ReadTransport | None = None
-        self._pinger: asyncio.Task[None] | None = None
-        self._stdin: asyncio.WriteTransport | None = None
-        self._pipe_protocols: list[_PipeProtocol] = []
-        self._batch: FrameBatcher | None = None
-        self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
-
-    async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        """Start the process on pipes made here, and watch its exit with a pidfd.
-
-        Not the event loop's subprocess support: uvloop leaves copies of the child's stdio
-        pipes open at higher descriptors in the child, so a plugin closing its stdout never
-        reads as EOF. ``subprocess`` closes every other descriptor in the child."""
-        import subprocess
-
-        loop = asyncio.get_running_loop()
-        pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
-        child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=child_ends[0],
-                stdout=child_ends[1],
-                stderr=child_ends[2],
-                cwd=str(cwd),
-                env={**env, _INSTANCE_ENV: self.token},
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
-            )
-        except BaseException:
-            for read_fd, write_fd in pipes:
-                os.close(read_fd)
-                os.close(write_fd)
-            raise
-        finally:
-            for fd in child_ends:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.proc = proc
-        self._watch_exit(loop)
-        stdin, stdin_protocol = await loop.connect_write_pipe(_PipeProtocol, os.fdopen(pipes[0][1], "wb", buffering=0))
-        self._stdin = stdin
-        self._pipe_protocols.append(stdin_protocol)
-        self._batch = FrameBatcher(stdin)
-        self._reader, stdout_protocol = await loop.connect_read_pipe(
-            lambda: _StdoutProtocol(self), os.fdopen(pipes[1][0], "rb", buffering=0)
-        )
-        self._pipe_protocols.append(stdout_protocol)
-        if hasattr(self._reader, "max_size"):
-            self._reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
-        self._err, stderr_protocol = await loop.connect_read_pipe(
-            lambda: _StderrProtocol(self), os.fdopen(pipes[2][0], "rb", buffering=0)
-        )
-        self._pipe_protocols.append(stderr_protocol)
-
-    async def wait_closed(self, timeout: float = 2.0) -> None:
-        """Wait (bounded) until the pipe transports closed their pipes after the process exit.
-
-        Closing a transport only schedules the close of its pipe; a stop that returns at once
-        could leave the pipes open (and their file objects to the garbage collector) when the
-        event loop ends right after, as it does at daemon shutdown."""
-        pending = [p.lost for p in self._pipe_protocols if not p.lost.done()]
-        if pending:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await asyncio.gather(*pending)
-
-    def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Call :meth:`process_exited` on the loop once the process is gone (pidfd, else a thread)."""
-        proc = self.proc
-        assert proc is not None
-        pidfd_open = getattr(os, "pidfd_open", None)
-        if pidfd_open is not None:
-            try:
-                pidfd = pidfd_open(proc.pid)
-            except OSError:
-                pidfd = -1
-            if pidfd >= 0:
-
-                def readable() -> None:
-                    if proc.poll() is None:
-                        return
-                    loop.remove_reader(pidfd)
-                    os.close(pidfd)
-                    self.process_exited()
-
-                loop.add_reader(pidfd, readable)
-                return
-
-        def wait() -> None:
-            proc.wait()
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self.process_exited)
-
-        import threading
-
-        threading.Thread(target=wait, name=f"wait-{self.owner.name}", daemon=True).start()
-
-    def start_pings(self, interval: float, timeout: float) -> None:
-        """Ask ``plugin.ping`` every ``interval`` s; no answer within ``timeout`` s is a crash."""
-        if interval > 0 and self._pinger is None:
-            self._pinger = asyncio.get_running_loop().create_task(self._ping_loop(interval, timeout))
-
-    async def _ping_loop(self, interval: float, timeout: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            if not self.alive or self.owner.stopping:
-                return
-            try:
-                await self.peer.call("plugin.ping", None, timeout=timeout)
-            except RemoteError:
-                continue  # any answer is a sign of life (an older plugin says "unknown method")
-            except TimeoutError:
-                if self.alive and not self.owner.stopping:
-                    self.problem = self.problem or (
-                        f"did not answer plugin.ping within {timeout:g} s (its event loop is blocked, or it "
-                        "stopped reading stdin)"
-                    )
-                    self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
-                    self.kill()
-                return
-            except Exception:
-                return
-    @property
-    def pid(self) -> int:
-        return int(self.proc.pid) if self.proc is not None else 0
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and not self.exited.done()
-
-    def _write(self, data: bytes) -> None:
-        if self._batch is None or self._batch.transport.is_closing():
-            raise PeerClosed(PROCESS_EXITED)
-        self._batch.write(data)
-
-    def stderr(self, data: bytes) -> None:
-        data = self._partial + data
-        *lines, self._partial = data.split(b"\n")
-        if len(self._partial) > _STDERR_LINE_CAP:
-            lines.append(self._partial)
-            self._partial = b""
-        for raw in lines:
-            if len(raw) > _STDERR_LINE_CAP:
-                raw = raw[:_STDERR_LINE_CAP] + f"… ({len(raw) - _STDERR_LINE_CAP} more bytes cut)".encode()
-            line = raw.decode("utf-8", "replace").rstrip()
-            if line:
-                self.tail.append(line)
-                self._log_line(line)
-
-    def _drain_stderr(self) -> None:
-        """Read what the dead process left in its stderr pipe (its last words name the cause)."""
-        pipe = self._err.get_extra_info("pipe") if self._err is not None else None
-        if pipe is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            for _ in range(64):
-                data = os.read(pipe.fileno(), 65536)
-                if not data:
-                    break
-                self.stderr(data)
-        if self._partial:
-            self.stderr(b"\n")
-
-    def _log_line(self, line: str) -> None:
-        """Log one stderr line through the token bucket; a flood becomes one summary line."""
-        now = time.monotonic()
-        self._tokens = min(_STDERR_BURST, self._tokens + (now - self._refilled) * _STDERR_RATE)
-        self._refilled = now
-        if self._tokens < 1.0:
-            self._suppressed += 1
-            return
-        self._tokens -= 1.0
-        self.flush_suppressed()
-        self.log.info("%s", line)
-
-    def flush_suppressed(self) -> None:
-        if self._suppressed:
-            self.log.warning(
-                "plugin %s: %d stderr lines suppressed (more than %g lines/s)",
-                self.owner.name,
-                self._suppressed,
-                _STDERR_RATE,
-            )
-            self._suppressed = 0
-
-    def _garbage(self, line: bytes) -> None:
-        if self.problem:
-            return
-        self.problem = (
-            f"wrote non-protocol output to stdout ({line[:80]!r}); stdout is the protocol channel, "
-            "log to stderr instead"
-        )
-        self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
-        self.peer.close(PeerClosed(PROCESS_EXITED))
-        self.kill()
-
-    def stdout_closed(self) -> None:
-        # Usually the process is exiting; only a process that lives on without its protocol
-        # channel is killed (after a short grace, so its real exit status is reported).
-        if self._stdout_eof:
-            return
-        self._stdout_eof = True
-        if self.alive and not self.owner.stopping:
-            asyncio.get_running_loop().call_later(1.0, self._stdout_gone)
-
-    def _stdout_gone(self) -> None:
-        if self.alive and not self.owner.stopping:
-            self.problem = self.problem or "closed its stdout (the protocol channel) while still running"
-            self.kill()
-
-    def kill(self) -> None:
-        pid = self.pid
-        if pid:
-            self.kill_descendants()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    def kill_descendants(self) -> None:
-        """SIGKILL every process started from this plugin (not the plugin itself)."""
-        for pid in _descendants(self.pid, self.token):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-    def process_exited(self) -> None:
-        if self.exited.done() or self.proc is None:
-            return
-        code = self.proc.poll()
-        code = -1 if code is None else code
-        # Order matters: fail pending calls and let the owner detach *before* "exited" is
-        # signalled, so nothing waiting on it tears things down under a running handler.
-        self.peer.close(PeerClosed(PROCESS_EXITED))
-        if self._pinger is not None:
-            self._pinger.cancel()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)  # leftovers of the group (grandchildren)
-        self.kill_descendants()  # and those that left the group (setsid)
-        self._drain_stderr()
-        for transport in (self._stdin, self._reader, self._err):
-            if transport is not None:
-                transport.close()
-        self.flush_suppressed()
-        self.owner.on_exit(self, code)
-        self.exited.set_result(code)
 
 
 class RemoteCleaner:
@@ -592,7 +195,7 @@ class ProcPlugin:
         self.last_error = ""
         self.sdk: Any = None
         self.link: KernelLink | None = None
-        self.conn: _Connection | None = None
+        self.conn: Connection | None = None
         self._restart: asyncio.Task[None] | None = None
         self._generation = 0
         self._core = CoreMethods(self)
@@ -691,7 +294,7 @@ class ProcPlugin:
         self.stopping = False
         self._detach()  # what a crashed process left listed (its tools answered "not running")
         self.loop = asyncio.get_running_loop()
-        conn = _Connection(self, self.max_frame)
+        conn = Connection(self, self.max_frame)
         conn.peer.handlers.update(self._with_cleaners(self._core.handlers()))
         env = plugin_environment(os.environ, reveal_secrets="secrets" in self.capabilities)
         env.update({"HOMEAGENT_PLUGIN_NAME": self.name, "HOMEAGENT_PLUGIN_DIR": str(self.dir)})
@@ -833,7 +436,7 @@ class ProcPlugin:
         if self.link is not None:
             self.link.detach(self.name)
 
-    def on_exit(self, conn: _Connection, code: int) -> None:
+    def on_exit(self, conn: Connection, code: int) -> None:
         """Called by the connection once the process is gone (before ``exited`` is set)."""
         self.supervisor.exited(self.name)
         if conn is not self.conn or self.stopping:
