@@ -228,7 +228,7 @@ def _abandon(store: DocumentStore) -> None:
     """Drop a store without flushing anything (its background snapshot may finish)."""
     store._join_snapshot()
     store._closed = True
-    store._db.close()
+    store._sql.db.close()
 
 
 def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> None:
@@ -287,7 +287,7 @@ def _cold_first_query(path: Path, dim: int, query: str, runs: int = 3) -> float:
 
 def _top10_quality(store: DocumentStore, corpus: LocomoCorpus) -> dict[str, float]:
     """Lexical top 10 with the default budget vs exact BM25, on the LoCoMo questions."""
-    slot_of = store._slots_of(d.id for d in corpus.originals)
+    slot_of = store._sql.slots_of(d.id for d in corpus.originals)
     dia = {slot_of[d.id]: (d.meta["conversation"], d.meta["dia_id"]) for d in corpus.originals}
     overlap, recall_budget, recall_exact = [], [], []
     for stem, _, questions, _ in corpus.conversations:

@@ -236,6 +236,10 @@ class LexicalIndex:
         """Highest slot whose postings are in the base segment (what a snapshot covers)."""
         return self._base_top
 
+    def lengths(self, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Gram counts of ``slots`` (0 for slots not indexed)."""
+        return self._dl[slots].astype(np.int64)
+
     @property
     def delta_postings(self) -> int:
         """Postings waiting in the delta."""

@@ -167,7 +167,7 @@ async def test_kill_9_while_a_lexical_snapshot_is_written_loses_nothing(tmp_path
     contents = {d.content for d in store.all()}
     assert all(any(c.startswith(f"entry {i} ") for c in contents) for i in acked)
     # the index loaded from the snapshot plus the re-indexed tail equals a full rebuild
-    rows = store._db.execute("SELECT slot, lex, lex_len FROM documents ORDER BY slot").fetchall()
+    rows = store._sql.db.execute("SELECT slot, lex, lex_len FROM documents ORDER BY slot").fetchall()
     terms, buckets, counts = decode_many([r[1] for r in rows])
     rebuilt = LexicalIndex.build(
         np.array([r[0] for r in rows]), terms, buckets, counts, np.array([r[2] for r in rows])

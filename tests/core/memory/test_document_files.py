@@ -37,12 +37,12 @@ def docs(start: int, count: int) -> list[Document]:
 
 
 def sqlite_vectors(store: DocumentStore) -> dict[int, bytes]:
-    rows = store._db.execute("SELECT slot, vector FROM documents WHERE vec_model = ?", (store.fingerprint,))
+    rows = store._sql.db.execute("SELECT slot, vector FROM documents WHERE vec_model = ?", (store.fingerprint,))
     return {int(slot): bytes(blob) for slot, blob in rows}
 
 
 def dense_vectors(store: DocumentStore) -> dict[int, bytes]:
-    slots, matrix = store._dense_rows()
+    slots, matrix = store._dense.live_rows()
     assert len(set(slots.tolist())) == len(slots), "a document has two dense rows"
     return {int(s): matrix[i].astype(np.float32).tobytes() for i, s in enumerate(slots)}
 
@@ -60,17 +60,17 @@ async def test_reopening_maps_the_saved_vectors_and_reads_only_what_they_lack(tm
     assert len(saved.slots) == 39
 
     reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
-    assert len(reopened._base_slot) == 39 and reopened._n == 0  # every vector came from the file
+    assert len(reopened._dense.base_slot) == 39 and reopened._dense.n == 0  # every vector came from the file
     assert dense_vectors(reopened) == sqlite_vectors(reopened)
     # after the file was written: a delete and new documents, then no clean close
     reopened.delete([added[7].id])
     await reopened.add_many(docs(40, 5))
     want = await ranked(reopened, "pottery guitar note 42")
     reopened._join_snapshot()
-    reopened._db.close()
+    reopened._sql.db.close()
 
     again = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
-    assert again._n == 5  # only the five newer vectors were read from SQLite
+    assert again._dense.n == 5  # only the five newer vectors were read from SQLite
     assert dense_vectors(again) == sqlite_vectors(again)
     assert await ranked(again, "pottery guitar note 42") == want
     again.close()
@@ -175,24 +175,24 @@ async def test_kill_9_during_writes_leaves_files_that_agree_with_sqlite(tmp_path
     if store._verify_thread is not None:
         store._verify_thread.join(timeout=60)
     assert dense_vectors(store) == sqlite_vectors(store)
-    assert len(store) == store._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    assert len(store) == store._sql.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     mapped = await ranked(store, "entry 100 pottery guitar")
     store._join_snapshot()
-    store._db.close()
+    store._sql.db.close()
     for suffix in (".vec", ".lex"):
         (tmp_path / f"documents.db{suffix}").unlink()
     rebuilt = DocumentStore(tmp_path / "documents.db", FakeEmbedder(16))
-    assert rebuilt._base_slot.size == 0  # everything read from SQLite this time
+    assert rebuilt._dense.base_slot.size == 0  # everything read from SQLite this time
     assert await ranked(rebuilt, "entry 100 pottery guitar") == mapped
     rebuilt.close()
 
 
 async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_path, monkeypatch):
-    from homeagent_core.memory import vector_snapshot
+    from homeagent_core.memory import doc_ranking, vector_snapshot
 
     monkeypatch.setattr(vector_snapshot, "PROJECT_MIN_ROWS", 100)
     monkeypatch.setattr(vector_snapshot, "PROJECT_DIM", 8)
-    monkeypatch.setattr(DocumentStore, "_DENSE_PREFILTER", 30)
+    monkeypatch.setattr(doc_ranking, "DENSE_PREFILTER", 30)
     embedder = FakeEmbedder(32)
     store = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
     await store.add_many(docs(0, 300))
@@ -203,7 +203,7 @@ async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_
     assert np.allclose(saved.projected, np.asarray(saved.matrix) @ saved.projection, atol=1e-5)
 
     reopened = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
-    assert reopened._base_low is not None
+    assert reopened._dense.base_low is not None
     got = await ranked(reopened, "note 123: guitar yoga paint")
     assert got[0] == exact[0]
     # scores come from the full vectors: the best rows score as the exact search scores them
@@ -213,12 +213,12 @@ async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_
 
 def columns(store: DocumentStore) -> tuple[list[int], list[float], list[str], list[int]]:
     """The per-document numbers a store holds in memory, by slot (sources by name)."""
-    names = {code: name for name, code in store._source_codes.items()}
-    slots = np.flatnonzero(store._alive).tolist()
+    names = {code: name for name, code in store._table.source_codes.items()}
+    slots = np.flatnonzero(store._table.alive).tolist()
     return (
         slots,
-        store._created[slots].tolist(),
-        [names[int(c)] for c in store._source[slots]],
+        store._table.created[slots].tolist(),
+        [names[int(c)] for c in store._table.source[slots]],
         store._lex._dl[slots].astype(int).tolist(),
     )
 
@@ -239,7 +239,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
         ref = DocumentStore(tmp_path / "ref" / "d.db", embedder)  # no files beside it: every row read
         out = columns(ref)
         ref._closed = True
-        ref._db.close()
+        ref._sql.db.close()
         shutil.rmtree(tmp_path / "ref")
         return out
 
@@ -249,7 +249,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
     assert columns(reopened) == reference()
     # rows after the file are read from SQLite; a delete makes the file stale
     await reopened.add_many(docs(30, 4))
-    reopened._db.close()  # as after kill -9: nothing written beside the database
+    reopened._sql.db.close()  # as after kill -9: nothing written beside the database
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
         after_adds = DocumentStore(tmp_path / "d.db", embedder)
@@ -257,7 +257,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
     assert columns(after_adds) == reference()
     after_adds.delete([first[2].id])
     after_adds._join_snapshot()
-    after_adds._db.close()
+    after_adds._sql.db.close()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
         after_delete = DocumentStore(tmp_path / "d.db", embedder)

@@ -29,7 +29,7 @@ def docs(start: int, count: int) -> list[Document]:
 def crash(store: DocumentStore) -> None:
     """Leave the store as ``kill -9`` would: nothing flushed (a running snapshot may finish)."""
     store._join_snapshot()
-    store._db.close()
+    store._sql.db.close()
 
 
 async def ids(store: DocumentStore, query: str, k: int = 8) -> list[str]:
@@ -50,7 +50,7 @@ async def test_background_snapshot_lets_a_crashed_store_reindex_only_the_tail(
     store._join_snapshot()
     snapshot = tmp_path / "d.db.lex"
     assert snapshot.exists()
-    covered = store._snap_watermark
+    covered = store._files.watermark
     assert 0 < covered < 300
     await store.add_many(docs(300, 20))  # the tail: after the last snapshot
     await store.add("pottery marathon unique-tail-word", source="t")
@@ -129,7 +129,7 @@ async def test_a_snapshot_that_does_not_match_the_database_is_replaced_by_a_rebu
 async def test_a_damaged_term_blob_is_reported_with_a_way_out(tmp_path):
     store = DocumentStore(tmp_path / "d.db")
     await store.add_many(docs(0, 5))
-    store._db.execute("UPDATE documents SET lex = x'0102030405' WHERE slot = 3")
+    store._sql.db.execute("UPDATE documents SET lex = x'0102030405' WHERE slot = 3")
     crash(store)
     (tmp_path / "d.db.lex").unlink(missing_ok=True)
     with pytest.raises(MemoryStoreError, match="damaged, restore it"):
@@ -143,13 +143,13 @@ async def test_dense_rows_follow_deletes_and_reloads(tmp_path):
     added = await store.add_many(docs(0, 30))
     store.delete([added[3].id, added[29].id, added[0].id])
     assert store.stats()["dense_rows"] == 27
-    slots, matrix = store._dense_rows()
-    id_of = dict(store._db.execute("SELECT slot, id FROM documents").fetchall())
+    slots, matrix = store._dense.live_rows()
+    id_of = dict(store._sql.db.execute("SELECT slot, id FROM documents").fetchall())
     rows_by_id = {id_of[int(s)]: matrix[r] for r, s in enumerate(slots)}
     store.close()
     reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
     assert reopened.stats()["dense_rows"] == 27
-    slots, matrix = reopened._dense_rows()
+    slots, matrix = reopened._dense.live_rows()
     assert sorted(id_of[int(s)] for s in slots) == sorted(rows_by_id)
     for r, slot in enumerate(slots):
         assert np.array_equal(matrix[r], rows_by_id[id_of[int(slot)]])

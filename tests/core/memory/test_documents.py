@@ -97,11 +97,11 @@ async def test_store_reopened_without_snapshot_after_a_crash_rebuilds_the_index(
     store.delete([store.all()[0].id])
     before = [h.document.id for h in await store.query("pottery bowl support", 5, touch=False)]
     # no close(): the snapshot is older than the database, as after kill -9
-    store._db.close()
+    store._sql.db.close()
     reopened = DocumentStore(tmp_path / "documents.db")
     after = [h.document.id for h in await reopened.query("pottery bowl support", 5, touch=False)]
     assert after == before and extra.id in after
-    reopened._db.close()
+    reopened._sql.db.close()
     (tmp_path / "documents.db.lex").unlink()
     rebuilt = DocumentStore(tmp_path / "documents.db")
     assert [h.document.id for h in await rebuilt.query("pottery bowl support", 5, touch=False)] == before

@@ -1,0 +1,91 @@
+"""Fused ranking of the document store: dense + lexical scores, each normalised by its peak,
+then a share of conversation neighbours' scores.
+
+Documents of the same source written within the neighbour window of each other are turns of
+one conversation, and the turn next to a strong match is often the answer ("What did you
+paint?" / "A sunset."), so each document borrows ``neighbour_weight`` of its neighbours' fused
+scores (:class:`~homeagent_core.memory.time_order.TimeOrder`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from homeagent_sdk.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from homeagent_core.memory.doc_index import SlotTable
+    from homeagent_core.memory.doc_vectors import DenseRows
+    from homeagent_core.memory.lexical import LexicalIndex
+    from homeagent_core.memory.time_order import TimeOrder
+
+__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FusionWeights", "rank"]
+
+DENSE_CANDIDATES = 64
+"""The dense path's best documents, which also get exact lexical scores."""
+DENSE_PREFILTER = 512
+"""Rows of a projected vector base scored exactly (the projection's best)."""
+
+
+@dataclass(slots=True)
+class FusionWeights:
+    """How the paths are fused (see :class:`~homeagent_core.memory.documents.DocumentStore`)."""
+
+    dense: float = 0.5
+    lexical: float = 0.5
+    neighbour: float = 0.2
+
+
+def rank(
+    text: str,
+    top_k: int,
+    qvec: npt.NDArray[np.float32] | None,
+    *,
+    weights: FusionWeights,
+    table: SlotTable,
+    dense: DenseRows,
+    lex: LexicalIndex,
+    order: TimeOrder,
+) -> list[tuple[int, float]]:
+    """The ``top_k`` (slot, fused score) pairs for ``text`` (and its vector, when given), best first."""
+    cap = table.capacity
+    total = np.zeros(cap, dtype=np.float32)
+    expand = None
+    if weights.neighbour > 0:
+        order.ensure(table.alive, table.created, table.source)
+        expand = order.neighbours
+    best_dense: npt.NDArray[np.int64] | None = None
+    if qvec is not None and len(dense) and weights.dense > 0:
+        if qvec.shape != (dense.dim,):
+            raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {dense.dim}-d")
+        parts = dense.scores(qvec.astype(np.float32), DENSE_PREFILTER)
+        peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
+        if peak > 0:
+            scale = weights.dense / peak
+            for slots_part, scores in parts:  # one add per part: a slot is in a part once
+                total[slots_part] += scale * np.maximum(scores, 0.0)
+            dense_slots = np.concatenate([p[0] for p in parts])
+            scores_all = np.concatenate([p[1] for p in parts])
+            k = min(DENSE_CANDIDATES, len(scores_all))
+            rows = np.argpartition(-scores_all, k - 1)[:k] if k < len(scores_all) else np.arange(len(scores_all))
+            best_dense = dense_slots[rows[scores_all[rows] > 0]]
+    if weights.lexical > 0:
+        scores = lex.scores(text, candidates=best_dense, expand=expand)
+        peak = float(scores.max()) if len(scores) else 0.0
+        if peak > 0:
+            total[: len(scores)] += (weights.lexical / peak) * scores[:cap]
+    if weights.neighbour > 0:
+        total = order.smooth(total, weights.neighbour)
+    total *= table.alive
+    k = min(top_k, table.count)
+    if k <= 0:
+        return []
+    cand = np.argpartition(-total, k - 1)[:k] if k < cap else np.arange(cap)
+    cand = cand[total[cand] > 0]
+    best = np.lexsort((cand, -total[cand]))
+    return [(int(cand[i]), float(total[cand[i]])) for i in best[:k]]

@@ -1,0 +1,233 @@
+"""The document store's dense vectors: a mapped base matrix plus rows added since, and their scan.
+
+The base is the vector file beside the database (:mod:`homeagent_core.memory.vector_snapshot`),
+memory-mapped and never modified: a deleted or re-embedded document's base row is masked.
+Rows added since live in a growing in-memory matrix (a deleted one is swapped out). ``row_of``
+maps a slot to its row (base rows first), ``-1`` when the slot has no vector in the active space.
+
+A query scans the base's compact projected rows when the file has them and scores the best
+``prefilter`` of those with their full vectors; otherwise (small stores) every row exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from homeagent_core.memory.vector_snapshot import read_vectors, remove_partial, write_vectors
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+__all__ = ["DenseRows", "VectorParts"]
+
+log = logging.getLogger("homeagent_core.memory.documents")  # the store's log: one logger for its messages
+
+VectorParts = tuple[int, int, list[tuple[Any, Any]]]
+"""What a vector file would hold: the change counter it reflects, the watermark, (slots, rows) parts."""
+
+
+class _Rows:
+    """Rows ``index`` of a (mapped) matrix, sliced lazily so a writer copies them in chunks."""
+
+    def __init__(self, matrix: Any, index: npt.NDArray[np.int64]) -> None:
+        self.matrix, self.index = matrix, index
+
+    def __getitem__(self, part: slice) -> Any:
+        return self.matrix[self.index[part]]
+
+
+class DenseRows:
+    """Every live vector of the active space, by slot. Not thread-safe (the store's lock)."""
+
+    def __init__(self, dim: int, capacity: int) -> None:
+        self.dim = dim
+        width = max(dim, 1)
+        self.row_of = np.full(capacity, -1, dtype=np.int64)
+        self.base = np.zeros((0, width), dtype=np.float32)
+        self.base_slot = np.zeros(0, dtype=np.int64)
+        self.base_live = np.zeros(0, dtype=bool)
+        self.base_dead = 0
+        self.base_proj: npt.NDArray[np.float32] | None = None
+        self.base_low: npt.NDArray[np.float32] | None = None
+        self.rows = np.zeros((64, width), dtype=np.float32)
+        self.row_slot = np.zeros(64, dtype=np.int64)
+        self.n = 0
+        self.changes = 0
+        """Bumped by every change; compared with :attr:`saved_changes` to skip rewriting the file."""
+        self.saved_changes = -1
+
+    def __len__(self) -> int:
+        return len(self.base_slot) - self.base_dead + self.n
+
+    def grow(self, capacity: int) -> None:
+        """Make ``row_of`` cover slots below ``capacity``."""
+        if capacity > len(self.row_of):
+            self.row_of = np.concatenate([self.row_of, np.full(capacity - len(self.row_of), -1, dtype=np.int64)])
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(
+        self,
+        path: Path,
+        want: npt.NDArray[np.bool_],
+        *,
+        tag: str,
+        fingerprint: str,
+        max_slot: int,
+        read_missing: Callable[[Sequence[int]], list[tuple[int, bytes | None]]],
+    ) -> int:
+        """Map the saved vector matrix and read the vectors it lacks; returns how many are unusable.
+
+        ``want[slot]`` marks the documents stored with a vector of the active space. A row of
+        the file is used only if its document is still so stored (vectors of one space never
+        change, so such a row equals the database's); the file must name this store, the
+        active space and no slot the database never issued. Anything else (a missing, foreign
+        or outdated file) costs reading those vectors through ``read_missing``.
+        """
+        try:
+            if remove_partial(path):
+                log.info("%s: removed a partial vector file", path)
+        except OSError as exc:
+            log.warning("%s: cannot remove a partial vector file: %s", path, exc)
+        have = np.zeros(len(want), dtype=bool)
+        if path.exists():
+            try:
+                vf = read_vectors(path)
+                problem = ""
+                if vf.tag != tag:
+                    problem = "it belongs to another store"
+                elif vf.fingerprint != fingerprint or vf.dim != self.dim:
+                    problem = f"it holds the space {vf.fingerprint!r}, not {fingerprint!r}"
+                elif vf.watermark > max_slot:
+                    problem = "it is newer than the database"
+                if problem:
+                    raise ValueError(f"{path}: {problem}")
+            except ValueError as exc:
+                log.info("not using the vector file: %s", exc)
+            else:
+                inside = vf.slots < len(want)
+                live = np.zeros(len(vf.slots), dtype=bool)
+                live[inside] = want[vf.slots[inside]]
+                self.base, self.base_slot, self.base_live = vf.matrix, vf.slots, live
+                self.base_proj, self.base_low = vf.projection, vf.projected
+                self.base_dead = int(len(live) - live.sum())
+                self.row_of[vf.slots[live]] = np.flatnonzero(live)
+                have[vf.slots[live]] = True
+                self.saved_changes = 0
+        need = np.flatnonzero(want & ~have)
+        size = 4 * self.dim
+        bad = 0
+        for start in range(0, len(need), 4096):
+            part = need[start : start + 4096].tolist()
+            found = [(slot, blob) for slot, blob in read_missing(part) if blob is not None and len(blob) == size]
+            bad += len(part) - len(found)
+            if found:
+                matrix = np.frombuffer(b"".join(b for _, b in found), dtype=np.float32).reshape(-1, self.dim)
+                self.append(np.asarray([f[0] for f in found], dtype=np.int64), matrix)
+        if len(need):
+            self.saved_changes = -1
+        return bad
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def append(self, slots: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Add rows for ``slots`` to the in-memory part (after the mapped base rows)."""
+        need = self.n + len(slots)
+        if need > len(self.rows):
+            size = max(64, need + need // 4)
+            rows = np.zeros((size, self.rows.shape[1]), dtype=np.float32)
+            rows[: self.n] = self.rows[: self.n]
+            row_slot = np.zeros(size, dtype=np.int64)
+            row_slot[: self.n] = self.row_slot[: self.n]
+            self.rows, self.row_slot = rows, row_slot
+        self.rows[self.n : need] = vectors
+        self.row_slot[self.n : need] = slots
+        self.row_of[slots] = len(self.base_slot) + np.arange(self.n, need, dtype=np.int64)
+        self.n = need
+        self.changes += 1
+
+    def drop(self, slot: int) -> None:
+        """Forget ``slot``'s row: a mapped row is masked, an in-memory one swapped out."""
+        row = int(self.row_of[slot])
+        if row < 0:
+            return
+        self.row_of[slot] = -1
+        self.changes += 1
+        nb = len(self.base_slot)
+        if row < nb:
+            self.base_live[row] = False
+            self.base_dead += 1
+            return
+        row -= nb
+        last = self.n - 1
+        if row != last:
+            moved = int(self.row_slot[last])
+            self.rows[row] = self.rows[last]
+            self.row_slot[row] = moved
+            self.row_of[moved] = nb + row
+        self.n = last
+
+    def live_rows(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Every live row: slots and a copy of their vectors (mapped rows first)."""
+        live = np.flatnonzero(self.base_live)
+        return (
+            np.concatenate([self.base_slot[live], self.row_slot[: self.n]]),
+            np.concatenate([np.asarray(self.base[live]), self.rows[: self.n]]),
+        )
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def scores(
+        self, q: npt.NDArray[np.float32], prefilter: int
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
+        """Cosine scores as (slots, scores) parts; each live slot in at most one part.
+
+        A projected base larger than ``prefilter`` rows contributes only the best ``prefilter``
+        rows of the projected scan, scored with their full vectors.
+        """
+        parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = []
+        nb = len(self.base_slot)
+        if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
+            low = self.base_low @ (q @ self.base_proj)
+            cand = np.argpartition(-low, prefilter - 1)[:prefilter]
+            cand = np.sort(cand[self.base_live[cand]])
+            parts.append((self.base_slot[cand], self.base[cand] @ q))
+        elif nb:
+            base = self.base @ q
+            if self.base_dead:
+                base *= self.base_live
+            parts.append((self.base_slot, base))
+        if self.n:
+            parts.append((self.row_slot[: self.n], self.rows[: self.n] @ q))
+        return parts
+
+    # -- the file --------------------------------------------------------------------------
+
+    def parts(self, watermark: int) -> VectorParts | None:
+        """What the vector file would hold now (``None`` when it is current).
+
+        The mapped base is never modified and the in-memory rows are copied, so a writer
+        thread can save them while the store keeps changing.
+        """
+        if self.saved_changes == self.changes:
+            return None
+        live = np.flatnonzero(self.base_live)
+        parts: list[tuple[Any, Any]] = []
+        if len(live):
+            whole = len(live) == len(self.base_slot)
+            parts.append((self.base_slot[live], self.base if whole else _Rows(self.base, live)))
+        if self.n:
+            parts.append((self.row_slot[: self.n].copy(), self.rows[: self.n].copy()))
+        return self.changes, watermark, parts
+
+    @staticmethod
+    def save(path: Path, parts: VectorParts, *, tag: str, fingerprint: str, dim: int) -> int:
+        """Write ``parts`` to the vector file ``path``; returns the change counter it reflects."""
+        changes, watermark, chunks = parts
+        write_vectors(path, tag=tag, fingerprint=fingerprint, dim=dim, watermark=watermark, parts=chunks)
+        return changes
