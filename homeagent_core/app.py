@@ -30,9 +30,14 @@ from homeagent_sdk.embeddings import EmbeddingProvider
 from homeagent_sdk.errors import PluginValidationError
 from homeagent_sdk.types import Event
 
-__all__ = ["App", "configure_logging"]
+__all__ = ["MEMORY_PLUGINS", "App", "configure_logging"]
 
 log = logging.getLogger(__name__)
+
+#: Core plugins registered whenever memory is on, whatever the list of built-ins says: they
+#: contribute memory's tools and heartbeats. Disabling ``memory`` (the first) runs the agent
+#: without memory, and so without the others.
+MEMORY_PLUGINS: tuple[str, ...] = ("homeagent_core.memory.plugin", "homeagent_core.knowledge_tools")
 
 
 def configure_logging(data_dir: Path | None, level: str = "info") -> None:
@@ -82,12 +87,18 @@ class App:
             block=[*block, *self.config.disabled_plugins()],
         )
         self.supervisor: Any = None
+        if memory:
+            for module_path in MEMORY_PLUGINS:
+                if module_path != MEMORY_PLUGINS[0] and self.host.pm.get_plugin("memory") is None:
+                    break  # the other core plugins work on what memory opens
+                self.host.load_module(module_path, kind="core")
         if local_plugins:
             self._discover_local_plugins()
         self.overrides = dict(overrides or {})
         self.provider: Any = provider
         self.memory: Any = None
-        self.with_memory = memory
+        # Memory runs only with its plugin: HOMEAGENT_DISABLE_PLUGINS=memory turns all of it off.
+        self.with_memory = memory and self.host.pm.get_plugin("memory") is not None
         self.embedder = embedder
         self.kernel: Kernel | None = None
         self.services = Services(
@@ -192,6 +203,7 @@ class App:
         self.services.conversation_log = self.memory.textlog
         self.services.media = MediaFacade(self.memory)
         self.services.media_store = self.memory.media
+        self.services.memory_system = self.memory
         self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
 
     def _build_kernel(self) -> Kernel:
@@ -213,11 +225,12 @@ class App:
     def sdk_for(self, name: str) -> ScopedSDK:
         info = self.host.info(name)
         kind = info.kind if info is not None else ""
-        # Built-ins and the core's own wrappers of Lua/skill/out-of-process plugins get the
-        # privileged services (the wrapped code itself stays sandboxed); everything that is
-        # not a built-in is clamped to interrupt level L3.
-        privileged = kind in ("builtin", "lua", "skill", "proc")
-        return ScopedSDK.for_plugin(name, self.services, privileged=privileged, external=kind != "builtin")
+        # Built-ins, the core plugins (memory, knowledge) and the core's own wrappers of
+        # Lua/skill/out-of-process plugins get the privileged services (the wrapped code itself
+        # stays sandboxed); everything that is not built in is clamped to interrupt level L3.
+        privileged = kind in ("builtin", "core", "lua", "skill", "proc")
+        external = kind not in ("builtin", "core")
+        return ScopedSDK.for_plugin(name, self.services, privileged=privileged, external=external)
 
     async def start(self) -> None:
         """Declare settings, start every plugin, subscribe ``on_event`` impls."""
@@ -233,8 +246,6 @@ class App:
         self.services.kernel = self.kernel
         self.services.llm = LLMFacade(self.provider)
         await self.kernel.start()
-        if self.memory is not None:
-            self.memory.attach(self.kernel, self.config)
         await self.host.startup(self.sdk_for)
         for handler in self.host.event_handlers():
             self._unsubscribe.append(self.bus.subscribe(self._deliverer(handler), label=handler.plugin_name))

@@ -5,6 +5,7 @@ tool registry and the out-of-process child runtime: the description comes from t
 (Google ``Args:`` or Sphinx ``:param:`` entries describe the parameters), one property per
 parameter from its annotation (``Annotated``, ``Literal``, ``Enum``, unions, sequences and
 mappings included), required parameters are those without a default.
+:func:`tool_from_function` wraps that into a :class:`~homeagent_sdk.types.ToolDef`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from homeagent_sdk.errors import UsageError
+from homeagent_sdk.types import ToolDef, ToolOptions
 
-__all__ = ["function_schema", "type_schema"]
+__all__ = ["TOOL_NAME_RE", "check_tool_name", "function_schema", "tool_from_function", "type_schema"]
+
+#: What LLM APIs accept as a function name.
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def _doc_sections(doc: str) -> tuple[str, dict[str, str]]:
@@ -177,9 +182,40 @@ def function_schema(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, A
         elif param.default is not None and _jsonable(param.default):
             schema["default"] = param.default.value if isinstance(param.default, enum.Enum) else param.default
         properties[param.name] = schema
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = required
+    parameters: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
     if not extra_allowed:
         parameters["additionalProperties"] = False
     return doc_desc or name, parameters
+
+
+def check_tool_name(name: str, plugin: str = "") -> None:
+    """Refuse a name LLM APIs do not accept.
+
+    Raises:
+        UsageError: the name is not 1-64 characters from a-z, A-Z, 0-9, '_' and '-'.
+    """
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        owner = f" of plugin {plugin!r}" if plugin else ""
+        raise UsageError(f"tool name {name!r}{owner} is invalid: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'")
+
+
+def tool_from_function(fn: Callable[..., Any], *, plugin: str = "", **options: Unpack[ToolOptions]) -> ToolDef:
+    """Build a :class:`ToolDef` from a typed function (sync or ``async def``).
+
+    Raises:
+        UsageError: a lambda without ``name``, an invalid tool name, a positional-only
+            parameter, or an annotation without a JSON equivalent.
+    """
+    fn_name = getattr(fn, "__name__", "")
+    name = options.get("name")
+    if name is None:
+        if not fn_name or fn_name == "<lambda>":
+            raise UsageError(
+                "a lambda (or a callable without __name__) cannot name a tool: pass name='...' "
+                "to registry.add(), e.g. registry.add(lambda x: x, name='echo')"
+            )
+        name = fn_name
+    check_tool_name(name, plugin)
+    description_from_doc, parameters = function_schema(fn, name)
+    tool = ToolDef(name=name, description=description_from_doc, parameters=parameters, plugin=plugin, handler=fn)
+    return tool.with_options(options)

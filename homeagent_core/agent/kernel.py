@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload, runtime_checkable
@@ -291,10 +291,6 @@ class Kernel:
         """Remove every tool and channel of ``name`` (before a reload, or after a crash)."""
         self.channels.remove_plugin(name)
         return self.tools.remove_plugin(name)
-
-    def add_tools(self, plugin: str, tools: Iterable[ToolDef | Callable[..., Any]]) -> list[ToolDef]:
-        """Register tools on behalf of ``plugin`` (kernel-side memory tools and the like)."""
-        return [self.tools.add(t, plugin=plugin) for t in tools]
 
     # ------------------------------------------------------------------ kernel tools
 

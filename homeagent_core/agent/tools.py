@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import re
 import time
 import typing
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -23,7 +22,8 @@ from typing import Any, Unpack
 from homeagent_core.agent.arguments import describe_value, is_loaded, load_validator, validate_arguments
 from homeagent_core.aio import call_maybe_async
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
-from homeagent_sdk.schema import function_schema
+from homeagent_sdk.schema import TOOL_NAME_RE, tool_from_function
+from homeagent_sdk.schema import check_tool_name as _check_name
 from homeagent_sdk.types import ToolCall, ToolDef, ToolOptions, ToolResult
 
 __all__ = [
@@ -37,38 +37,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: What LLM APIs accept as a function name.
-TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
 _MAX_RESULT_LOG = 200
-
-
-def tool_from_function(fn: Callable[..., Any], *, plugin: str = "", **options: Unpack[ToolOptions]) -> ToolDef:
-    """Build a :class:`ToolDef` from a typed function (sync or ``async def``).
-
-    Raises:
-        UsageError: a lambda without ``name``, an invalid tool name, a positional-only
-            parameter, or an annotation without a JSON equivalent.
-    """
-    fn_name = getattr(fn, "__name__", "")
-    name = options.get("name")
-    if name is None:
-        if not fn_name or fn_name == "<lambda>":
-            raise UsageError(
-                "a lambda (or a callable without __name__) cannot name a tool: pass name='...' "
-                "to registry.add(), e.g. registry.add(lambda x: x, name='echo')"
-            )
-        name = fn_name
-    _check_name(name, plugin)
-    description_from_doc, parameters = function_schema(fn, name)
-    tool = ToolDef(name=name, description=description_from_doc, parameters=parameters, plugin=plugin, handler=fn)
-    return tool.with_options(options)
-
-
-def _check_name(name: str, plugin: str) -> None:
-    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
-        owner = f" of plugin {plugin!r}" if plugin else ""
-        raise UsageError(f"tool name {name!r}{owner} is invalid: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'")
 
 
 # --------------------------------------------------------------------------- validation

@@ -569,7 +569,8 @@ class CliSocket:
             await remove_installed(self._services(), name)
         except PackageError as exc:
             info = self._host().info(name)
-            if exc.to_dict().get("error") == "plugin not found" and info is not None and info.kind == "builtin":
+            built_in = info is not None and info.kind in ("builtin", "core")
+            if exc.to_dict().get("error") == "plugin not found" and built_in:
                 raise HomeAgentError(
                     f"{name} is built in, not an installed package (built-in plugins cannot be removed; "
                     f"/plugin disable {name} instead)"

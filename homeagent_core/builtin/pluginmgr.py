@@ -262,7 +262,7 @@ class PluginMgr:
             await asyncio.to_thread(skills.reload)
             return _json({"status": "rescanned", "name": name, "kind": "skill",
                           "skills": sorted(getattr(skills.index, "skills", {}))})
-        if info.kind == "builtin":
+        if info.kind in ("builtin", "core"):
             raise ToolError(
                 f"{info.name} is a built-in plugin: its code ships with the installed homeagent package and is "
                 "loaded once per process, so it cannot be reloaded while running. Its settings apply without a "

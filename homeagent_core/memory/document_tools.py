@@ -1,5 +1,8 @@
 """Model-facing tools of the document layer: ``doc_query`` and ``doc_commit``.
 
+:class:`DocumentTools` holds them as typed methods (the memory plugin registers them through
+``register_tools``); :func:`document_tools` turns them into ``ToolDef`` objects.
+
 ``memory_document_query`` is the same tool under the original system's name.
 
 ``doc_query`` consumes: each hit is returned, deleted from the store, and re-inserted into the
@@ -16,37 +19,72 @@ already archived to the store, so every document is found exactly once after a r
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from homeagent_core.memory.context import ContextEvent
 from homeagent_sdk.errors import ToolError, UsageError
-from homeagent_sdk.types import ToolDef
+from homeagent_sdk.schema import tool_from_function
+from homeagent_sdk.types import ToolDef, ToolOptions
 
 if TYPE_CHECKING:
     from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.documents import DocumentStore
 
-__all__ = ["document_tools", "settle_moves"]
+__all__ = ["DOCUMENT_TOOLS", "DocumentTools", "document_tools", "settle_moves"]
 
 log = logging.getLogger(__name__)
 
 MAX_TOP_K = 20
 MAX_CONTENT = 20_000
+ALIAS_DESCRIPTION = (
+    "Alias of doc_query (the original's name): Search long-term document memory (archived conversation "
+    "and notes). Matching documents are returned and moved back into the conversation at their original time."
+)
+
+#: The store and (for re-insertion; None: documents are only consumed) the working context.
+DocBinding = tuple["DocumentStore", "RelevanceContext | None"]
 
 
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
-def document_tools(
-    store: DocumentStore, context: RelevanceContext | None = None, *, plugin: str = "core"
-) -> list[ToolDef]:
-    """``doc_query`` and ``doc_commit`` bound to ``store`` (and ``context`` for re-insertion)."""
+#: The document tools in the order the model sees them: (method, ``registry.add`` options).
+DOCUMENT_TOOLS: tuple[tuple[str, ToolOptions], ...] = (
+    ("doc_query", {}),
+    ("doc_commit", {}),
+    ("doc_query", {"name": "memory_document_query", "description": ALIAS_DESCRIPTION}),
+)
 
-    async def doc_query(query: str, top_k: int = 3) -> dict[str, Any]:
+
+class DocumentTools:
+    """``doc_query`` and ``doc_commit`` as typed methods over a store (and a context for re-insertion).
+
+    ``binding`` is ``(store, context)`` or a function returning it when a tool runs (the memory
+    plugin registers its tools before memory is handed to it).
+    """
+
+    def __init__(self, binding: DocBinding | Callable[[], DocBinding]) -> None:
+        self._binding = binding
+
+    @property
+    def bound(self) -> DocBinding:
+        return self._binding if isinstance(self._binding, tuple) else self._binding()
+
+    def tool_defs(self, *, plugin: str = "core") -> list[ToolDef]:
+        """The tools as :class:`ToolDef` objects (schemas from the signatures)."""
+        return [tool_from_function(getattr(self, n), plugin=plugin, **o) for n, o in DOCUMENT_TOOLS]
+
+    async def doc_query(
+        self,
+        query: Annotated[str, "what to look for"],
+        top_k: Annotated[int, {"minimum": 1, "maximum": MAX_TOP_K}, "how many documents to bring back"] = 3,
+    ) -> dict[str, Any]:
+        """Search long-term document memory (archived conversation and notes). Matching documents are returned and moved back into the conversation at their original time."""  # noqa: E501
+        store, context = self.bound
         if not isinstance(query, str) or not query.strip():
             raise ToolError("doc_query: 'query' must be a non-empty string describing what to find")
         if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
@@ -89,7 +127,14 @@ def document_tools(
             else "no matching documents",
         }
 
-    async def doc_commit(content: str, title: str = "", media_digests: list[str] | None = None) -> dict[str, Any]:
+    async def doc_commit(
+        self,
+        content: Annotated[str, "the text to remember"],
+        title: Annotated[str | None, "optional short title"] = None,
+        media_digests: Annotated[list[str] | None, "digests of stored media this note refers to"] = None,
+    ) -> dict[str, Any]:
+        """Store a note in long-term document memory for later doc_query."""
+        store, _context = self.bound
         if not isinstance(content, str) or not content.strip():
             raise ToolError("doc_commit: 'content' must be non-empty text to store")
         if len(content) > MAX_CONTENT:
@@ -106,61 +151,12 @@ def document_tools(
             raise ToolError(f"doc_commit: {exc}") from exc
         return {"stored": True, "id": doc.id, "time": _when(doc.created_at)}
 
-    tools = [
-        ToolDef(
-            name="doc_query",
-            description=(
-                "Search long-term document memory (archived conversation and notes). Matching "
-                "documents are returned and moved back into the conversation at their original time."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "what to look for"},
-                    "top_k": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_TOP_K,
-                        "default": 3,
-                        "description": "how many documents to bring back",
-                    },
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-            plugin=plugin,
-            handler=doc_query,
-        ),
-        ToolDef(
-            name="doc_commit",
-            description="Store a note in long-term document memory for later doc_query.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "content": {"type": "string", "description": "the text to remember"},
-                    "title": {"type": "string", "description": "optional short title"},
-                    "media_digests": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "digests of stored media this note refers to",
-                    },
-                },
-                "required": ["content"],
-                "additionalProperties": False,
-            },
-            plugin=plugin,
-            handler=doc_commit,
-        ),
-    ]
-    query = tools[0]
-    tools.append(
-        dataclasses.replace(
-            query,
-            name="memory_document_query",
-            description="Alias of doc_query (the original's name): " + query.description,
-        )
-    )
-    return tools
+
+def document_tools(
+    store: DocumentStore, context: RelevanceContext | None = None, *, plugin: str = "core"
+) -> list[ToolDef]:
+    """``doc_query``, ``doc_commit`` and the alias ``memory_document_query`` bound to ``store`` (and ``context``)."""
+    return DocumentTools((store, context)).tool_defs(plugin=plugin)
 
 
 def settle_moves(context: RelevanceContext, store: DocumentStore) -> tuple[int, int]:

@@ -3,7 +3,8 @@
 :class:`MemorySystem` owns the embedding tiers, the media store, the graph (with its social
 layer, recall indexer and rule distiller), the document store, the working context, the
 conversation log and the knowledge base. It implements the kernel's ``TurnMemory`` protocol
-(the points of a turn where memory is written or read) and starts the heartbeats.
+(the points of a turn where memory is written or read); the app opens it and hands it to the
+kernel. Its tools and heartbeats belong to the ``memory`` plugin (``memory/plugin.py``).
 
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
 so an input that was answered is never lost; the context is saved debounced and flushed on
@@ -21,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from homeagent_core.memory.distill import RuleDistiller
     from homeagent_core.memory.documents import DocumentStore
     from homeagent_core.memory.graph import GraphStore
-    from homeagent_core.memory.heartbeat import Heartbeat
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.media import MediaStore
     from homeagent_core.memory.scratch import ScratchMemory
@@ -44,15 +44,12 @@ if TYPE_CHECKING:
     from homeagent_core.memory.textlog import TextLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["MemoryHost", "MemorySystem", "embedding_tier_config"]
+__all__ = ["MemoryHost", "MemorySystem", "ResidentMemorySeam", "ToolLookup", "embedding_tier_config"]
 
 log = logging.getLogger(__name__)
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
-RULE_DISTILL_INTERVAL_S = 600.0
-ANALYTICS_INTERVAL_S = 600.0
-"""How often entity salience is recomputed (and once at start-up), in a worker thread."""
 
 
 class ToolLookup(Protocol):
@@ -61,26 +58,15 @@ class ToolLookup(Protocol):
     def get(self, name: str) -> ToolDef | None: ...
 
 
-class ChatModel(Protocol):
-    """One non-streaming model call in the unified request/response shape."""
-
-    async def chat(self, request: dict[str, Any]) -> dict[str, Any]: ...
-
-
 class MemoryHost(Protocol):
-    """What memory needs from the agent that runs it (the kernel satisfies this).
+    """What the memory plugin needs from the agent that runs it (the kernel satisfies this).
 
-    Memory never imports the kernel: it registers its tools, asks the model and queues
-    consolidation input through this narrow seam.
+    Memory never imports the kernel: it looks up tool definitions, queues consolidation input
+    and equips residents through this narrow seam (the model is asked through ``sdk.llm``).
     """
 
     @property
     def tools(self) -> ToolLookup: ...
-
-    @property
-    def provider(self) -> ChatModel: ...
-
-    def add_tools(self, plugin: str, tools: Iterable[ToolDef | Callable[..., Any]]) -> list[ToolDef]: ...
 
     def submit_self_input(self, text: str) -> Awaitable[Any]: ...
 
@@ -128,10 +114,10 @@ class MemorySystem:
     textlog: TextLog
     knowledge: KnowledgeBase
     distiller: RuleDistiller
-    heartbeats: list[Heartbeat] = field(default_factory=list)
+    #: Tool definitions, which decide how each tool's output is remembered (set by the memory plugin).
+    tool_lookup: ToolLookup | None = None
     _current: dict[int, str] = field(default_factory=dict)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
-    _tools: ToolLookup | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -212,65 +198,10 @@ class MemorySystem:
             distiller=distiller,
         )
 
-    def attach(self, kernel: MemoryHost, config: ConfigStore) -> None:
-        """Register the memory tools with the kernel and start the heartbeats."""
-        self._tools = kernel.tools  # tool definitions decide how their outputs are remembered
-        from homeagent_core.knowledge_tools import knowledge_tools
-        from homeagent_core.memory.document_tools import document_tools
-        from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
-        from homeagent_core.memory.tools import memory_tools
-
-        def resolve_digest(ref: str) -> str | None:
-            try:
-                return self.media.resolve(ref)
-            except Exception:
-                return None
-
-        kernel.add_tools(
-            "memory",
-            memory_tools(
-                self.graph,
-                self.social,
-                self.indexer,
-                resolve_digest=resolve_digest,
-                text_purge=lambda contains: self.textlog.purge(contains=contains),
-                text_replace=self.textlog.edit,
-            ),
-        )
-        kernel.add_tools("memory", document_tools(self.documents, self.context, plugin="memory"))
-        kernel.add_tools("knowledge", knowledge_tools(self.knowledge, plugin="knowledge"))
-        self._attach_residents(kernel)
-
-        async def ask_llm(prompt: str) -> str:
-            response = await kernel.provider.chat(
-                {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2048, "temperature": 0.2}
-            )
-            return str(response.get("content", ""))
-
-        async def submit_self_input(text: str) -> None:
-            await kernel.submit_self_input(text)
-
-        async def distill_context() -> int:
-            pruned = await self.context.prune("")
-            return len(pruned)
-
-        get = config.get
-        self.heartbeats = [
-            Heartbeat("distill", get("core.agent.distill_interval"), distill_context),
-            Heartbeat("rules", RULE_DISTILL_INTERVAL_S, self.distiller.adistill_once),
-            Heartbeat("archive", get("core.agent.archive_interval"), ArchiveJob(self.graph, _ColdDocs(self), ask_llm)),
-            Heartbeat("merge", get("core.agent.merge_interval"), MergeJob(self.graph, submit_self_input)),
-            Heartbeat("review", get("core.agent.review_interval"), ReviewJob(self.graph, ask_llm)),
-            Heartbeat(
-                "analytics",
-                ANALYTICS_INTERVAL_S,
-                lambda: asyncio.to_thread(self.graph.analytics.refresh),
-                run_at_start=True,
-            ),
-        ]
-        for heartbeat in self.heartbeats:
-            heartbeat.start()
-        self._reembed_task = asyncio.get_running_loop().create_task(self.reembed_stale(), name="memory-reembed")
+    def start_reembedding(self) -> None:
+        """Start :meth:`reembed_stale` in the background (cancelled by :meth:`aclose`)."""
+        if self._reembed_task is None:
+            self._reembed_task = asyncio.get_running_loop().create_task(self.reembed_stale(), name="memory-reembed")
 
     async def reembed_stale(self) -> dict[str, int]:
         """Re-embed rows stored in another embedding space (after a model change), in batches.
@@ -290,9 +221,7 @@ class MemorySystem:
         return done
 
     async def aclose(self) -> None:
-        """Stop heartbeats, flush everything pending, close every store."""
-        for heartbeat in self.heartbeats:
-            await heartbeat.stop()
+        """Stop the re-embedding, flush everything pending, close every store."""
         if self._reembed_task is not None and not self._reembed_task.done():
             self._reembed_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -310,18 +239,6 @@ class MemorySystem:
     @staticmethod
     def _remembered(ctx: StageContext) -> bool:
         return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
-
-    def _attach_residents(self, kernel: MemoryHost) -> None:
-        """Residents get scratch graphs (same embedding space); ``reclaim`` commits into the main graph."""
-        from homeagent_core.memory.scratch import ScratchMemory
-
-        embedder = self.tiers.provider
-
-        async def reclaim(triples: list[Triple]) -> int:
-            result = await self.graph.acommit(triples, "resident")
-            return result.added + result.refreshed
-
-        kernel.residents.use_memory(lambda folder: ScratchMemory(folder / "graph.db", embedder=embedder), reclaim)
 
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
@@ -390,7 +307,7 @@ class MemorySystem:
         outputs = []
         summaries: list[dict[str, Any]] = []
         for result in ctx.tool_results:
-            tool = self._tools.get(result.name) if self._tools is not None else None
+            tool = self.tool_lookup.get(result.name) if self.tool_lookup is not None else None
             no_memory = bool(tool and tool.no_memory)
             summaries.append({"name": result.name, "success": result.success,
                               **({} if no_memory else {"result": result.result[:500]})})
@@ -478,22 +395,3 @@ async def _replay_log_tail(context: RelevanceContext, textlog: TextLog) -> int:
         log.info("memory: %d recent turn(s) restored to the working context from the conversation log", len(records))
         await context.save_now()
     return len(records)
-
-
-@dataclass
-class _ColdDocs:
-    """The document store as the archive heartbeat sees it."""
-
-    memory: MemorySystem
-
-    async def cold_documents(self, older_than_s: float, max_reads: int, limit: int) -> list[Any]:
-        docs = await asyncio.to_thread(
-            self.memory.documents.find_cold, older_than=older_than_s, max_reads=max_reads, limit=limit
-        )
-        return [d.to_doc() for d in docs]
-
-    async def remove_document(self, doc_id: str) -> None:
-        await asyncio.to_thread(self.memory.documents.delete, [doc_id])
-
-    async def defer_document(self, doc_id: str) -> None:
-        await asyncio.to_thread(self.memory.documents.touch, [doc_id])

@@ -1,10 +1,12 @@
 """Graph-memory and social tools the model can call (``memory_*`` and ``person_*``).
 
-:func:`memory_tools` returns :class:`~homeagent_sdk.types.ToolDef` objects with JSON schemas;
-the kernel registers them. Handlers take the arguments as keyword arguments, re-check them
-(the model may send anything), run store writes off the event loop and return JSON-able
-dicts. Every refusal is a :class:`~homeagent_sdk.errors.ToolError` whose message says what was
-wrong and what to do instead.
+:class:`GraphTools` holds them as typed methods: the memory plugin registers them through
+``register_tools`` (their JSON schemas come from the signatures, like every tool's), and
+:func:`memory_tools` turns them into :class:`~homeagent_sdk.types.ToolDef` objects for a
+resident's scratch graph and the MCP server. Handlers take the arguments as keyword arguments,
+re-check them (the model may send anything), run store writes off the event loop and return
+JSON-able dicts. Every refusal is a :class:`~homeagent_sdk.errors.ToolError` whose message says
+what was wrong and what to do instead.
 
 Media: the model passes only digests (full or a unique prefix, e.g. 12 hex characters) in
 ``media_digests``; ``resolve_digest`` (the media store's resolver, plugged in by the kernel)
@@ -17,19 +19,21 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from homeagent_core.memory.distill import DEFAULT_SUBJECT
 from homeagent_core.memory.graph import PURGE_CRITERIA
 from homeagent_sdk.errors import HomeAgentError, MemoryStoreError, ToolError
-from homeagent_sdk.types import ToolDef, Triple
+from homeagent_sdk.schema import tool_from_function
+from homeagent_sdk.types import ToolDef, ToolOptions, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.social import SocialGraph
 
-__all__ = ["memory_tools"]
+__all__ = ["GRAPH_TOOLS", "GraphBinding", "GraphTools", "memory_tools"]
 
 MAX_TRIPLES = 50
 _SPLIT = re.compile(r"[,，、;；\n]+")
@@ -49,13 +53,27 @@ _TRIPLE_SCHEMA: dict[str, Any] = {
 }
 
 
-def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required or [],
-        "additionalProperties": False,
-    }
+def _range(lo: int, hi: int) -> dict[str, Any]:
+    return {"minimum": lo, "maximum": hi}
+
+
+_CRITERIA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "all given criteria must match",
+    "properties": {
+        key: {"type": "number" if key in ("before", "max_confidence") else "string", "description": desc}
+        for key, desc in PURGE_CRITERIA.items()
+    },
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+_SIMPLE_TRIPLE: dict[str, Any] = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in ("subject", "relation", "object")},
+    "required": ["subject", "relation", "object"],
+}
+_TRIPLES = {"items": _TRIPLE_SCHEMA, "minItems": 1, "maxItems": MAX_TRIPLES}
+Depth = Annotated[int, _range(1, 4)]
 
 
 def _text(value: Any, name: str, *, required: bool = True) -> str:
@@ -102,47 +120,94 @@ def _not_applied(action: str, step: str, exc: BaseException) -> str:
     )
 
 
-def memory_tools(
-    graph: GraphStore,
-    social: SocialGraph,
-    indexer: MemoryIndexer | None = None,
-    *,
-    resolve_digest: Callable[[str], str | None] | None = None,
-    session: Callable[[], str] | None = None,
-    text_purge: Callable[[str], int] | None = None,
-    text_replace: Callable[[str, str], int] | None = None,
-) -> list[ToolDef]:
-    """The ``memory_*`` and ``person_*`` tools bound to these stores.
+@dataclass
+class GraphBinding:
+    """The stores the graph tools work on, and the hooks into the rest of memory.
 
     ``resolve_digest`` maps a digest or unique prefix to a full digest (None when unknown);
     without it media digests are dropped with a note. ``session`` returns the current session
     id stamped on committed relations. ``text_purge(subject)`` / ``text_replace(old, new)``
     let purges and edits also clean the conversation log; each is a plain (blocking) function
-    returning the lines changed. A purge or edit is all-or-nothing: arguments are checked
-    first, and the log step runs inside the graph's transaction, so when it fails the graph
-    is left unchanged and the tool reports why.
+    returning the lines changed.
     """
 
-    def current_session() -> str:
+    graph: GraphStore
+    social: SocialGraph
+    indexer: MemoryIndexer | None = None
+    resolve_digest: Callable[[str], str | None] | None = None
+    session: Callable[[], str] | None = None
+    text_purge: Callable[[str], int] | None = None
+    text_replace: Callable[[str, str], int] | None = None
+
+
+#: The graph tools in the order the model sees them, with their ``registry.add`` options.
+GRAPH_TOOLS: tuple[tuple[str, ToolOptions], ...] = (
+    ("memory_recall", {"parallel_safe": True}),
+    ("memory_commit", {}),
+    ("memory_merge", {}),
+    ("memory_purge", {}),
+    ("memory_edit", {}),
+    ("memory_delete_entity", {}),
+    ("memory_introspect", {"parallel_safe": True}),
+    ("memory_block_merge", {}),
+    ("person_query", {"parallel_safe": True}),
+    ("person_set_trait", {}),
+    ("person_relate", {}),
+    ("person_network", {"parallel_safe": True}),
+    ("memory_path", {"parallel_safe": True}),
+)
+
+
+class GraphTools:
+    """The ``memory_*`` and ``person_*`` tools as typed methods over one :class:`GraphBinding`.
+
+    ``binding`` is the binding itself or a function returning it when a tool runs (the memory
+    plugin registers its tools before memory is handed to it). A purge or edit is
+    all-or-nothing: arguments are checked first, and the log step runs inside the graph's
+    transaction, so when it fails the graph is left unchanged and the tool reports why.
+    """
+
+    def __init__(self, binding: GraphBinding | Callable[[], GraphBinding]) -> None:
+        self._binding = binding
+
+    @property
+    def bound(self) -> GraphBinding:
+        return self._binding if isinstance(self._binding, GraphBinding) else self._binding()
+
+    def _session(self) -> str:
+        session = self.bound.session
         return session() if session is not None else ""
 
-    async def memory_recall(query_intent: str, depth: int = 2) -> dict[str, Any]:
+    def tool_defs(self) -> list[ToolDef]:
+        """The tools as :class:`ToolDef` objects (schemas from the signatures)."""
+        return [tool_from_function(getattr(self, name), **options) for name, options in GRAPH_TOOLS]
+
+    async def memory_recall(self, query_intent: str, depth: Depth = 2) -> dict[str, Any]:
+        """检索图记忆 / recall from graph memory: keywords (comma-separated) → related entities and relations with their source sentences and media digests.
+
+        Args:
+            query_intent: keywords, comma-separated
+        """  # noqa: E501
+        b = self.bound
         query = _text(query_intent, "query_intent")
         depth = _int(depth, "depth", 1, 4)
         keywords = [k.strip() for k in _SPLIT.split(query) if k.strip()]
-        result = await graph.arecall(keywords, query_text=query, depth=depth)
-        if indexer is not None:
-            indexer.mark_recalled(e.name for e in result.entities)
+        result = await b.graph.arecall(keywords, query_text=query, depth=depth)
+        if b.indexer is not None:
+            b.indexer.mark_recalled(e.name for e in result.entities)
         out = result.to_dict()
         if not result.entities:
             out["note"] = f"nothing in graph memory matches {query!r}; try other keywords or synonyms"
         return out
 
     async def memory_commit(
-        triples: list[Any],
-        sentence_text: str = "",
-        media_digests: list[Any] | None = None,
+        self,
+        triples: Annotated[list[dict[str, Any]], _TRIPLES],
+        sentence_text: str | None = None,
+        media_digests: list[str] | None = None,
     ) -> dict[str, Any]:
+        """写入图记忆 / store facts as triples. Optional sentence_text is the sentence they come from; media_digests (full or 12-hex prefixes) attach media to it."""  # noqa: E501
+        b = self.bound
         if not isinstance(triples, list) or not triples:
             raise ToolError("argument 'triples' must be a non-empty array of triples")
         if len(triples) > MAX_TRIPLES:
@@ -155,9 +220,9 @@ def memory_tools(
             if not isinstance(raw, str) or not _HEX.match(raw.strip().lower()):
                 notes.append(f"dropped media digest {raw!r}: not a hex digest")
                 continue
-            full = resolve_digest(raw.strip().lower()) if resolve_digest is not None else None
+            full = b.resolve_digest(raw.strip().lower()) if b.resolve_digest is not None else None
             if full is None:
-                why = "not in the media store" if resolve_digest else "the media store is off"
+                why = "not in the media store" if b.resolve_digest else "the media store is off"
                 notes.append(f"dropped media digest {raw!r}: {why}")
             elif full not in digests:
                 digests.append(full)
@@ -165,7 +230,7 @@ def memory_tools(
             t.sentence_text = sentence
             t.media_digests = list(digests)
         try:
-            result = await graph.acommit(parsed, current_session())
+            result = await b.graph.acommit(parsed, self._session())
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         if result.added + result.refreshed == 0:
@@ -179,19 +244,25 @@ def memory_tools(
             out["notes"] = notes
         return out
 
-    async def memory_merge(keep: str, drop: str) -> dict[str, Any]:
+    async def memory_merge(self, keep: str, drop: str) -> dict[str, Any]:
+        """合并实体 / merge entity `drop` into `keep` (relations move, mentions add)."""
         keep, drop = _text(keep, "keep"), _text(drop, "drop")
         try:
-            counts = await graph.amerge(keep, drop)
+            counts = await self.bound.graph.amerge(keep, drop)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"merged": f"{drop} → {keep}", **counts}
 
-    async def memory_purge(criteria: dict[str, Any], mode: str = "soft") -> dict[str, Any]:
+    async def memory_purge(
+        self, criteria: Annotated[dict[str, Any], _CRITERIA_SCHEMA], mode: Literal["soft", "hard"] = "soft"
+    ) -> dict[str, Any]:
+        """删除匹配的关系 / purge relations matching criteria; mode soft (hidden, kept on disk) or hard (deleted)."""
+        b = self.bound
         if not isinstance(criteria, dict):
             raise ToolError("argument 'criteria' must be an object, e.g. {\"subject_contains\": …}")
         if mode not in ("soft", "hard"):
             raise ToolError(f"argument 'mode' must be 'soft' or 'hard', got {mode!r}")
+        text_purge = b.text_purge
         subject = criteria.get("subject_contains")
         text = subject.strip() if text_purge is not None and isinstance(subject, str) else ""
         lines: list[int] = []
@@ -201,7 +272,7 @@ def memory_tools(
                 lines.append(text_purge(text))
 
         try:
-            count = await graph.apurge(criteria, mode, before_commit=purge_text)
+            count = await b.graph.apurge(criteria, mode, before_commit=purge_text)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         except (OSError, HomeAgentError) as exc:
@@ -216,8 +287,13 @@ def memory_tools(
             out["text_lines_removed"] = lines[0]
         return out
 
-    async def memory_edit(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    async def memory_edit(
+        self, old: Annotated[dict[str, Any], _SIMPLE_TRIPLE], new: Annotated[dict[str, Any], _TRIPLE_SCHEMA]
+    ) -> dict[str, Any]:
+        """修改一条关系 / replace the relation `old` with `new`."""
+        b = self.bound
         old_t, new_t = _triple(old, "old"), _triple(new, "new")
+        text_replace = b.text_replace
         lines: list[int] = []
 
         def edit_text(_result: object) -> None:  # inside the graph transaction: raising undoes the edit
@@ -225,8 +301,8 @@ def memory_tools(
                 lines.append(text_replace(old_t.object, new_t.object))
 
         try:
-            result = await graph.aedit(
-                old_t.subject, old_t.relation, old_t.object, new_t, current_session(), before_commit=edit_text
+            result = await b.graph.aedit(
+                old_t.subject, old_t.relation, old_t.object, new_t, self._session(), before_commit=edit_text
             )
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
@@ -237,21 +313,24 @@ def memory_tools(
             out["text_lines_changed"] = lines[0]
         return out
 
-    async def memory_delete_entity(name: str) -> dict[str, Any]:
+    async def memory_delete_entity(self, name: str) -> dict[str, Any]:
+        """删除实体及其所有关系 / delete an entity with all its relations."""
         name = _text(name, "name")
         try:
-            removed = await graph.adelete_entity(name)
+            removed = await self.bound.graph.adelete_entity(name)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"deleted": name, "relations_removed": removed}
 
-    async def memory_introspect() -> dict[str, Any]:
-        return await graph.aintrospect()
+    async def memory_introspect(self) -> dict[str, Any]:
+        """查看记忆统计 / graph memory statistics."""
+        return await self.bound.graph.aintrospect()
 
-    def block_digest(value: Any, name: str) -> str:
+    def _block_digest(self, value: Any, name: str) -> str:
         prefix = _text(value, name).lower()
         if not _HEX.match(prefix):
             raise ToolError(f"argument {name!r} must be a hex digest or a prefix of one")
+        graph = self.bound.graph
         with graph.cache.lock:
             found = sorted({b.digest for b in graph.cache.blocks.values() if b.digest.startswith(prefix)})
         if not found:
@@ -260,15 +339,19 @@ def memory_tools(
             raise ToolError(f"digest prefix {prefix!r} is ambiguous; give more characters")
         return found[0]
 
-    async def memory_block_merge(keep_digest: str, drop_digest: str) -> dict[str, Any]:
-        keep, drop = block_digest(keep_digest, "keep_digest"), block_digest(drop_digest, "drop_digest")
+    async def memory_block_merge(self, keep_digest: str, drop_digest: str) -> dict[str, Any]:
+        """合并重复的媒体块 / merge media block `drop_digest` into `keep_digest`."""
+        keep = self._block_digest(keep_digest, "keep_digest")
+        drop = self._block_digest(drop_digest, "drop_digest")
         try:
-            moved = await graph.amerge_blocks(keep, drop)
+            moved = await self.bound.graph.amerge_blocks(keep, drop)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"kept": keep, "removed": drop, "edges_moved": moved}
 
-    async def person_query(name: str) -> dict[str, Any]:
+    async def person_query(self, name: str) -> dict[str, Any]:
+        """查询一个人的特征和关系 / a person's traits and relations."""
+        social = self.bound.social
         name = _text(name, "name")
         profile = await social.aget_person(name)
         if profile is None:
@@ -276,42 +359,55 @@ def memory_tools(
             raise ToolError(f"no person named {name!r} in memory; known people: {', '.join(known) or 'none'}")
         return profile
 
-    async def person_set_trait(name: str, trait: str, value: str) -> dict[str, Any]:
+    async def person_set_trait(self, name: str, trait: str, value: str) -> dict[str, Any]:
+        """设置一个人的特征 / set one trait of a person (age, birthday, likes…)."""
         name, trait, value = _text(name, "name"), _text(trait, "trait"), _text(value, "value")
         try:
-            await social.aset_trait(name, trait, value)
+            await self.bound.social.aset_trait(name, trait, value)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"person": name, "trait": trait, "value": value}
 
-    async def person_relate(person: str, relation: str, other: str) -> dict[str, Any]:
+    async def person_relate(self, person: str, relation: str, other: str) -> dict[str, Any]:
+        """记录两人之间的关系 / record `person -relation-> other`."""
         person, relation = _text(person, "person"), _text(relation, "relation")
         other = _text(other, "other")
         try:
-            await social.arelate(person, relation, other, current_session())
+            await self.bound.social.arelate(person, relation, other, self._session())
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"related": f"{person} -{relation}-> {other}"}
 
-    async def person_network(name: str, depth: int = 2) -> dict[str, Any]:
+    async def person_network(self, name: str, depth: Depth = 2) -> dict[str, Any]:
+        """某人的社交网络 / people around a person within `depth` hops."""
+        b = self.bound
         name, depth = _text(name, "name"), _int(depth, "depth", 1, 4)
         try:
-            out = social.network(name, depth)
+            out = b.social.network(name, depth)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         try:  # "how do I know them?": the chain from the user to this person
-            steps = graph.analytics.path(DEFAULT_SUBJECT, name)
+            steps = b.graph.analytics.path(DEFAULT_SUBJECT, name)
         except KeyError:
             steps = None
         if steps:
             out["how_connected"] = [s.to_dict() for s in steps]
         return out
 
-    async def memory_path(source: str, target: str, max_hops: int = 6) -> dict[str, Any]:
+    async def memory_path(
+        self, source: str, target: str, max_hops: Annotated[int, _range(1, 10)] = 6
+    ) -> dict[str, Any]:
+        """两个实体如何关联 / how two things in memory are connected: the shortest chain of relations between them (either direction), each with its source sentence.
+
+        Args:
+            source: an entity name
+            target: another entity name
+        """  # noqa: E501
         source, target = _text(source, "source"), _text(target, "target")
         max_hops = _int(max_hops, "max_hops", 1, 10)
+        analytics = self.bound.graph.analytics
         try:
-            steps = await asyncio.to_thread(graph.analytics.path, source, target, max_hops=max_hops)
+            steps = await asyncio.to_thread(analytics.path, source, target, max_hops=max_hops)
         except KeyError as exc:
             raise ToolError(str(exc.args[0])) from None
         if steps is None:
@@ -319,143 +415,17 @@ def memory_tools(
                     "note": f"no chain of at most {max_hops} relations connects {source!r} and {target!r}"}
         return {"source": source, "target": target, "hops": len(steps), "path": [s.to_dict() for s in steps]}
 
-    criteria_schema = {
-        "type": "object",
-        "description": "all given criteria must match",
-        "properties": {
-            key: {"type": "number" if key in ("before", "max_confidence") else "string", "description": desc}
-            for key, desc in PURGE_CRITERIA.items()
-        },
-        "additionalProperties": False,
-        "minProperties": 1,
-    }
-    simple_triple = {
-        "type": "object",
-        "properties": {k: {"type": "string"} for k in ("subject", "relation", "object")},
-        "required": ["subject", "relation", "object"],
-    }
-    new_triple = dict(_TRIPLE_SCHEMA)
-    return [
-        ToolDef(
-            name="memory_recall",
-            description="检索图记忆 / recall from graph memory: keywords (comma-separated) → "
-            "related entities and relations with their source sentences and media digests.",
-            parameters=_obj(
-                {
-                    "query_intent": {"type": "string", "description": "keywords, comma-separated"},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 4, "default": 2},
-                },
-                ["query_intent"],
-            ),
-            handler=memory_recall,
-            parallel_safe=True,
-        ),
-        ToolDef(
-            name="memory_commit",
-            description="写入图记忆 / store facts as triples. Optional sentence_text is the "
-            "sentence they come from; media_digests (full or 12-hex prefixes) attach media to it.",
-            parameters=_obj(
-                {
-                    "triples": {"type": "array", "items": _TRIPLE_SCHEMA, "minItems": 1, "maxItems": MAX_TRIPLES},
-                    "sentence_text": {"type": "string"},
-                    "media_digests": {"type": "array", "items": {"type": "string"}},
-                },
-                ["triples"],
-            ),
-            handler=memory_commit,
-        ),
-        ToolDef(
-            name="memory_merge",
-            description="合并实体 / merge entity `drop` into `keep` (relations move, mentions add).",
-            parameters=_obj({"keep": {"type": "string"}, "drop": {"type": "string"}}, ["keep", "drop"]),
-            handler=memory_merge,
-        ),
-        ToolDef(
-            name="memory_purge",
-            description="删除匹配的关系 / purge relations matching criteria; mode soft (hidden, "
-            "kept on disk) or hard (deleted).",
-            parameters=_obj(
-                {"criteria": criteria_schema, "mode": {"type": "string", "enum": ["soft", "hard"], "default": "soft"}},
-                ["criteria"],
-            ),
-            handler=memory_purge,
-        ),
-        ToolDef(
-            name="memory_edit",
-            description="修改一条关系 / replace the relation `old` with `new`.",
-            parameters=_obj({"old": simple_triple, "new": new_triple}, ["old", "new"]),
-            handler=memory_edit,
-        ),
-        ToolDef(
-            name="memory_delete_entity",
-            description="删除实体及其所有关系 / delete an entity with all its relations.",
-            parameters=_obj({"name": {"type": "string"}}, ["name"]),
-            handler=memory_delete_entity,
-        ),
-        ToolDef(
-            name="memory_introspect",
-            description="查看记忆统计 / graph memory statistics.",
-            parameters=_obj({}),
-            handler=memory_introspect,
-            parallel_safe=True,
-        ),
-        ToolDef(
-            name="memory_block_merge",
-            description="合并重复的媒体块 / merge media block `drop_digest` into `keep_digest`.",
-            parameters=_obj(
-                {"keep_digest": {"type": "string"}, "drop_digest": {"type": "string"}},
-                ["keep_digest", "drop_digest"],
-            ),
-            handler=memory_block_merge,
-        ),
-        ToolDef(
-            name="person_query",
-            description="查询一个人的特征和关系 / a person's traits and relations.",
-            parameters=_obj({"name": {"type": "string"}}, ["name"]),
-            handler=person_query,
-            parallel_safe=True,
-        ),
-        ToolDef(
-            name="person_set_trait",
-            description="设置一个人的特征 / set one trait of a person (age, birthday, likes…).",
-            parameters=_obj(
-                {"name": {"type": "string"}, "trait": {"type": "string"}, "value": {"type": "string"}},
-                ["name", "trait", "value"],
-            ),
-            handler=person_set_trait,
-        ),
-        ToolDef(
-            name="person_relate",
-            description="记录两人之间的关系 / record `person -relation-> other`.",
-            parameters=_obj(
-                {"person": {"type": "string"}, "relation": {"type": "string"}, "other": {"type": "string"}},
-                ["person", "relation", "other"],
-            ),
-            handler=person_relate,
-        ),
-        ToolDef(
-            name="person_network",
-            description="某人的社交网络 / people around a person within `depth` hops.",
-            parameters=_obj(
-                {"name": {"type": "string"}, "depth": {"type": "integer", "minimum": 1, "maximum": 4, "default": 2}},
-                ["name"],
-            ),
-            handler=person_network,
-            parallel_safe=True,
-        ),
-        ToolDef(
-            name="memory_path",
-            description="两个实体如何关联 / how two things in memory are connected: the shortest chain of "
-            "relations between them (either direction), each with its source sentence.",
-            parameters=_obj(
-                {
-                    "source": {"type": "string", "description": "an entity name"},
-                    "target": {"type": "string", "description": "another entity name"},
-                    "max_hops": {"type": "integer", "minimum": 1, "maximum": 10, "default": 6},
-                },
-                ["source", "target"],
-            ),
-            handler=memory_path,
-            parallel_safe=True,
-        ),
-    ]
+
+def memory_tools(
+    graph: GraphStore,
+    social: SocialGraph,
+    indexer: MemoryIndexer | None = None,
+    *,
+    resolve_digest: Callable[[str], str | None] | None = None,
+    session: Callable[[], str] | None = None,
+    text_purge: Callable[[str], int] | None = None,
+    text_replace: Callable[[str, str], int] | None = None,
+) -> list[ToolDef]:
+    """The ``memory_*`` and ``person_*`` tools bound to these stores (see :class:`GraphBinding`)."""
+    binding = GraphBinding(graph, social, indexer, resolve_digest, session, text_purge, text_replace)
+    return GraphTools(binding).tool_defs()

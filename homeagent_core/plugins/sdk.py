@@ -20,6 +20,7 @@ from homeagent_sdk.errors import HomeAgentError
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
+    from homeagent_core.memory.system import MemorySystem
     from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MediaAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
@@ -93,6 +94,8 @@ class Services:
     conversation_log: Any = None
     #: The media store itself (records, sizes, blobs), for the senses built-in; None without memory.
     media_store: Any = None
+    #: The opened memory layers, for the core ``memory`` and ``knowledge`` plugins; None without memory.
+    memory_system: MemorySystem | None = None
 
 
 class _Events:

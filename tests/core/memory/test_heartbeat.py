@@ -133,7 +133,7 @@ async def test_an_unparsed_archive_answer_defers_the_document_so_other_cold_docu
     from types import SimpleNamespace
 
     from homeagent_core.memory.documents import DocumentStore
-    from homeagent_core.memory.system import _ColdDocs
+    from homeagent_core.memory.plugin import _ColdDocs
 
     store = DocumentStore(tmp_path / "documents.db")
     old = time.time() - 80 * 3600
