@@ -22,6 +22,7 @@ from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
 from homeagent_core.memory.facades import LLMFacade
+from homeagent_core.plugins.live import LivePlugins
 from homeagent_core.plugins.manager import HookHandler, PluginHost, create_plugin_manager
 from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
@@ -104,6 +105,7 @@ class App:
         self.services = Services(
             config=self.config, bus=self.bus, data_dir=self.data_dir, host=self.host, supervisor=self.supervisor
         )
+        self.services.live = LivePlugins(self)
         self.settings: dict[str, PluginSettings] = {}
         self.embedding_factories: dict[str, EmbeddingFactories] = {}
         self.adapter_folders: dict[str, AdapterFolders] = {}

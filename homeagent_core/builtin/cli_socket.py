@@ -14,9 +14,9 @@ Protocol (one message per line, UTF-8):
   input queue is full and the message was not accepted: send it again later). ``usage`` is
   present only when the model reported it.
 * Lines starting with ``/`` are commands: ``/help``, ``/status``, ``/kernel``, ``/plugins``,
-  ``/plugin list|info <name>|reload [name]|enable <name>|disable <name>|remove <name>``
-  (``/plugin install`` is refused: packages are installed from the web UI or with
-  ``homeagent plugins install``), ``/agents``, ``/memory <query>``, ``/knowledge <query>``,
+  ``/plugin list|info <name>|install <file-or-url> [--force]|start <name>|reload [name]|enable <name>|
+  disable <name>|remove <name>`` (an installed package starts at once, without a restart),
+  ``/agents``, ``/memory <query>``, ``/knowledge <query>``,
   ``/settings [prefix]``, ``/settings get <key>``, ``/settings set <key> <value…>``, ``/stop``.
 
 The socket is ``<data>/cli.sock`` (``plugin.cli.socket_path``), mode 0600 by default
@@ -75,7 +75,9 @@ HELP = """Commands:
   /doctor                      plugin and LLM source states as JSON (what `homeagent doctor` shows)
   /plugins                     plugins and their state (same as /plugin list)
   /plugin info <name>          one plugin: kind, state, version, tools, files
-  /plugin reload [name]        restart an out-of-process plugin (no name: those whose entry changed)
+  /plugin install <file|url> [--force]  install a .hmap package and start it (--force: upgrade)
+  /plugin start <name>         start an installed package now (restart it when it runs)
+  /plugin reload [name]        restart a plugin package (no name: those whose entry changed)
   /plugin enable <name>        enable a plugin (starts it again when it can)
   /plugin disable <name>       disable a plugin (stops it when it runs out of process)
   /plugin remove <name>        uninstall a plugin package
@@ -419,22 +421,20 @@ class CliSocket:
         if action == "list":
             return await self._plugin_list()
         if action == "install":
-            raise HomeAgentError(
-                "installing plugins from the chat socket is not supported: upload the .hmap in the web UI "
-                "(Plugins page) or run `homeagent plugins install <file-or-url>`"
-            )
+            return await self._plugin_install(args)
         if action == "reload":
             return await self._plugin_reload(args[0] if args else "")
         handler = {
             "info": self._plugin_info,
+            "start": self._plugin_start,
             "enable": self._plugin_enable,
             "disable": self._plugin_disable,
             "remove": self._plugin_remove,
         }.get(action)
         if handler is None:
             raise HomeAgentError(
-                f"unknown /plugin action {action!r}; use list, info <name>, reload [name], enable <name>, "
-                "disable <name> or remove <name>"
+                f"unknown /plugin action {action!r}; use list, info <name>, install <file-or-url> [--force], "
+                "start <name>, reload [name], enable <name>, disable <name> or remove <name>"
             )
         if len(args) != 1:
             raise HomeAgentError(f"usage: /plugin {action} <name>")
@@ -465,7 +465,7 @@ class CliSocket:
             lines.append(f"{info.name:<16} {info.kind:<10} {status:<10} {tools} tools"
                          f"{f'  v{version}' if version else ''}{flags}{error}")
         for name, package in installed.items():
-            note = package.get("error") or ("disabled" if name in disabled else "installed; starts after a restart")
+            note = package.get("error") or ("disabled" if name in disabled else f"not running; /plugin start {name}")
             lines.append(f"{name:<16} {'package':<10} {'installed':<10} 0 tools  v{package.get('version', '?')}"
                          f" — {note}")
         return "\n".join(lines) or "no plugins"
@@ -519,23 +519,88 @@ class CliSocket:
             if rescanned:
                 parts.append("skills rescanned")
             return "; ".join(parts)
-        if supervisor is None or supervisor.get(name) is None:
+        if name in services.config.disabled_plugins():
+            if not self._known(name):
+                raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+            raise HomeAgentError(f"{name} is disabled; /plugin enable {name} first")
+        live = getattr(services, "live", None)
+        running = supervisor.get(name) if supervisor is not None else None
+        if self._installed(name) and (running is None or (live is not None and not live.loaded(name))):
+            return await self._plugin_start(name)  # installed but not running (or a Lua plugin): start it
+        if supervisor is None or running is None:
             if not self._known(name):
                 raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
             raise HomeAgentError(
-                f"{name} is not an out-of-process plugin; built-in, Lua and skill plugins are reloaded by "
-                "restarting the daemon"
+                f"{name} is not an installed plugin package; built-in and Python (pip) plugins load once per "
+                "process: restart the daemon (homeagent serve) to load a new version"
             )
-        if name in services.config.disabled_plugins():
-            raise HomeAgentError(f"{name} is disabled; /plugin enable {name} first")
         await supervisor.reload(name)
         return f"reloaded {name} (pid {supervisor.get(name).runtime_info()['pid']})"
+
+    def _installed(self, name: str) -> bool:
+        """An installed package (``<data>/plugins/<name>/``), running or not."""
+        from homeagent_core.plugins.packages import NAME_RE
+
+        return bool(NAME_RE.match(name)) and (Path(self._services().data_dir) / "plugins" / name).is_dir()
+
+    async def _plugin_start(self, name: str) -> str:
+        """Start (or restart) an installed package now; its tools are usable in the next turn."""
+        from homeagent_sdk.errors import PluginLoadError
+
+        live = getattr(self._services(), "live", None)
+        if live is None:
+            raise HomeAgentError("this agent cannot start plugins while running; restart the daemon")
+        if not self._installed(name):
+            if self._known(name):
+                raise HomeAgentError(
+                    f"{name} is not an installed plugin package; built-in and Python (pip) plugins start with the "
+                    "daemon (restart it with homeagent serve)"
+                )
+            raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
+        try:
+            result = await live.start(name)
+        except PluginLoadError as exc:
+            raise HomeAgentError(str(exc)) from None
+        return _started_line(result)
+
+    async def _plugin_install(self, args: list[str]) -> str:
+        from homeagent_core.builtin.pluginmgr import install_source
+        from homeagent_core.plugins import packages
+
+        force = "--force" in args
+        rest = [a for a in args if a != "--force"]
+        if len(rest) != 1:
+            raise HomeAgentError("usage: /plugin install <file-or-url> [--force]")
+        source = rest[0]
+        services = self._services()
+        fetched: Path | None = None
+        try:
+            if source.startswith(("http://", "https://")):
+                fetched = await packages.download(source, Path(tempfile.gettempdir()))
+            result = await install_source(services, fetched or Path(source).expanduser(), overwrite=force)
+        except packages.PackageError as exc:
+            raise HomeAgentError(str(exc)) from None
+        finally:
+            if fetched is not None:
+                fetched.unlink(missing_ok=True)
+        head = f"installed {result['name']} {result['version']}"
+        action = result.get("action")
+        if action == "start_failed":
+            raise HomeAgentError(f"{head}, but it did not start: {result['start_error']}")
+        if action == "disabled":
+            return f"{head}; it is disabled (/plugin enable {result['name']} starts it)"
+        if action in ("started", "reloaded", "rescanned"):
+            return f"{head}; " + _started_line({**result, "status": action})
+        return f"{head} ({action})"
 
     async def _plugin_enable(self, name: str) -> str:
         services = self._services()
         if not self._known(name):
             raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
         services.config.set_plugin_disabled(name, False)
+        live = getattr(services, "live", None)
+        if live is not None and self._installed(name) and not live.loaded(name):
+            return f"enabled {name}; " + await self._plugin_start(name)
         supervisor = getattr(services, "supervisor", None)
         running = supervisor.get(name) if supervisor is not None else None
         if running is not None and supervisor is not None:
@@ -750,6 +815,16 @@ def _live_status(services: Any, name: str) -> str:
     supervisor = getattr(services, "supervisor", None)
     running = supervisor.get(name) if supervisor is not None else None
     return str(running.runtime_info()["status"]) if running is not None else ""
+
+
+def _started_line(result: dict[str, Any]) -> str:
+    """``started NAME (kind); tools: a, b`` for a live start's result."""
+    name, status = result["name"], result["status"]
+    if status == "rescanned":
+        return f"skills rescanned; {name} is available"
+    tools = ", ".join(result.get("tools") or []) or "none"
+    verb = "restarted" if status == "reloaded" else "started"
+    return f"{verb} {name} ({result.get('kind', '')}); tools: {tools}"
 
 
 def _one_line(text: str, width: int) -> str:

@@ -16,8 +16,9 @@ Two doors onto the same operations (all through :mod:`homeagent_core.plugins.pac
 
 Installing over a running out-of-process plugin stops it first and starts the new version
 (``"action": "reloaded"``; if the install fails the old version is started again); a fresh
-install goes live on ``plugin_reload`` / restart (``"action": "reload_required"``). Removing
-stops the plugin and deletes its directory and settings.
+install is started at once (``"action": "started"`` with its ``tools``, or ``"start_failed"``
+with ``start_error`` when it does not start: it stays installed and listed as failed). Removing
+stops and unloads the plugin, then deletes its directory and settings.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.plugins import packages
+from homeagent_core.plugins.live import start_after_install
 from homeagent_core.plugins.packages import PackageError
 from homeagent_sdk import ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginError, PluginLoadError
@@ -100,7 +102,8 @@ async def install_source(services: Any, source: Path | bytes, *, overwrite: bool
     if running is not None:
         await supervisor.reload(manifest.name)
         result["action"] = "reloaded"
-    return result
+        return result
+    return await start_after_install(services, result)
 
 
 async def remove_installed(services: Any, name: str) -> dict[str, Any]:
@@ -111,14 +114,28 @@ async def remove_installed(services: Any, name: str) -> dict[str, Any]:
     """
     if not packages.NAME_RE.match(name) or not (Path(services.data_dir) / "plugins" / name).is_dir():
         raise PackageError(f"plugin {name} is not installed", plugin_name=name, result={"error": "plugin not found"})
+    live = getattr(services, "live", None)
     supervisor = _supervisor(services)
     running = supervisor.get(name) if supervisor is not None else None
-    if running is not None:
+    if live is not None and await live.stop(name):
+        pass
+    elif running is not None:
         await running.stop()
         supervisor.detach(name)
     return await asyncio.to_thread(
         packages.remove_plugin, Path(services.data_dir), name, config=getattr(services, "config", None)
     )
+
+
+async def _start_installed(services: Any, name: str) -> dict[str, Any]:
+    """Start an installed package that is not running; ``{"error": ...}`` when it cannot."""
+    live = getattr(services, "live", None)
+    if live is None:
+        return {"error": f"plugin {name} is not loaded and this agent cannot start plugins while running"}
+    try:
+        return dict(await live.start(name))
+    except PluginError as exc:
+        return {"error": str(exc)}
 
 
 # --------------------------------------------------------------------------- the plugin
@@ -210,7 +227,9 @@ class PluginMgr:
             return _json(exc.to_dict())
 
     async def plugin_reload(self, name: str = "") -> str:
-        """Reload one out-of-process plugin by name, or (empty name) every one whose entry file changed.
+        """Reload (or start, if installed but not running) one plugin by name, or every changed one.
+
+        An empty name reloads every out-of-process plugin whose entry file changed.
 
         Args:
             name: the plugin's name; empty reloads the changed ones.
@@ -222,7 +241,7 @@ class PluginMgr:
             try:
                 await supervisor.reload(name)
             except KeyError:
-                return _json({"error": f"plugin {name} is not a loaded out-of-process plugin"})
+                return _json(await _start_installed(self.services, name))
             return _json({"status": "reloaded", "name": name})
         return _json({"status": "reloaded", "names": await supervisor.reload_changed()})
 
@@ -240,6 +259,11 @@ class PluginMgr:
         skills = host.pm.get_plugin("skills") if host is not None else None
         if info is None and skills is not None and name.casefold() in getattr(skills.index, "skills", {}):
             info = host.info("skills")
+        if (info is None or info.status == "failed") and (Path(services.data_dir) / "plugins" / name).is_dir():
+            result = await _start_installed(services, name)
+            if "error" in result:
+                raise ToolError(result["error"])
+            return _json(result)
         if info is None:
             known = ", ".join(sorted(host.plugin_names())) if host is not None else "none"
             raise ToolError(f"no plugin named {name!r}; loaded plugins: {known}")

@@ -223,6 +223,11 @@ class PluginHost:
         if name in self._order:
             self._order.remove(name)
 
+    def forget(self, name: str) -> None:
+        """Drop what the host knows of an unregistered plugin (it was uninstalled while running)."""
+        if self.pm.get_plugin(name) is None:
+            self._info.pop(name, None)
+
     def record_failure(self, name: str, error: BaseException | str, *, kind: str = "", distribution: str = "") -> None:
         """Mark a plugin failed (and unregister it) so the rest can carry on."""
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"

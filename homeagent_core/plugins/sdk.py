@@ -89,6 +89,8 @@ class Services:
     supervisor: Any = None
     #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
     host: Any = None
+    #: Starts and stops installed packages while running (:class:`~homeagent_core.plugins.live.LivePlugins`).
+    live: Any = None
     #: The durable conversation log (``TextLog``) for built-ins that show the conversation
     #: (the web UI's chat history); None without memory.
     conversation_log: Any = None

@@ -1,4 +1,4 @@
-"""Plugin routes: list, details, enable/disable, ``.hmap`` install/upgrade, remove, reload."""
+"""Plugin routes: list, details, enable/disable, ``.hmap`` install/upgrade, start, remove, reload."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from homeagent_core.builtin.webui.common import (
     require_api,
 )
 from homeagent_core.plugins import packages
+from homeagent_sdk.errors import PluginLoadError
 
 __all__ = ["routes"]
 
@@ -184,6 +185,17 @@ async def plugins_reload(request: Request) -> Response:
     return ok(await plugin_ops.reload(_ui(request).services))
 
 
+@require_api
+async def plugin_start(request: Request) -> Response:
+    """Start an installed plugin now (restart it when it runs); 409 with the reason when it fails."""
+    name = _plugin_name(request)
+    try:
+        return ok(await plugin_ops.start(_ui(request).services, name))
+    except PluginLoadError as exc:
+        status = 404 if not (_ui(request).services.data_dir / "plugins" / name).is_dir() else 409
+        raise ApiError(status, str(exc)) from None
+
+
 routes = [
     Route("/api/v1/plugins", plugins_list, methods=["GET"]),
     Route("/api/v1/plugins", plugin_install, methods=["POST"]),
@@ -191,6 +203,7 @@ routes = [
     Route("/api/v1/plugins/reload", plugins_reload, methods=["POST"]),
     Route("/api/v1/plugins/{name}/disable", plugin_disable, methods=["POST"]),
     Route("/api/v1/plugins/{name}/enable", plugin_enable, methods=["POST"]),
+    Route("/api/v1/plugins/{name}/start", plugin_start, methods=["POST"]),
     Route("/api/v1/plugins/{name}", plugin_details, methods=["GET"]),
     Route("/api/v1/plugins/{name}", plugin_remove, methods=["DELETE"]),
 ]

@@ -2,8 +2,9 @@
 
 Install, upgrade and removal go through the same installer as ``homeagent plugins`` and the
 ``pluginmgr`` tools, so a package is checked the same way whichever door it comes through.
-What can go live at once does (an upgraded out-of-process plugin is restarted, skill folders
-are rescanned); what needs a restart (a new out-of-process or Lua plugin) is reported as such.
+Everything installed here goes live at once: a new out-of-process or Lua plugin is started,
+an upgraded one restarted, skill folders rescanned. Only Python distributions (``homeagent
+install``) need a restart, and they never come through here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.plugins import packages
+from homeagent_core.plugins.live import start_after_install
+from homeagent_sdk.errors import PluginLoadError
 
-__all__ = ["disabled_details", "install", "plugin_list", "reload", "remove"]
+__all__ = ["disabled_details", "install", "plugin_list", "reload", "remove", "start"]
 
 
 def _supervisor(services: Any) -> Any:
@@ -48,7 +51,20 @@ async def install(services: Any, data: bytes | Path, *, overwrite: bool = False)
     if running is not None:
         await _supervisor(services).reload(manifest.name)
         result["action"] = "reloaded"
-    return result
+        return result
+    return await start_after_install(services, result)
+
+
+async def start(services: Any, name: str) -> dict[str, Any]:
+    """Start an installed package now (reload it when it runs already).
+
+    Raises:
+        PluginLoadError: not installed, disabled, or it failed to start (the message says why).
+    """
+    live = getattr(services, "live", None)
+    if live is None:
+        raise PluginLoadError(f"plugin {name}: this agent cannot start plugins while running", plugin_name=name)
+    return dict(await live.start(name))
 
 
 async def remove(services: Any, name: str) -> dict[str, Any]:
@@ -58,11 +74,14 @@ async def remove(services: Any, name: str) -> dict[str, Any]:
         packages.PackageError: no such installed plugin.
     """
     running = _running(services, name)
-    if running is not None:
+    live = getattr(services, "live", None)
+    stopped = live is not None and await live.stop(name)
+    if running is not None and not stopped:
         await running.stop()
         _supervisor(services).detach(name)
     result = await asyncio.to_thread(packages.remove_plugin, services.data_dir, name, config=services.config)
-    result["stopped"] = running is not None
+    result["stopped"] = stopped or running is not None
+    result["action"] = "stopped" if result["stopped"] else "removed"
     return result
 
 
@@ -71,7 +90,9 @@ async def reload(services: Any) -> dict[str, Any]:
 
     Out-of-process plugins whose entry file changed are restarted by the supervisor; the
     skill folders are rescanned; Lua plugins reload themselves when ``main.lua`` changes.
-    Installed packages the running agent does not know yet are listed as needing a restart.
+    Installed packages the running agent does not run yet (and that are not disabled) are
+    started (``started``); those that fail are in ``failed`` (name -> why). ``restart_required``
+    lists what could not be started while running (an agent without live plugin support).
     """
     supervisor = _supervisor(services)
     reloaded = await supervisor.reload_changed() if supervisor is not None else []
@@ -79,9 +100,21 @@ async def reload(services: Any) -> dict[str, Any]:
     if skills is not None:
         await asyncio.to_thread(skills.reload)
     rows = await asyncio.to_thread(packages.installed_plugins, services.data_dir)
-    pending = [r["name"] for r in rows if "error" not in r and not _loaded(services, r)]
+    disabled = services.config.disabled_plugins()
+    pending = [r["name"] for r in rows if "error" not in r and r["name"] not in disabled and not _loaded(services, r)]
+    live = getattr(services, "live", None)
+    started: list[str] = []
+    failed: dict[str, str] = {}
+    if live is not None:
+        for name in list(pending):
+            try:
+                await live.start(name)
+                started.append(name)
+            except PluginLoadError as exc:
+                failed[name] = str(exc)
+            pending.remove(name)
     return {"status": "reloaded", "reloaded": reloaded, "skills_rescanned": skills is not None,
-            "restart_required": pending}
+            "started": started, "failed": failed, "restart_required": pending}
 
 
 def _skills(services: Any) -> Any:
@@ -96,7 +129,8 @@ def _loaded(services: Any, package: dict[str, Any]) -> bool:
         skills = _skills(services)
         return skills is not None and str(package["name"]).casefold() in skills.index.skills
     host = services.host
-    return host is not None and host.info(package["name"]) is not None
+    info = host.info(package["name"]) if host is not None else None
+    return info is not None and info.status != "failed"
 
 
 def plugin_list(services: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

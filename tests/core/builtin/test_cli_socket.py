@@ -285,13 +285,15 @@ async def test_plugin_commands_inspect_disable_enable_reload_and_remove_a_proc_p
 async def test_plugin_commands_refuse_what_they_cannot_do_with_a_reason(harness):
     h = await harness([CLI, "homeagent_core.builtin.cfgmgr"])
     client, command = await commander(h.app.data_dir / "cli.sock")
-    install = (await command("/plugin install https://example.com/weather.hmap"))["error"]
-    assert "web UI" in install and "homeagent plugins install" in install
+    assert (await command("/plugin install"))["error"] == "usage: /plugin install <file-or-url> [--force]"
+    missing = (await command(f"/plugin install {h.app.data_dir / 'weather.hmap'}"))["error"]
+    assert "weather.hmap" in missing
     assert "built-in plugins cannot be removed" in (await command("/plugin remove cfgmgr"))["error"]
     assert "unknown plugin 'nope'" in (await command("/plugin info nope"))["error"]
     assert "unknown plugin 'nope'" in (await command("/plugin enable nope"))["error"]
     assert "unknown plugin 'nope'" in (await command("/plugin reload nope"))["error"]
-    assert "not an out-of-process plugin" in (await command("/plugin reload cfgmgr"))["error"]
+    assert "not an installed plugin package" in (await command("/plugin reload cfgmgr"))["error"]
+    assert "restart it with homeagent serve" in (await command("/plugin start cfgmgr"))["error"]
     assert "refusing to disable cli" in (await command("/plugin disable cli"))["error"]
     assert "cli" not in h.config.disabled_plugins()
     assert (await command("/plugin enable"))["error"] == "usage: /plugin enable <name>"
@@ -321,4 +323,24 @@ async def test_agents_lists_the_kernels_sub_agents(harness):
     assert lines[0].startswith("child_1") and " done " in lines[0]
     assert "整理今天的笔记" in lines[0] and "笔记整理完毕：三条待办。" in lines[0]
     assert lines[1].startswith("child_2") and " failed " in lines[1] and "upstream down" in lines[1]
+    await client.close()
+
+
+async def test_plugin_install_starts_the_package_at_once_and_its_tool_answers_the_next_turn(harness, tmp_path: Path):
+    from hmapdev.build import pack_project, render_template
+
+    render_template("proc", "greeter", tmp_path / "greeter")
+    package = pack_project(tmp_path / "greeter")
+    model = FakeModel([FakeReply(tool_calls=[("greeter_greet", {"who": "小王"})]), FakeReply(content="好了")])
+    h = await harness([CLI], model=model)
+    client, command = await commander(h.app.data_dir / "cli.sock")
+    installed = (await command(f"/plugin install {package}"))["content"]
+    assert installed.startswith("installed greeter 0.1.0; started greeter (proc); tools: greeter_greet")
+    await client.send("跟小王打个招呼")
+    assert (await client.until_response())[-1]["content"] == "好了"
+    assert [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"] == ["Hello, 小王!"]
+
+    assert (await command("/plugin start greeter"))["content"].startswith("restarted greeter (proc)")
+    assert (await command("/plugin remove greeter"))["content"].startswith("removed greeter")
+    assert "greeter_greet" not in h.tools and "greeter" not in h.app.supervisor.live()
     await client.close()

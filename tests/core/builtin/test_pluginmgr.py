@@ -221,7 +221,7 @@ async def test_the_plugin_manager_http_door_is_the_authenticated_web_ui(
     by_path = await client.post("/api/v1/plugins", json={"path": str(raw_hmap(tmp_path / "v2.hmap", "2.0")),
                                                          "overwrite": True})
     assert by_path.status_code == 201, by_path.text
-    assert (by_path.json()["action"], by_path.json()["previous_version"]) == ("upgraded", "1.0")
+    assert (by_path.json()["action"], by_path.json()["previous_version"]) == ("reloaded", "1.0")  # it was started
     base, www = file_server
     raw_hmap(www / "served.hmap", "3.0")
     by_url = await client.post("/api/v1/plugins?overwrite=true", json={"url": f"{base}/served.hmap"})

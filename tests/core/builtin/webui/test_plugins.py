@@ -22,7 +22,7 @@ def leftovers(data_dir: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
-async def test_an_uploaded_hmap_is_installed_listed_upgraded_only_on_request_and_removed(
+async def test_an_uploaded_hmap_is_installed_started_listed_upgraded_only_on_request_and_removed(
     daemon: WebDaemon, tmp_path: Path, build_hmap
 ):
     package = build_hmap(tmp_path).read_bytes()
@@ -33,11 +33,11 @@ async def test_an_uploaded_hmap_is_installed_listed_upgraded_only_on_request_and
         result = installed.json()
         assert (result["status"], result["name"], result["version"], result["kind"]) == (
             "installed", "greeter", "0.1.0", "proc")
-        assert result["action"] == "reload_required"
+        assert result["action"] == "started"
         assert (plugins_dir / "greeter" / "plugin.pyz").is_file()
 
         rows = {r["name"]: r for r in (await client.get("/api/v1/plugins")).json()["plugins"]}
-        assert rows["greeter"]["status"] == "installed" and rows["greeter"]["restart_required"] is True
+        assert rows["greeter"]["status"] == "started" and not rows["greeter"].get("restart_required")
         assert rows["greeter"]["version"] == "0.1.0" and rows["webui"]["status"] == "started"
         details = (await client.get("/api/v1/plugins/greeter")).json()
         assert "plugin.pyz" in details["package"]["files"] and details["package"]["version"] == "0.1.0"
@@ -46,17 +46,16 @@ async def test_an_uploaded_hmap_is_installed_listed_upgraded_only_on_request_and
         assert again.status_code == 409 and "already installed" in again.json()["error"]
         newer = build_hmap(tmp_path, version="0.2.0").read_bytes()
         upgraded = await client.post("/api/v1/plugins", params={"overwrite": "true"}, content=newer, headers=ZIP)
-        assert upgraded.status_code == 201 and upgraded.json()["action"] == "upgraded"
+        assert upgraded.status_code == 201 and upgraded.json()["action"] == "reloaded"
         bad_flag = await client.post("/api/v1/plugins", params={"overwrite": "perhaps"}, content=newer, headers=ZIP)
         assert bad_flag.status_code == 400 and "overwrite" in bad_flag.json()["error"]
 
         reload = (await client.post("/api/v1/plugins/reload")).json()
         assert reload["status"] == "reloaded" and reload["reloaded"] == []
-        assert reload["restart_required"] == ["greeter"]  # a new process plugin starts on restart
+        assert reload["restart_required"] == [] and reload["started"] == []  # it runs already
 
         removed = await client.delete("/api/v1/plugins/greeter")
-        assert removed.json() == {"status": "removed", "name": "greeter", "action": "reload_required",
-                                  "stopped": False}
+        assert removed.json() == {"status": "removed", "name": "greeter", "action": "stopped", "stopped": True}
         assert leftovers(daemon.app.data_dir) == []
         assert (await client.get("/api/v1/plugins/greeter")).status_code == 404
         gone = await client.delete("/api/v1/plugins/greeter")
