@@ -10,8 +10,11 @@ loaded before any command runs, and ``HOMEAGENT_LOAD_PLUGINS=''`` loads none of 
 
     HOMEAGENT_LOAD_PLUGINS='' homeagent uninstall homeagent-plugin-broken
 
-``.hmap`` packages (out-of-process, Lua, skills) are not pip distributions: they go into the
-data directory with ``homeagent plugins install``.
+``.hmap`` packages (out-of-process, Lua, skills) are not pip distributions: they belong to one
+data directory. ``homeagent install x.hmap [--data DIR]`` installs them into that directory's
+plugin folder (as ``homeagent plugins install`` does) and a daemon running there starts them at
+once. Python distributions go into the environment, which every data directory shares; they
+load when a daemon (re)starts.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ import importlib
 import importlib.metadata
 import runpy
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from homeagent_core.cli._common import fail, handle_errors
+from homeagent_core.cli._common import DataOption, fail, handle_errors
 from homeagent_sdk._names import PROJECT_NAME
 from homeagent_sdk.errors import UsageError
 
-__all__ = ["install", "pip_install_args", "pip_uninstall_args", "plugin_entry_points", "run_pip", "uninstall"]
+__all__ = [
+    "install", "is_hmap", "pip_install_args", "pip_uninstall_args", "plugin_entry_points", "run_pip", "uninstall"
+]
 
 #: Distributions ``homeagent uninstall`` refuses to remove (it would remove itself).
 PROTECTED = frozenset({"homeagent", "pip"})
@@ -115,10 +121,16 @@ def plugin_entry_points() -> dict[str, str]:
     return found
 
 
+def is_hmap(source: str) -> bool:
+    """Whether ``source`` names a HomeAgent package (a ``.hmap`` path or URL) rather than a pip requirement."""
+    return source.split("?", 1)[0].split("#", 1)[0].lower().endswith(".hmap")
+
+
 @handle_errors
 def install(
     packages: Annotated[
-        list[str] | None, typer.Argument(help="Distributions or paths to install (anything pip accepts).")
+        list[str] | None,
+        typer.Argument(help="Distributions or paths to install (anything pip accepts), or .hmap packages."),
     ] = None,
     editable: Annotated[
         str | None, typer.Option("--editable", "-e", help="Install a project folder in editable mode.")
@@ -127,10 +139,25 @@ def install(
     force_reinstall: Annotated[bool, typer.Option("--force-reinstall", help="Reinstall even if up to date.")] = False,
     no_cache_dir: Annotated[bool, typer.Option("--no-cache-dir", help="Do not use pip's cache.")] = False,
     pre: Annotated[bool, typer.Option("--pre", help="Include pre-release versions.")] = False,
+    data: DataOption = None,
 ) -> None:
-    """Install Python plugins with pip into the environment HomeAgent runs in."""
+    """Install plugins: .hmap packages into the data directory, Python distributions with pip.
+
+    A .hmap (out-of-process, Lua or skill package; a path or an http(s) URL) goes into
+    <data>/plugins/ and a daemon running on that data directory starts it at once (with
+    --upgrade or --force-reinstall an installed one is replaced). Anything else is installed
+    with pip into the environment HomeAgent runs in: that environment is shared by every data
+    directory, and a Python plugin loads when a daemon (re)starts.
+    """
+    wanted = list(packages or [])
+    hmaps = [p for p in wanted if is_hmap(p)]
+    wheels = [p for p in wanted if not is_hmap(p)]
+    if hmaps:
+        _install_hmaps(hmaps, data, force=upgrade or force_reinstall)
+        if not wheels and not editable:
+            return
     args = pip_install_args(
-        list(packages or []),
+        wheels,
         editable=editable,
         upgrade=upgrade,
         force_reinstall=force_reinstall,
@@ -144,21 +171,56 @@ def install(
     after = plugin_entry_points()
     added = {name: dist for name, dist in after.items() if before.get(name) != dist}
     for name, dist in sorted(added.items()):
-        typer.echo(f"plugin {name} ({dist}) installed; it loads the next time homeagent starts")
+        typer.echo(
+            f"plugin {name} ({dist}) installed into the Python environment {sys.prefix}, which every data "
+            "directory shares; it loads the next time homeagent starts (restart a running daemon: it cannot "
+            "import Python code while running)"
+        )
     if not added:
         typer.echo("no new HomeAgent plugin entry points (the packages may be libraries, or already installed)")
 
 
+def _install_hmaps(sources: list[str], data: Path | None, *, force: bool) -> None:
+    """Install ``.hmap`` packages into the data directory; a daemon running there starts each at once."""
+    from homeagent_core.cli.plugins_install import install_hmap, report_install
+    from homeagent_core.datadir import prepare_data_dir
+    from homeagent_core.plugins.packages import PackageError
+
+    root = prepare_data_dir(data)
+    for source in sources:
+        try:
+            result = install_hmap(root, source, force=force)
+        except PackageError as exc:
+            raise fail(str(exc)) from None
+        report_install(root, result)
+
+
 @handle_errors
 def uninstall(
-    packages: Annotated[list[str], typer.Argument(help="Distribution names, e.g. homeagent-plugin-hello.")],
+    packages: Annotated[
+        list[str], typer.Argument(help="Distribution names (e.g. homeagent-plugin-hello) or installed package names.")
+    ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    data: DataOption = None,
 ) -> None:
-    """Uninstall Python plugins with pip from the environment HomeAgent runs in.
+    """Uninstall plugins: packages installed in the data directory, Python distributions with pip.
 
-    If an installed plugin breaks the command line, run it as
-    HOMEAGENT_LOAD_PLUGINS='' homeagent uninstall NAME.
+    A name installed in <data>/plugins/ (a .hmap package) is removed from there (a daemon
+    running on the data directory stops it first); other names are uninstalled with pip from
+    the environment HomeAgent runs in. If an installed Python plugin breaks the command line,
+    run it as HOMEAGENT_LOAD_PLUGINS='' homeagent uninstall NAME.
     """
+    from homeagent_core.cli.plugins_install import remove
+    from homeagent_core.datadir import resolve_data_dir
+    from homeagent_core.plugins.packages import NAME_RE
+
+    root = resolve_data_dir(data)
+    local = [p for p in packages if NAME_RE.match(p) and (root / "plugins" / p).is_dir()]
+    for name in local:
+        remove(name, data=root)
+    packages = [p for p in packages if p not in local]
+    if local and not packages:
+        return
     args = pip_uninstall_args(list(packages), yes=yes)
     before = plugin_entry_points()
     code = run_pip(args)

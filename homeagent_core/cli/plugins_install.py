@@ -1,7 +1,9 @@
 """``homeagent plugins install|remove|enable|disable|reload``: manage installed packages.
 
-These act on the data directory (and its config database) directly; a running daemon picks
-the change up on ``reload`` or restart.
+These act on the data directory (and its config database). When a daemon runs on that data
+directory, ``install`` asks it to start the package at once, ``remove`` goes through it (it
+stops the plugin, then deletes it) and ``reload`` restarts what changed; without a daemon the
+change applies when one starts.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail, handle_errors
 
-__all__ = ["disable", "enable", "install", "reload", "remove"]
+__all__ = ["disable", "enable", "install", "install_hmap", "live_note", "reload", "remove", "report_install",
+           "start_in_daemon"]
 
 
 def _data(data: Path | None) -> Path:
@@ -31,27 +34,69 @@ def install(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Install a .hmap plugin package into <data>/plugins/."""
-    from homeagent_core.plugins.packages import PackageError, download, install_package
+    """Install a .hmap plugin package into <data>/plugins/; a daemon running there starts it at once."""
+    from homeagent_core.plugins.packages import PackageError
 
     root = _data(data)
-    fetched: Path | None = None
     try:
-        if source.startswith(("http://", "https://")):
-            fetched = asyncio.run(download(source, Path(tempfile.gettempdir())))
-        result = install_package(root, fetched or Path(source).expanduser(), overwrite=force)
+        result = install_hmap(root, source, force=force)
     except PackageError as exc:
         if as_json:
             echo_json(exc.to_dict())
         raise fail(str(exc)) from None
+    report_install(root, result, as_json=as_json)
+
+
+def install_hmap(root: Path, source: str, *, force: bool = False) -> dict[str, Any]:
+    """Install one ``.hmap`` (a path or an http(s) URL) into ``root``'s plugin folder; the installer's result.
+
+    Raises:
+        PackageError: the package is invalid, could not be downloaded, or is installed already.
+    """
+    from homeagent_core.plugins.packages import download, install_package
+
+    fetched: Path | None = None
+    try:
+        if source.startswith(("http://", "https://")):
+            fetched = asyncio.run(download(source, Path(tempfile.gettempdir())))
+        return install_package(root, fetched or Path(source).expanduser(), overwrite=force)
     finally:
         if fetched is not None:
             fetched.unlink(missing_ok=True)
+
+
+def report_install(root: Path, result: dict[str, Any], *, as_json: bool = False) -> None:
+    """Have a daemon running on ``root`` start the installed package, then print what happened.
+
+    Raises:
+        typer.Exit: the daemon could not start it (after printing the install).
+    """
+    live, problem = start_in_daemon(root, str(result["name"]))
     if as_json:
-        echo_json(result)
-        return
-    typer.echo(f"installed {result['name']} {result['version']} ({result['action']})")
-    typer.echo(_grants(result.get("capabilities") or []))
+        echo_json({**result, "daemon": live, **({"daemon_error": problem} if problem else {})})
+    else:
+        typer.echo(f"installed {result['name']} {result['version']} into {root / 'plugins'} ({result['action']})")
+        typer.echo(_grants(result.get("capabilities") or []))
+        typer.echo(live_note(root, live))
+    if problem:
+        raise fail(f"the running daemon could not start {result['name']}: {problem}")
+
+
+def start_in_daemon(root: Path, name: str) -> tuple[str | None, str]:
+    """Ask the daemon on ``root`` to start (or restart) ``name``: ``(its reply or None, error or "")``."""
+    from homeagent_core.cli._daemon import DaemonRefused, daemon_command
+
+    try:
+        return daemon_command(root, f"/plugin start {name}"), ""
+    except DaemonRefused as exc:
+        return "", str(exc)
+
+
+def live_note(root: Path, reply: str | None) -> str:
+    """What the running daemon did with the package, or that none runs on ``root``."""
+    if reply is None:
+        return f"no daemon runs on {root}: the plugin starts with `homeagent serve --data {root}`"
+    return f"running daemon: {reply}"
 
 
 def _grants(capabilities: list[str]) -> str:
@@ -69,11 +114,19 @@ def _grants(capabilities: list[str]) -> str:
 
 @handle_errors
 def remove(name: Annotated[str, typer.Argument(help="Plugin name.")], data: DataOption = None) -> None:
-    """Uninstall a plugin: delete its directory and its settings."""
+    """Uninstall a plugin: stop it in a running daemon, delete its directory and its settings."""
+    from homeagent_core.cli._daemon import DaemonRefused, daemon_command
     from homeagent_core.config import ConfigStore
     from homeagent_core.plugins.packages import remove_plugin
 
     root = _data(data)
+    try:
+        reply = daemon_command(root, f"/plugin remove {name}")
+    except DaemonRefused as exc:
+        raise fail(f"the running daemon did not remove {name}: {exc}") from None
+    if reply is not None:
+        typer.echo(f"{reply} (the running daemon stopped it first)")
+        return
     config = ConfigStore(root / "config.db")
     try:
         remove_plugin(root, name, config=config)
@@ -112,7 +165,7 @@ def reload(
     name: Annotated[str, typer.Argument(help="Plugin name (empty: every plugin whose entry changed).")] = "",
     data: DataOption = None,
 ) -> None:
-    """Check an installed plugin and tell how its new version goes live."""
+    """Check installed plugins; a daemon running on the data directory restarts (or starts) them."""
     from homeagent_core.plugins.packages import PackageError, load_manifest
 
     root = _data(data)
@@ -127,7 +180,10 @@ def reload(
         except PackageError as exc:
             raise fail(str(exc)) from None
         typer.echo(f"{manifest.name} {manifest.version}: valid")
-    typer.echo(
-        "a running daemon reloads out-of-process plugins whose entry changed through the pluginmgr tool "
-        "plugin_reload, or on restart"
-    )
+    from homeagent_core.cli._daemon import DaemonRefused, daemon_command
+
+    try:
+        reply = daemon_command(root, f"/plugin reload {name}".strip())
+    except DaemonRefused as exc:
+        raise fail(f"the running daemon could not reload {name or 'the plugins'}: {exc}") from None
+    typer.echo(live_note(root, reply))

@@ -61,10 +61,23 @@ def test_install_without_packages_says_what_to_give():
     assert "nothing to install" in result.output
 
 
-def test_an_hmap_package_is_sent_to_plugins_install():
-    result = CliRunner().invoke(cli_app(), ["install", "dist/echo-0.1.0.hmap"])
-    assert result.exit_code == 1
-    assert "install it with `homeagent plugins install dist/echo-0.1.0.hmap`" in result.output
+def test_an_hmap_package_goes_into_the_plugin_folder_of_the_data_directory_given(tmp_path: Path):
+    from hmapdev.build import pack_project, render_template
+
+    render_template("lua", "echo", tmp_path / "echo")
+    package = pack_project(tmp_path / "echo")
+    data = tmp_path / "data"
+    result = CliRunner().invoke(cli_app(), ["install", str(package), "--data", str(data)])
+    assert result.exit_code == 0, result.output
+    assert f"installed echo 0.1.0 into {data / 'plugins'}" in result.output
+    assert f"no daemon runs on {data}" in result.output and (data / "plugins" / "echo" / "main.lua").is_file()
+
+    missing = CliRunner().invoke(cli_app(), ["install", "dist/echo-0.1.0.hmap", "--data", str(data)])
+    assert missing.exit_code == 1 and "dist/echo-0.1.0.hmap" in missing.output
+
+    removed = CliRunner().invoke(cli_app(), ["uninstall", "echo", "--data", str(data)])
+    assert removed.exit_code == 0, removed.output
+    assert "removed echo" in removed.output and not (data / "plugins" / "echo").exists()
 
 
 def test_uninstall_refuses_to_remove_homeagent_itself():
