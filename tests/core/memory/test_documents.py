@@ -16,8 +16,8 @@ TURNS = [
 ]
 
 
-async def make_store(tmp_path, embedder=None, **kw) -> DocumentStore:
-    store = DocumentStore(tmp_path / "documents.db", embedder, **kw)
+async def make_store(tmp_path, embedder=None, *, open_documents=DocumentStore, **kw) -> DocumentStore:
+    store = open_documents(tmp_path / "documents.db", embedder, **kw)
     await store.add_many(
         [Document(content=t, source="chat", created_at=1000.0 + i) for i, t in enumerate(TURNS)]
     )
@@ -31,8 +31,8 @@ def test_char_ngrams_stay_inside_words_and_lowercase():
     assert "i m" not in grams
 
 
-async def test_lexical_query_finds_partial_word_forms(tmp_path):
-    store = await make_store(tmp_path, neighbour_weight=0.0)
+async def test_lexical_query_finds_partial_word_forms(tmp_path, open_documents):
+    store = await make_store(tmp_path, neighbour_weight=0.0, open_documents=open_documents)
     hits = await store.query("When did Melanie paint?", 1)
     assert hits[0].document.content == TURNS[1]
     hits = await store.query("adoption agency research", 2)
@@ -40,8 +40,8 @@ async def test_lexical_query_finds_partial_word_forms(tmp_path):
     store.close()
 
 
-async def test_dense_and_lexical_paths_are_fused(tmp_path):
-    store = await make_store(tmp_path, FakeEmbedder(64), neighbour_weight=0.0)
+async def test_dense_and_lexical_paths_are_fused(tmp_path, open_documents):
+    store = await make_store(tmp_path, FakeEmbedder(64), neighbour_weight=0.0, open_documents=open_documents)
     assert store.stats()["dense_rows"] == len(TURNS)
     hits = await store.query("camping trip mountains", 3)
     assert hits[0].document.content == TURNS[3]
@@ -49,9 +49,9 @@ async def test_dense_and_lexical_paths_are_fused(tmp_path):
     store.close()
 
 
-async def test_neighbouring_turns_share_part_of_a_match(tmp_path):
-    plain = await make_store(tmp_path / "a", neighbour_weight=0.0)
-    linked = await make_store(tmp_path / "b", neighbour_weight=0.5)
+async def test_neighbouring_turns_share_part_of_a_match(tmp_path, open_documents):
+    plain = await make_store(tmp_path / "a", neighbour_weight=0.0, open_documents=open_documents)
+    linked = await make_store(tmp_path / "b", neighbour_weight=0.5, open_documents=open_documents)
     q = "sunrise lake"
     score_plain = {h.document.content: h.score for h in await plain.query(q, 5)}
     score_linked = {h.document.content: h.score for h in await linked.query(q, 5)}
@@ -65,8 +65,8 @@ async def test_neighbouring_turns_share_part_of_a_match(tmp_path):
     linked.close()
 
 
-async def test_documents_of_other_sources_or_far_apart_are_not_neighbours(tmp_path):
-    store = DocumentStore(tmp_path / "d.db", neighbour_weight=0.5, neighbour_window=60)
+async def test_documents_of_other_sources_or_far_apart_are_not_neighbours(tmp_path, open_documents):
+    store = open_documents(tmp_path / "d.db", neighbour_weight=0.5, neighbour_window=60)
     await store.add_many(
         [
             Document(content="zebra stripes are unique", source="a", created_at=0),
@@ -79,11 +79,11 @@ async def test_documents_of_other_sources_or_far_apart_are_not_neighbours(tmp_pa
     store.close()
 
 
-async def test_query_results_and_timestamps_survive_a_restart(tmp_path):
-    store = await make_store(tmp_path, FakeEmbedder(64))
+async def test_query_results_and_timestamps_survive_a_restart(tmp_path, open_documents):
+    store = await make_store(tmp_path, FakeEmbedder(64), open_documents=open_documents)
     before = [(h.document.id, round(h.score, 5)) for h in await store.query("support group", 3, touch=False)]
     store.close()
-    reopened = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64))
+    reopened = open_documents(tmp_path / "documents.db", FakeEmbedder(64))
     after = [(h.document.id, round(h.score, 5)) for h in await reopened.query("support group", 3, touch=False)]
     assert after == before
     assert sorted(d.created_at for d in reopened.all()) == [1000.0 + i for i in range(5)]
@@ -108,8 +108,8 @@ async def test_store_reopened_without_snapshot_after_a_crash_rebuilds_the_index(
     rebuilt.close()
 
 
-async def test_delete_removes_a_document_from_both_paths(tmp_path):
-    store = await make_store(tmp_path, FakeEmbedder(64))
+async def test_delete_removes_a_document_from_both_paths(tmp_path, open_documents):
+    store = await make_store(tmp_path, FakeEmbedder(64), open_documents=open_documents)
     target = next(d for d in store.all() if "camping" in d.content)
     assert store.delete([target.id]) == 1
     assert target.id not in store
@@ -119,8 +119,8 @@ async def test_delete_removes_a_document_from_both_paths(tmp_path):
     store.close()
 
 
-async def test_consume_returns_and_deletes_the_hits(tmp_path):
-    store = await make_store(tmp_path)
+async def test_consume_returns_and_deletes_the_hits(tmp_path, open_documents):
+    store = await make_store(tmp_path, open_documents=open_documents)
     hits = await store.consume("adoption agencies", 1)
     assert hits[0].document.content == TURNS[4]
     assert len(store) == len(TURNS) - 1
@@ -128,8 +128,8 @@ async def test_consume_returns_and_deletes_the_hits(tmp_path):
     store.close()
 
 
-async def test_find_cold_lists_old_rarely_read_documents(tmp_path):
-    store = await make_store(tmp_path)
+async def test_find_cold_lists_old_rarely_read_documents(tmp_path, open_documents):
+    store = await make_store(tmp_path, open_documents=open_documents)
     for _ in range(3):
         await store.query("adoption agencies", 1)
     cold = store.find_cold(older_than=3600, now=1000.0 + 4 + 3600 * 2)
@@ -138,21 +138,21 @@ async def test_find_cold_lists_old_rarely_read_documents(tmp_path):
     store.close()
 
 
-async def test_vectors_of_another_space_are_reembedded(tmp_path):
-    store = await make_store(tmp_path, FakeEmbedder(32, name="old"))
+async def test_vectors_of_another_space_are_reembedded(tmp_path, open_documents):
+    store = await make_store(tmp_path, FakeEmbedder(32, name="old"), open_documents=open_documents)
     store.close()
-    new = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
+    new = open_documents(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
     assert new.stale_count == len(TURNS) and new.stats()["dense_rows"] == 0
     assert await new.reembed_stale() == len(TURNS)
     assert new.stats()["dense_rows"] == len(TURNS)
     new.close()
-    again = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
+    again = open_documents(tmp_path / "documents.db", FakeEmbedder(64, name="new"))
     assert again.stale_count == 0
     again.close()
 
 
-async def test_empty_documents_and_duplicate_ids_are_rejected(tmp_path):
-    store = DocumentStore(tmp_path / "d.db")
+async def test_empty_documents_and_duplicate_ids_are_rejected(tmp_path, open_documents):
+    store = open_documents(tmp_path / "d.db")
     with pytest.raises(UsageError, match="non-empty"):
         await store.add("   ")
     doc = await store.add("hello")

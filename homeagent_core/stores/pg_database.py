@@ -1,0 +1,304 @@
+"""One PostgreSQL database shared by the stores of a daemon: pool, schema, change notifications.
+
+:class:`PgDatabase` owns a psycopg 3 :class:`~psycopg_pool.AsyncConnectionPool` on a private
+event loop in a background thread. The stores' public methods keep the shape of the SQLite
+stores (some plain, some ``async``): plain ones wait for :meth:`PgDatabase.call`, async ones
+await :meth:`PgDatabase.acall`; both run the coroutine on that loop, so the caller's loop and
+the pool never share state.
+
+Opening checks the server right away: an unreachable database raises
+:class:`~homeagent_sdk.errors.MemoryStoreError` naming the URL without its password (there is
+no fallback to an empty SQLite store). The schema is versioned in ``homeagent_schema``; a
+database written by a newer HomeAgent is refused. Writers send ``NOTIFY homeagent_changes``
+with the tenant in the same transaction as their change rows, so another daemon on the same
+database hears of a commit exactly when it becomes visible (:meth:`PgDatabase.listen`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from homeagent_sdk.errors import MemoryStoreError, UsageError
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["CHANNEL", "SCHEMA_VERSION", "PgDatabase", "redact_url"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CHANNEL = "homeagent_changes"
+"""The NOTIFY channel; the payload is the tenant whose rows changed."""
+
+_MIGRATIONS: list[str] = [
+    # 1: documents, per-tenant counters and the change log followed by other daemons
+    """
+    CREATE EXTENSION IF NOT EXISTS vector;
+    CREATE TABLE ha_tenants (
+        tenant TEXT PRIMARY KEY,
+        next_slot BIGINT NOT NULL DEFAULT 0,
+        change_seq BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE ha_documents (
+        tenant TEXT NOT NULL,
+        slot BIGINT NOT NULL,
+        id TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        source TEXT NOT NULL DEFAULT '',
+        created_at DOUBLE PRECISION NOT NULL,
+        last_access DOUBLE PRECISION NOT NULL,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        media_digests TEXT NOT NULL DEFAULT '[]',
+        meta JSONB NOT NULL DEFAULT '{}',
+        vector vector,
+        vec_model TEXT NOT NULL DEFAULT '',
+        lex BYTEA NOT NULL,
+        lex_len INTEGER NOT NULL,
+        PRIMARY KEY (tenant, slot),
+        UNIQUE (tenant, id)
+    );
+    CREATE INDEX ha_documents_cold ON ha_documents (tenant, last_access, access_count);
+    CREATE TABLE ha_changes (
+        tenant TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        slot BIGINT NOT NULL,
+        lex BYTEA,
+        PRIMARY KEY (tenant, seq, slot)
+    );
+    """,
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+"""The schema version this code writes; a database at a higher version is refused."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (safe to log or show)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable database URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _scrub(text: str, url: str) -> str:
+    """Remove the URL's password from ``text`` (a driver message may quote the conninfo)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    text = text.replace(url, redact_url(url))
+    return text.replace(password, "***") if password else text
+
+
+class PgDatabase:
+    """A pooled connection to one PostgreSQL database, schema checked and migrated.
+
+    Args:
+        url: a ``postgresql://`` URL (libpq syntax; ``?host=/path`` for a Unix socket).
+        max_size: connections in the pool.
+        timeout: seconds to wait for the server at open and for a pooled connection.
+
+    Raises:
+        UsageError: ``url`` is not a PostgreSQL URL.
+        MemoryStoreError: the server cannot be reached, or its schema is newer than this code.
+    """
+
+    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 10.0) -> None:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise UsageError(
+                f"not a PostgreSQL URL: {redact_url(url)!r}; use postgresql://user:password@host/dbname"
+            )
+        self.url = url
+        self.safe_url = redact_url(url)
+        self.timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="postgres-pool", daemon=True)
+        self._thread.start()
+        self._listeners: list[Callable[[str], None]] = []
+        self._listen_task: asyncio.Task[None] | None = None
+        self._closed = False
+        try:
+            self._pool: AsyncConnectionPool = self.call(self._open(max_size))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    # -- running on the pool's loop ---------------------------------------------------------
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the pool's loop and wait for its result (from any thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` run on the pool's loop (from another event loop)."""
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return await asyncio.wrap_future(future)
+
+    def connection(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]:
+        """An async context manager lending a pooled connection (use on the pool's loop)."""
+        if self._closed:
+            raise UsageError(f"the database {self.safe_url} is closed")
+        return self._pool.connection(timeout=self.timeout)
+
+    # -- opening ------------------------------------------------------------------------------
+
+    async def _open(self, max_size: int) -> AsyncConnectionPool:
+        try:
+            import psycopg
+            from psycopg.types import TypeInfo
+            from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+            from homeagent_core.stores.pg_vector import register_vector
+        except ImportError as exc:
+            raise UsageError(
+                'the PostgreSQL store needs psycopg 3: pip install "homeagent[postgres]"'
+            ) from exc
+        try:
+            first = await psycopg.AsyncConnection.connect(self.url, connect_timeout=max(1, int(self.timeout)))
+        except psycopg.Error as exc:
+            raise MemoryStoreError(
+                f"cannot reach the PostgreSQL database {self.safe_url}: {_scrub(str(exc).strip(), self.url)}; "
+                "check that the server runs and the URL, user and password are right "
+                "(the memory store does not fall back to SQLite)"
+            ) from None
+        try:
+            await self._migrate(first)
+            info = await TypeInfo.fetch(first, "vector")
+        finally:
+            await first.close()
+        if info is None:
+            raise MemoryStoreError(f"the PostgreSQL database {self.safe_url} lacks the pgvector extension")
+        self.vector_oid = info.oid
+
+        async def configure(conn: AsyncConnection[Any]) -> None:
+            register_vector(conn, info.oid)
+
+        pool = AsyncConnectionPool(
+            self.url, min_size=1, max_size=max_size, open=False, timeout=self.timeout,
+            kwargs={"autocommit": True}, name="homeagent", configure=configure,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.timeout)
+        except PoolTimeout:
+            await pool.close()
+            raise MemoryStoreError(f"the PostgreSQL database {self.safe_url} stopped answering while opening") from None
+        return pool
+
+    async def _migrate(self, conn: AsyncConnection[Any]) -> None:
+        """Bring the schema to :data:`SCHEMA_VERSION` (one transaction per step), refusing a newer one."""
+        await conn.set_autocommit(True)
+        await conn.execute("SELECT pg_advisory_lock(hashtext('homeagent_schema'))")
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS homeagent_schema (version INTEGER NOT NULL, applied_at TIMESTAMPTZ"
+                " NOT NULL DEFAULT now())"
+            )
+            row = await (await conn.execute("SELECT max(version) FROM homeagent_schema")).fetchone()
+            current = int(row[0]) if row and row[0] is not None else 0
+            if current > SCHEMA_VERSION:
+                raise MemoryStoreError(
+                    f"the PostgreSQL database {self.safe_url} has schema version {current}, newer than this "
+                    f"HomeAgent's {SCHEMA_VERSION}; upgrade HomeAgent (a downgrade would lose data)"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                async with conn.transaction():
+                    await conn.execute(_MIGRATIONS[version - 1])
+                    await conn.execute("INSERT INTO homeagent_schema (version) VALUES (%s)", (version,))
+                log.info("PostgreSQL store %s: schema at version %d", self.safe_url, version)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtext('homeagent_schema'))")
+
+    # -- change notifications -----------------------------------------------------------------
+
+    def listen(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(tenant)`` (on the pool's thread) after another writer commits changes.
+
+        One ``LISTEN`` connection serves every callback; it reconnects after a lost connection
+        and then calls each callback with ``""`` (catch up on everything).
+        """
+        self._listeners.append(callback)
+        if self._listen_task is None:
+            ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._loop.call_soon_threadsafe(self._start_listening, ready)
+            ready.result(timeout=self.timeout + 5)
+
+    def unlisten(self, callback: Callable[[str], None]) -> None:
+        """Stop calling ``callback`` (the listening connection stays for the others)."""
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _start_listening(self, ready: concurrent.futures.Future[None]) -> None:
+        self._listen_task = self._loop.create_task(self._follow(ready))
+
+    async def _follow(self, ready: concurrent.futures.Future[None]) -> None:
+        import psycopg
+
+        while not self._closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            except psycopg.Error as exc:
+                log.warning("PostgreSQL store %s: change listener cannot connect: %s", self.safe_url,
+                            _scrub(str(exc).strip(), self.url))
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await conn.execute(f"LISTEN {CHANNEL}")
+                if not ready.done():
+                    ready.set_result(None)
+                else:
+                    self._notify("")  # reconnected: notifications may have been missed
+                async for note in conn.notifies():
+                    self._notify(note.payload)
+            except psycopg.Error as exc:
+                if not self._closed:
+                    log.warning("PostgreSQL store %s: change listener lost its connection: %s", self.safe_url,
+                                _scrub(str(exc).strip(), self.url))
+            finally:
+                await conn.close()
+
+    def _notify(self, tenant: str) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback(tenant)
+            except Exception:  # a follower's failure must not end the listener for the others
+                log.exception("PostgreSQL store %s: change follower failed", self.safe_url)
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def _close(self) -> None:
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            await asyncio.gather(self._listen_task, return_exceptions=True)
+        await self._pool.close()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def close(self) -> None:
+        """Close the listener and the pool; further use raises :class:`UsageError`."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.call(self._close())
+        finally:
+            self._stop_loop()
+

@@ -1,0 +1,674 @@
+"""The L2 document store on PostgreSQL: rows in the server, search in an in-memory mirror.
+
+Same public behaviour as the SQLite :class:`~homeagent_core.memory.documents.DocumentStore`
+(``add``/``add_many``/``query``/``search``/``consume``/``delete``/``touch``/``get``/``all``/
+``find_cold``/``reembed_stale``/...), for one tenant (an agent or household) of a shared
+database: every row carries the tenant id, so one server holds many agents.
+
+Documents live in ``ha_documents`` (vectors in a pgvector ``vector`` column with an HNSW index
+per embedding space, the lexical terms as the same compact blob the SQLite store keeps).
+Search runs on a :class:`~homeagent_core.stores.doc_mirror.DocMirror` loaded at open: the same
+dense + character n-gram BM25 + neighbour ranking as the embedded store, so recall is the same.
+(PostgreSQL's full-text search stems words of one configured language and the shipped server
+has no ``pg_trgm``; the n-gram index also serves Chinese and mixed text.)
+
+Every write takes the tenant's row in ``ha_tenants`` (serialising the tenant's writers, so
+slots and change numbers commit in order), writes its rows and ``ha_changes`` entries and
+sends ``NOTIFY`` in one transaction. The mirror is only ever changed by replaying
+``ha_changes`` in order, for this store's own writes too, so several daemons on one database
+converge: another daemon's commit becomes searchable here when its notification arrives
+(or at the next write here), and an interrupted transaction leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from homeagent_core.memory.documents import DocHit, Document
+from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
+from homeagent_core.stores.doc_mirror import DocMirror
+from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_sdk.embeddings import text_language
+from homeagent_sdk.errors import MemoryStoreError, UsageError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from homeagent_sdk.embeddings import EmbeddingProvider
+
+__all__ = ["PgDocumentStore"]
+
+log = logging.getLogger(__name__)
+
+_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+_Terms = tuple["npt.NDArray[np.uint32]", "npt.NDArray[np.uint16]", int]
+_KEEP_CHANGES = 100_000  # change rows kept per tenant; a follower further behind reloads
+
+
+def _row_to_document(row: Sequence[Any]) -> Document:
+    meta = row[8]
+    return Document(
+        id=row[0],
+        title=row[1],
+        content=row[2],
+        source=row[3],
+        created_at=row[4],
+        last_access=row[5],
+        access_count=row[6],
+        media_digests=json.loads(row[7]),
+        meta=meta if isinstance(meta, dict) else json.loads(meta),
+    )
+
+
+class PgDocumentStore:
+    """PostgreSQL-backed document store of one tenant, with in-memory fused search.
+
+    Args:
+        db: an open :class:`PgDatabase`, or a ``postgresql://`` URL (then this store owns and
+            closes the connection pool).
+        embedder: the active embedding space; ``None`` = lexical search only.
+        tenant: whose documents these are (an agent or household id).
+        follow: apply other daemons' commits as they are notified (``LISTEN``).
+        dense_weight / lexical_weight / neighbour_weight / neighbour_window: as for the
+            SQLite store.
+
+    Raises:
+        MemoryStoreError: the database cannot be reached or its schema is newer.
+        UsageError: a weight is negative or the tenant id is empty.
+    """
+
+    def __init__(
+        self,
+        db: PgDatabase | str,
+        embedder: EmbeddingProvider | None = None,
+        *,
+        tenant: str = "default",
+        follow: bool = True,
+        dense_weight: float = 0.5,
+        lexical_weight: float = 0.5,
+        neighbour_weight: float = 0.2,
+        neighbour_window: float = 3600.0,
+    ) -> None:
+        for name, value in (
+            ("dense_weight", dense_weight),
+            ("lexical_weight", lexical_weight),
+            ("neighbour_weight", neighbour_weight),
+            ("neighbour_window", neighbour_window),
+        ):
+            if value < 0:
+                raise UsageError(f"DocumentStore {name} must be >= 0, got {value}")
+        if not tenant.strip():
+            raise UsageError("the PostgreSQL document store needs a non-empty tenant id")
+        self._owns_db = isinstance(db, str)
+        self.db = PgDatabase(db) if isinstance(db, str) else db
+        self.tenant = tenant
+        self.embedder = embedder
+        self.dense_weight = dense_weight
+        self.lexical_weight = lexical_weight
+        self.neighbour_weight = neighbour_weight
+        self.neighbour_window = neighbour_window
+        self._fingerprint = embedder.info.fingerprint if embedder else ""
+        self._dim = embedder.info.dimension if embedder else 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._stale = 0
+        self._applied = 0
+        self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-follow:{tenant}")
+        self._pending = threading.Event()
+        try:
+            self.db.call(self._prepare())
+            with self._lock:
+                self._reload()
+        except BaseException:
+            self._follower.shutdown()
+            if self._owns_db:
+                self.db.close()
+            raise
+        if follow:
+            self.db.listen(self._on_notify)
+
+    # -- schema and loading -------------------------------------------------------------------
+
+    def _index_name(self) -> str:
+        return "ha_documents_hnsw_" + hashlib.sha1(f"{self._fingerprint}/{self._dim}".encode()).hexdigest()[:12]
+
+    async def _prepare(self) -> None:
+        """The tenant's counter row, and an HNSW index for the active space (shared by tenants)."""
+        async with self.db.connection() as conn:
+            await conn.execute("INSERT INTO ha_tenants (tenant) VALUES (%s) ON CONFLICT DO NOTHING", (self.tenant,))
+            if self._fingerprint and self._dim:
+                fp = self._fingerprint.replace("'", "''")
+                await conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS {self._index_name()} ON ha_documents USING hnsw "
+                    f"((vector::vector({self._dim})) vector_ip_ops) WHERE vec_model = '{fp}'"
+                )
+
+    async def _read_all(self) -> tuple[int, list[tuple[Any, ...]]]:
+        async with self.db.connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur = conn.cursor(binary=True)
+            await cur.execute("SELECT change_seq FROM ha_tenants WHERE tenant=%s", (self.tenant,))
+            seq = (await cur.fetchone() or (0,))[0]
+            await cur.execute(
+                "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
+                " WHERE tenant=%s ORDER BY slot",
+                (self.tenant,),
+            )
+            return int(seq), await cur.fetchall()
+
+    def _reload(self) -> None:
+        """Rebuild the mirror from every row of the tenant (called with ``_lock`` held)."""
+        seq, rows = self.db.call(self._read_all())
+        self._mirror = DocMirror(self._dim, self.neighbour_window)
+        self._stale = 0
+        for row in rows:
+            self._apply_add(row)
+        self._applied = seq
+        if self._stale:
+            log.info("document store %s: %d documents have no vector in the active space %s; "
+                     "reembed_stale() recomputes them", self._where(), self._stale, self._fingerprint)
+
+    def _apply_add(self, row: Sequence[Any], known: _Terms | None = None) -> None:
+        slot, created, source, vec_model, vector, lex, length = row
+        if slot <= self._mirror.top:
+            return
+        buckets, counts = (known[0], known[1]) if known is not None else decode_terms(bytes(lex))
+        usable = vec_model == self._fingerprint and vector is not None and len(vector) == self._dim and self._dim
+        if not usable:
+            self._stale += 1
+        self._mirror.add(int(slot), float(created), source, (buckets, counts, int(length)),
+                         vector if usable else None)
+
+    # -- following other writers --------------------------------------------------------------
+
+    def _on_notify(self, tenant: str) -> None:
+        """A commit was announced (on the pool's thread): catch up in the follower thread."""
+        if tenant not in ("", self.tenant) or self._closed or self._pending.is_set():
+            return
+        self._pending.set()
+        try:
+            self._follower.submit(self._follow_once)
+        except RuntimeError:  # closed meanwhile
+            return
+
+    def _follow_once(self) -> None:
+        self._pending.clear()
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._catch_up()
+            except (MemoryStoreError, OSError) as exc:
+                log.warning("document store %s: cannot follow changes: %s", self._where(), exc)
+            except Exception as exc:  # psycopg errors: the next notification or write retries
+                log.warning("document store %s: cannot follow changes: %s", self._where(), exc)
+
+    async def _read_changes(self, after: int) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
+        async with self.db.connection() as conn:
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                "SELECT seq, kind, slot, lex FROM ha_changes WHERE tenant=%s AND seq > %s ORDER BY seq, slot",
+                (self.tenant, after),
+            )
+            changes = await cur.fetchall()
+            wanted = sorted({int(c[2]) for c in changes if c[1] in ("add", "vec")})
+            rows: dict[int, tuple[Any, ...]] = {}
+            if wanted:
+                await cur.execute(
+                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
+                    " WHERE tenant=%s AND slot = ANY(%s)",
+                    (self.tenant, wanted),
+                )
+                rows = {int(r[0]): r for r in await cur.fetchall()}
+            return changes, rows
+
+    def _catch_up(self) -> None:
+        """Apply every committed change after the last applied one, in order (``_lock`` held)."""
+        changes, rows = self.db.call(self._read_changes(self._applied))
+        if changes and int(changes[0][0]) > self._applied + 1:
+            log.info("document store %s: change log pruned past this mirror; reloading", self._where())
+            self._reload()
+            return
+        for seq, kind, slot, lex in changes:
+            slot = int(slot)
+            if kind == "add" and slot in rows:
+                self._apply_add(rows[slot])
+            elif kind == "del" and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
+                had_vector = self._mirror.row_of[slot] >= 0
+                self._mirror.remove(slot, decode_terms(bytes(lex))[0])
+                if not had_vector and self._fingerprint:
+                    self._stale = max(0, self._stale - 1)
+            elif kind == "vec" and slot in rows and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
+                _, _, _, vec_model, vector, _, _ = rows[slot]
+                if vec_model == self._fingerprint and vector is not None and len(vector) == self._dim:
+                    if self._mirror.row_of[slot] < 0:
+                        self._stale = max(0, self._stale - 1)
+                    self._mirror.set_vector(slot, vector)
+            self._applied = max(self._applied, int(seq))
+
+    def sync(self) -> None:
+        """Apply every change committed by other writers so far (what a notification triggers)."""
+        with self._lock:
+            self._check_open()
+            self._catch_up()
+
+    # -- properties ---------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.db.safe_url}#{self.tenant}"
+
+    def __len__(self) -> int:
+        return self._mirror.count
+
+    def __contains__(self, doc_id: object) -> bool:
+        if not isinstance(doc_id, str):
+            return False
+        self._check_open()
+        return bool(self.db.call(self._ids_taken([doc_id])))
+
+    @property
+    def fingerprint(self) -> str:
+        """The active embedding space ("" when lexical only)."""
+        return self._fingerprint
+
+    @property
+    def stale_count(self) -> int:
+        """Documents whose vector is missing or from another embedding space."""
+        return self._stale
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for introspection (documents, dense rows, stale rows, space, where)."""
+        return {
+            "documents": self._mirror.count,
+            "dense_rows": self._mirror.n,
+            "stale_vectors": self._stale,
+            "fingerprint": self._fingerprint,
+            "path": self._where(),
+        }
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"document store {self._where()} is closed")
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def add(
+        self,
+        content: str,
+        *,
+        title: str = "",
+        source: str = "",
+        created_at: float | None = None,
+        media_digests: Iterable[str] = (),
+        meta: dict[str, Any] | None = None,
+    ) -> Document:
+        """Store one document; it is durable when this returns.
+
+        Raises:
+            UsageError: ``content`` and ``title`` are both empty.
+        """
+        doc = Document(content=content, title=title, source=source, media_digests=list(media_digests),
+                       meta=dict(meta or {}))
+        if created_at is not None:
+            doc.created_at = float(created_at)
+        (stored,) = await self.add_many([doc])
+        return stored
+
+    async def _ids_taken(self, ids: list[str]) -> list[str]:
+        async with self.db.connection() as conn:
+            cur = await conn.execute("SELECT id FROM ha_documents WHERE tenant=%s AND id = ANY(%s)", (self.tenant, ids))
+            return [r[0] for r in await cur.fetchall()]
+
+    async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
+        """Store documents in one transaction (embedding them first); durable on return.
+
+        Raises:
+            UsageError: a document is empty or its id already exists.
+        """
+        self._check_open()
+        seen: set[str] = set()
+        for doc in docs:
+            if not doc.content.strip() and not doc.title.strip():
+                raise UsageError("a document needs non-empty content or title")
+            if doc.id in seen:
+                raise UsageError(f"document id {doc.id!r} already exists")
+            seen.add(doc.id)
+        if not docs:
+            return []
+        taken = await self.db.acall(self._ids_taken(list(seen)))
+        if taken:
+            raise UsageError(f"document id {taken[0]!r} already exists")
+        vectors = None
+        if self.embedder is not None:
+            parts = [
+                await self.embedder.embed_texts([d.text for d in docs[i : i + batch_size]])
+                for i in range(0, len(docs), batch_size)
+            ]
+            vectors = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+        await asyncio.to_thread(self._insert, list(docs), vectors)
+        return list(docs)
+
+    async def _write_docs(
+        self, docs: list[Document], terms: list[_Terms], vectors: npt.NDArray[np.float32] | None
+    ) -> int:
+        import psycopg
+        from psycopg.types.json import Jsonb
+
+        n = len(docs)
+        async with self.db.connection() as conn:
+            try:
+                async with conn.transaction():
+                    cur = await conn.execute(
+                        "UPDATE ha_tenants SET next_slot = next_slot + %s, change_seq = change_seq + 1"
+                        " WHERE tenant=%s RETURNING next_slot, change_seq",
+                        (n, self.tenant),
+                    )
+                    top, seq = await cur.fetchone() or (0, 0)
+                    first = int(top) - n + 1
+                    params = []
+                    for i, (doc, (buckets, counts, length)) in enumerate(zip(docs, terms, strict=True)):
+                        doc.last_access = doc.last_access or doc.created_at
+                        vec = vectors[i] if vectors is not None else None
+                        params.append((
+                            self.tenant, first + i, doc.id, doc.title, doc.content, doc.source, doc.created_at,
+                            doc.last_access, doc.access_count, json.dumps(doc.media_digests), Jsonb(doc.meta), vec,
+                            self._fingerprint if vec is not None else "", encode_terms(buckets, counts), length,
+                        ))
+                    async with conn.cursor() as wc:
+                        await wc.executemany(
+                            "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
+                            " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
+                            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                            params,
+                        )
+                        await wc.executemany(
+                            "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'add',%s)",
+                            [(self.tenant, seq, first + i) for i in range(n)],
+                        )
+                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+            except psycopg.errors.UniqueViolation as exc:
+                raise UsageError(f"a document id already exists: {exc.diag.message_detail or exc}") from None
+            except psycopg.Error as exc:
+                raise MemoryStoreError(f"document store {self._where()}: insert failed: {exc}") from exc
+        return first
+
+    def _insert(self, docs: list[Document], vectors: npt.NDArray[np.float32] | None) -> None:
+        terms = [term_counts(d.text) for d in docs]
+        with self._lock:
+            self._check_open()
+            self.db.call(self._write_docs(docs, terms, vectors))
+            self._catch_up()
+
+    async def _delete_rows(self, ids: list[str]) -> int:
+        async with self.db.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
+                (self.tenant,),
+            )
+            (seq,) = await cur.fetchone() or (0,)
+            cur = await conn.execute(
+                "DELETE FROM ha_documents WHERE tenant=%s AND id = ANY(%s) RETURNING slot, lex",
+                (self.tenant, ids),
+            )
+            gone = await cur.fetchall()
+            if not gone:
+                raise _NothingToDo
+            async with conn.cursor() as wc:
+                await wc.executemany(
+                    "INSERT INTO ha_changes (tenant, seq, kind, slot, lex) VALUES (%s,%s,'del',%s,%s)",
+                    [(self.tenant, seq, slot, lex) for slot, lex in gone],
+                )
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+            return len(gone)
+
+    def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents by id; returns how many existed. Durable on return."""
+        ids = list(dict.fromkeys(doc_ids))
+        with self._lock:
+            self._check_open()
+            if not ids:
+                return 0
+            try:
+                count = self.db.call(self._delete_rows(ids))
+            except _NothingToDo:
+                return 0
+            self._catch_up()
+            return count
+
+    def touch(self, doc_ids: Iterable[str], *, now: float | None = None) -> int:
+        """Count one read of each document (last access, access count); durable on return."""
+        when = time.time() if now is None else now
+        ids = list(doc_ids)
+        self._check_open()
+
+        async def run() -> int:
+            async with self.db.connection() as conn:
+                cur = await conn.execute(
+                    "UPDATE ha_documents SET last_access=%s, access_count = access_count + 1"
+                    " WHERE tenant=%s AND id = ANY(%s)",
+                    (when, self.tenant, ids),
+                )
+                return cur.rowcount
+
+        return self.db.call(run()) if ids else 0
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, doc_id: str) -> Document | None:
+        """The document with this id, or ``None``."""
+        self._check_open()
+
+        async def run() -> Any:
+            async with self.db.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND id=%s", (self.tenant, doc_id)
+                )
+                return await cur.fetchone()
+
+        row = self.db.call(run())
+        return _row_to_document(row) if row else None
+
+    def all(self, *, limit: int | None = None) -> list[Document]:
+        """Documents in time order (oldest first)."""
+        self._check_open()
+        sql = f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s ORDER BY created_at, slot"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+
+        async def run() -> list[Any]:
+            async with self.db.connection() as conn:
+                return await (await conn.execute(sql, (self.tenant,))).fetchall()
+
+        return [_row_to_document(r) for r in self.db.call(run())]
+
+    async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
+        """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
+
+        ``touch`` counts the read (access count, last access) for cold-document detection.
+        """
+        self._check_open()
+        if top_k <= 0 or not text.strip() or not self._mirror.count:
+            return []
+        qvec = None
+        if self.embedder is not None and self._mirror.n and self.dense_weight > 0 and self.dense_serves(text):
+            qvec = (await self.embedder.embed_texts([text]))[0]
+        with self._lock:
+            ranked = self._rank(text, top_k, qvec)
+        return await self.db.acall(self._hits(ranked, touch))
+
+    def dense_serves(self, text: str) -> bool:
+        """True when the embedding model understands ``text``'s language (dense path fused)."""
+        return self.embedder is not None and self.embedder.info.serves(text_language(text))
+
+    def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
+        if qvec is not None and qvec.shape != (self._dim,):
+            raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d")
+        return self._mirror.rank(
+            text, top_k, qvec, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight,
+            neighbour_weight=self.neighbour_weight,
+        )
+
+    async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:
+        if not ranked:
+            return []
+        slots = [s for s, _ in ranked]
+        async with self.db.connection() as conn:
+            if touch:
+                cur = await conn.execute(
+                    f"UPDATE ha_documents SET last_access=%s, access_count = access_count + 1"
+                    f" WHERE tenant=%s AND slot = ANY(%s) RETURNING slot, {_COLUMNS}",
+                    (time.time(), self.tenant, slots),
+                )
+            else:
+                cur = await conn.execute(
+                    f"SELECT slot, {_COLUMNS} FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)",
+                    (self.tenant, slots),
+                )
+            rows = {r[0]: r[1:] for r in await cur.fetchall()}
+        return [DocHit(_row_to_document(rows[slot]), score) for slot, score in ranked if slot in rows]
+
+    def search(
+        self,
+        text: str,
+        top_k: int = 3,
+        *,
+        query_vector: npt.NDArray[np.float32] | None = None,
+        touch: bool = False,
+    ) -> list[DocHit]:
+        """Rank with an already computed query vector (or lexical only)."""
+        self._check_open()
+        with self._lock:
+            ranked = self._rank(text, top_k, query_vector)
+        return self.db.call(self._hits(ranked, touch))
+
+    def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:
+        """Which of these context event ids were already archived here (``meta.event_id``)."""
+        wanted = list(set(event_ids))
+        if not wanted:
+            return set()
+
+        async def run() -> set[str]:
+            async with self.db.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT meta->>'event_id' FROM ha_documents WHERE tenant=%s AND meta->>'event_id' = ANY(%s)",
+                    (self.tenant, wanted),
+                )
+                return {r[0] for r in await cur.fetchall()}
+
+        return self.db.call(run())
+
+    async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
+        """Search, then delete every hit from the store (consume-on-read) and return them."""
+        hits = await self.query(text, top_k, touch=True)
+        if hits:
+            await asyncio.to_thread(self.delete, [h.document.id for h in hits])
+        return hits
+
+    def find_cold(
+        self, *, older_than: float = 72 * 3600.0, max_reads: int = 2, now: float | None = None, limit: int = 100,
+    ) -> list[Document]:
+        """Documents not read for ``older_than`` seconds and read at most ``max_reads`` times."""
+        cutoff = (time.time() if now is None else now) - older_than
+        self._check_open()
+
+        async def run() -> list[Any]:
+            async with self.db.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND last_access <= %s"
+                    " AND access_count <= %s ORDER BY last_access LIMIT %s",
+                    (self.tenant, cutoff, max_reads, limit),
+                )
+                return await cur.fetchall()
+
+        return [_row_to_document(r) for r in self.db.call(run())]
+
+    async def reembed_stale(self, *, batch_size: int = 64) -> int:
+        """Embed documents whose vector is missing or from another space; returns how many."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        while True:
+
+            async def batch() -> list[Any]:
+                async with self.db.connection() as conn:
+                    cur = await conn.execute(
+                        "SELECT slot, title, content FROM ha_documents WHERE tenant=%s AND vec_model != %s"
+                        " ORDER BY slot LIMIT %s",
+                        (self.tenant, self._fingerprint, batch_size),
+                    )
+                    return await cur.fetchall()
+
+            rows = await self.db.acall(batch())
+            if not rows:
+                return done
+            texts = [f"{t}\n{c}" if t else c for _, t, c in rows]
+            vectors = np.ascontiguousarray(await self.embedder.embed_texts(texts), np.float32)
+            await asyncio.to_thread(self._store_vectors, [int(r[0]) for r in rows], vectors)
+            done += len(rows)
+
+    def _store_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
+        async def run() -> None:
+            async with self.db.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
+                    (self.tenant,),
+                )
+                (seq,) = await cur.fetchone() or (0,)
+                async with conn.cursor() as wc:
+                    await wc.executemany(
+                        "UPDATE ha_documents SET vector=%s, vec_model=%s WHERE tenant=%s AND slot=%s",
+                        [(v, self._fingerprint, self.tenant, s) for s, v in zip(slots, vectors, strict=True)],
+                    )
+                    await wc.executemany(
+                        "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'vec',%s)",
+                        [(self.tenant, seq, s) for s in slots],
+                    )
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+
+        with self._lock:
+            self._check_open()
+            self.db.call(run())
+            self._catch_up()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Drop change-log rows no follower needs any more (older than the last 100k changes)."""
+        if self._closed:
+            return
+
+        async def run() -> None:
+            async with self.db.connection() as conn:
+                await conn.execute(
+                    "DELETE FROM ha_changes WHERE tenant=%s AND seq < %s", (self.tenant, self._applied - _KEEP_CHANGES)
+                )
+
+        self.db.call(run())
+
+    def close(self) -> None:
+        """Stop following and close (the pool too when this store opened it)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.db.unlisten(self._on_notify)
+        self._follower.shutdown(wait=True)
+        if self._owns_db:
+            self.db.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+
+class _NothingToDo(Exception):
+    """Raised inside a transaction to roll it back when it found nothing to change."""

@@ -1,0 +1,41 @@
+"""Memory-store fixtures: the document store tests run against each backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from homeagent_core.memory.documents import DocumentStore
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_documents(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``open_documents(path, embedder=None, **options)``: a document store on the test's backend.
+
+    SQLite opens the file at ``path``; PostgreSQL opens the session server's store of a tenant
+    named after ``path``, so opening the same path again reopens the same documents.
+    """
+    opened: list[Any] = []
+    if request.param == "sqlite":
+
+        def open_sqlite(path: Path, embedder: Any = None, **kw: Any) -> DocumentStore:
+            return DocumentStore(path, embedder, **kw)
+
+        yield open_sqlite
+        return
+    from homeagent_core.stores.pg_documents import PgDocumentStore
+
+    url = request.getfixturevalue("pg_url")
+    tenant = request.getfixturevalue("pg_tenant")
+
+    def open_pg(path: Path, embedder: Any = None, **kw: Any) -> PgDocumentStore:
+        store = PgDocumentStore(url, embedder, tenant=f"{tenant}:{path.parent.name}/{path.name}", **kw)
+        opened.append(store)
+        return store
+
+    yield open_pg
+    for store in opened:
+        store.close()
