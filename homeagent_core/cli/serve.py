@@ -32,12 +32,22 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Document store: sqlite, or a postgresql://user:password@host/db URL shared by several "
+            "daemons (saved as core.memory.store; see docs/SCALE_OUT.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the HomeAgent daemon: load plugins, run until SIGINT/SIGTERM, shut down cleanly."""
     from homeagent_core.app import App, configure_logging
     from homeagent_core.datadir import forget_running, note_running
 
     app = App(data)
+    if store is not None:
+        app.config.set("core.memory.store", store)
     app.services.listen_host, app.services.listen_port = host, port
     configure_logging(app.data_dir, app.config.get("core.daemon.log_level"))
     # Commands run without --data find this daemon's data directory through the note.

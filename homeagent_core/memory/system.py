@@ -139,12 +139,12 @@ class MemorySystem:
         from homeagent_core.knowledge import KnowledgeBase
         from homeagent_core.memory.context import RelevanceContext
         from homeagent_core.memory.distill import RuleDistiller
-        from homeagent_core.memory.documents import DocumentStore
         from homeagent_core.memory.graph import GraphStore
         from homeagent_core.memory.indexer import MemoryIndexer
         from homeagent_core.memory.media import MediaStore
         from homeagent_core.memory.social import SocialGraph
         from homeagent_core.memory.textlog import TextLog
+        from homeagent_core.stores.factory import open_document_store
 
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -167,7 +167,9 @@ class MemorySystem:
                 enabled=config.get("core.memory.media.enabled"),
             )
             graph = GraphStore(memory_dir / "graph.db", embedder=active)
-            documents = DocumentStore(memory_dir / "documents.db", embedder=active)
+            documents = open_document_store(
+                config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
+            )
             textlog = TextLog(memory_dir / "text")
             knowledge = KnowledgeBase(data_dir / "knowledge", embedder=active)
             return media, graph, documents, textlog, knowledge

@@ -1,0 +1,43 @@
+"""Choose the document store backend from the ``core.memory.store`` setting.
+
+``""`` or ``sqlite`` keeps the embedded SQLite file under ``<data>/memory``; a
+``postgresql://`` URL opens the PostgreSQL store of ``core.memory.tenant`` on that server. An
+unreachable server is an error (never a silent fallback to an empty SQLite store).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from homeagent_sdk.errors import UsageError
+
+if TYPE_CHECKING:
+    from homeagent_sdk.embeddings import EmbeddingProvider
+
+__all__ = ["open_document_store"]
+
+
+def open_document_store(
+    store: str, memory_dir: Path, embedder: EmbeddingProvider | None, *, tenant: str = "default"
+) -> Any:
+    """The document store named by ``store`` (``sqlite`` or a ``postgresql://`` URL).
+
+    Raises:
+        UsageError: ``store`` is neither.
+        MemoryStoreError: the database cannot be opened.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        from homeagent_core.memory.documents import DocumentStore
+
+        return DocumentStore(memory_dir / "documents.db", embedder=embedder)
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_documents import PgDocumentStore
+
+        return PgDocumentStore(choice, embedder, tenant=tenant or "default")
+    from homeagent_core.stores.pg_database import redact_url
+
+    raise UsageError(
+        f"core.memory.store is {redact_url(choice)!r}; use 'sqlite' or a postgresql://user:password@host/db URL"
+    )
