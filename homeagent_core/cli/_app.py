@@ -19,6 +19,7 @@ from homeagent_core.cli import (
     plugins_cmd,
     serve,
     skills_cmd,
+    store_cmd,
 )
 from homeagent_sdk._version import __version__
 
@@ -61,6 +62,7 @@ app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
 app.add_typer(agents_cmd.app, name="agents")
+app.add_typer(store_cmd.app, name="store")
 
 
 def _add_plugin_commands() -> None:

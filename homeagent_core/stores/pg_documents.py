@@ -358,13 +358,13 @@ class PgDocumentStore:
         await asyncio.to_thread(self._insert, list(docs), vectors)
         return list(docs)
 
-    async def _write_docs(
-        self, docs: list[Document], terms: list[_Terms], vectors: npt.NDArray[np.float32] | None
-    ) -> int:
+    async def _write_records(self, records: list[tuple[Any, ...]]) -> int:
+        """Insert rows ``(id, title, content, source, created_at, last_access, access_count,
+        media_digests_json, meta, vector, vec_model, lex, lex_len)`` in one transaction."""
         import psycopg
         from psycopg.types.json import Jsonb
 
-        n = len(docs)
+        n = len(records)
         async with self.db.connection() as conn:
             try:
                 async with conn.transaction():
@@ -375,15 +375,9 @@ class PgDocumentStore:
                     )
                     top, seq = await cur.fetchone() or (0, 0)
                     first = int(top) - n + 1
-                    params = []
-                    for i, (doc, (buckets, counts, length)) in enumerate(zip(docs, terms, strict=True)):
-                        doc.last_access = doc.last_access or doc.created_at
-                        vec = vectors[i] if vectors is not None else None
-                        params.append((
-                            self.tenant, first + i, doc.id, doc.title, doc.content, doc.source, doc.created_at,
-                            doc.last_access, doc.access_count, json.dumps(doc.media_digests), Jsonb(doc.meta), vec,
-                            self._fingerprint if vec is not None else "", encode_terms(buckets, counts), length,
-                        ))
+                    params = [
+                        (self.tenant, first + i, *r[:8], Jsonb(r[8]), *r[9:]) for i, r in enumerate(records)
+                    ]
                     async with conn.cursor() as wc:
                         await wc.executemany(
                             "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
@@ -403,10 +397,33 @@ class PgDocumentStore:
         return first
 
     def _insert(self, docs: list[Document], vectors: npt.NDArray[np.float32] | None) -> None:
-        terms = [term_counts(d.text) for d in docs]
+        records = []
+        for i, doc in enumerate(docs):
+            buckets, counts, length = term_counts(doc.text)
+            doc.last_access = doc.last_access or doc.created_at
+            vec = vectors[i] if vectors is not None else None
+            records.append((
+                doc.id, doc.title, doc.content, doc.source, doc.created_at, doc.last_access, doc.access_count,
+                json.dumps(doc.media_digests), doc.meta, vec, self._fingerprint if vec is not None else "",
+                encode_terms(buckets, counts), length,
+            ))
+        self.import_records(records)
+
+    def import_records(self, records: Sequence[tuple[Any, ...]]) -> None:
+        """Store complete rows as they are (a copy from another store): one transaction, durable on return.
+
+        Each record is ``(id, title, content, source, created_at, last_access, access_count,
+        media_digests_json, meta_dict, vector_or_None, vec_model, lex_blob, lex_len)``; vectors
+        keep the space they were computed in (``vec_model``), terms their stored form.
+
+        Raises:
+            UsageError: an id already exists.
+        """
+        if not records:
+            return
         with self._lock:
             self._check_open()
-            self.db.call(self._write_docs(docs, terms, vectors))
+            self.db.call(self._write_records(list(records)))
             self._catch_up()
 
     async def _delete_rows(self, ids: list[str]) -> int:
