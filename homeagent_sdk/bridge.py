@@ -375,7 +375,8 @@ def pairing_routes(
 
     ``GET /pairing`` lists requests (``?status=pending``); ``POST /pairing/approve`` with
     ``{"code": "K7M2QX", "person": "小王"}`` and ``POST /pairing/deny`` with ``{"code": ...}``
-    decide one. ``store`` returns the running bridge's table (None before start: 503).
+    decide one; ``POST /pairing/revoke`` with ``{"code": ...}`` forgets one (a new code next time).
+    ``store`` returns the running bridge's table (None before start: 503).
     """
     from starlette.responses import JSONResponse
 
@@ -394,7 +395,7 @@ def pairing_routes(
             return JSONResponse({"error": "status must be pending, approved or denied"}, status_code=400)
         return JSONResponse([r.to_dict() for r in table.list(status)])
 
-    async def decide(request: Any, approve: bool) -> Any:
+    async def decide(request: Any, action: str) -> Any:
         table = current()
         if isinstance(table, JSONResponse):
             return table
@@ -405,18 +406,28 @@ def pairing_routes(
         if not isinstance(body, dict) or not isinstance(body.get("code"), str):
             return JSONResponse({"error": 'send a JSON object {"code": "<pairing code>"}'}, status_code=400)
         try:
-            if approve:
+            if action == "approve":
                 decided = table.approve(body["code"], person=str(body.get("person") or ""))
-            else:
+            elif action == "deny":
                 decided = table.deny(body["code"])
+            else:
+                decided = table.revoke(body["code"])
         except KeyError as exc:
             return JSONResponse({"error": str(exc.args[0])}, status_code=404)
         return JSONResponse(decided.to_dict())
 
     async def approve(request: Any) -> Any:
-        return await decide(request, True)
+        return await decide(request, "approve")
 
     async def deny(request: Any) -> Any:
-        return await decide(request, False)
+        return await decide(request, "deny")
 
-    return [("/pairing", listing, ["GET"]), ("/pairing/approve", approve, ["POST"]), ("/pairing/deny", deny, ["POST"])]
+    async def revoke(request: Any) -> Any:
+        return await decide(request, "revoke")
+
+    return [
+        ("/pairing", listing, ["GET"]),
+        ("/pairing/approve", approve, ["POST"]),
+        ("/pairing/deny", deny, ["POST"]),
+        ("/pairing/revoke", revoke, ["POST"]),
+    ]

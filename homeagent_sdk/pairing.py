@@ -6,6 +6,7 @@ Requests live in ``<plugin data dir>/pairing.db`` (SQLite, WAL), so the CLI can 
 while the daemon runs: every check reads the table, nothing is cached.
 
 Statuses: ``pending`` (code issued), ``approved``, ``denied`` (ignored silently from then on).
+Revoking an approved (or denied) sender forgets the row: their next message gets a new code.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CODE_ALPHABET", "PAIRING_FILE", "AccessDecision", "PairingRequest", "PairingStore"]
+__all__ = ["CODE_ALPHABET", "PAIRING_FILE", "AccessDecision", "PairingRequest", "PairingStore", "pairing_files"]
 
 #: The file name of the pairing table inside a bridge plugin's data directory.
 PAIRING_FILE = "pairing.db"
@@ -41,6 +42,12 @@ CREATE TABLE IF NOT EXISTS pairing (
 );
 CREATE INDEX IF NOT EXISTS pairing_code ON pairing (code);
 """
+
+
+def pairing_files(plugin_data: Path) -> dict[str, Path]:
+    """The pairing table of every bridge under ``<data>/plugin_data``, by plugin name (sorted)."""
+    found = sorted(plugin_data.glob(f"*/{PAIRING_FILE}")) if plugin_data.is_dir() else []
+    return {path.parent.name: path for path in found}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +199,18 @@ class PairingStore:
             KeyError: no request has this code.
         """
         return self._decide(code, "denied")
+
+    def revoke(self, code: str) -> PairingRequest:
+        """Forget the request with ``code``: an approved sender is no longer answered, and their
+        next message gets a new code (a denied one may ask again).
+
+        Raises:
+            KeyError: no request has this code.
+        """
+        code = code.strip().upper()
+        with self._lock:
+            row = self._db.execute(f"SELECT {self._COLUMNS} FROM pairing WHERE code = ?", (code,)).fetchone()
+            if row is None:
+                raise KeyError(f"no pairing request with code {code!r}; `homeagent pairing list` shows the codes")
+            self._db.execute("DELETE FROM pairing WHERE code = ?", (code,))
+        return PairingRequest(*row)

@@ -1,4 +1,4 @@
-"""``homeagent pairing``: approve or deny chat-app senders who asked to talk to the agent.
+"""``homeagent pairing``: approve, deny or revoke chat-app senders who asked to talk to the agent.
 
 Chat bridges keep their pairing requests in ``<data>/plugin_data/<plugin>/pairing.db``; these
 commands read and change those files directly, so they work whether the daemon runs or not
@@ -13,20 +13,19 @@ from typing import Annotated
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail, handle_errors
-from homeagent_sdk.pairing import PAIRING_FILE, PairingRequest, PairingStore
+from homeagent_sdk.pairing import PairingRequest, PairingStore, pairing_files
 
 __all__ = ["app", "pairing_stores"]
 
-app = typer.Typer(help="Approve or deny chat-app senders (pairing codes).", no_args_is_help=True)
+app = typer.Typer(help="Approve, deny or revoke chat-app senders (pairing codes).", no_args_is_help=True)
 
 
 def pairing_stores(data: Path | None) -> dict[str, PairingStore]:
     """The pairing table of every bridge plugin in the data dir, by plugin name."""
     from homeagent_core.datadir import prepare_data_dir
 
-    root = prepare_data_dir(data) / "plugin_data"
-    found = sorted(root.glob(f"*/{PAIRING_FILE}")) if root.is_dir() else []
-    return {path.parent.name: PairingStore(path) for path in found}
+    files = pairing_files(prepare_data_dir(data) / "plugin_data")
+    return {plugin: PairingStore(path) for plugin, path in files.items()}
 
 
 def _find(data: Path | None, code: str) -> tuple[str, PairingStore]:
@@ -97,3 +96,15 @@ def deny(
     plugin, store = _find(data, code)
     request = store.deny(code)
     typer.echo(f"denied {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}")
+
+
+@app.command("revoke")
+@handle_errors
+def revoke(
+    code: Annotated[str, typer.Argument(help="The code the sender was given (`homeagent pairing list` shows it).")],
+    data: DataOption = None,
+) -> None:
+    """Revoke an approved (or denied) sender: forgotten, so their next message gets a new code."""
+    plugin, store = _find(data, code)
+    request = store.revoke(code)
+    typer.echo(f"revoked {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}")

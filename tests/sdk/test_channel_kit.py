@@ -91,6 +91,19 @@ def test_pairing_store_issues_one_code_and_remembers_decisions(tmp_path: Path):
         store.approve("NOPE00")
 
 
+def test_a_revoked_sender_is_forgotten_and_asks_again_with_a_new_code(tmp_path: Path):
+    store = PairingStore(tmp_path / "pairing.db", renotify=3600)
+    code = store.check("qq", "12345", "小王").code
+    store.approve(code, person="小王")
+    revoked = store.revoke(code.lower())
+    assert (revoked.account, revoked.status) == ("12345", "approved")
+    assert store.get("qq", "12345") is None
+    again = store.check("qq", "12345", "小王")
+    assert again.action == "pair" and again.notify and again.code != code
+    with pytest.raises(KeyError, match="pairing list"):
+        store.revoke(code)
+
+
 # --------------------------------------------------------------------------- a bridge on the real kernel
 
 
@@ -169,6 +182,14 @@ async def test_unknown_sender_gets_only_a_code_then_talks_after_approval(agent: 
     assert all(len(t) <= 40 for _, t in parts) and parts[0][1].startswith("你好，小王！")
     assert agent.model.requests[0]["messages"][-1]["content"] == "小王 (QQ 12345): 你好"
     assert await agent.app.services.social.person_for_account("qq", "12345") == "小王"
+
+    result = CliRunner().invoke(cli_app, ["pairing", "revoke", code, "--data", str(agent.data_dir)])
+    assert result.exit_code == 0, result.output
+    assert "revoked qq 12345" in result.output
+    assert await bridge.handle(wang) == "pairing"
+    conv, text = await _next(plugin.sent)
+    assert "Pairing code" in text and code not in text
+    assert len(agent.model.requests) == 1
 
 
 async def test_groups_answer_only_when_mentioned_and_pair_as_a_whole(agent: AgentHarness):
@@ -249,7 +270,10 @@ def test_pairing_routes_list_approve_and_deny_over_http(tmp_path: Path):
         assert client.post("/pairing/deny", json={"code": "NOPE00"}).status_code == 404
         assert client.post("/pairing/approve", content=b"junk").status_code == 400
         assert client.get("/pairing", params={"status": "odd"}).status_code == 400
-    assert store.check("qq", "1").action == "allow" and store.check("qq", "2").action == "ignore"
+        assert store.check("qq", "1").action == "allow" and store.check("qq", "2").action == "ignore"
+        assert client.post("/pairing/revoke", json={"code": first}).json()["account"] == "1"
+        assert client.post("/pairing/revoke", json={"code": first}).status_code == 404
+    assert store.check("qq", "1").action == "pair"
     store.close()
 
 
