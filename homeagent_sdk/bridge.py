@@ -10,7 +10,10 @@ platform:
   nothing else until the owner runs ``homeagent pairing approve CODE``; a group is paired the
   same way the first time it mentions the agent; denied senders are ignored;
 * **groups** — a group message goes in only when it mentions the agent (the platform's @, or
-  one of the agent's names in the text), unless the group's setting says otherwise;
+  one of the agent's names in the text), unless the group's setting says otherwise; the
+  chatter of an approved group that does not mention the agent is *remembered*: written to
+  the conversation log with the speaker's name (no reply, no model call) and shown to the
+  model, as what was said before, the next time the group mentions it (``remember`` per group);
 * **people** — every sender is linked to a person of the social layer (``小王``, or
   ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
   ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
@@ -29,9 +32,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import json
 import logging
 import mimetypes
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +53,7 @@ from homeagent_sdk.channels import (
 )
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
-from homeagent_sdk.types import Caps, ChannelDef, ConfigDef
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, TextEvent
 
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
@@ -56,6 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["ChatBridge", "pairing_routes"]
 
 _MAX_MEDIA_FILE = 50 * 1024 * 1024
+#: Remembered group chatter shown to the model with the next mention: at most this many lines ...
+_BACKLOG_LINES = 20
+#: ... and this many characters (the newest are kept).
+_BACKLOG_CHARS = 4000
 
 
 class ChatBridge(abc.ABC):
@@ -85,6 +94,8 @@ class ChatBridge(abc.ABC):
         self._floods = SlidingWindow(max(1, self._int("flood_limit", 20)), 60.0)
         self._people: dict[str, str] = {}
         self._social_ok = True
+        self._memory_ok = True
+        self._backlog: dict[str, collections.deque[str]] = {}
 
     # ------------------------------------------------------------------ settings
 
@@ -104,8 +115,10 @@ class ChatBridge(abc.ABC):
             ),
             ConfigDef(
                 key="groups", type="json", default={}, category="access",
-                description='Per-group settings: {"<group id>": {"require_mention": false}}; "*" applies to '
-                "every group. Groups answer only when mentioned unless require_mention is false.",
+                description='Per-group settings: {"<group id>": {"require_mention": false, "remember": false}}; '
+                '"*" applies to every group. Groups answer only when mentioned unless require_mention is false; '
+                "what an approved group says without mentioning the agent is remembered (conversation log, "
+                "no reply) unless remember is false.",
             ),
             ConfigDef(
                 key="mention_names", type="string", default="", category="access",
@@ -192,7 +205,8 @@ class ChatBridge(abc.ABC):
     async def handle(self, message: IncomingMessage) -> str:
         """Pass one received message through access, groups and people to the agent.
 
-        Returns what happened: ``"injected"``, ``"pairing"`` or ``"ignored: <why>"``.
+        Returns what happened: ``"injected"``, ``"remembered"`` (group chatter), ``"pairing"`` or
+        ``"ignored: <why>"``.
         """
         conv, sender = message.conversation, message.sender
         if not self._floods.allow(f"{conv.key}/{sender.account}"):
@@ -201,7 +215,7 @@ class ChatBridge(abc.ABC):
         if conv.is_group:
             mentioned = message.mentioned or mentions_name(message.text, self._list("mention_names"))
             if bool(self.group_setting(conv.id, "require_mention", True)) and not mentioned:
-                return "ignored: not mentioned"
+                return await self._remember(message)
             decision = self._access(f"group:{conv.id}", f"group {conv.id}")
         else:
             decision = self._access(sender.account, sender.name)
@@ -215,6 +229,9 @@ class ChatBridge(abc.ABC):
         text = self._clip(message.text)
         speaker = self.speaker(person, sender)
         line = f"{speaker}: {text}" if text else f"{speaker}:"
+        backlog = self._backlog.pop(conv.key, None)
+        if backlog:
+            line = "Said in this group since you last spoke (not to you):\n" + "\n".join(backlog) + "\n\n" + line
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
         if message.attachments:
@@ -222,6 +239,39 @@ class ChatBridge(abc.ABC):
         else:
             await self.sdk.io.inject_text(line, name)
         return "injected"
+
+    async def _remember(self, message: IncomingMessage) -> str:
+        """Record group chatter that does not mention the agent: no reply, no model call.
+
+        Only approved (or allowlisted) groups whose ``remember`` setting is not false; the line
+        (``小王 (QQ 12345): text``) goes to the conversation log and waits, bounded, to be shown
+        to the model with the group's next mention.
+        """
+        conv, sender = message.conversation, message.sender
+        if not bool(self.group_setting(conv.id, "remember", True)):
+            return "ignored: not mentioned"
+        if self._access_for_send(f"group:{conv.id}") != "allow":
+            return "ignored: not mentioned"
+        person = await self.person_for(sender)
+        text = self._clip(message.text)
+        kinds = [a.name or a.mime or "file" for a in message.attachments]
+        if kinds:
+            text = " ".join([text, *(f"[{k}]" for k in kinds)]).strip()
+        line = f"{self.speaker(person, sender)}: {text}"
+        backlog = self._backlog.setdefault(conv.key, collections.deque(maxlen=_BACKLOG_LINES))
+        backlog.append(line)
+        while len(backlog) > 1 and sum(len(x) + 1 for x in backlog) > _BACKLOG_CHARS:
+            backlog.popleft()
+        if self._memory_ok:
+            event = TextEvent(role="user", content=line, timestamp=time.time(), channel=f"{self.channel}:{conv.key}")
+            try:
+                await self.sdk.memory.append_text(event, source=self.sdk.name)
+            except HomeAgentError as exc:
+                self._memory_ok = False
+                self.log.info("%s: group chatter is not logged (%s); kept for the next mention only", self.label, exc)
+            except Exception as exc:
+                self.log.warning("%s: group chatter in %s not logged: %s", self.label, conv.key, exc)
+        return "remembered"
 
     async def on_inject(self, conversation: Conversation) -> None:
         """Called right before a message goes to the agent (typing indicators); default: nothing."""

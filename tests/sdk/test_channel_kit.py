@@ -203,14 +203,51 @@ async def test_groups_answer_only_when_mentioned_and_pair_as_a_whole(agent: Agen
     assert bridge is not None
     group = Conversation("group", "678")
 
-    assert await bridge.handle(IncomingMessage(group, Sender("1", "甲"), "随便聊聊")) == "ignored: not mentioned"
+    assert await bridge.handle(IncomingMessage(group, Sender("1", "甲"), "随便聊聊")) == "remembered"
+    assert agent.model.requests == []
     assert await bridge.handle(IncomingMessage(group, Sender("2", "乙"), "小助手在吗")) == "injected"
     assert await _next(plugin.sent) == ("group:678", "在")
-    assert agent.model.requests[0]["messages"][-1]["content"] == "乙 (QQ 2): 小助手在吗"
+    assert agent.model.requests[0]["messages"][-1]["content"].endswith("\n\n乙 (QQ 2): 小助手在吗")
 
     stranger = Conversation("group", "999")
     assert await bridge.handle(IncomingMessage(stranger, Sender("3", "丙"), "hi", mentioned=True)) == "pairing"
     assert (await _next(plugin.sent))[0] == "group:999"
+
+
+async def test_group_chatter_without_a_mention_is_remembered_not_answered(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.allow_from", "group:678,group:679")
+    agent.set("plugin.chat.groups", {"679": {"remember": False}})
+    agent.model.add("周六下午三点见", "好的")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    home, quiet, stranger = Conversation("group", "678"), Conversation("group", "679"), Conversation("group", "999")
+
+    assert await bridge.handle(IncomingMessage(home, Sender("1", "小张"), "周六去公园吧")) == "remembered"
+    assert await bridge.handle(IncomingMessage(home, Sender("2", "小李"), "下午三点可以")) == "remembered"
+    assert await bridge.handle(IncomingMessage(quiet, Sender("1", "小张"), "这里不记")) == "ignored: not mentioned"
+    assert await bridge.handle(IncomingMessage(stranger, Sender("3", "丙"), "陌生群")) == "ignored: not mentioned"
+    assert agent.model.requests == [] and plugin.sent.empty()
+    logged = agent.app.services.conversation_log.tail(10)
+    assert [(r["role"], r["channel"], r["content"]) for r in logged] == [
+        ("user", "chat:group:678", "小张 (QQ 1): 周六去公园吧"),
+        ("user", "chat:group:678", "小李 (QQ 2): 下午三点可以"),
+    ]
+    assert await agent.app.services.social.person_for_account("qq", "1") == "小张"
+
+    mention = IncomingMessage(home, Sender("1", "小张"), "我们约的几点？", mentioned=True)
+    assert await bridge.handle(mention) == "injected"
+    assert await _next(plugin.sent) == ("group:678", "周六下午三点见")
+    assert agent.model.requests[0]["messages"][-1]["content"] == (
+        "Said in this group since you last spoke (not to you):\n"
+        "小张 (QQ 1): 周六去公园吧\n小李 (QQ 2): 下午三点可以\n\n"
+        "小张 (QQ 1): 我们约的几点？"
+    )
+    assert await bridge.handle(IncomingMessage(home, Sender("2", "小李"), "收到", mentioned=True)) == "injected"
+    assert await _next(plugin.sent) == ("group:678", "好的")
+    assert agent.model.requests[1]["messages"][-1]["content"] == "小李 (QQ 2): 收到"  # shown once
 
 
 async def test_sends_to_unapproved_chats_and_bad_meta_are_refused(agent: AgentHarness):

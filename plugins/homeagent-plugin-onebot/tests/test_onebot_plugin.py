@@ -69,13 +69,17 @@ async def test_group_answers_only_when_mentioned_and_names_the_speaker(agent: Ag
     await agent.start()
     await onebot.wait_connected()
 
-    await onebot.group(678, 2, "乙", "今天天气不错")
+    await onebot.group(678, 4, "丁", "今天天气不错")
     at_me = {"type": "at", "data": {"qq": str(SELF_ID)}}
     await onebot.group(678, 3, "丙", [at_me, {"type": "text", "data": {"text": " 你在吗"}}])
     sent = await onebot.next_sent()
     assert (sent["action"], sent["group_id"], text_of(sent)) == ("send_group_msg", 678, "我在")
     assert len(agent.model.requests) == 1
-    assert agent.model.requests[0]["messages"][-1]["content"] == "丙 (QQ 3): 你在吗"
+    assert agent.model.requests[0]["messages"][-1]["content"] == (  # the chatter before was remembered
+        "Said in this group since you last spoke (not to you):\n丁 (QQ 4): 今天天气不错\n\n丙 (QQ 3): 你在吗"
+    )
+    logged = agent.app.services.conversation_log.tail(5, accept=lambda r: r["channel"] == "qq:group:678")
+    assert logged[0]["content"] == "丁 (QQ 4): 今天天气不错"
 
     assert any(c["action"] == "get_login_info" for c in onebot.calls)  # the nickname counts as a mention
     await onebot.group(678, 2, "乙", f"{NICKNAME}还在吗", card="乙哥")

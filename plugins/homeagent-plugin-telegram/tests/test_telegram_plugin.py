@@ -69,7 +69,10 @@ async def test_groups_need_an_at_mention_or_a_reply_to_the_bot(agent: AgentHarne
               entities=[{"type": "mention", "offset": 0, "length": len(USERNAME) + 1}])
     sent = await api.next_sent()
     assert (sent["chat_id"], sent["text"]) == (-100200, "one")
-    assert agent.model.requests[0]["messages"][-1]["content"] == "Bo (Telegram 5): what time is it"
+    assert agent.model.requests[0]["messages"][-1]["content"] == (  # the chatter before was remembered
+        "Said in this group since you last spoke (not to you):\nBo (Telegram 5): just chatting\n\n"
+        "Bo (Telegram 5): what time is it"
+    )
 
     bot_message = {"message_id": 1, "date": 0, "chat": {"id": -100200, "type": "supergroup"},
                    "from": {"id": BOT_ID, "is_bot": True, "first_name": "Home"}, "text": "one"}
