@@ -528,9 +528,12 @@ async function loadPlugins() {
     actions.append(p.disabled
       ? el("button", {class: "secondary", onclick: () => toggle(p.name, "enable")}, "启用 Enable")
       : el("button", {class: "secondary", onclick: () => toggle(p.name, "disable")}, "停用 Disable"));
+    if (p.package && !p.disabled && (p.restart_required || p.status === "failed")) {
+      actions.append(el("button", {class: "start", onclick: () => startPlugin(p.name)}, "启动 Start now"));
+    }
     if (p.package) actions.append(el("button", {class: "secondary remove", onclick: () => removePlugin(p.name)}, "删除 Remove"));
     let label = p.disabled ? "disabled (restart)" : p.status;
-    if (p.restart_required && !p.disabled) label = "installed (restart to load)";
+    if (p.restart_required && !p.disabled) label = "installed, not running";
     const status = el("td", {class: `status-${p.status}`}, label);
     if (p.error) status.append(el("div", {class: "plugin-error"}, p.error));
     const name = el("td", {}, p.version ? `${p.name} ${p.version}` : p.name);
@@ -553,6 +556,14 @@ async function toggle(name, what) {
   loadPlugins();
 }
 
+async function startPlugin(name) {
+  try {
+    const result = await api(`/api/v1/plugins/${encodeURIComponent(name)}/start`, {method: "POST"});
+    installNote(`${result.status} ${name}; tools: ${result.tools.join(", ") || "none"}`, false);
+  } catch (err) { installNote(err.message, true); }
+  loadPlugins();
+}
+
 async function removePlugin(name) {
   try {
     await api(`/api/v1/plugins/${encodeURIComponent(name)}`, {method: "DELETE"});
@@ -571,8 +582,14 @@ $("#install-form").addEventListener("submit", async (event) => {
   const query = $("#hmap-overwrite").checked ? "?overwrite=true" : "";
   try {
     const result = await api(`/api/v1/plugins${query}`, {method: "POST", headers: {"Content-Type": "application/zip"}, body: file});
-    const after = {reloaded: "running the new version", reload_required: "restart to load it"}[result.action] || result.action;
-    installNote(`installed ${result.name} ${result.version} (${after})`, false);
+    if (result.action === "start_failed") {
+      installNote(`installed ${result.name} ${result.version}, but it did not start: ${result.start_error}`, true);
+    } else {
+      const after = {started: "started", reloaded: "running the new version", rescanned: "skills rescanned",
+        disabled: "disabled: enable it to start", reload_required: "restart to load it"}[result.action] || result.action;
+      const tools = result.tools && result.tools.length ? `; tools: ${result.tools.join(", ")}` : "";
+      installNote(`installed ${result.name} ${result.version} (${after}${tools})`, false);
+    }
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
 });
@@ -581,8 +598,11 @@ $("#plugins-reload").addEventListener("click", async () => {
   try {
     const result = await api("/api/v1/plugins/reload", {method: "POST"});
     const parts = [`reloaded: ${result.reloaded.join(", ") || "none"}`];
+    if ((result.started || []).length) parts.push(`started: ${result.started.join(", ")}`);
+    const failed = Object.entries(result.failed || {});
+    for (const [name, why] of failed) parts.push(`${name} did not start: ${why}`);
     if (result.restart_required.length) parts.push(`restart needed for: ${result.restart_required.join(", ")}`);
-    installNote(parts.join("; "), false);
+    installNote(parts.join("; "), failed.length > 0);
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
 });
@@ -637,18 +657,55 @@ function settingInput(key, meta, value) {
   return input;
 }
 
+// Settings are shown in one collapsible group per plugin ("core" first); the search box filters
+// every group at once by key, display name and description, and opens the groups that match.
+const openGroups = new Set(["core"]);
+
+function settingScope(key) {
+  const parts = key.split(".");
+  return parts[0] === "plugin" && parts.length > 2 ? `plugin.${parts[1]}` : "core";
+}
+
 function renderSettings() {
-  const scope = $("#settings-scope").value;
-  const filter = $("#settings-filter").value.toLowerCase();
+  const filter = $("#settings-filter").value.trim().toLowerCase();
   const form = $("#settings-form");
   form.textContent = "";
-  const prefix = scope === "core" ? "core." : `${scope}.`;
+  const groups = new Map(settingsData.plugins.map((scope) => [scope, []]));
+  let shown = 0;
   for (const [key, value] of Object.entries(settingsData.settings)) {
-    if (!key.startsWith(prefix) || (filter && !key.toLowerCase().includes(filter))) continue;
     const meta = settingsData.meta[key] || {type: "string"};
-    form.append(el("div", {class: "setting"}, el("span", {class: "key"}, key),
-      el("span", {class: "desc"}, meta.description || ""), settingInput(key, meta, value)));
+    const text = `${key} ${meta.display_name || ""} ${meta.description || ""}`.toLowerCase();
+    if (filter && !text.includes(filter)) continue;
+    const scope = settingScope(key);
+    if (!groups.has(scope)) groups.set(scope, []);
+    groups.get(scope).push(el("div", {class: "setting"},
+      meta.display_name ? el("span", {class: "label"}, meta.display_name) : "",
+      el("span", {class: "key"}, key), el("span", {class: "desc"}, meta.description || ""), settingInput(key, meta, value)));
+    shown += 1;
   }
+  for (const [scope, rows] of groups) {
+    if (!rows.length) continue;
+    const group = el("details", {class: "settings-group", id: `settings-${scope}`, "data-scope": scope},
+      el("summary", {}, el("span", {class: "group-name"}, scope === "core" ? "核心 core" : scope.slice(7)),
+        el("span", {class: "group-count"}, `${rows.length} ${rows.length === 1 ? "setting" : "settings"}`)),
+      el("div", {class: "group-body"}, ...rows));
+    group.open = Boolean(filter) || openGroups.has(scope);
+    group.addEventListener("toggle", () => {
+      if (!filter) group.open ? openGroups.add(scope) : openGroups.delete(scope);
+    });
+    form.append(group);
+  }
+  $("#settings-count").textContent = filter ? `${shown} match` : "";
+  if (!shown) form.append(el("p", {class: "empty"}, `没有匹配的设置 · No settings match “${filter}”`));
+}
+
+function revealSettingsGroup(scope) {
+  const group = document.getElementById(`settings-${scope}`);
+  if (!group) return;
+  openGroups.add(scope);
+  group.open = true;
+  group.classList.add("highlight");
+  group.scrollIntoView({block: "start"});
 }
 
 // LLM sources: add, edit, test and remove without touching the command line.
@@ -731,15 +788,11 @@ $("#source-clear").addEventListener("click", clearSourceForm);
 async function loadSettings() {
   loadSources().catch((err) => sourceNote(err.message, true));
   settingsData = await api("/api/v1/settings");
-  const select = $("#settings-scope");
-  const current = select.value || "core";
-  select.textContent = "";
-  for (const scope of settingsData.plugins) select.append(el("option", {value: scope}, scope));
-  select.value = pendingScope && settingsData.plugins.includes(pendingScope) ? pendingScope : current;
-  pendingScope = null;
+  if (pendingScope) $("#settings-filter").value = "";
   renderSettings();
+  if (pendingScope) revealSettingsGroup(pendingScope);
+  pendingScope = null;
 }
-$("#settings-scope").addEventListener("change", renderSettings);
 $("#settings-filter").addEventListener("input", renderSettings);
 
 // ------------------------------------------------------------------ start

@@ -325,8 +325,8 @@ async def test_memory_and_plugins_pages_say_when_there_is_nothing(daemon, page, 
     await page.click("#install-form button[type='submit']")
     await page.wait_for_selector("#install-result.error:has-text('Choose a .hmap package file first')")
     await page.locator("#plugins tr[data-plugin='webui'] a.plugin-settings").click()
-    await page.wait_for_selector("#settings-form [data-key='plugin.webui.session_ttl_hours']")
-    assert await page.input_value("#settings-scope") == "plugin.webui"
+    await page.wait_for_selector("#settings-form details[data-scope='plugin.webui'][open] "
+                                 "[data-key='plugin.webui.session_ttl_hours']")
 
 
 async def test_the_graph_shows_plain_facts_right_after_the_turn(daemon, page, login):
