@@ -94,7 +94,7 @@ class LivePlugins:
                 plugin_name=name,
             )
         if kind == "skill":
-            return await self._rescan_skills(name)
+            return await self._rescan_skills(name, directory)
         app = self.app
         if kind == "proc" and app.supervisor is None:
             raise PluginLoadError(
@@ -215,11 +215,22 @@ class LivePlugins:
         tools = sorted(t.name for t in app.kernel.tools.by_plugin().get(name, [])) if app.kernel else []
         return {"status": "reloaded", "name": name, "kind": kind, "tools": tools}
 
-    async def _rescan_skills(self, name: str) -> dict[str, Any]:
+    async def _rescan_skills(self, name: str, directory: Path) -> dict[str, Any]:
         skills = self.app.host.pm.get_plugin("skills")
         if skills is None or not callable(getattr(skills, "reload", None)):
             raise PluginLoadError(f"skill {name}: the skills plugin is not running in this agent", plugin_name=name)
+        roots = skills.index.roots
+        if all(path != directory for _, path in roots):
+            # A skill package is its own root (as found at start): after the data dir's skills and the
+            # other packages, before extra and Python-package roots.
+            at = next((i for i, (origin, _) in enumerate(roots) if origin not in ("data", "plugin")), len(roots))
+            roots.insert(at, ("plugin", directory))
         await asyncio.to_thread(skills.reload)
+        loaded = {skill.path.resolve() for skill in skills.index.skills.values()}
+        if directory.resolve() not in loaded:
+            why = next((p.error for p in skills.index.problems if Path(p.path).resolve() == directory.resolve()),
+                       "its SKILL.md was not found")
+            raise PluginLoadError(f"skill package {name} was not loaded: {why}", plugin_name=name)
         found = sorted(getattr(skills.index, "skills", {}))
         return {"status": "rescanned", "name": name, "kind": "skill", "tools": [], "skills": found}
 

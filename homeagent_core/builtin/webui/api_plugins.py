@@ -82,16 +82,30 @@ async def plugin_details(request: Request) -> Response:
 
 @require_api
 async def plugin_disable(request: Request) -> Response:
+    """Disable a plugin; an installed package that runs is stopped at once, anything else on restart."""
     name = _plugin_name(request)
-    _ui(request).services.config.set_plugin_disabled(name, True, by="webui")
-    return ok({"status": "disabled", "name": name, "action": "restart_required"})
+    services = _ui(request).services
+    services.config.set_plugin_disabled(name, True, by="webui")
+    live = getattr(services, "live", None)
+    stopped = live is not None and await live.stop(name)
+    return ok({"status": "disabled", "name": name, "action": "stopped" if stopped else "restart_required"})
 
 
 @require_api
 async def plugin_enable(request: Request) -> Response:
+    """Enable a plugin; an installed package that is not running is started at once."""
     name = _plugin_name(request)
-    _ui(request).services.config.set_plugin_disabled(name, False)
-    return ok({"status": "enabled", "name": name, "action": "restart_required"})
+    services = _ui(request).services
+    services.config.set_plugin_disabled(name, False)
+    result = {"status": "enabled", "name": name, "action": "restart_required"}
+    live = getattr(services, "live", None)
+    if live is not None and (services.data_dir / "plugins" / name).is_dir() and not live.loaded(name):
+        try:
+            started = await live.start(name)
+            result.update(action=started["status"], tools=started["tools"])
+        except PluginLoadError as exc:
+            result.update(action="start_failed", start_error=str(exc))
+    return ok(result)
 
 
 @require_api

@@ -532,7 +532,7 @@ async function loadPlugins() {
       actions.append(el("button", {class: "start", onclick: () => startPlugin(p.name)}, "启动 Start now"));
     }
     if (p.package) actions.append(el("button", {class: "secondary remove", onclick: () => removePlugin(p.name)}, "删除 Remove"));
-    let label = p.disabled ? "disabled (restart)" : p.status;
+    let label = p.disabled ? (p.package && p.status !== "started" ? "disabled" : "disabled (restart)") : p.status;
     if (p.restart_required && !p.disabled) label = "installed, not running";
     const status = el("td", {class: `status-${p.status}`}, label);
     if (p.error) status.append(el("div", {class: "plugin-error"}, p.error));
@@ -552,7 +552,12 @@ function installNote(text, failed) {
 }
 
 async function toggle(name, what) {
-  await api(`/api/v1/plugins/${encodeURIComponent(name)}/${what}`, {method: "POST"});
+  try {
+    const result = await api(`/api/v1/plugins/${encodeURIComponent(name)}/${what}`, {method: "POST"});
+    if (result.action === "start_failed") installNote(`enabled ${name}, but it did not start: ${result.start_error}`, true);
+    else if (result.action === "started") installNote(`enabled and started ${name}`, false);
+    else if (result.action === "stopped") installNote(`disabled and stopped ${name}`, false);
+  } catch (err) { installNote(err.message, true); }
   loadPlugins();
 }
 

@@ -139,3 +139,39 @@ async def test_a_lua_package_and_a_package_put_on_disk_behind_the_daemon_start_w
 
         removed = (await client.delete("/api/v1/plugins/luagreeter")).json()
         assert removed["stopped"] is True and "luagreeter_greet" not in app.kernel.tools
+
+
+async def test_disable_stops_a_running_package_enable_starts_it_and_a_skill_package_is_indexed_on_install(
+    daemon: WebDaemon, tmp_path: Path, build_hmap
+):
+    app = daemon.app
+    async with daemon.client() as client:
+        assert (await client.post("/api/v1/plugins", content=build_hmap(tmp_path).read_bytes(),
+                                  headers=ZIP)).json()["action"] == "started"
+        pid = app.supervisor.live()["greeter"]
+        disabled = (await client.post("/api/v1/plugins/greeter/disable")).json()
+        assert disabled["action"] == "stopped" and "greeter_greet" not in app.kernel.tools
+        await wait_until(lambda: not alive(pid))
+        refused = await client.post("/api/v1/plugins/greeter/start")
+        assert refused.status_code == 409 and "greeter is disabled" in refused.json()["error"]
+        enabled = (await client.post("/api/v1/plugins/greeter/enable")).json()
+        assert enabled["action"] == "started" and "greeter_greet" in enabled["tools"]
+        assert "greeter_greet" in app.kernel.tools and app.supervisor.live()["greeter"] != pid
+
+        render_template("skill", "packing-list", tmp_path / "packing-list")
+        skill = await client.post("/api/v1/plugins", content=pack_project(tmp_path / "packing-list").read_bytes(),
+                                  headers=ZIP)
+        assert skill.status_code == 201, skill.text
+        assert skill.json()["action"] == "rescanned"
+        assert "packing-list" in app.host.pm.get_plugin("skills").index.skills
+
+
+async def test_a_skill_package_with_a_broken_skill_md_says_why_it_was_not_loaded(daemon: WebDaemon, tmp_path: Path):
+    render_template("skill", "bad-skill", tmp_path / "bad-skill")
+    (tmp_path / "bad-skill" / "SKILL.md").write_text("no front matter here\n", encoding="utf-8")
+    package = pack_project(tmp_path / "bad-skill").read_bytes()
+    async with daemon.client() as client:
+        result = (await client.post("/api/v1/plugins", content=package, headers=ZIP)).json()
+    assert result["action"] == "start_failed", result
+    assert "skill package bad-skill was not loaded" in result["start_error"]
+    assert "no YAML front matter" in result["start_error"]
