@@ -283,3 +283,26 @@ async def test_a_stored_listen_address_from_older_versions_is_reported_as_unused
     finally:
         await app.stop()
     assert any("plugin.pluginmgr.http_addr no longer does anything" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_models_tools_start_a_package_installed_while_running_and_plgreload_starts_one_put_on_disk(
+    running: Any, tmp_path: Path
+) -> None:
+    from homeagent_core.plugins.packages import install_package
+
+    app, _web, _client = await running()
+    tools = app.kernel.tools
+    installed = await tools.execute(ToolCall("c1", "plugin_install", {"source": str(raw_hmap(tmp_path / "a.hmap",
+                                                                                                   "1.0"))}))
+    result = json.loads(installed.result)
+    assert result["action"] == "started" and "raw_echo" in result["tools"], result
+    echoed = await tools.execute(ToolCall("c2", "raw_echo", {"text": "在"}))
+    assert echoed.success and echoed.result == "在"
+    assert json.loads((await tools.execute(ToolCall("c3", "plugin_remove", {"name": "raw"}))).result)[
+        "status"] == "removed"
+    assert "raw_echo" not in tools and "raw" not in app.supervisor.live()
+
+    install_package(app.data_dir, raw_hmap(tmp_path / "b.hmap", "2.0"))  # behind the daemon's back
+    started = await tools.execute(ToolCall("c4", "plgreload", {"name": "raw"}))
+    assert started.success and json.loads(started.result)["status"] == "started", started.result
+    assert (await tools.execute(ToolCall("c5", "raw_echo", {"text": "again"}))).result == "again"
