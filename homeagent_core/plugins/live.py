@@ -56,6 +56,9 @@ class LivePlugins:
     def __init__(self, app: App) -> None:
         self.app = app
         self._events: dict[str, list[Callable[[], None]]] = {}
+        # One start or stop at a time: two doors (the web UI and the terminal, say) starting the
+        # same package at once must not register it twice and then undo each other.
+        self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ queries
 
@@ -86,6 +89,10 @@ class LivePlugins:
             PluginLoadError: not installed, disabled, or it failed to start (the message says
                 why; the plugin is listed as failed and nothing of it stays attached).
         """
+        async with self._lock:
+            return await self._start(name)
+
+    async def _start(self, name: str) -> dict[str, Any]:
         directory = self._directory(name)
         kind = package_kind(directory)
         if not kind:
@@ -202,6 +209,13 @@ class LivePlugins:
 
     async def _reload(self, name: str, kind: str) -> dict[str, Any]:
         app = self.app
+        info = app.host.info(name)
+        if info is not None and info.kind != kind:
+            raise PluginLoadError(
+                f"plugin {name}: the name is taken by a {info.kind} plugin already running in this agent; "
+                "rename the package (the \"name\" in its plugin.json)",
+                plugin_name=name,
+            )
         try:
             if kind == "proc" and app.supervisor is not None and app.supervisor.get(name) is not None:
                 await app.supervisor.reload(name)
@@ -242,6 +256,10 @@ class LivePlugins:
         Its ``shutdown`` runs (an out-of-process plugin gets ``plugin.stop``, then SIGKILL after
         the grace), its tools, channels, settings declarations and event subscription go.
         """
+        async with self._lock:
+            return await self._stop(name)
+
+    async def _stop(self, name: str) -> bool:
         app = self.app
         host = app.host
         info = host.info(name)

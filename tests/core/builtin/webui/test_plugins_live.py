@@ -175,3 +175,22 @@ async def test_a_skill_package_with_a_broken_skill_md_says_why_it_was_not_loaded
     assert result["action"] == "start_failed", result
     assert "skill package bad-skill was not loaded" in result["start_error"]
     assert "no YAML front matter" in result["start_error"]
+
+
+async def test_two_doors_starting_one_package_at_once_start_it_once_and_a_builtins_name_is_refused(
+    daemon: WebDaemon, tmp_path: Path, build_hmap
+):
+    from homeagent_core.plugins.packages import install_package
+
+    app = daemon.app
+    install_package(app.data_dir, build_hmap(tmp_path))
+    first, second = await asyncio.gather(app.services.live.start("greeter"), app.services.live.start("greeter"))
+    assert sorted([first["status"], second["status"]]) == ["reloaded", "started"]
+    assert list(app.supervisor.live()) == ["greeter"] and "greeter_greet" in app.kernel.tools
+    assert app.host.info("greeter").status == "started"
+
+    install_package(app.data_dir, build_hmap(tmp_path / "clash", name="cfgmgr"))
+    async with daemon.client() as client:
+        clash = await client.post("/api/v1/plugins/cfgmgr/start")
+    assert clash.status_code == 409 and "taken by a builtin plugin" in clash.json()["error"]
+    assert app.host.info("cfgmgr").status == "started" and "config_list_plugins" in app.kernel.tools
