@@ -1,10 +1,15 @@
-"""The ``telegram`` plugin: Telegram as a chat door, by long polling the Bot API.
+"""The ``telegram`` plugin: Telegram as a chat door, by long polling the Bot API or a webhook.
 
 Built on python-telegram-bot's :class:`telegram.Bot` (httpx underneath, like the rest of
 HomeAgent) pointed at ``api_base`` (default ``https://api.telegram.org``; a local Bot API
 server or a test double work the same). Inputs arrive on ``telegram:private:<user id>`` and
 ``telegram:group:<chat id>``; replies go out through the ``telegram`` output channel.
 Access, pairing, groups and people are the channel kit's (:mod:`homeagent_sdk.bridge`).
+
+``mode`` picks how updates arrive: ``polling`` (``getUpdates``; any webhook left set is
+deleted first, since Telegram refuses ``getUpdates`` while one is active) or ``webhook``
+(``setWebhook`` with a ``secret_token``; updates are POSTed to the plugin's own listener,
+:mod:`homeagent_plugin_telegram.webhook`).
 
 Replies are sent as plain text (no ``parse_mode``), so nothing the model writes can break
 Telegram's Markdown parser. While a turn runs the chat shows "typing…".
@@ -17,7 +22,9 @@ import contextlib
 import logging
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
+from homeagent_plugin_telegram.webhook import WebhookServer, new_secret, valid_secret
 from homeagent_sdk import (
     ChannelRegistry,
     ConfigDef,
@@ -62,6 +69,8 @@ class TelegramBridge(ChatBridge):
                 "`homeagent config set plugin.telegram.bot_token <token>`",
                 plugin_name="telegram",
             )
+        mode = str(settings.get("mode", "polling") or "polling")
+        hook = _webhook_settings(settings) if mode == "webhook" else ("", "")
         super().__init__(sdk, channel=CHANNEL, platform="telegram", label="Telegram", default_text_limit=TEXT_LIMIT)
         from telegram import Bot
         from telegram.request import HTTPXRequest
@@ -87,6 +96,9 @@ class TelegramBridge(ChatBridge):
         self.last_error = ""
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._poller: asyncio.Task[None] | None = None
+        self.mode = mode
+        self.webhook: WebhookServer | None = None
+        self._hook_url, self._hook_secret = hook
         self._redact = _RedactToken(token)
         for name in _URL_LOGGERS:
             logging.getLogger(name).addFilter(self._redact)
@@ -115,8 +127,75 @@ class TelegramBridge(ChatBridge):
             log.warning("telegram: getMe failed (%s); polling anyway and retrying", exc)
         else:
             self.username, self.bot_id = me.username or "", me.id
-            log.info("telegram: polling as @%s", self.username)
-        self._poller = asyncio.get_running_loop().create_task(self._poll(), name="telegram-poll")
+            log.info("telegram: %s as @%s", "webhook" if self.mode == "webhook" else "polling", self.username)
+        if self.mode == "webhook":
+            await self._start_webhook()
+        else:
+            self._poller = asyncio.get_running_loop().create_task(self._poll(), name="telegram-poll")
+
+    async def _start_webhook(self) -> None:
+        """Listen, then ask Telegram to POST updates to ``webhook_url`` with our secret.
+
+        Raises:
+            PluginError: the listener's address cannot be bound, or Telegram refused the URL.
+        """
+        from telegram.error import BadRequest, TelegramError
+
+        settings = self.sdk.settings
+        host = str(settings.get("webhook_host", "127.0.0.1") or "127.0.0.1")
+        port = int(settings.get("webhook_port", 8443) or 0)
+        self.webhook = WebhookServer(host=host, port=port, path=urlsplit(self._hook_url).path or "/",
+                                     secret=self._hook_secret, on_update=self._on_webhook)
+        try:
+            await self.webhook.start()
+        except OSError as exc:
+            raise PluginError(
+                f"telegram: cannot listen for the webhook on {host}:{port} ({exc}); set "
+                "plugin.telegram.webhook_host / webhook_port to a free local address",
+                plugin_name="telegram",
+            ) from None
+        log.info("telegram: webhook listener on http://%s:%s%s for %s", host, self.webhook.port, self.webhook.path,
+                 self._hook_url)
+        try:
+            await self._set_webhook()
+        except BadRequest as exc:
+            raise PluginError(
+                f"Telegram refused plugin.telegram.webhook_url {self._hook_url!r}: {exc}. It must be a public "
+                "HTTPS URL on port 443, 80, 88 or 8443 that reaches this listener",
+                plugin_name="telegram",
+            ) from None
+        except TelegramError as exc:
+            self.last_error = str(exc)
+            log.warning("telegram: setWebhook failed (%s); retrying in the background", exc)
+            self._poller = asyncio.get_running_loop().create_task(self._retry_webhook(), name="telegram-webhook-set")
+
+    async def _set_webhook(self) -> None:
+        await self._call("setWebhook", lambda: self.bot.set_webhook(
+            self._hook_url, allowed_updates=["message"], secret_token=self._hook_secret,
+        ))
+        self.last_error = ""
+        log.info("telegram: webhook set to %s", self._hook_url)
+
+    async def _retry_webhook(self) -> None:
+        from telegram.error import TelegramError
+
+        while True:
+            await self.backoff.sleep()
+            try:
+                await self._set_webhook()
+            except TelegramError as exc:
+                self.last_error = str(exc)
+                log.info("telegram: setWebhook failed (%s); retrying", exc)
+            else:
+                self.backoff.reset()
+                return
+
+    async def _on_webhook(self, data: dict[str, Any]) -> None:
+        from telegram import Update
+
+        update = Update.de_json(data, self.bot)
+        if update is not None:
+            await self._on_update(update)
 
     async def stop(self) -> None:
         for task in [self._poller, *self._typing.values()]:
@@ -125,6 +204,8 @@ class TelegramBridge(ChatBridge):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._typing.clear()
+        if self.webhook is not None:  # the webhook stays set: Telegram keeps updates until we are back
+            await self.webhook.close()
         with contextlib.suppress(Exception):
             await self.bot.shutdown()
         for request in self._requests:  # a Bot whose initialize() failed does not close them itself
@@ -136,9 +217,19 @@ class TelegramBridge(ChatBridge):
 
     # ------------------------------------------------------------------ polling
 
+    async def _leave_webhook(self) -> None:
+        """Delete a webhook left from webhook mode: Telegram answers getUpdates with 409 while one is set."""
+        from telegram.error import TelegramError
+
+        try:
+            await self.bot.delete_webhook()
+        except TelegramError as exc:
+            log.info("telegram: deleteWebhook failed (%s); polling anyway", exc)
+
     async def _poll(self) -> None:
         from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 
+        await self._leave_webhook()
         while True:
             try:
                 updates = await self.bot.get_updates(
@@ -294,6 +385,31 @@ class TelegramBridge(ChatBridge):
             await self._call("sendDocument", lambda: self.bot.send_document(chat, payload))
 
 
+def _webhook_settings(settings: Any) -> tuple[str, str]:
+    """``(webhook_url, secret)`` for webhook mode; the secret is ``webhook_secret`` or a new random one.
+
+    Raises:
+        PluginError: no HTTPS URL, or a secret Telegram would refuse.
+    """
+    url = str(settings.get("webhook_url", "") or "").strip()
+    if not url.startswith("https://") or not urlsplit(url).hostname:
+        raise PluginError(
+            "plugin.telegram.mode is webhook but plugin.telegram.webhook_url is "
+            f"{url or 'not set'!s}: set the public HTTPS URL Telegram should post to, e.g. "
+            "`homeagent config set plugin.telegram.webhook_url https://home.example.com/telegram/hook` "
+            "(or set plugin.telegram.mode polling)",
+            plugin_name="telegram",
+        )
+    secret = str(settings.get("webhook_secret", "") or "").strip() or new_secret()
+    if not valid_secret(secret):
+        raise PluginError(
+            "plugin.telegram.webhook_secret must be 1-256 characters from A-Z a-z 0-9 _ - (or empty for a "
+            "random one at every start)",
+            plugin_name="telegram",
+        )
+    return url, secret
+
+
 class _RedactToken(logging.Filter):
     """Masks the bot token in log records: the Bot API puts it in every URL, and httpx logs URLs."""
 
@@ -370,6 +486,31 @@ class TelegramPlugin:
         registry.add(ConfigDef(
             key="proxy", type="string", default="", category="connection", restart_required=True,
             description="HTTP or SOCKS proxy URL for the Bot API (empty = none).",
+        ))
+        registry.add(ConfigDef(
+            key="mode", type="select", default="polling", options=["polling", "webhook"], category="connection",
+            restart_required=True,
+            description="How updates arrive: polling (getUpdates; deletes a webhook left set) or webhook "
+            "(Telegram POSTs to webhook_url, forwarded to this plugin's listener on webhook_host:webhook_port).",
+        ))
+        registry.add(ConfigDef(
+            key="webhook_url", type="string", default="", category="connection", restart_required=True,
+            description="Webhook mode: the public HTTPS URL (port 443, 80, 88 or 8443) Telegram posts updates to; "
+            "a reverse proxy forwards it, same path, to webhook_host:webhook_port.",
+        ))
+        registry.add(ConfigDef(
+            key="webhook_host", type="string", default="127.0.0.1", category="connection", restart_required=True,
+            description="Webhook mode: the address the plugin's own webhook listener binds.",
+        ))
+        registry.add(ConfigDef(
+            key="webhook_port", type="int", default=8443, min=0, max=65535, category="connection",
+            restart_required=True, description="Webhook mode: the port of the webhook listener (0 = any free port).",
+        ))
+        registry.add(ConfigDef(
+            key="webhook_secret", type="password", default="", secret=True, category="connection",
+            restart_required=True,
+            description="Webhook mode: the secret_token Telegram sends in X-Telegram-Bot-Api-Secret-Token "
+            "(1-256 of A-Z a-z 0-9 _ -); empty = a new random one at every start.",
         ))
         registry.add(ConfigDef(
             key="poll_timeout", type="int", default=30, min=0, max=50, category="connection",

@@ -5,8 +5,14 @@
 Methods: ``getMe``, ``getUpdates`` (long polling with ``offset`` / ``timeout``; a second
 concurrent poll gets 409 like the real server), ``sendMessage`` (4096-character limit),
 ``sendChatAction``, ``sendPhoto``, ``sendDocument``, ``sendVoice``, ``getFile``,
-``deleteWebhook``; files under ``GET /file/bot<token>/<file_path>``. A wrong token gets 401;
+``setWebhook`` / ``deleteWebhook`` / ``getWebhookInfo`` (HTTPS on ports 443, 80, 88 or 8443
+only; while a webhook is set, ``getUpdates`` gets 409 like the real server); files under
+``GET /file/bot<token>/<file_path>``. A wrong token gets 401;
 ``fail_next(method, 429, retry_after=...)`` and ``conflict_next()`` script errors.
+
+With a webhook set, :meth:`FakeBotAPI.post_updates` delivers the waiting updates the way
+Telegram does: one ``POST`` of the Update as JSON per update, with the webhook's secret in
+``X-Telegram-Bot-Api-Secret-Token``; an update stays queued until it is answered with 2xx.
 """
 
 from __future__ import annotations
@@ -22,6 +28,11 @@ from typing import Any
 BOT_ID = 777000111
 USERNAME = "home_helper_bot"
 CONFLICT = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+WEBHOOK_CONFLICT = (
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"
+)
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+_SECRET_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 class FakeBotAPI:
@@ -35,6 +46,7 @@ class FakeBotAPI:
         self.files: dict[str, tuple[str, bytes]] = {}
         self.errors: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         self.unauthorized = 0
+        self.webhook: dict[str, Any] = {"url": "", "secret_token": "", "allowed_updates": None}
         self._new_update = asyncio.Event()
         self._polling = 0
         self._ids = itertools.count(1)
@@ -161,10 +173,62 @@ class FakeBotAPI:
                          "can_join_groups": True, "can_read_all_group_messages": False,
                          "supports_inline_queries": False})
 
+    @staticmethod
+    def _ok_described(description: str) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"ok": True, "result": True, "description": description})
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        from urllib.parse import urlsplit
+
+        url = str(params.get("url") or "")
+        if not url:
+            return await self._api_deleteWebhook(params)
+        parts = urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            return self._error(400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook")
+        if (parts.port or 443) not in (443, 80, 88, 8443):
+            return self._error(400, "Bad Request: bad webhook: Webhook can be set up only on ports 80, 88, 443 or 8443")
+        secret = str(params.get("secret_token") or "")
+        if secret and (len(secret) > 256 or not set(secret) <= _SECRET_CHARS):
+            return self._error(400, "Bad Request: secret token contains unallowed characters")
+        self.webhook = {"url": url, "secret_token": secret, "allowed_updates": decode(params.get("allowed_updates"))}
+        return self._ok_described("Webhook was set")
+
     async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
-        return self._ok(True)
+        if not self.webhook["url"]:
+            return self._ok_described("Webhook is already deleted")
+        self.webhook = {"url": "", "secret_token": "", "allowed_updates": None}
+        return self._ok_described("Webhook was deleted")
+
+    async def _api_getWebhookInfo(self, params: dict[str, Any]) -> Any:
+        return self._ok({"url": self.webhook["url"], "has_custom_certificate": False,
+                         "pending_update_count": len(self.updates) if self.webhook["url"] else 0})
+
+    async def post_updates(self, forward_to: str, *, secret: str | None = None) -> list[int]:
+        """POST every waiting update to ``forward_to`` (where a reverse proxy would send the webhook URL's
+        requests), as Telegram does; answered ones (2xx) are forgotten. Returns the status codes.
+
+        ``secret`` overrides the header (``""`` leaves it out), to play a forger.
+        """
+        import httpx
+
+        assert self.webhook["url"], "no webhook is set"
+        token = self.webhook["secret_token"] if secret is None else secret
+        headers = {SECRET_HEADER: token} if token else {}
+        statuses: list[int] = []
+        async with httpx.AsyncClient(timeout=10) as client:
+            for update in list(self.updates):
+                response = await client.post(forward_to, json=update, headers=headers)
+                statuses.append(response.status_code)
+                if 200 <= response.status_code < 300:
+                    self.updates.remove(update)
+        return statuses
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook["url"]:
+            return self._error(409, WEBHOOK_CONFLICT)
         if self._polling:
             return self._error(409, CONFLICT)
         offset = int(params.get("offset") or 0)

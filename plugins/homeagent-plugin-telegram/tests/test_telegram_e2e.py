@@ -8,10 +8,12 @@ The plugin is installed the way a user installs it (pip, into a directory on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -83,6 +85,13 @@ Daemon = tuple[FakeBotAPI, FakeModelServer, Path, dict[str, str]]
 
 @pytest.fixture
 async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
+    async with _serve(tmp_path, plugin_path) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def _serve(tmp_path: Path, plugin_path: str, *settings: tuple[str, str]) -> AsyncIterator[Daemon]:
+    """``homeagent serve`` with the plugin against a loopback Bot API; ``settings`` are set first."""
     async with FakeBotAPI(TOKEN) as api, FakeModelServer(FakeModel(responder=_answer)) as model:
         data = tmp_path / "home"
         env = _env(plugin_path)
@@ -92,6 +101,7 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
             ("plugin.telegram.bot_token", TOKEN),
             ("plugin.telegram.api_base", api.base),
             ("plugin.telegram.poll_timeout", "2"),
+            *settings,
         ):
             out = await asyncio.to_thread(_cli, env, data, "config", "set", key, value)
             assert TOKEN not in out  # the token is masked
@@ -156,3 +166,38 @@ async def test_telegram_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon)
         transcript.append(f"bot -> Mia: {sent['text']}")
         assert (sent["chat_id"], sent["text"]) == (5551, expected)
     print("\n".join(["", "Telegram transcript (platform side):", *transcript]))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_telegram_webhook_end_to_end(tmp_path: Path, plugin_path: str):
+    port = _free_port()
+    hook = "https://home.example.com/tg/hook"
+    listener = f"http://127.0.0.1:{port}/tg/hook"  # where the TLS reverse proxy forwards ``hook``
+    transcript: list[str] = []
+    async with _serve(tmp_path, plugin_path, ("plugin.telegram.mode", "webhook"),
+                      ("plugin.telegram.webhook_url", hook), ("plugin.telegram.webhook_port", str(port))) as daemon:
+        api, _model, data, env = daemon
+        assert api.webhook["url"] == hook and api.webhook["secret_token"]
+        api.private(5551, "Mia", text="hi there")
+        transcript.append("Mia (Telegram 5551) -> bot: hi there   [POSTed to the webhook]")
+        assert await api.post_updates(listener, secret="guessed") == [403]
+        assert await api.post_updates(listener) == [200]
+        sent = await api.next_sent(timeout=30)
+        transcript.append(f"bot -> Mia: {sent['text']}")
+        code = sent["text"].split("Pairing code: ")[1].split()[0]
+        await asyncio.to_thread(_cli, env, data, "pairing", "approve", code)
+
+        api.private(5551, "Mia", text="what's for dinner?")
+        transcript.append("Mia (Telegram 5551) -> bot: what's for dinner?   [POSTed to the webhook]")
+        assert await api.post_updates(listener) == [200]
+        sent = await api.next_sent()
+        transcript.append(f"bot -> Mia: {sent['text']}")
+        assert sent["text"] == "got: Mia (Telegram 5551): what's for dinner?"
+        assert "getUpdates" not in api.calls
+    assert api.webhook["url"] == hook  # left set while the daemon is down: Telegram keeps the updates
+    print("\n".join(["", "Telegram webhook transcript (platform side):", *transcript]))

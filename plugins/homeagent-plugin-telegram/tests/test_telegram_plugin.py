@@ -139,3 +139,85 @@ async def test_long_replies_split_and_the_agent_sends_files(agent: AgentHarness,
     assert document["document"] == {"filename": "report.txt", "data": b"quarterly numbers"}
     parts = [await api.next_sent() for _ in range(3)]
     assert [len(p["text"]) for p in parts] == [99, 99, 49]
+
+
+# --------------------------------------------------------------------------- webhook mode
+
+HOOK_URL = "https://home.example.com/telegram/hook"
+
+
+def _listener(plugin: Any) -> str:
+    """Where a reverse proxy in front of ``HOOK_URL`` would forward Telegram's POSTs."""
+    hook = plugin.bridge.webhook
+    return f"http://127.0.0.1:{hook.port}{hook.path}"
+
+
+async def test_webhook_mode_sets_a_secret_webhook_and_answers_posted_updates(agent: AgentHarness, api: FakeBotAPI):
+    import httpx
+
+    plugin = _plugin(agent, api, access="open", mode="webhook", webhook_url=HOOK_URL, webhook_port=0)
+    agent.model.add("hello from the webhook")
+    await agent.start()
+    secret = api.webhook["secret_token"]
+    assert api.webhook["url"] == HOOK_URL and api.webhook["allowed_updates"] == ["message"]
+    assert 32 <= len(secret) <= 256  # a random one: webhook_secret was not set
+    assert "getUpdates" not in api.calls
+
+    api.private(42, "Ann", text="hi")
+    pending = list(api.updates)
+    assert await api.post_updates(_listener(plugin), secret="wrong") == [403]
+    assert await api.post_updates(_listener(plugin), secret="") == [403]
+    assert agent.model.requests == [] and plugin.bridge.webhook.refused == 2
+    assert await api.post_updates(_listener(plugin)) == [200]
+    sent = await api.next_sent()
+    assert (sent["chat_id"], sent["text"]) == (42, "hello from the webhook")
+    assert agent.model.requests[0]["messages"][-1]["content"] == "Ann (Telegram 42): hi"
+
+    api.updates.extend(pending)  # Telegram sends it again (it did not see our answer in time)
+    assert await api.post_updates(_listener(plugin)) == [200]
+    async with httpx.AsyncClient(timeout=10) as client:
+        junk = await client.post(_listener(plugin), content=b"not json", headers={"X-Telegram-Bot-Api-Secret-Token":
+                                                                                  secret})
+        assert junk.status_code == 400
+        assert (await client.get(_listener(plugin))).status_code == 405
+    assert plugin.bridge.webhook.received == 1 and len(agent.model.requests) == 1
+    assert "getUpdates" not in api.calls
+
+
+async def test_a_configured_webhook_secret_is_the_one_telegram_must_send(agent: AgentHarness, api: FakeBotAPI):
+    plugin = _plugin(agent, api, access="open", mode="webhook", webhook_url=HOOK_URL, webhook_port=0,
+                     webhook_secret="kitchen_Door-42")
+    agent.model.add("secret checked")
+    await agent.start()
+    assert api.webhook["secret_token"] == "kitchen_Door-42"
+    api.group(-100200, 5, "Bo", text=f"@{USERNAME} hi")
+    assert await api.post_updates(_listener(plugin)) == [200]
+    assert (await api.next_sent())["text"] == "secret checked"
+
+
+async def test_polling_mode_deletes_a_webhook_left_from_webhook_mode(
+    agent: AgentHarness, api: FakeBotAPI
+):
+    api.webhook = {"url": HOOK_URL, "secret_token": "left-from-webhook-mode", "allowed_updates": ["message"]}
+    _plugin(agent, api, access="open", mode="polling")
+    agent.model.add("polling again")
+    await agent.start()
+    api.private(7, "Di", text="are you polling?")
+    assert (await api.next_sent())["text"] == "polling again"
+    assert api.webhook["url"] == "" and api.calls.index("deleteWebhook") < api.calls.index("getUpdates")
+
+
+@pytest.mark.parametrize(("url", "secret", "error"), [
+    ("", "", r"plugin\.telegram\.webhook_url is not set"),
+    ("http://home.example.com/hook", "", r"webhook_url is http://home\.example\.com/hook: set the public HTTPS URL"),
+    ("https://home.example.com:8080/hook", "", r"Telegram refused plugin\.telegram\.webhook_url .*80, 88, 443 or 8443"),
+    (HOOK_URL, "no spaces allowed", r"webhook_secret must be 1-256 characters"),
+])
+async def test_webhook_settings_are_checked_and_a_refused_url_fails_the_plugin_clearly(
+    agent: AgentHarness, api: FakeBotAPI, url: str, secret: str, error: str
+):
+    _plugin(agent, api, mode="webhook", webhook_port=0, webhook_url=url, webhook_secret=secret)
+    with pytest.raises(PluginError, match=error):
+        await agent.start()
+    assert api.webhook["url"] == ""
+    assert str(await agent.ask("still here?")) == "ok"
