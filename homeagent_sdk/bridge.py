@@ -294,7 +294,8 @@ class ChatBridge(abc.ABC):
         )
         text = (
             f"Pairing code: {code}\n"
-            f"This agent answers approved contacts only. Ask its owner to run: homeagent pairing approve {code}"
+            "This agent answers approved contacts only. Ask its owner to approve this code on the web UI's "
+            f"Pairing page, or to run: homeagent pairing approve {code}"
         )
         try:
             await self.send_text(conv, text)
