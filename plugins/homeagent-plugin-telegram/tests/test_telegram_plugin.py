@@ -221,3 +221,15 @@ async def test_webhook_settings_are_checked_and_a_refused_url_fails_the_plugin_c
         await agent.start()
     assert api.webhook["url"] == ""
     assert str(await agent.ask("still here?")) == "ok"
+
+
+async def test_a_webhook_port_in_use_fails_the_plugin_naming_the_setting(agent: AgentHarness, api: FakeBotAPI):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        _plugin(agent, api, mode="webhook", webhook_url=HOOK_URL, webhook_port=taken.getsockname()[1])
+        with pytest.raises(PluginError, match=r"cannot listen for the webhook on 127\.0\.0\.1:\d+ .*webhook_port"):
+            await agent.start()
+    assert api.webhook["url"] == ""  # Telegram was not pointed at a listener that is not there
