@@ -210,6 +210,15 @@ class LexicalIndex:
         self._d_n = 0
         self._df = np.zeros(BUCKETS, dtype=np.int32)
         self._qw = np.zeros(BUCKETS, dtype=np.float32)
+        # forward lists (each slot's buckets and tfs), appended in slot order: a mapped part
+        # from the snapshot, then an in-memory part; _f_start is an offset into both together
+        self._f_start = np.zeros(64, dtype=np.int64)
+        self._f_len = np.zeros(64, dtype=np.int32)
+        self._fb_buckets = np.zeros(0, dtype=np.uint32)
+        self._fb_tfs = np.zeros(0, dtype=np.uint16)
+        self._fm_buckets = np.zeros(1024, dtype=np.uint32)
+        self._fm_tfs = np.zeros(1024, dtype=np.uint16)
+        self._fm_n = 0
         self._dl = np.zeros(64, dtype=np.float32)
         self._alive = np.zeros(64, dtype=bool)
         self._count = 0
@@ -255,7 +264,39 @@ class LexicalIndex:
         dl[: len(self._dl)] = self._dl
         alive = np.zeros(size, dtype=bool)
         alive[: len(self._alive)] = self._alive
-        self._dl, self._alive = dl, alive
+        f_start = np.zeros(size, dtype=np.int64)
+        f_start[: len(self._f_start)] = self._f_start
+        f_len = np.zeros(size, dtype=np.int32)
+        f_len[: len(self._f_len)] = self._f_len
+        self._dl, self._alive, self._f_start, self._f_len = dl, alive, f_start, f_len
+
+    def _append_forward(
+        self,
+        slots: npt.NDArray[np.int64],
+        terms: npt.NDArray[np.int64],
+        buckets: npt.NDArray[np.uint32],
+        counts: npt.NDArray[np.uint16],
+    ) -> None:
+        """Append the forward lists of new (ascending) slots: ``terms[i]`` entries for ``slots[i]``.
+
+        Writes go past the used part only, so a snapshot writer holding a view of it is unaffected.
+        """
+        need = self._fm_n + len(buckets)
+        if need > len(self._fm_buckets):
+            size = len(self._fm_buckets)
+            while size < need:
+                size *= 2
+            grown_b = np.zeros(size, dtype=np.uint32)
+            grown_b[: self._fm_n] = self._fm_buckets[: self._fm_n]
+            grown_t = np.zeros(size, dtype=np.uint16)
+            grown_t[: self._fm_n] = self._fm_tfs[: self._fm_n]
+            self._fm_buckets, self._fm_tfs = grown_b, grown_t
+        self._fm_buckets[self._fm_n : need] = buckets
+        self._fm_tfs[self._fm_n : need] = counts
+        ends = np.cumsum(terms)
+        self._f_start[slots] = len(self._fb_buckets) + self._fm_n + ends - terms
+        self._f_len[slots] = terms
+        self._fm_n = need
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -300,6 +341,8 @@ class LexicalIndex:
         self._d_buckets[self._d_n : need] = buckets
         self._d_tfs[self._d_n : need] = counts
         self._d_n = need
+        self._append_forward(np.asarray([slot], dtype=np.int64), np.asarray([len(buckets)], dtype=np.int64),
+                             buckets, counts)
         if self._d_n > DELTA_MAX:
             self.merge()
 
@@ -335,6 +378,7 @@ class LexicalIndex:
         self._total_len += float(np.asarray(lengths, dtype=np.float64).sum())
         post_slots = np.repeat(slots.astype(np.int32), terms)
         self._df += self._merge_sorted(buckets, post_slots, counts).astype(np.int32)
+        self._append_forward(slots, terms, buckets, counts)
         self._top = self._base_top = top
 
     def add_delta_bulk(
@@ -374,6 +418,7 @@ class LexicalIndex:
         self._d_buckets = np.concatenate([self._d_buckets[:start], buckets.astype(np.int32)])
         self._d_tfs = np.concatenate([self._d_tfs[:start], counts.astype(np.uint16)])
         self._d_n = len(self._d_slots)
+        self._append_forward(slots, terms, buckets, counts)
         self._top = top
 
     def remove(self, slot: int, buckets: npt.NDArray[np.uint32]) -> None:
@@ -495,7 +540,7 @@ class LexicalIndex:
             hit = np.flatnonzero(weights)
             self._accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit])
         if len(tail):
-            self._rescore(out, starts[tail], lens[tail], idf[tail], candidates, expand)
+            self._rescore(out, buckets[tail], idf[tail], candidates, expand)
         out *= self._alive
         return out
 
@@ -558,13 +603,17 @@ class LexicalIndex:
     def _rescore(
         self,
         out: npt.NDArray[np.float32],
-        starts: npt.NDArray[np.int64],
-        lens: npt.NDArray[np.int64],
+        buckets: npt.NDArray[np.int64],
         idf: npt.NDArray[np.float32],
         extra: npt.NDArray[np.int64] | None,
         expand: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None,
     ) -> None:
-        """Add the contribution of over-budget buckets to the best candidates only."""
+        """Add the contribution of over-budget ``buckets`` to the best candidates only.
+
+        Each candidate's forward list (its own buckets) is looked up in a bucket → idf table,
+        so the cost follows the candidates' lengths, not the common buckets' posting lists.
+        Slots in the delta are skipped: the delta is already scored in full.
+        """
         k = min(self.rescore, len(out))
         top = np.argpartition(-out, k - 1)[:k] if k < len(out) else np.arange(len(out))
         top = top[out[top] > 0].astype(np.int64)
@@ -575,17 +624,43 @@ class LexicalIndex:
             more = expand(top)
             top = np.concatenate([top, more[(more >= 0) & (more < len(out))]])
         top.sort()
-        cand = top[np.concatenate([[True], top[1:] != top[:-1]])].astype(np.int32) if len(top) else top.astype(np.int32)
+        cand = top[np.concatenate([[True], top[1:] != top[:-1]])] if len(top) else top
+        cand = cand[(cand <= self._base_top) & (cand < len(self._f_len))]
         if not len(cand):
             return
-        # one binary search per bucket; the rest is vectorised over buckets x candidates
-        pos = np.empty((len(starts), len(cand)), dtype=np.int64)
-        for row, (lo, size) in enumerate(zip(starts.tolist(), lens.tolist(), strict=True)):
-            pos[row] = np.searchsorted(self._slots[lo : lo + size], cand)
-        np.minimum(pos, (lens - 1)[:, None], out=pos)
-        pos += starts[:, None]
-        bucket, which = np.nonzero(self._slots[pos] == cand[None, :])
-        self._accumulate(out, cand[which], self._tfs[pos[bucket, which]], idf[bucket])
+        self._qw[buckets] = idf
+        try:
+            nb = len(self._fb_buckets)
+            starts = self._f_start[cand]
+            for part in (starts < nb, starts >= nb):
+                if part.any():
+                    self._rescore_forward(out, cand[part], starts[part], nb)
+        finally:
+            self._qw[buckets] = 0.0
+
+    def _rescore_forward(
+        self,
+        out: npt.NDArray[np.float32],
+        cand: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        nb: int,
+    ) -> None:
+        """Score ``cand`` (all in one part of the forward lists) against the weights in ``_qw``."""
+        if starts[0] < nb:
+            f_buckets, f_tfs, offset = self._fb_buckets, self._fb_tfs, 0
+        else:
+            f_buckets, f_tfs, offset = self._fm_buckets, self._fm_tfs, nb
+        lens = self._f_len[cand].astype(np.int64)
+        total = int(lens.sum())
+        if not total:
+            return
+        ends = np.cumsum(lens)
+        idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offset - (ends - lens), lens)
+        weights = self._qw[f_buckets[idx]]
+        hit = np.flatnonzero(weights)
+        if len(hit):
+            slots = np.repeat(cand, lens)[hit].astype(np.int32)
+            self._accumulate(out, slots, f_tfs[idx[hit]], weights[hit])
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -599,6 +674,9 @@ class LexicalIndex:
         if merge:
             self.merge()
         top = self._base_top
+        fwd_counts = self._f_len[: top + 1].copy()
+        nb = len(self._fb_buckets)
+        used = int(fwd_counts.sum(dtype=np.int64)) - nb  # slots ascend: theirs is a prefix of the lists
         return SnapshotArrays(
             tag=tag,
             watermark=top,
@@ -606,6 +684,9 @@ class LexicalIndex:
             slots=self._slots,
             tfs=self._tfs,
             lengths=self._dl[: top + 1] * self._alive[: top + 1],
+            fwd_counts=fwd_counts,
+            fwd_buckets=[self._fb_buckets, self._fm_buckets[:used]],
+            fwd_tfs=[self._fb_tfs, self._fm_tfs[:used]],
             clean=self._dead_in_base == 0,
         )
 
@@ -681,6 +762,10 @@ class LexicalIndex:
             index._indptr = cs[index._indptr]
             slots, tfs = slots[keep], tfs[keep]
         index._slots, index._tfs = slots, tfs
+        n_fwd = len(snap.fwd_counts)
+        index._f_len[:n_fwd] = snap.fwd_counts
+        index._f_start[1:n_fwd] = np.cumsum(snap.fwd_counts[:-1], dtype=np.int64)
+        index._fb_buckets, index._fb_tfs = snap.fwd_buckets[0], snap.fwd_tfs[0]
         index.unchecked = snap if snap.unchecked else None
         index._df = np.diff(index._indptr).astype(np.int32)
         dead = np.ones(len(index._dl), dtype=bool)

@@ -1,14 +1,15 @@
 """On-disk snapshot of the lexical index's base segment.
 
-Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format
-version, the owning store's tag, the watermark = highest slot covered, array sizes and a
-crc32 per array), then the raw little-endian arrays: postings per bucket (``int32``), posting
-slots (``int32``), posting term frequencies (``uint16``) and document lengths by slot
-(``float32``). Writes go to ``<name>.tmp`` in chunks, are fsynced and renamed over the old
-snapshot, and the folder is fsynced: a crash at any point leaves either the previous snapshot
-or the new one, plus at most a partial ``.tmp`` that readers ignore and
-:func:`remove_partial` deletes. Reads check the magic, sizes and checksums, so a damaged file
-is refused rather than half-loaded.
+Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format version,
+the owning store's tag, the watermark = highest slot covered, array sizes and a crc32 per
+array), then the raw little-endian arrays: postings per bucket (``int32``), posting slots
+(``int32``), posting term frequencies (``uint16``), the forward lists (distinct terms per slot,
+``int32``, then every slot's buckets, ``uint32``, and term frequencies, ``uint16``, in slot
+order) and document lengths by slot (``float32``). Writes go to ``<name>.tmp`` in chunks, are
+fsynced and renamed over the old snapshot, and the folder is fsynced: a crash at any point
+leaves either the previous snapshot or the new one, plus at most a partial ``.tmp`` that
+readers ignore and :func:`remove_partial` deletes. Reads check the magic, sizes and checksums,
+so a damaged file is refused rather than half-loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,16 +30,19 @@ if TYPE_CHECKING:
 
 __all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "verify_arrays", "write_snapshot"]
 
-MAGIC = b"HALEXSN\x02"
-VERSION = 2
+MAGIC = b"HALEXSN\x03"
+VERSION = 3
 _CHUNK = 1 << 20
 _FIELDS: tuple[tuple[str, str], ...] = (
     ("counts", "<i4"),
     ("slots", "<i4"),
     ("tfs", "<u2"),
+    ("fwd_counts", "<i4"),
+    ("fwd_buckets", "<u4"),
+    ("fwd_tfs", "<u2"),
     ("lengths", "<f4"),
 )
-_MAPPED = frozenset({"slots", "tfs"})  # the large arrays, memory-mapped when not verified
+_MAPPED = frozenset({"slots", "tfs", "fwd_buckets", "fwd_tfs"})  # the large arrays, memory-mapped when not verified
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,6 +55,11 @@ class SnapshotArrays:
     slots: npt.NDArray[np.int32]
     tfs: npt.NDArray[np.uint16]
     lengths: npt.NDArray[np.float32]
+    fwd_counts: npt.NDArray[np.int32]
+    """Distinct terms of each slot up to the watermark; its terms come next in ``fwd_buckets``."""
+    fwd_buckets: Sequence[npt.NDArray[np.uint32]]
+    """Forward lists (each slot's buckets, ascending, slot by slot), possibly in several parts."""
+    fwd_tfs: Sequence[npt.NDArray[np.uint16]]
     clean: bool = False
     """True when ``slots`` name exactly the slots with a non-zero length (no dead postings)."""
     unchecked: tuple[tuple[str, int], ...] = ()
@@ -75,24 +85,35 @@ def remove_partial(path: Path) -> bool:
 
 def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
     """Write ``arrays`` to ``path`` atomically (tmp file, fsync, rename, fsync the folder)."""
-    blobs = [np.ascontiguousarray(getattr(arrays, name), dtype=dtype) for name, dtype in _FIELDS]
+    fields: list[list[np.ndarray]] = []
+    for name, dtype in _FIELDS:
+        value = getattr(arrays, name)
+        parts = list(value) if isinstance(value, (list, tuple)) else [value]
+        fields.append([np.ascontiguousarray(p, dtype=dtype) for p in parts])
+    crcs = []
+    for parts in fields:
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part.data, crc)
+        crcs.append(crc)
     header = json.dumps(
         {
             "version": VERSION,
             "tag": arrays.tag,
             "watermark": int(arrays.watermark),
             "clean": bool(arrays.clean),
-            "sizes": [len(b) for b in blobs],
-            "crc32": [zlib.crc32(b.data) for b in blobs],
+            "sizes": [sum(len(p) for p in parts) for parts in fields],
+            "crc32": crcs,
         }
     ).encode()
     tmp = tmp_path(path)
     with open(tmp, "wb") as fh:
         fh.write(MAGIC + struct.pack("<I", len(header)) + header)
-        for blob in blobs:
-            view = blob.data.cast("B")
-            for start in range(0, len(view), _CHUNK):
-                fh.write(view[start : start + _CHUNK])
+        for parts in fields:
+            for part in parts:
+                view = part.data.cast("B")
+                for start in range(0, len(view), _CHUNK):
+                    fh.write(view[start : start + _CHUNK])
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(path)
@@ -152,14 +173,21 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
                 out.append(arr.astype(dtype[1:], copy=False))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
-    counts, slots, tfs, lengths = out
+    counts, slots, tfs, fwd_counts, fwd_buckets, fwd_tfs, lengths = out
     if int(counts.sum(dtype=np.int64)) != len(slots) or len(tfs) != len(slots) or np.any(counts < 0):
         raise ValueError(f"{path}: snapshot posting counts do not add up")
+    if (
+        int(fwd_counts.sum(dtype=np.int64)) != len(fwd_buckets) or len(fwd_tfs) != len(fwd_buckets)
+        or np.any(fwd_counts < 0) or len(fwd_counts) > watermark + 1
+    ):
+        raise ValueError(f"{path}: snapshot forward lists do not add up")
     if verify and len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
         raise ValueError(f"{path}: snapshot postings name slots outside 0..{watermark}")
     if len(lengths) > watermark + 1:
         raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
-    return SnapshotArrays(tag, watermark, counts, slots, tfs, lengths, clean, tuple(unchecked))
+    return SnapshotArrays(
+        tag, watermark, counts, slots, tfs, lengths, fwd_counts, [fwd_buckets], [fwd_tfs], clean, tuple(unchecked)
+    )
 
 
 def verify_arrays(arrays: SnapshotArrays) -> None:
@@ -169,7 +197,8 @@ def verify_arrays(arrays: SnapshotArrays) -> None:
         ValueError: an array's checksum does not match, or posting slots lie outside the watermark.
     """
     for name, crc in arrays.unchecked:
-        if zlib.crc32(getattr(arrays, name).data) != crc:
+        value = getattr(arrays, name)
+        if zlib.crc32((value[0] if isinstance(value, list) else value).data) != crc:
             raise ValueError(f"snapshot checksum of {name} does not match")
     slots = arrays.slots
     if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):

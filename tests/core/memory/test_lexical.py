@@ -149,6 +149,34 @@ def test_budgeted_scores_are_exact_for_the_best_documents_and_never_too_high():
     assert named[other] == pytest.approx(full[other], rel=1e-5)  # added by expand
 
 
+def test_over_budget_buckets_are_rescored_from_forward_lists_on_both_sides_of_a_snapshot(tmp_path, monkeypatch):
+    monkeypatch.setattr(lexical, "DELTA_MAX", 3000)
+    texts = {slot: text for slot, text in enumerate(random_texts(23, 1600), start=1)}
+    budget = LexicalIndex(max_postings=6000, rescore=60)
+    for slot in range(1, 1001):
+        budget.add(slot, texts[slot])
+    path = tmp_path / "lex"
+    budget.save(path, tag="t")
+    snap = read_snapshot(path)
+    assert snap.fwd_counts[1:].tolist() == [len(term_counts(texts[s])[0]) for s in range(1, 1001)]
+    slots = np.arange(1, 1001, dtype=np.int64)
+    lengths = np.array([term_counts(texts[s])[2] for s in range(1, 1001)])
+    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=6000, rescore=60)
+    exact = LexicalIndex(max_postings=None)
+    for slot, text in texts.items():
+        exact.add(slot, text)
+        if slot > 1000:
+            loaded.add(slot, text)  # forward lists in memory; some postings merged, the rest in the delta
+    query = "pottery bowl for the guitar marathon yoga"
+    full = exact.scores(query)
+    picked = np.array([5, 999, 1003, 1400, 1599], dtype=np.int64)
+    got = loaded.scores(query, candidates=picked)
+    assert np.allclose(got[picked], full[picked], rtol=1e-5)
+    top = np.argsort(-got, kind="stable")[:60]
+    assert np.allclose(got[top], full[top], rtol=1e-5)
+    assert np.all(got <= full + 1e-4)
+
+
 def test_snapshot_round_trip_keeps_scores_and_drops_documents_deleted_since(tmp_path):
     texts = random_texts(13, 300)
     index = LexicalIndex()
