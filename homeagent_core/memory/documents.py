@@ -308,9 +308,9 @@ class DocumentStore:
                 doc.last_access = doc.last_access or doc.created_at
             vecs = [v.tobytes() for v in vectors] if vectors is not None else [None] * len(docs)
             slots = self._sql.insert(docs, vecs, self._fingerprint, blobs)
-            for slot, doc, (buckets, counts, length) in zip(slots, docs, terms, strict=True):
+            for slot, doc in zip(slots, docs, strict=True):
                 self._table.register(slot, doc.created_at, doc.source)
-                self._lex.add_terms(slot, buckets, counts, length)
+            self._lex.add_many_terms(np.asarray(slots, dtype=np.int64), terms)
             self._dense.grow(self._table.capacity)
             if vectors is not None:
                 self._dense.append(np.asarray(slots, dtype=np.int64), vectors)

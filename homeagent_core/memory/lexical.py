@@ -34,8 +34,8 @@ exactly. The delta is always scored in full through a bucket→weight table. Sna
 
 from __future__ import annotations
 
+import functools
 import zlib
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, write_snapshot
-from homeagent_core.memory.lexical_terms import word_grams
+from homeagent_core.memory.lexical_terms import piece_grams, pieces, word_grams
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -79,16 +79,20 @@ def char_ngrams(text: str) -> list[str]:
     return [gram for word in word_grams(text) for gram in word]
 
 
+@functools.lru_cache(maxsize=1 << 15)
+def _piece_buckets(piece: str, cjk: bool) -> bytes:
+    """Bucket ids (``uint32`` bytes) of every gram of one run; cached: words repeat (Zipf)."""
+    grams = [gram for word in piece_grams(piece, cjk) for gram in word]
+    return np.fromiter((zlib.crc32(g.encode()) & _MASK for g in grams), dtype=np.uint32, count=len(grams)).tobytes()
+
+
 def term_counts(text: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]:
     """Hashed bucket ids (sorted, unique), their counts, and the document length in grams."""
-    grams = char_ngrams(text)
-    counts = Counter(zlib.crc32(g.encode()) & _MASK for g in grams)
-    if not counts:
+    ids = np.frombuffer(b"".join([_piece_buckets(p, cjk) for p, cjk in pieces(text)]), dtype=np.uint32)
+    if not len(ids):
         return np.zeros(0, np.uint32), np.zeros(0, np.uint16), 0
-    keys = np.fromiter(counts.keys(), dtype=np.uint32, count=len(counts))
-    vals = np.fromiter((min(v, 65535) for v in counts.values()), dtype=np.uint16, count=len(counts))
-    order = np.argsort(keys)
-    return keys[order], vals[order], len(grams)
+    keys, counts = np.unique(ids, return_counts=True)
+    return keys.astype(np.uint32), np.minimum(counts, 65535).astype(np.uint16), len(ids)
 
 
 def encode_terms(buckets: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint16]) -> bytes:
@@ -343,6 +347,31 @@ class LexicalIndex:
         self._d_n = need
         self._append_forward(np.asarray([slot], dtype=np.int64), np.asarray([len(buckets)], dtype=np.int64),
                              buckets, counts)
+        if self._d_n > DELTA_MAX:
+            self.merge()
+
+    def add_many_terms(
+        self,
+        slots: npt.NDArray[np.int64],
+        terms: Sequence[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]],
+    ) -> None:
+        """Index :func:`term_counts` output of many documents: one delta append, at most one merge.
+
+        Adding documents one by one folds the delta into the base every :data:`DELTA_MAX`
+        postings, a copy of the whole base each time; a batch pays for one.
+
+        Raises:
+            ValueError: as :meth:`add_bulk`.
+        """
+        if not len(slots):
+            return
+        self.add_delta_bulk(
+            slots,
+            np.fromiter((len(t[0]) for t in terms), dtype=np.int64, count=len(terms)),
+            np.concatenate([t[0] for t in terms]).astype(np.uint32, copy=False),
+            np.concatenate([t[1] for t in terms]).astype(np.uint16, copy=False),
+            np.fromiter((t[2] for t in terms), dtype=np.int64, count=len(terms)),
+        )
         if self._d_n > DELTA_MAX:
             self.merge()
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from homeagent_core.embeddings.tfidf import load_jieba
 
-__all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "word_grams"]
+__all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "piece_grams", "pieces", "word_grams"]
 
 TERMS_VERSION = "2"
 """Version of the term scheme stored with each document (``store_meta.lex_version``)."""
@@ -123,14 +123,22 @@ def _cjk_words(run: str) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(g) for g in groups if g)
 
 
+def pieces(text: str) -> list[tuple[str, bool]]:
+    """The normalised runs of ``text`` that yield grams: (run, is CJK), in text order."""
+    return [(m.group(), m.lastgroup != "word") for m in _PIECE.finditer(normalize(text))]
+
+
+def piece_grams(piece: str, cjk: bool) -> list[list[str]]:
+    """The grams of one run of :func:`pieces`, grouped by word."""
+    if not cjk:
+        return [_latin_grams(piece)]
+    found = _cjk_words(piece) if len(piece) <= 64 else _cjk_words.__wrapped__(piece)
+    return [list(w) for w in found]
+
+
 def word_grams(text: str) -> list[list[str]]:
     """The grams of ``text`` grouped by word (see the module docstring), in text order."""
     words: list[list[str]] = []
-    for m in _PIECE.finditer(normalize(text)):
-        piece = m.group()
-        if m.lastgroup == "word":
-            words.append(_latin_grams(piece))
-        else:
-            found = _cjk_words(piece) if len(piece) <= 64 else _cjk_words.__wrapped__(piece)
-            words.extend(list(w) for w in found)
+    for piece, cjk in pieces(text):
+        words.extend(piece_grams(piece, cjk))
     return words

@@ -102,6 +102,22 @@ def test_bulk_build_scores_like_one_by_one_adds():
         assert np.allclose(bulk.scores(query), one_by_one.scores(query), rtol=1e-5)
 
 
+def test_a_batch_of_documents_is_folded_into_the_base_once_and_scores_like_one_by_one_adds(monkeypatch):
+    monkeypatch.setattr(lexical, "DELTA_MAX", 400)
+    texts = random_texts(29, 500)
+    single = LexicalIndex()
+    for slot, text in enumerate(texts, start=1):
+        single.add(slot, text)
+    batch = LexicalIndex()
+    merges = []
+    original = LexicalIndex.merge
+    monkeypatch.setattr(LexicalIndex, "merge", lambda self: (merges.append(1), original(self))[1])
+    batch.add_many_terms(np.arange(1, 501, dtype=np.int64), [term_counts(t) for t in texts])
+    assert len(merges) == 1 and batch.base_watermark == 500 and batch.delta_postings == 0
+    for query in ("camping lake", "小王 你好", "pottery bowl guitar"):
+        assert np.allclose(batch.scores(query), single.scores(query), rtol=1e-5)
+
+
 def test_decode_many_equals_decoding_one_blob_at_a_time():
     blobs = [encode_terms(*term_counts(t)[:2]) for t in random_texts(9, 50)] + [b""]
     terms, buckets, counts = decode_many(blobs)
