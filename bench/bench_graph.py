@@ -6,16 +6,18 @@ entity per three relations, random CJK names and uniformly random edges, it meas
 * commit throughput (triples/s) through ``GraphStore.commit`` in batches of 1000 (SQLite
   transaction + keyword terms + write-through mirror update);
 * start-up, in a fresh process (median of three): time to open the store (schema check + mirror load: entities
-  with their stored keyword terms, adjacency, networkx graph) and the RSS the mirror adds;
+  with their stored keyword terms, relation rows, CSR adjacency and numeric columns) and the RSS the mirror adds;
 * recall at depth 2 for a probe keyword (an entity name), 30 entities / 50 relations:
 
   - mirror end to end: ``GraphStore.recall([keyword])`` — keyword tokenised (tokenizer caches
     cleared first, so every probe is tokenised cold, as a new user message would be) →
-    keyword index → seeds → level-by-level walk over the compact adjacency map → ranked,
+    keyword index → seeds → level-by-level walk over the CSR adjacency → ranked,
     materialised ``RecallResult`` (every entity and relation object built, sentence and media
     digests attached);
   - mirror from seeds: the same from the seed ids (``GraphCache.recall``), i.e. exactly the
     work the SQLite side does;
+  - mirror from seeds with a write delta: the same after 2,000 more triples were committed
+    (new edges in the delta, refreshed ones marked in the CSR; below the merge threshold);
   - SQLite: the same recall as SQL over the same file, *given the seed ids for free* (the
     mirror's keyword seeds, computed outside the timing — SQLite's LIKE scan would be far
     slower): a recursive CTE walks both directions to the same depth, then entities and
@@ -29,7 +31,8 @@ entity per three relations, random CJK names and uniformly random edges, it meas
   (like for like), and SQLite over the mirror end to end (the mirror also tokenises and looks
   up the keyword; SQLite is handed the seeds).
 
-Prints a markdown table; ``--json`` prints one JSON object instead.
+``--runs N`` repeats everything per size (graph built anew each time) and reports the median
+of each figure. Prints a markdown table; ``--json`` prints one JSON object instead.
 """
 
 from __future__ import annotations
@@ -222,6 +225,13 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         same = sum(mirror_tuples(results[n]) == sql_recall_b(conn, seeds[n], depth) for n in probes)
         same_a = sum(mirror_tuples(results[n]) == sql_recall_a(conn, seeds[n], depth) for n in probes)
         conn.close()
+        extra = [
+            Triple(names[rng.randrange(n_entities)], rng.choice(["认识", "住在"]), names[rng.randrange(n_entities)])
+            for _ in range(2000)
+        ]
+        store.commit(extra, session="bench-delta")
+        delta_edges = store.cache.compact.n_delta
+        delta_ms = timed(lambda name: store.cache.recall(seeds[name], depth=depth), probes)
         store.close()
     sql_ms = sql_a if statistics.median(sql_a) <= statistics.median(sql_b) else sql_b
     return {
@@ -234,6 +244,8 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         "recall_p99_ms": pct(mirror_ms, 0.99),
         "recall_from_seeds_p50_ms": statistics.median(walk_ms),
         "recall_from_seeds_p99_ms": pct(walk_ms, 0.99),
+        "recall_with_delta_p50_ms": statistics.median(delta_ms),
+        "delta_edges": delta_edges,
         "sqlite_recall_p50_ms": statistics.median(sql_ms),
         "sqlite_recall_p99_ms": pct(sql_ms, 0.99),
         "sqlite_variant_a_p50_ms": statistics.median(sql_a),
@@ -247,6 +259,11 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
     }
 
 
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over runs of one size."""
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def label(n: int) -> str:
     return f"{n // 1_000_000}m" if n >= 1_000_000 and n % 1_000_000 == 0 else f"{n // 1000}k"
 
@@ -258,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="*", help="relation counts to run")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1, help="runs per size; each figure is their median")
     parser.add_argument("--load-probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load_probe:
@@ -265,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     warm_up()  # jieba's dictionary loads once per process; keep it out of the timings
     sizes = args.sizes or ([10_000, 100_000, 300_000] + ([1_000_000] if args.full else []))
-    results = {n: run_size(n, args.queries, args.depth, seed=n) for n in sizes}
+    results = {n: median_run([run_size(n, args.queries, args.depth, seed=n) for _ in range(args.runs)]) for n in sizes}
     if args.json:
         out: dict[str, float | None] = {}
         for n, r in results.items():
@@ -288,17 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| relations | entities | commit triples/s | load s | mirror RSS MiB "
-        "| mirror end-to-end p50 / p99 ms | mirror from seeds p50 / p99 ms | SQLite from seeds p50 / p99 ms "
+        "| mirror end-to-end p50 / p99 ms | mirror from seeds p50 / p99 ms | from seeds with delta p50 ms "
+        "| SQLite from seeds p50 / p99 ms "
         "| SQLite / mirror, same seeds | SQLite / mirror end-to-end | seeds | entities / relations per recall "
         "| same results |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results.values():
         print(
             f"| {r['relations']:,.0f} | {r['entities']:,.0f} | {r['commit_triples_per_s']:,.0f} "
             f"| {r['load_s']:.2f} | {r['mirror_rss_mib']:.0f} "
             f"| {r['recall_p50_ms']:.3f} / {r['recall_p99_ms']:.3f} "
             f"| {r['recall_from_seeds_p50_ms']:.3f} / {r['recall_from_seeds_p99_ms']:.3f} "
+            f"| {r['recall_with_delta_p50_ms']:.3f} "
             f"| {r['sqlite_recall_p50_ms']:.3f} / {r['sqlite_recall_p99_ms']:.3f} "
             f"| {r['ratio_same_seeds_p50']:.1f}× | {r['ratio_p50']:.1f}× | {r['seeds_per_recall']:.2f} "
             f"| {r['recalled_entities_mean']:.1f} / {r['recalled_relations_mean']:.1f} "

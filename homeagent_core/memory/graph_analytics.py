@@ -17,6 +17,12 @@ Three questions the graph answers better than counting mentions:
 Salience is a snapshot: it is recomputed in a worker thread by the merge heartbeat and at
 start-up, never on the event loop (PageRank over 100k entities takes about a second); until
 the first refresh the index falls back to mention counts.
+
+networkx is used where it earns its place — PageRank — on a weighted graph built for that
+refresh from the mirror's compact columns (the mirror keeps no networkx graph between writes).
+Neighbour sets and shortest paths are read straight from the compact adjacency: a
+breadth-first search there answers in microseconds, where building a networkx view first
+would cost seconds on a large graph.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from homeagent_core.memory.keywords import bigrams
 
@@ -54,7 +62,7 @@ class GraphAnalytics:
     """Salience, duplicate candidates and paths over one :class:`GraphCache`.
 
     Args:
-        cache: the graph mirror (its ``graph`` is the networkx view).
+        cache: the graph mirror (its compact columns and adjacency are what is read).
         half_life_days: how fast a relation's weight in salience halves with age.
     """
 
@@ -75,18 +83,22 @@ class GraphAnalytics:
         decay = math.log(2) / max(self.half_life_days * 86400.0, 1.0)
         cache = self.cache
         with cache.lock:
-            nodes = list(cache.entities)
-            weights: dict[tuple[int, int], float] = {}
-            for row in cache.relations.values():
-                src, dst, confidence, updated = row[1], row[2], row[4], row[9]
-                if src == dst:
-                    continue
-                key = (src, dst) if src < dst else (dst, src)
-                age = max(0.0, now - float(updated or now))
-                weights[key] = weights.get(key, 0.0) + max(float(confidence), 0.05) * math.exp(-decay * age)
+            g = cache.compact
+            nodes = np.flatnonzero(g.present).tolist()
+            rids = g.live_relations()
+            src, dst = g.src[rids], g.dst[rids]
+            confidence, updated = g.confidence[rids], g.rupdated[rids]
+        # one weight per unordered pair: the relations' confidences, each halved per half-life of age
+        keep = src != dst
+        lo, hi = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]
+        updated = updated[keep]
+        age = np.maximum(0.0, now - np.where(updated == 0, now, updated))
+        weight = np.maximum(confidence[keep], 0.05) * np.exp(-decay * age)
+        pairs, slot = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+        totals = np.bincount(slot.reshape(-1), weights=weight, minlength=len(pairs))
         graph: nx.Graph[int] = nx.Graph()
         graph.add_nodes_from(nodes)
-        graph.add_weighted_edges_from((a, b, w) for (a, b), w in weights.items())
+        graph.add_weighted_edges_from(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), totals.tolist(), strict=True))
         scores: dict[int, float] = nx.pagerank(graph, weight="weight") if len(graph) else {}
         with self._lock:
             self._salience = scores
@@ -135,7 +147,13 @@ class GraphAnalytics:
         cache = self.cache
         with cache.lock:
             names = {eid: row.name for eid, row in cache.entities.items()}
-            neighbours = {eid: set(adj.values()) for eid, adj in cache._adj.items() if adj}
+            g = cache.compact
+            rids = g.live_relations()
+            ends = zip(g.src[rids].tolist(), g.dst[rids].tolist(), strict=True)
+        neighbours: dict[int, set[int]] = {}
+        for a, b in ends:
+            neighbours.setdefault(a, set()).add(b)
+            neighbours.setdefault(b, set()).add(a)
         postings: dict[str, list[int]] = {}
         for eid in neighbours:
             for gram in bigrams(names[eid]):
@@ -167,11 +185,12 @@ class GraphAnalytics:
     def path(self, source: str, target: str, *, max_hops: int = 6) -> list[PathStep] | None:
         """The shortest chain of relations between two entities (either direction), or ``None``.
 
+        A breadth-first search over the compact adjacency (relations in id order), at most
+        ``max_hops`` deep; between two entities on the chain the most confident relation is shown.
+
         Raises:
             KeyError: an entity name is unknown (the message lists close names).
         """
-        import networkx as nx
-
         cache = self.cache
         with cache.lock:
             a, b = cache.ids_by_name.get(source.strip()), cache.ids_by_name.get(target.strip())
@@ -182,12 +201,8 @@ class GraphAnalytics:
             assert a is not None and b is not None
             if a == b:
                 return []
-            view = cache.graph.to_undirected(as_view=True)
-            try:
-                nodes: list[int] = nx.shortest_path(view, a, b)
-            except nx.NetworkXNoPath:
-                return None
-            if len(nodes) - 1 > max_hops:
+            nodes = self._shortest(a, b, max_hops)
+            if nodes is None:
                 return None
             steps: list[PathStep] = []
             for u, v in itertools.pairwise(nodes):
@@ -198,14 +213,33 @@ class GraphAnalytics:
                 steps.append(PathStep(cache.entities[src].name, row[3], cache.entities[dst].name, sentence))
             return steps
 
+    def _shortest(self, a: int, b: int, max_hops: int) -> list[int] | None:
+        """Entity ids of a shortest chain ``a`` … ``b`` (at most ``max_hops`` relations), or ``None``."""
+        g = self.cache.compact
+        parent = {a: a}
+        level = [a]
+        for _ in range(max_hops):
+            nxt: list[int] = []
+            for node in level:
+                for other, _rid in g.incident(node):
+                    if other in parent:
+                        continue
+                    parent[other] = node
+                    if other == b:
+                        chain = [b]
+                        while chain[-1] != a:
+                            chain.append(parent[chain[-1]])
+                        return chain[::-1]
+                    nxt.append(other)
+            if not nxt:
+                return None
+            level = nxt
+        return None
+
     def _best_edge(self, u: int, v: int) -> tuple[int, bool]:
         """The most confident relation between ``u`` and ``v`` and whether it points u → v."""
-        graph, relations = self.cache.graph, self.cache.relations
-        options: list[tuple[float, int, bool]] = []
-        for key in graph.get_edge_data(u, v, default={}):
-            options.append((-float(relations[key][4]), key, True))
-        for key in graph.get_edge_data(v, u, default={}):
-            options.append((-float(relations[key][4]), key, False))
+        g = self.cache.compact
+        options = [(-float(g.confidence[rid]), rid, int(g.src[rid]) == u) for other, rid in g.incident(u) if other == v]
         _, rid, forward = min(options)
         return rid, forward
 

@@ -1,14 +1,13 @@
 """In-memory mirror of the graph store, where every recall runs.
 
-SQLite (:mod:`homeagent_core.memory.graph`) is the truth; this module keeps a networkx
-``MultiDiGraph`` of the *active* graph next to it, loaded once on start and updated
-write-through by every store operation, so recall never touches SQL. Beside the networkx graph
-(nodes = entity ids, edges = active relations keyed by relation id) it maintains, under the
-same lock and from the same calls:
+SQLite (:mod:`homeagent_core.memory.graph`) is the truth; this module keeps the *active* graph
+next to it, loaded once on start and updated write-through by every store operation, so recall
+never touches SQL. Under one lock and from the same calls it maintains:
 
-* a compact adjacency map ``entity id -> {relation id: other endpoint}`` over both edge
-  directions — the structure the recall walk reads (one flat dict per node instead of
-  networkx's successor/predecessor/key-dict levels);
+* the rows themselves (entities, active relations, sentences, media blocks) by id;
+* the compact numeric form the recall walk reads
+  (:class:`~homeagent_core.memory.graph_adjacency.CompactGraph`: CSR adjacency over both edge
+  directions with a small write delta, and numpy columns for ranking and building results);
 * a keyword index: entity-name terms (jieba words, CJK bigrams, Latin words, the whole
   lower-cased name) -> entity ids, plus whole name -> ids — the replacement of SQL ``LIKE``;
 * vector indexes (one contiguous float32 matrix per embedding space) for entity-name and
@@ -16,10 +15,11 @@ same lock and from the same calls:
 * sentences and media blocks with their ``contains`` edges, so recalled relations carry their
   source sentence and media digests.
 
-Start-up reads each table with one streamed query, takes the keyword terms stored next to each
-entity (no tokenizer run per name) and fills the networkx dicts in bulk. :meth:`GraphCache.snapshot`
-cross-checks every derived structure against the rows, so the property test comparing the
-mirror with SQLite covers them all.
+A networkx graph is not kept: :meth:`GraphCache.to_networkx` builds one on demand for the
+analytics that need it. Start-up reads each table with one streamed query, takes the keyword
+terms stored next to each entity (no tokenizer run per name) and builds the CSR arrays in bulk.
+:meth:`GraphCache.snapshot` cross-checks every derived structure against the rows, so the
+property test comparing the mirror with SQLite covers them all.
 
 All mutation and recall happen under one lock, held only for in-memory work (microseconds),
 because store writes run in worker threads while recall runs on the event loop.
@@ -27,15 +27,18 @@ because store writes run in worker threads while recall runs on the event loop.
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from itertools import islice
-from operator import itemgetter
+from collections.abc import Iterable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from homeagent_core.memory.graph_adjacency import CompactGraph, build_multidigraph
 from homeagent_core.memory.graph_types import (
     BLOCK_COLUMNS,
     ENTITY_COLUMNS,
@@ -55,7 +58,6 @@ if TYPE_CHECKING:
     import sqlite3
 
     import networkx as nx
-    import numpy as np
     import numpy.typing as npt
 
 __all__ = [
@@ -77,68 +79,15 @@ __all__ = [
 _EMPTY: frozenset[int] = frozenset()
 _NO_DIGESTS: list[str] = []  # shared by relations without media, never mutated
 _new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Python __new__
-_ID = itemgetter(0)
-_E_MENTIONS, _E_UPDATED = itemgetter(3), itemgetter(7)  # EntityRow.mention_count, .updated_at
-_R_CONFIDENCE, _R_UPDATED = itemgetter(4), itemgetter(9)  # RelationRow.confidence, .updated_at
-
-
-def _rank(rows: list[Any], first: Callable[[Any], Any], second: Callable[[Any], Any]) -> None:
-    """Sort rows in place by ``first`` descending, then ``second`` descending, then id.
-
-    Three stable C-level sorts (least significant key first) instead of one sort with a
-    Python key function: no per-row tuple is built.
-    """
-    if len(rows) > 1:
-        rows.sort(key=_ID)
-        rows.sort(key=second, reverse=True)
-        rows.sort(key=first, reverse=True)
-
-
-def build_multidigraph(nodes: Iterable[int], edges: Iterable[tuple[int, int, int]]) -> nx.MultiDiGraph[int]:
-    """A networkx ``MultiDiGraph`` with ``nodes`` and keyed ``edges`` ``(u, v, key)``, built in bulk.
-
-    ``add_edges_from`` costs ~30 µs per edge on a multigraph (it builds views per edge); this
-    fills the graph's adjacency dicts directly, in the exact shape ``add_edge`` leaves them
-    (``succ[u][v]`` and ``pred[v][u]`` share one key dict), when the graph uses plain dicts;
-    otherwise it falls back to the public methods.
-    """
-    import networkx as nx
-
-    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()
-    factories = ("node_attr_dict", "adjlist_inner_dict", "edge_key_dict", "edge_attr_dict")
-    plain = all(getattr(g, f + "_factory", None) is dict for f in factories)
-    if not plain or getattr(g, "_adj", None) is not getattr(g, "_succ", 0):
-        g.add_nodes_from(nodes)
-        g.add_edges_from(edges)
-        return g
-    node, succ, pred = g._node, g._succ, g._pred
-    for n in nodes:
-        node[n] = {}
-        succ[n] = {}
-        pred[n] = {}
-    for u, v, key in edges:
-        try:
-            out, inc = succ[u], pred[v]
-        except KeyError:  # an endpoint not among ``nodes``: add it as add_edge would
-            for n in (u, v):
-                if n not in succ:
-                    node[n], succ[n], pred[n] = {}, {}, {}
-            out, inc = succ[u], pred[v]
-        keys = out.get(v)
-        if keys is None:
-            keys = out[v] = inc[u] = {}  # one key dict shared by both directions
-        keys[key] = {}
-    return g
+_I = np.int64
 
 
 class GraphCache:
-    """The networkx mirror of the active graph plus adjacency, keyword and vector indexes."""
+    """The mirror of the active graph: rows, compact adjacency, keyword and vector indexes."""
 
     def __init__(self) -> None:
-        import networkx as nx
-
         self.lock = threading.RLock()
-        self.graph: nx.MultiDiGraph[int] = nx.MultiDiGraph()
+        self.compact = CompactGraph()
         self.entities: dict[int, EntityRow] = {}
         self.ids_by_name: dict[str, int] = {}
         self.relations: dict[int, RelationRow] = {}
@@ -146,7 +95,6 @@ class GraphCache:
         self.blocks: dict[int, BlockRow] = {}
         self.block_edges: dict[int, tuple[int, int, str]] = {}
         self._blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
-        self._adj: dict[int, dict[int, int]] = {}
         self._postings: dict[str, set[int]] = {}
         self._terms_of: dict[int, tuple[str, ...]] = {}
         self._by_whole: dict[str, set[int]] = {}
@@ -178,7 +126,7 @@ class GraphCache:
         cache = cls()
         shared: dict[str, str] = {}
         share = shared.setdefault
-        entities, ids_by_name, adj = cache.entities, cache.ids_by_name, cache._adj
+        entities, ids_by_name = cache.entities, cache.ids_by_name
         postings, terms_of, by_whole = cache._postings, cache._terms_of, cache._by_whole
         with cache.lock:
             for eid, name, etype, mentions, vector, vec_model, created, updated, stored in conn.execute(
@@ -188,7 +136,6 @@ class GraphCache:
                 row = EntityRow(eid, name, share(etype, etype), mentions, vector, vec_model, created, updated)
                 entities[eid] = row
                 ids_by_name[name] = eid
-                adj[eid] = {}
                 if stored:
                     parts = stored.split("\t")
                     terms = tuple(map(share, parts, parts))
@@ -209,21 +156,27 @@ class GraphCache:
                     ids.add(eid)
                 if vector:
                     cache._set_vector(cache._entity_vectors, eid, vector, row.vec_model)
-            relations = cache.relations
-            make = tuple.__new__
-            edges: list[tuple[int, int, int]] = []
-            add_edge = edges.append
-            for rid, src, dst, rtype, conf, session, sid, _status, created, updated in conn.execute(
-                f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'"
-            ):
-                rtype, session = share(rtype, rtype), share(session, session)
-                values = (rid, src, dst, rtype, conf, session, sid, "active", created, updated)
-                relations[rid] = make(RelationRow, values)
-                adj[src][rid] = dst
-                adj[dst][rid] = src
-                add_edge((src, dst, rid))
-            cache.graph = build_multidigraph(entities, edges)
-            del edges
+            rows = conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'").fetchall()
+            # column-wise: one C-level transpose, then every column in bulk (no per-row Python loop)
+            rid, src, dst, rtype, conf, session, sid, status, created, updated = (
+                map(list, zip(*rows, strict=True)) if rows else ([] for _ in range(10))
+            )
+            del rows
+            rtype, session = list(map(share, rtype, rtype)), list(map(share, session, session))
+            make = functools.partial(tuple.__new__, RelationRow)
+            rows_out = map(make, zip(rid, src, dst, rtype, conf, session, sid, status, created, updated, strict=True))
+            cache.relations = dict(zip(rid, rows_out, strict=True))
+            erows = list(entities.values())
+            cache.compact.load(
+                (
+                    [e[0] for e in erows],
+                    [e[1] for e in erows],
+                    [e[2] for e in erows],
+                    [e[3] for e in erows],
+                    [e[7] for e in erows],
+                ),
+                (rid, src, dst, rtype, conf, session, sid, updated),
+            )
             for sid, text in conn.execute("SELECT id, text FROM sentences"):
                 cache.sentences[sid] = text
             for row in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks"):
@@ -243,9 +196,7 @@ class GraphCache:
                 self.ids_by_name.pop(old.name, None)
             self.entities[row.id] = row
             self.ids_by_name[row.name] = row.id
-            if row.id not in self._adj:
-                self._adj[row.id] = {}
-                self.graph.add_node(row.id)
+            self.compact.set_entity(row.id, row.name, row.type, row.mention_count, row.updated_at)
             if row.id not in self._terms_of:
                 self._index_name(row.id, row.name, tuple(terms) if terms else tuple(name_terms(row.name)))
             self._set_vector(self._entity_vectors, row.id, row.vector, row.vec_model)
@@ -255,12 +206,8 @@ class GraphCache:
             row = self.entities.pop(entity_id, None)
             if row is None:
                 return
-            for rid, other in self._adj.pop(entity_id, {}).items():
+            for rid in self.compact.drop_entity(entity_id):
                 self.relations.pop(rid, None)
-                if other != entity_id:
-                    self._adj[other].pop(rid, None)
-            if self.graph.has_node(entity_id):
-                self.graph.remove_node(entity_id)
             self.ids_by_name.pop(row.name, None)
             self._unindex_name(entity_id, row.name)
             for index in self._entity_vectors.values():
@@ -276,21 +223,23 @@ class GraphCache:
             if old is not None and (old.source_id, old.target_id) != (row.source_id, row.target_id):
                 self.remove_relation(row.id)
             self.relations[row.id] = row
-            self.graph.add_edge(row.source_id, row.target_id, key=row.id)
-            self._adj.setdefault(row.source_id, {})[row.id] = row.target_id
-            self._adj.setdefault(row.target_id, {})[row.id] = row.source_id
+            self.compact.set_relation(
+                row.id,
+                row.source_id,
+                row.target_id,
+                row.type,
+                row.confidence,
+                row.session,
+                row.sentence_id,
+                row.updated_at,
+            )
 
     def remove_relation(self, relation_id: int) -> None:
         with self.lock:
             old = self.relations.pop(relation_id, None)
             if old is None:
                 return
-            if self.graph.has_edge(old.source_id, old.target_id, relation_id):
-                self.graph.remove_edge(old.source_id, old.target_id, key=relation_id)
-            for end in (old.source_id, old.target_id):
-                nbrs = self._adj.get(end)
-                if nbrs is not None:
-                    nbrs.pop(relation_id, None)
+            self.compact.drop_relation(relation_id)
 
     def upsert_sentence(self, sentence_id: int, text: str) -> None:
         with self.lock:
@@ -441,87 +390,151 @@ class GraphCache:
 
         Entities rank by (distance, mention count, recency, id); relations by (distance,
         confidence, recency, id); a relation's distance is that of its nearer endpoint.
-        ``max_visit`` bounds the walk around hub entities. ``exclude`` names are walked
-        through but left out of the result.
+        ``max_visit`` bounds the walk around hub entities (the entities first reached are
+        kept). ``exclude`` names are walked through but left out of the result.
 
-        The walk goes level by level over the compact adjacency map and stops as soon as the
-        levels found so far already fill ``max_entities`` and ``max_relations``: deeper levels
-        rank below every entity and relation found, so the result is the same as walking the
-        full depth and cutting the ranked lists.
+        The walk goes level by level over the compact adjacency (one vectorised gather per
+        level, visit stamps instead of sets) and stops as soon as the levels found so far
+        already fill ``max_entities`` and ``max_relations``: deeper levels rank below every
+        entity and relation found, so the result is the same as walking the full depth and
+        cutting the ranked lists. Entities and relations are each ranked with one ``lexsort``
+        over the numeric columns, and only the rows that make the cut are built, column by column.
         """
         with self.lock:
-            entities, adj = self.entities, self._adj
+            g = self.compact
+            entities = self.entities
             skip = exclude or set()
-            level = [s for s in dict.fromkeys(seeds) if s in entities]
-            seen = set(level)
-            ent_levels: list[list[int]] = [level]
-            rel_levels: list[list[int]] = []
-            n_ent = sum(1 for e in level if entities[e].name not in skip)
-            n_rel = 0
-            # relation id -> the endpoint it was reached towards, in order of first sight: each
-            # level's update() runs in C, and the relations it adds come after ``before``
-            reached: dict[int, int] = {}
-            d = 0
-            while level and d < depth and (n_ent < max_entities or n_rel < max_relations):
-                before = len(reached)
-                update = reached.update
-                for node in level:
-                    update(adj[node])
-                rels = list(islice(reached, before, None))
-                # a relation reached again from its other end within this level links two
-                # nodes of this level, both already seen: overwritten values lose nothing
-                nxt = [e for e in dict.fromkeys(islice(reached.values(), before, None)) if e not in seen]
-                room = max_visit - len(seen)
-                if len(nxt) > room:
-                    nxt = nxt[: max(room, 0)]
-                seen.update(nxt)
+            start = [s for s in dict.fromkeys(seeds) if s in entities]
+            level = np.asarray(start, dtype=_I)
+            mark = g.next_stamp()
+            estamp, rstamp = g.entity_stamp, g.relation_stamp
+            estamp[level] = mark
+            ent_levels: list[npt.NDArray[np.int64]] = [level]
+            rel_levels: list[npt.NDArray[np.int64]] = []
+            names = g.name
+            n_ent = len(start) - (sum(1 for e in start if entities[e].name in skip) if skip else 0)
+            n_rel = 0  # may count a relation twice (reached from both ends within one level)
+            seen = len(start)
+            while len(level) and len(ent_levels) <= depth:
+                if n_ent >= max_entities and n_rel >= max_relations:
+                    n_rel = sum(len(np.unique(r)) for r in rel_levels)  # exact, only when it decides
+                    if n_rel >= max_relations:
+                        break
+                rels, nbrs = g.expand(level)
+                if rel_levels:  # at the seeds nothing is marked yet
+                    rels = rels[rstamp[rels] != mark]
+                rstamp[rels] = mark
+                nbrs = nbrs[estamp[nbrs] != mark]
+                if len(nbrs) > 1:
+                    nbrs.sort()
+                    nxt = nbrs[np.concatenate(([True], nbrs[1:] != nbrs[:-1]))]
+                    room = max_visit - seen
+                    if len(nxt) > room:  # keep the entities reached first
+                        nxt, first = np.unique(g.expand(level)[1], return_index=True)
+                        nxt = nxt[np.argsort(first, kind="stable")]
+                        nxt = nxt[estamp[nxt] != mark][: max(room, 0)]
+                else:
+                    nxt = nbrs
+                estamp[nxt] = mark
+                seen += len(nxt)
                 rel_levels.append(rels)
                 n_rel += len(rels)
-                d += 1
                 ent_levels.append(nxt)
-                n_ent += sum(1 for e in nxt if entities[e].name not in skip) if skip else len(nxt)
+                n_ent += sum(1 for n in names[nxt].tolist() if n not in skip) if skip else len(nxt)
                 level = nxt
-            out_entities: list[RecalledEntity] = []
-            for d, ids in enumerate(ent_levels):
-                need = max_entities - len(out_entities)
-                if need <= 0:
-                    break
-                rows = [entities[e] for e in ids]
-                if skip:
-                    rows = [e for e in rows if e.name not in skip]
-                _rank(rows, _E_MENTIONS, _E_UPDATED)
-                out_entities += [_new(RecalledEntity, (e[1], e[2], e[3], d, e[7])) for e in rows[:need]]
-            out_relations: list[RecalledRelation] = []
-            relations, sentences = self.relations, self.sentences
-            blocks_of = self._blocks_of_sentence
-            for d, ids in enumerate(rel_levels):
-                need = max_relations - len(out_relations)
-                if need <= 0:
-                    break
-                rrows = [relations[r] for r in ids]
-                _rank(rrows, _R_CONFIDENCE, _R_UPDATED)
-                out_relations += [
-                    _new(
-                        RecalledRelation,
-                        (
-                            entities[r[1]][1],
-                            entities[r[2]][1],
-                            r[3],
-                            r[4],
-                            r[5],
-                            d,
-                            r[9],
-                            sentences.get(r[6], "") if r[6] is not None else "",
-                            self._digests(r[6]) if r[6] in blocks_of else _NO_DIGESTS,
-                        ),
-                    )
-                    for r in rrows[:need]
-                ]
             return RecallResult(
-                entities=out_entities,
-                relations=out_relations,
+                entities=self._rank_entities(ent_levels, max_entities, skip),
+                relations=self._rank_relations(rel_levels, max_relations),
                 seeds=[entities[s].name for s in seeds if s in entities],
             )
+
+    def _rank_entities(self, levels: list[npt.NDArray[np.int64]], limit: int, skip: set[str]) -> list[RecalledEntity]:
+        """The ``limit`` best entities of the walk's levels (level = distance), built."""
+        g = self.compact
+        ids = np.concatenate(levels) if len(levels) > 1 else levels[0]
+        dist = np.repeat(np.arange(len(levels), dtype=_I), [len(x) for x in levels])
+        names = g.name
+        if skip:
+            keep = np.asarray([n not in skip for n in names[ids].tolist()], dtype=bool)
+            ids, dist = ids[keep], dist[keep]
+        if len(ids) > 1:
+            order = np.lexsort((ids, -g.updated[ids], -g.mentions[ids], dist))[:limit]
+            ids, dist = ids[order], dist[order]
+        return list(
+            map(
+                _new,
+                repeat(RecalledEntity),
+                zip(
+                    names[ids].tolist(),
+                    g.type[ids].tolist(),
+                    g.mentions[ids].tolist(),
+                    dist.tolist(),
+                    g.updated[ids].tolist(),
+                    strict=True,
+                ),
+            )
+        )
+
+    def _rank_relations(self, levels: list[npt.NDArray[np.int64]], limit: int) -> list[RecalledRelation]:
+        """The ``limit`` best relations of the walk's levels (level = distance), built."""
+        if not levels:
+            return []
+        g = self.compact
+        ids = np.concatenate(levels) if len(levels) > 1 else levels[0]
+        dist = np.repeat(np.arange(len(levels), dtype=_I), [len(x) for x in levels])
+        if len(ids) > 1:
+            order = np.lexsort((ids, -g.rupdated[ids], -g.confidence[ids], dist))
+            ids, dist = ids[order], dist[order]
+            # a relation reached from both ends within one level is listed twice, side by side
+            once = np.concatenate(([True], ids[1:] != ids[:-1]))
+            ids, dist = ids[once][:limit], dist[once][:limit]
+        sids = g.sentence[ids].tolist()
+        blocks_of = self._blocks_of_sentence
+        digests: Iterable[list[str]] = (
+            [self._digests(s) if s in blocks_of else _NO_DIGESTS for s in sids]
+            if not blocks_of.keys().isdisjoint(sids)
+            else repeat(_NO_DIGESTS)
+        )
+        names = g.name
+        return list(
+            map(
+                _new,
+                repeat(RecalledRelation),
+                zip(
+                    names[g.src[ids]].tolist(),
+                    names[g.dst[ids]].tolist(),
+                    g.rtype[ids].tolist(),
+                    g.confidence[ids].tolist(),
+                    g.session[ids].tolist(),
+                    dist.tolist(),
+                    g.rupdated[ids].tolist(),
+                    map(self.sentences.get, sids, repeat("")),
+                    digests,
+                    strict=False,  # ``digests`` may be an endless repeat
+                ),
+            )
+        )
+
+    def to_networkx(self) -> nx.MultiDiGraph[int]:
+        """A networkx ``MultiDiGraph`` of the active graph, built now (nodes = entity ids, edges keyed by
+        relation id); a copy, so later writes do not show in it."""
+        with self.lock:
+            return self.compact.to_networkx()
+
+    def out_edges(self, entity_id: int) -> list[tuple[int, int, int]]:
+        """``(entity_id, target, relation id)`` of the active relations leaving an entity."""
+        with self.lock:
+            return self.compact.out_edges(entity_id)
+
+    def in_edges(self, entity_id: int) -> list[tuple[int, int, int]]:
+        """``(source, entity_id, relation id)`` of the active relations entering an entity."""
+        with self.lock:
+            return self.compact.in_edges(entity_id)
+
+    def neighbours(self, entity_id: int) -> set[int]:
+        """Entities related to ``entity_id`` in either direction (itself too, for a self-loop)."""
+        with self.lock:
+            return {other for other, _ in self.compact.incident(entity_id)}
 
     def _digests(self, sentence_id: int | None) -> list[str]:
         """Digests of the media blocks a sentence contains, sorted."""
@@ -540,31 +553,55 @@ class GraphCache:
                 "block_vectors": sum(len(i) for i in self._block_vectors.values()),
             }
 
+    def _check_compact(self) -> None:
+        """Raise AssertionError unless the compact form equals one rebuilt from the rows."""
+        g = self.compact
+        expected = sorted(
+            [(r.source_id, r.target_id, r.id) for r in self.relations.values()]
+            + [(r.target_id, r.source_id, r.id) for r in self.relations.values() if r.source_id != r.target_id]
+        )
+        if sorted(g.edges()) != expected:
+            raise AssertionError("compact adjacency disagrees with the relation rows")
+        if set(g.live_relations().tolist()) != set(self.relations) or g.n_live != len(self.relations):
+            raise AssertionError("compact relation columns disagree with the relation rows")
+        for r in self.relations.values():
+            i = r.id
+            got = (
+                int(g.src[i]),
+                int(g.dst[i]),
+                g.rtype[i],
+                float(g.confidence[i]),
+                g.session[i],
+                None if g.sentence[i] < 0 else int(g.sentence[i]),
+                float(g.rupdated[i]),
+            )
+            if got != (r.source_id, r.target_id, r.type, r.confidence, r.session, r.sentence_id, r.updated_at):
+                raise AssertionError(f"compact columns of relation {i} disagree with its row")
+        if set(np.flatnonzero(g.present).tolist()) != set(self.entities):
+            raise AssertionError("compact entity columns disagree with the entity rows")
+        for e in self.entities.values():
+            i = e.id
+            if (g.name[i], g.type[i], int(g.mentions[i]), float(g.updated[i])) != (
+                e.name,
+                e.type,
+                e.mention_count,
+                e.updated_at,
+            ):
+                raise AssertionError(f"compact columns of entity {i} disagree with its row")
+
     def snapshot(self) -> dict[str, Any]:
         """Everything the mirror holds, in the shape :meth:`GraphStore.sql_snapshot` returns.
 
         Also checks that every derived structure equals one rebuilt from the rows — the
-        networkx graph (both directions), the adjacency map, the name map, the keyword
-        postings and whole-name map, the vector indexes and the sentence→block map — so a test
-        comparing snapshots covers them too.
+        compact adjacency (CSR and delta, both directions) and its columns, the name map, the
+        keyword postings and whole-name map, the vector indexes and the sentence→block map —
+        so a test comparing snapshots covers them too.
 
         Raises:
             AssertionError: a derived structure disagrees with the rows.
         """
         with self.lock:
-            rel_edges = {(r.source_id, r.target_id, r.id) for r in self.relations.values()}
-            if set(self.graph.edges(keys=True)) != rel_edges or len(rel_edges) != self.graph.number_of_edges():
-                raise AssertionError("mirror graph edges disagree with its relation rows")
-            if {(u, v, k) for u, v, k in self.graph.in_edges(keys=True)} != rel_edges:
-                raise AssertionError("mirror graph predecessors disagree with its successors")
-            if set(self.graph.nodes) != set(self.entities):
-                raise AssertionError("mirror graph nodes disagree with its entity rows")
-            adj: dict[int, dict[int, int]] = {eid: {} for eid in self.entities}
-            for r in self.relations.values():
-                adj[r.source_id][r.id] = r.target_id
-                adj[r.target_id][r.id] = r.source_id
-            if self._adj != adj:
-                raise AssertionError("mirror adjacency map disagrees with its relation rows")
+            self._check_compact()
             if self.ids_by_name != {e.name: e.id for e in self.entities.values()}:
                 raise AssertionError("mirror name map disagrees with its entity rows")
             postings: dict[str, set[int]] = {}

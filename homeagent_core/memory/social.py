@@ -139,11 +139,11 @@ class SocialGraph:
         relations: list[dict[str, str]] = []
         cache = self.graph.cache
         with cache.lock:
-            for _u, v, key in cache.graph.out_edges(row.id, keys=True):
+            for _u, v, key in cache.out_edges(row.id):
                 relations.append(
                     {"person": cache.entities[v].name, "relation": cache.relations[key].type, "direction": "out"}
                 )
-            for u, _v, key in cache.graph.in_edges(row.id, keys=True):
+            for u, _v, key in cache.in_edges(row.id):
                 relations.append(
                     {"person": cache.entities[u].name, "relation": cache.relations[key].type, "direction": "in"}
                 )
@@ -194,7 +194,7 @@ class SocialGraph:
                 node = queue.popleft()
                 if dist[node] >= depth:
                     continue
-                edges = list(cache.graph.out_edges(node, keys=True)) + list(cache.graph.in_edges(node, keys=True))
+                edges = cache.out_edges(node) + cache.in_edges(node)
                 for u, v, key in edges:
                     other = v if u == node else u
                     if cache.entities[other].type != PERSON_TYPE:

@@ -76,13 +76,14 @@ def reference_recall(
     cache: GraphCache, seeds: list[int], depth: int, max_entities: int, max_relations: int, exclude: set[str]
 ) -> tuple[list[RecalledEntity], list[tuple[str, str, str, int]]]:
     """Walk the networkx graph to the full depth, rank everything, then cut the lists."""
+    graph = cache.to_networkx()
     dist = {s: 0 for s in seeds if s in cache.entities}
     frontier = list(dist)
     rel_dist: dict[int, int] = {}
     for d in range(depth):
         nxt = []
         for node in frontier:
-            edges = list(cache.graph.out_edges(node, keys=True)) + list(cache.graph.in_edges(node, keys=True))
+            edges = list(graph.out_edges(node, keys=True)) + list(graph.in_edges(node, keys=True))
             for u, v, key in edges:
                 rel_dist.setdefault(key, d)
                 other = v if u == node else u
@@ -122,6 +123,8 @@ edge_lists = st.lists(
     max_entities=st.integers(1, 12),
     max_relations=st.integers(1, 20),
     exclude=st.sets(st.integers(0, 11), max_size=2),
+    merge_floor=st.integers(0, 8),
+    deleted=st.sets(st.integers(0, 11), max_size=2),
 )
 def test_level_by_level_recall_equals_a_full_walk_ranked_and_cut(
     edges: list[tuple[int, int, str, float]],
@@ -130,25 +133,47 @@ def test_level_by_level_recall_equals_a_full_walk_ranked_and_cut(
     max_entities: int,
     max_relations: int,
     exclude: set[int],
+    merge_floor: int,
+    deleted: set[int],
 ) -> None:
     names = [f"实体{i:02d}" for i in range(12)]
     clock = iter(range(1, 10_000)).__next__
     with tempfile.TemporaryDirectory() as tmp:
         store = GraphStore(Path(tmp) / "g.db", clock=lambda: float(clock() // 3))
+        store.cache.compact.merge_floor = merge_floor  # mixes CSR, delta and removed edges
         try:
             for a, b, rel, conf in edges:
                 store.commit([Triple(names[a], rel, names[b], confidence=conf)])
+            for i in deleted:  # removals leave dead CSR entries or shrink the delta
+                if names[i] in store.cache.ids_by_name:
+                    store.delete_entity(names[i])
             cache = store.cache
             seed_ids = [cache.ids_by_name[names[s]] for s in seeds if names[s] in cache.ids_by_name]
             skip = {names[i] for i in exclude}
             result = cache.recall(
                 seed_ids, depth=depth, max_entities=max_entities, max_relations=max_relations, exclude=skip
             )
-            want_entities, want_relations = reference_recall(
-                cache, seed_ids, depth, max_entities, max_relations, skip
-            )
+            want_entities, want_relations = reference_recall(cache, seed_ids, depth, max_entities, max_relations, skip)
             assert result.entities == want_entities
             assert [(r.source, r.type, r.target, r.distance) for r in result.relations] == want_relations
             assert all(isinstance(r, RecalledRelation) for r in result.relations)
         finally:
             store.close()
+
+
+def test_the_mirror_keeps_no_networkx_graph_and_builds_one_on_demand(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "g.db")
+    try:
+        store.commit([Triple("小王", "认识", "小李"), Triple("小李", "住在", "杭州")])
+        store.commit([Triple("小王", "认识", "小李")], session="s2")
+        store.commit([Triple("杭州", "属于", "杭州")])
+        assert not any(isinstance(v, nx.Graph) for v in vars(store.cache).values())
+        graph = store.cache.to_networkx()
+        rows = store.cache.relations.values()
+        assert sorted(graph.edges(keys=True)) == sorted((r.source_id, r.target_id, r.id) for r in rows)
+        assert set(graph.nodes) == set(store.cache.entities)
+        store.purge({"relation_type": "住在"}, "soft")
+        assert graph.number_of_edges() == 4  # a copy: later writes do not show in it
+        assert store.cache.to_networkx().number_of_edges() == 3
+    finally:
+        store.close()

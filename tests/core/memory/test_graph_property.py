@@ -118,13 +118,17 @@ def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(ops, min_size=5, max_size=30))
+@given(st.lists(ops, min_size=5, max_size=30), st.integers(0, 6))
 def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
     sequence: list[tuple[Any, ...]],
+    merge_floor: int,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "graph.db"
         store = GraphStore(path)
+        # a low floor merges the write delta into the CSR arrays every few changes, so the
+        # sequences cover edges in the CSR, in the delta, and removed from the CSR since a merge
+        store.cache.compact.merge_floor = merge_floor
         try:
             for op in sequence:
                 apply(store, op)

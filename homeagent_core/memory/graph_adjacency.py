@@ -1,0 +1,384 @@
+"""The compact numeric form of the active graph: CSR adjacency plus per-id columns.
+
+Recall walks this instead of Python dicts. Nodes are entity ids and edges are active relations,
+stored once per direction (a self-loop once) in CSR arrays: ``indptr[n]:indptr[n + 1]`` is node
+``n``'s slice of ``nbr`` (the other endpoint) and ``rel`` (the relation id), ordered by relation
+id. Next to it, numpy columns indexed by id hold what recall ranks and returns: an entity's name,
+type, mention count and recency; a relation's endpoints, type, confidence, session, sentence and
+recency. A walk level is a handful of vectorised gathers, and ranking is one ``lexsort``.
+
+CSR arrays cannot take an insert in place, so writes go to a small *delta*: new or moved edges
+live in per-node dicts, and removed relations are marked *dead* in the CSR (the walk drops
+them). When the delta grows past a fraction of the graph (:attr:`CompactGraph.merge_at`), it is
+merged: the CSR is rebuilt from the relation columns with one stable ``argsort`` (about 0.2 s
+at a million relations), so writes stay O(1) and walks stay vectorised.
+
+networkx is not kept next to it: :meth:`CompactGraph.to_networkx` builds a ``MultiDiGraph`` (or a
+weighted undirected graph for PageRank) on demand, for the analytics that want one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
+    import numpy.typing as npt
+
+__all__ = ["CompactGraph", "build_multidigraph"]
+
+IntArray = "npt.NDArray[np.int64]"
+_I = np.int64
+_NO_SENTENCE = -1
+
+
+def _grown(arr: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
+    """``arr`` with room for index ``size - 1`` (capacity doubles), new slots set to ``fill``."""
+    if size <= len(arr):
+        return arr
+    out = np.empty(max(size, 2 * len(arr), 16), dtype=arr.dtype)
+    out[: len(arr)] = arr
+    out[len(arr) :] = fill
+    return out
+
+
+def build_multidigraph(nodes: Iterable[int], edges: Iterable[tuple[int, int, int]]) -> nx.MultiDiGraph[int]:
+    """A networkx ``MultiDiGraph`` with ``nodes`` and keyed ``edges`` ``(u, v, key)``, built in bulk.
+
+    ``add_edges_from`` costs ~30 µs per edge on a multigraph (it builds views per edge); this
+    fills the graph's adjacency dicts directly, in the exact shape ``add_edge`` leaves them
+    (``succ[u][v]`` and ``pred[v][u]`` share one key dict), when the graph uses plain dicts;
+    otherwise it falls back to the public methods.
+    """
+    import networkx as nx
+
+    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()
+    factories = ("node_attr_dict", "adjlist_inner_dict", "edge_key_dict", "edge_attr_dict")
+    plain = all(getattr(g, f + "_factory", None) is dict for f in factories)
+    if not plain or getattr(g, "_adj", None) is not getattr(g, "_succ", 0):
+        g.add_nodes_from(nodes)
+        g.add_edges_from(edges)
+        return g
+    node, succ, pred = g._node, g._succ, g._pred
+    for n in nodes:
+        node[n] = {}
+        succ[n] = {}
+        pred[n] = {}
+    for u, v, key in edges:
+        try:
+            out, inc = succ[u], pred[v]
+        except KeyError:  # an endpoint not among ``nodes``: add it as add_edge would
+            for n in (u, v):
+                if n not in succ:
+                    node[n], succ[n], pred[n] = {}, {}, {}
+            out, inc = succ[u], pred[v]
+        keys = out.get(v)
+        if keys is None:
+            keys = out[v] = inc[u] = {}  # one key dict shared by both directions
+        keys[key] = {}
+    return g
+
+
+class CompactGraph:
+    """CSR adjacency with a write delta, and the numeric columns recall ranks by.
+
+    Not thread-safe by itself: the owning :class:`~homeagent_core.memory.graph_cache.GraphCache`
+    calls it under its lock.
+    """
+
+    def __init__(self) -> None:
+        # entity columns, indexed by entity id
+        self.present = np.zeros(0, dtype=bool)
+        self.name = np.empty(0, dtype=object)
+        self.type = np.empty(0, dtype=object)
+        self.mentions = np.zeros(0, dtype=_I)
+        self.updated = np.zeros(0, dtype=np.float64)
+        # relation columns, indexed by relation id
+        self.live = np.zeros(0, dtype=bool)
+        self.src = np.zeros(0, dtype=_I)
+        self.dst = np.zeros(0, dtype=_I)
+        self.rtype = np.empty(0, dtype=object)
+        self.confidence = np.zeros(0, dtype=np.float64)
+        self.session = np.empty(0, dtype=object)
+        self.sentence = np.zeros(0, dtype=_I)
+        self.rupdated = np.zeros(0, dtype=np.float64)
+        # CSR (built) + delta (since the build)
+        self.indptr = np.zeros(1, dtype=_I)
+        self._ptr = self.indptr.data  # plain-int reads of indptr, for small frontiers
+        self.nbr = np.zeros(0, dtype=_I)
+        self.rel = np.zeros(0, dtype=_I)
+        self.in_csr = np.zeros(0, dtype=bool)
+        self.dead = np.zeros(0, dtype=bool)
+        self.n_dead = 0
+        self.delta: dict[int, dict[int, int]] = {}
+        self.n_delta = 0
+        self.n_live = 0
+        self.merges = 0
+        self.merge_floor = 4096
+        # visit stamps for walks (a walk marks with a fresh number: no clearing between walks)
+        self.entity_stamp = np.zeros(0, dtype=np.int32)
+        self.relation_stamp = np.zeros(0, dtype=np.int32)
+        self.stamp = 0
+
+    @property
+    def merge_at(self) -> int:
+        """Delta size (new edges + dead ones) that triggers a merge into the CSR.
+
+        ``merge_floor`` (4096) or a sixteenth of the graph, whichever is larger: a merge costs
+        O(E log E), so merging at a fixed fraction keeps its cost per write constant.
+        """
+        return max(self.merge_floor, self.n_live // 16)
+
+    # ------------------------------------------------------------------ loading
+
+    def load(
+        self,
+        entities: tuple[list[int], list[str], list[str], list[int], list[float]],
+        relations: tuple[list[int], list[int], list[int], list[str], list[float], list[str], list[Any], list[float]],
+    ) -> None:
+        """Fill the columns from whole tables at once (columns as lists, ids first) and build the CSR."""
+        eid, name, etype, mentions, updated = entities
+        ids = np.asarray(eid, dtype=_I)
+        size = int(ids.max()) + 1 if len(ids) else 0
+        self._grow_entities(size)
+        self.present[ids] = True
+        self.name[ids] = name
+        self.type[ids] = etype
+        self.mentions[ids] = mentions
+        self.updated[ids] = updated
+        rid, src, dst, rtype, conf, session, sentence, rupdated = relations
+        rids = np.asarray(rid, dtype=_I)
+        size = int(rids.max()) + 1 if len(rids) else 0
+        self._grow_relations(size)
+        self.live[rids] = True
+        self.src[rids] = src
+        self.dst[rids] = dst
+        self.rtype[rids] = rtype
+        self.confidence[rids] = conf
+        self.session[rids] = session
+        self.sentence[rids] = [_NO_SENTENCE if s is None else s for s in sentence]
+        self.rupdated[rids] = rupdated
+        self.n_live = len(rids)
+        self.merge()
+
+    def _grow_entities(self, size: int) -> None:
+        if size <= len(self.present):
+            return
+        self.present = _grown(self.present, size, False)
+        self.name = _grown(self.name, size, None)
+        self.type = _grown(self.type, size, None)
+        self.mentions = _grown(self.mentions, size, 0)
+        self.updated = _grown(self.updated, size, 0.0)
+        self.entity_stamp = _grown(self.entity_stamp, size, 0)
+        # new nodes get empty CSR rows, so every entity slot can be looked up without a bounds check
+        self.indptr = _grown(self.indptr, len(self.present) + 1, self.indptr[-1])
+        self._ptr = self.indptr.data
+
+    def _grow_relations(self, size: int) -> None:
+        if size <= len(self.live):
+            return
+        self.live = _grown(self.live, size, False)
+        self.src = _grown(self.src, size, 0)
+        self.dst = _grown(self.dst, size, 0)
+        self.rtype = _grown(self.rtype, size, None)
+        self.confidence = _grown(self.confidence, size, 0.0)
+        self.session = _grown(self.session, size, None)
+        self.sentence = _grown(self.sentence, size, _NO_SENTENCE)
+        self.rupdated = _grown(self.rupdated, size, 0.0)
+        self.in_csr = _grown(self.in_csr, size, False)
+        self.dead = _grown(self.dead, size, False)
+        self.relation_stamp = _grown(self.relation_stamp, size, 0)
+
+    def merge(self) -> None:
+        """Rebuild the CSR from the live relation columns; the delta becomes empty."""
+        rids = np.flatnonzero(self.live[: len(self.src)]).astype(_I)
+        src, dst = self.src[rids], self.dst[rids]
+        loop = src == dst
+        heads = np.concatenate([src, dst[~loop]])
+        tails = np.concatenate([dst, src[~loop]])
+        keys = np.concatenate([rids, rids[~loop]])
+        order = np.lexsort((keys, heads))  # by node, then relation id
+        n_nodes = len(self.present)
+        counts = np.bincount(heads, minlength=n_nodes) if len(heads) else np.zeros(n_nodes, dtype=_I)
+        self.indptr = np.zeros(n_nodes + 1, dtype=_I)
+        np.cumsum(counts, out=self.indptr[1:])
+        self._ptr = self.indptr.data
+        self.nbr = tails[order]
+        self.rel = keys[order]
+        self.in_csr[:] = False
+        self.in_csr[rids] = True
+        self.dead[:] = False
+        self.n_dead = 0
+        self.delta = {}
+        self.n_delta = 0
+        self.merges += 1
+
+    # ---------------------------------------------------------------- mutation
+
+    def set_entity(self, eid: int, name: str, etype: str, mentions: int, updated: float) -> None:
+        """Add or update an entity's columns."""
+        self._grow_entities(eid + 1)
+        self.present[eid] = True
+        self.name[eid] = name
+        self.type[eid] = etype
+        self.mentions[eid] = mentions
+        self.updated[eid] = updated
+
+    def drop_entity(self, eid: int) -> list[int]:
+        """Remove an entity and every relation touching it; returns those relation ids."""
+        if eid >= len(self.present) or not self.present[eid]:
+            return []
+        gone = [rid for _, rid in self.incident(eid)]
+        for rid in gone:
+            self.drop_relation(rid)
+        self.present[eid] = False
+        self.name[eid] = None
+        self.type[eid] = None
+        return gone
+
+    def set_relation(
+        self,
+        rid: int,
+        src: int,
+        dst: int,
+        rtype: str,
+        confidence: float,
+        session: str,
+        sentence: int | None,
+        updated: float,
+    ) -> None:
+        """Add or update an active relation (an endpoint change moves its edges)."""
+        self._grow_relations(rid + 1)
+        self._grow_entities(max(src, dst) + 1)
+        if self.live[rid] and (self.src[rid] != src or self.dst[rid] != dst):
+            self.drop_relation(rid)
+        if not self.live[rid]:
+            self.live[rid] = True
+            self.n_live += 1
+            self.src[rid], self.dst[rid] = src, dst
+            self.delta.setdefault(src, {})[rid] = dst
+            self.delta.setdefault(dst, {})[rid] = src
+            self.n_delta += 1
+        self.rtype[rid] = rtype
+        self.confidence[rid] = confidence
+        self.session[rid] = session
+        self.sentence[rid] = _NO_SENTENCE if sentence is None else sentence
+        self.rupdated[rid] = updated
+        self._maybe_merge()
+
+    def drop_relation(self, rid: int) -> None:
+        """Remove a relation's edges (no-op when it is not live)."""
+        if rid >= len(self.live) or not self.live[rid]:
+            return
+        self.live[rid] = False
+        self.n_live -= 1
+        if self.in_csr[rid]:
+            self.in_csr[rid] = False
+            self.dead[rid] = True
+            self.n_dead += 1
+        else:
+            for end in (int(self.src[rid]), int(self.dst[rid])):
+                nbrs = self.delta.get(end)
+                if nbrs is not None and nbrs.pop(rid, None) is not None and not nbrs:
+                    del self.delta[end]
+            self.n_delta -= 1
+        self.rtype[rid] = None
+        self.session[rid] = None
+        self._maybe_merge()
+
+    def _maybe_merge(self) -> None:
+        if self.n_delta + self.n_dead > self.merge_at:
+            self.merge()
+
+    # ------------------------------------------------------------------- reads
+
+    def expand(self, nodes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every live edge at ``nodes``: ``(relation ids, other endpoints)``, CSR part first."""
+        indptr = self.indptr
+        if len(nodes) <= 16:  # a few slices beat the vectorised gather's dozen numpy calls
+            ptr = self._ptr
+            rel, nbr = self.rel, self.nbr
+            spans = [(ptr[n], ptr[n + 1]) for n in nodes.tolist()]
+            if len(spans) == 1:
+                a, b = spans[0]
+                rels, nbrs = rel[a:b], nbr[a:b]
+            elif spans:
+                rels = np.concatenate([rel[a:b] for a, b in spans])
+                nbrs = np.concatenate([nbr[a:b] for a, b in spans])
+            else:
+                rels = nbrs = rel[:0]
+        else:
+            starts = indptr[nodes]
+            lens = indptr[nodes + 1] - starts
+            ends = np.cumsum(lens)
+            total = int(ends[-1]) if len(ends) else 0
+            if total:
+                idx = np.arange(total, dtype=_I) + np.repeat(starts - ends + lens, lens)
+                rels, nbrs = self.rel[idx], self.nbr[idx]
+            else:
+                rels = nbrs = self.rel[:0]
+        if self.n_dead and len(rels):
+            keep = ~self.dead[rels]
+            rels, nbrs = rels[keep], nbrs[keep]
+        if self.delta:
+            extra_r: list[int] = []
+            extra_n: list[int] = []
+            get = self.delta.get
+            for n in nodes.tolist():
+                more = get(n)
+                if more:
+                    extra_r += more.keys()
+                    extra_n += more.values()
+            if extra_r:
+                rels = np.concatenate([rels, np.asarray(extra_r, dtype=_I)])
+                nbrs = np.concatenate([nbrs, np.asarray(extra_n, dtype=_I)])
+        return rels, nbrs
+
+    def incident(self, node: int) -> list[tuple[int, int]]:
+        """``(other endpoint, relation id)`` of every live edge at ``node``, by relation id."""
+        rels, nbrs = self.expand(np.asarray([node], dtype=_I))
+        return sorted(zip(nbrs.tolist(), rels.tolist(), strict=True), key=lambda p: p[1])
+
+    def out_edges(self, node: int) -> list[tuple[int, int, int]]:
+        """``(node, target, relation id)`` of the live relations leaving ``node``, by relation id."""
+        return [(node, other, rid) for other, rid in self.incident(node) if int(self.src[rid]) == node]
+
+    def in_edges(self, node: int) -> list[tuple[int, int, int]]:
+        """``(source, node, relation id)`` of the live relations entering ``node``, by relation id."""
+        return [(other, node, rid) for other, rid in self.incident(node) if int(self.dst[rid]) == node]
+
+    def next_stamp(self) -> int:
+        """A fresh visit mark for a walk (the stamp arrays are cleared when the counter wraps)."""
+        self.stamp += 1
+        if self.stamp >= 2**31 - 1:
+            self.entity_stamp[:] = 0
+            self.relation_stamp[:] = 0
+            self.stamp = 1
+        return self.stamp
+
+    def live_relations(self) -> npt.NDArray[np.int64]:
+        """Ids of the live relations, ascending."""
+        return np.flatnonzero(self.live).astype(_I)
+
+    def edges(self) -> Iterator[tuple[int, int, int]]:
+        """``(source, target, relation id)`` of every edge the CSR and delta hold (both passes).
+
+        Used by consistency checks: each live relation must come out exactly once per endpoint.
+        """
+        for n in range(len(self.indptr) - 1):
+            a, b = int(self.indptr[n]), int(self.indptr[n + 1])
+            for other, rid in zip(self.nbr[a:b].tolist(), self.rel[a:b].tolist(), strict=True):
+                if not self.dead[rid]:
+                    yield n, other, rid
+        for n, more in self.delta.items():
+            for rid, other in more.items():
+                yield n, other, rid
+
+    def to_networkx(self) -> nx.MultiDiGraph[int]:
+        """A fresh networkx ``MultiDiGraph``: nodes = entity ids, edges = live relations keyed by id."""
+        rids = self.live_relations()
+        edges = zip(self.src[rids].tolist(), self.dst[rids].tolist(), rids.tolist(), strict=True)
+        return build_multidigraph(np.flatnonzero(self.present).tolist(), edges)
