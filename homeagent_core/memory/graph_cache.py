@@ -44,6 +44,8 @@ from homeagent_core.memory.graph_types import (
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
     BlockRow,
+    ChangedRows,
+    Changes,
     EntityRow,
     RecalledEntity,
     RecalledRelation,
@@ -186,6 +188,37 @@ class GraphCache:
         return cache
 
     # --------------------------------------------------------------- mutation
+
+    def apply(self, ch: Changes, rows: ChangedRows) -> None:
+        """Bring every id a write touched up to its committed row (no row: it was deleted)."""
+        with self.lock:
+            for sid in ch.sentences:
+                if sid in rows.sentences:
+                    self.upsert_sentence(sid, rows.sentences[sid])
+                else:
+                    self.remove_sentence(sid)
+            # entities first (new endpoints must exist), removals of entities last
+            for eid in ch.entities:
+                if eid in rows.entities:
+                    self.upsert_entity(*rows.entities[eid])
+            for rid in ch.relations:
+                if rid in rows.relations:
+                    self.upsert_relation(rows.relations[rid])
+                else:
+                    self.remove_relation(rid)
+            for eid in ch.entities:
+                if eid not in rows.entities:
+                    self.remove_entity(eid)
+            for bid in ch.blocks:
+                if bid in rows.blocks:
+                    self.upsert_block(rows.blocks[bid])
+                else:
+                    self.remove_block(bid)
+            for edge_id in ch.block_edges:
+                if edge_id in rows.block_edges:
+                    self.upsert_block_edge(edge_id, *rows.block_edges[edge_id])
+                else:
+                    self.remove_block_edge(edge_id)
 
     def upsert_entity(self, row: EntityRow, terms: Iterable[str] | None = None) -> None:
         """Add or update an entity; ``terms`` are its stored keyword terms (computed if None)."""

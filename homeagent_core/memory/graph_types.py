@@ -19,6 +19,8 @@ __all__ = [
     "ENTITY_COLUMNS",
     "RELATION_COLUMNS",
     "BlockRow",
+    "ChangedRows",
+    "Changes",
     "EntityRow",
     "RecallResult",
     "RecalledEntity",
@@ -96,6 +98,31 @@ class RecalledRelation(NamedTuple):
     updated_at: float
     sentence: str = ""
     media_digests: list[str] = _NO_DIGESTS
+
+
+@dataclass(slots=True)
+class Changes:
+    """Ids a write touched; the mirror re-reads exactly these rows after the commit."""
+
+    entities: set[int] = field(default_factory=set)
+    relations: set[int] = field(default_factory=set)
+    sentences: set[int] = field(default_factory=set)
+    blocks: set[int] = field(default_factory=set)
+    block_edges: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class ChangedRows:
+    """The committed rows of the ids a write touched (:class:`Changes`); an id without a row was deleted.
+
+    ``entities`` maps an id to its row and stored keyword terms.
+    """
+
+    entities: dict[int, tuple[EntityRow, list[str]]] = field(default_factory=dict)
+    relations: dict[int, RelationRow] = field(default_factory=dict)
+    sentences: dict[int, str] = field(default_factory=dict)
+    blocks: dict[int, BlockRow] = field(default_factory=dict)
+    block_edges: dict[int, tuple[int, int, str]] = field(default_factory=dict)
 
 
 _ENTITY_FIELDS = RecalledEntity._fields

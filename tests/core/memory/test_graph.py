@@ -179,8 +179,8 @@ def test_data_survives_reopen_with_wal_and_foreign_keys(tmp_path: Path) -> None:
     store.commit([Triple("小王", "住在", "杭州")])
     store.close()
     store = GraphStore(path)
-    assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.read(lambda c: c.execute("PRAGMA journal_mode").fetchone()[0]) == "wal"
+    assert store.read(lambda c: c.execute("PRAGMA foreign_keys").fetchone()[0]) == 1
     assert [r.target for r in store.recall(["小王"]).relations] == ["杭州"]
     store.close()
 

@@ -1,0 +1,369 @@
+"""Write operations of the graph store, each the body of one SQL transaction.
+
+Every function takes the open connection and a :class:`Changes` it fills with every id it
+inserts, updates or deletes; :class:`~homeagent_core.memory.graph.GraphStore` runs it through
+its persistence layer (:class:`~homeagent_core.memory.graph_sql.GraphSQL`) and then refreshes
+exactly those rows in the mirror. ``clock`` gives the timestamp written.
+
+Rules kept from the original:
+
+* entity names are trimmed and must be 2–50 characters, contain a letter, a CJK character,
+  ``-`` or ``_``, and no control characters; triples breaking this are skipped with a reason;
+* committing an entity again counts a mention (``mention_count + 1``); a relation is unique on
+  (source, target, type, session): the same triple again in the same session only refreshes
+  its confidence and timestamp;
+* ``purge`` soft-deletes (``status = 'deleted'``, kept on disk, gone from recall) or hard-deletes
+  relations matching criteria; ``edit`` is a hard delete of the old triple plus a commit of the
+  new one, in one transaction;
+* media are ``memory_blocks`` rows linked ``sentence --contains--> block``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from homeagent_core.memory.graph_schema import DEFAULT_TYPE, NAME_MAX, check_name, check_relation, marks
+from homeagent_core.memory.graph_types import Changes
+from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.types import Triple
+
+__all__ = [
+    "Changes",
+    "CommitResult",
+    "commit",
+    "commit_triples",
+    "delete_entity",
+    "edit",
+    "merge",
+    "merge_blocks",
+    "prune_batches",
+    "purge",
+]
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(slots=True)
+class CommitResult:
+    """Outcome of a commit: relations added / refreshed, and skipped triples with reasons."""
+
+    added: int = 0
+    refreshed: int = 0
+    skipped: list[str] = field(default_factory=list)
+    entity_ids: list[int] = field(default_factory=list)
+    relation_ids: list[int] = field(default_factory=list)
+    sentence_ids: list[int] = field(default_factory=list)
+    block_digests: list[str] = field(default_factory=list)
+    duplicate: bool = False
+    """True when the commit's ``batch_id`` was applied before, so nothing was written."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "added": self.added,
+            "refreshed": self.refreshed,
+            "skipped": list(self.skipped),
+            "media_blocks": list(self.block_digests),
+        }
+        if self.duplicate:
+            out["duplicate"] = True
+        return out
+
+
+def commit(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    items: list[Triple],
+    session: str,
+    mimes: Mapping[str, str],
+    batch_id: str | None,
+    clock: Callable[[], float],
+) -> CommitResult:
+    """Commit triples at most once per ``batch_id`` (recorded in the same transaction)."""
+    if batch_id is not None:
+        fresh = conn.execute(
+            "INSERT INTO applied_batches (batch_id, applied_at) VALUES (?, ?)"
+            " ON CONFLICT (batch_id) DO NOTHING RETURNING batch_id",
+            (batch_id, clock()),
+        ).fetchall()
+        if not fresh:
+            return CommitResult(duplicate=True)
+    return commit_triples(conn, ch, items, session, mimes, clock)
+
+
+def prune_batches(conn: sqlite3.Connection, older_than_s: float, clock: Callable[[], float]) -> int:
+    """Forget batch ids recorded more than ``older_than_s`` seconds ago; returns how many."""
+    cutoff = clock() - older_than_s
+    gone = conn.execute("DELETE FROM applied_batches WHERE applied_at < ? RETURNING 1", (cutoff,))
+    return len(gone.fetchall())
+
+
+def commit_triples(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    triples: list[Triple],
+    session: str,
+    mimes: Mapping[str, str],
+    clock: Callable[[], float],
+) -> CommitResult:
+    """Upsert each valid triple's entities, sentence, relation and media links (the body of a commit)."""
+    now = clock()
+    res = CommitResult()
+    for t in triples:
+        subject, relation, obj = t.subject.strip(), t.relation.strip(), t.object.strip()
+        reason = (
+            _prefixed("subject", check_name(subject))
+            or _prefixed("object", check_name(obj))
+            or check_relation(relation)
+        )
+        conf = t.confidence
+        if reason is None and not (isinstance(conf, int | float) and 0.0 <= conf <= 1.0):
+            reason = f"confidence must be a number from 0 to 1, got {conf!r}"
+        if reason is not None:
+            res.skipped.append(f"{t.subject!r} -{t.relation}-> {t.object!r}: {reason}")
+            continue
+        sid = _upsert_entity(conn, subject, t.subject_type, now)
+        oid = _upsert_entity(conn, obj, t.object_type, now)
+        for eid in (sid, oid):
+            if eid not in ch.entities:
+                res.entity_ids.append(eid)
+                ch.entities.add(eid)
+        text = t.sentence_text.strip()
+        if not text and t.media_digests:
+            text = f"{subject}{relation}{obj}。"
+        sentence_id = _upsert_sentence(conn, text, session, now) if text else None
+        if sentence_id is not None:
+            ch.sentences.add(sentence_id)
+            res.sentence_ids.append(sentence_id)
+        row = conn.execute(
+            "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ? AND session = ?",
+            (sid, oid, relation, session),
+        ).fetchone()
+        if row is not None:
+            rid = row[0]
+            conn.execute(
+                "UPDATE relations SET confidence = ?, updated_at = ?, status = 'active',"
+                " sentence_id = COALESCE(?, sentence_id) WHERE id = ?",
+                (float(conf), now, sentence_id, rid),
+            )
+            res.refreshed += 1
+        else:
+            rid = conn.execute(
+                "INSERT INTO relations (source_id, target_id, type, confidence, session,"
+                " sentence_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (sid, oid, relation, float(conf), session, sentence_id, now, now),
+            ).lastrowid
+            assert rid is not None
+            res.added += 1
+        ch.relations.add(rid)
+        res.relation_ids.append(rid)
+        for digest in t.media_digests:
+            if sentence_id is None or not _DIGEST.match(digest):
+                res.skipped.append(f"media digest {digest!r}: not a full sha256 digest")
+                continue
+            _link_block(conn, ch, sentence_id, digest, mimes.get(digest, ""), now)
+            if digest not in res.block_digests:
+                res.block_digests.append(digest)
+    return res
+
+
+def _upsert_entity(conn: sqlite3.Connection, name: str, etype: str, now: float) -> int:
+    etype = etype.strip()[:NAME_MAX] or DEFAULT_TYPE
+    row = conn.execute(
+        "INSERT INTO entities (name, type, mention_count, created_at, updated_at)"
+        " VALUES (?, ?, 1, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+        " mention_count = mention_count + 1, updated_at = excluded.updated_at,"
+        " type = CASE WHEN excluded.type != 'Concept' THEN excluded.type ELSE type END"
+        " RETURNING id",
+        (name, etype, now, now),
+    ).fetchone()
+    return int(row[0])
+
+
+def _upsert_sentence(conn: sqlite3.Connection, text: str, session: str, now: float) -> int:
+    row = conn.execute("SELECT id FROM sentences WHERE text = ? AND session = ?", (text, session)).fetchone()
+    if row is not None:
+        return int(row[0])
+    rid = conn.execute(
+        "INSERT INTO sentences (text, session, created_at) VALUES (?, ?, ?)",
+        (text, session, now),
+    ).lastrowid
+    assert rid is not None
+    return rid
+
+
+def _link_block(conn: sqlite3.Connection, ch: Changes, sentence_id: int, digest: str, mime: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO memory_blocks (digest, mime, created_at) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING",
+        (digest, mime, now),
+    )
+    (bid,) = conn.execute("SELECT id FROM memory_blocks WHERE digest = ?", (digest,)).fetchone()
+    conn.execute(
+        "INSERT INTO memory_block_edges (sentence_id, block_id, type, created_at)"
+        " VALUES (?, ?, 'contains', ?) ON CONFLICT DO NOTHING",
+        (sentence_id, bid, now),
+    )
+    (eid,) = conn.execute(
+        "SELECT id FROM memory_block_edges WHERE sentence_id = ? AND block_id = ? AND type = 'contains'",
+        (sentence_id, bid),
+    ).fetchone()
+    ch.blocks.add(bid)
+    ch.block_edges.add(eid)
+
+
+def _entity_id(conn: sqlite3.Connection, name: str, what: str) -> tuple[int, int, str]:
+    row = conn.execute("SELECT id, mention_count, type FROM entities WHERE name = ?", (name.strip(),)).fetchone()
+    if row is None:
+        raise MemoryStoreError(
+            f"unknown entity {name!r} ({what}); names must match exactly — use memory_recall to find the stored name"
+        )
+    return int(row[0]), int(row[1]), str(row[2])
+
+
+def merge(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str, clock: Callable[[], float]) -> dict[str, int]:
+    """Fold entity ``drop`` into ``keep``: its relations move over, mentions add up (see ``GraphStore.merge``)."""
+    kid, _, ktype = _entity_id(conn, keep, "the entity to keep")
+    did, dcount, dtype = _entity_id(conn, drop, "the entity to merge away")
+    if kid == did:
+        raise MemoryStoreError(f"cannot merge {keep!r} into itself; name two entities")
+    now = clock()
+    moved = deduplicated = removed = 0
+    rows = conn.execute(
+        "SELECT id, source_id, target_id, type, session, confidence, status FROM relations"
+        " WHERE source_id = ? OR target_id = ?",
+        (did, did),
+    ).fetchall()
+    for rid, s, t, rtype, session, conf, status in rows:
+        ch.relations.add(rid)
+        ns, nt = (kid if s == did else s), (kid if t == did else t)
+        if ns == nt:
+            conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
+            removed += 1
+            continue
+        dup = conn.execute(
+            "SELECT id, confidence, status FROM relations WHERE source_id = ? AND"
+            " target_id = ? AND type = ? AND session = ? AND id != ?",
+            (ns, nt, rtype, session, rid),
+        ).fetchone()
+        if dup is not None:
+            active = "active" if "active" in (status, dup[2]) else dup[2]
+            conn.execute(
+                "UPDATE relations SET confidence = ?, status = ?, updated_at = ? WHERE id = ?",
+                (max(conf, dup[1]), active, now, dup[0]),
+            )
+            conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
+            ch.relations.add(dup[0])
+            deduplicated += 1
+        else:
+            conn.execute(
+                "UPDATE relations SET source_id = ?, target_id = ?, updated_at = ? WHERE id = ?",
+                (ns, nt, now, rid),
+            )
+            moved += 1
+    conn.execute("UPDATE OR IGNORE person_traits SET entity_id = ? WHERE entity_id = ?", (kid, did))
+    new_type = dtype if ktype == DEFAULT_TYPE else ktype
+    conn.execute(
+        "UPDATE entities SET mention_count = mention_count + ?, type = ?, updated_at = ? WHERE id = ?",
+        (dcount, new_type, now, kid),
+    )
+    conn.execute("DELETE FROM entities WHERE id = ?", (did,))
+    ch.entities.update((kid, did))
+    return {"moved": moved, "deduplicated": deduplicated, "removed_self_loops": removed}
+
+
+def purge(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    where: str,
+    args: list[Any],
+    mode: str,
+    before_commit: Callable[[int], object] | None,
+    clock: Callable[[], float],
+) -> int:
+    """Soft- or hard-delete the relations matching ``where`` (a :func:`purge_where` condition)."""
+    if mode == "soft":
+        rows = conn.execute(
+            f"UPDATE relations SET status = 'deleted', updated_at = ? WHERE status = 'active' AND {where} RETURNING id",
+            (clock(), *args),
+        ).fetchall()
+    else:
+        rows = conn.execute(f"DELETE FROM relations WHERE {where} RETURNING id", args).fetchall()
+    ch.relations.update(r[0] for r in rows)
+    if before_commit is not None:
+        before_commit(len(rows))
+    return len(rows)
+
+
+def edit(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    old: tuple[str, str, str],
+    new: Triple,
+    session: str,
+    before_commit: Callable[[CommitResult], object] | None,
+    clock: Callable[[], float],
+) -> CommitResult:
+    """Replace the relation ``old`` = (subject, relation, object), every session, with ``new``."""
+    subject, relation, obj = old
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id"
+            " JOIN entities t ON t.id = r.target_id"
+            " WHERE s.name = ? AND r.type = ? AND t.name = ? AND r.status = 'active'",
+            (subject.strip(), relation.strip(), obj.strip()),
+        )
+    ]
+    if not ids:
+        raise MemoryStoreError(
+            f"no relation {subject!r} -{relation}-> {obj!r} to edit; use memory_recall"
+            " to see the stored names and relation types"
+        )
+    conn.execute(f"DELETE FROM relations WHERE id IN ({marks(ids)})", ids)
+    ch.relations.update(ids)
+    result = commit_triples(conn, ch, [new], session, {}, clock)
+    if result.skipped:
+        raise MemoryStoreError(f"the new triple is invalid: {result.skipped[0]}")
+    if before_commit is not None:
+        before_commit(result)
+    return result
+
+
+def delete_entity(conn: sqlite3.Connection, ch: Changes, name: str) -> int:
+    """Delete an entity with all its relations and traits; returns the relations removed."""
+    eid, _, _ = _entity_id(conn, name, "the entity to delete")
+    ids = [r[0] for r in conn.execute("SELECT id FROM relations WHERE source_id = ? OR target_id = ?", (eid, eid))]
+    conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
+    ch.relations.update(ids)
+    ch.entities.add(eid)
+    return len(ids)
+
+
+def merge_blocks(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str) -> int:
+    """Fold media block ``drop`` into ``keep`` (full digests); returns edges moved."""
+    ids = []
+    for digest in (keep, drop):
+        row = conn.execute("SELECT id FROM memory_blocks WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            raise MemoryStoreError(f"unknown media block {digest!r}; pass a digest shown by memory_recall")
+        ids.append(row[0])
+    kid, did = ids
+    if kid == did:
+        raise MemoryStoreError("cannot merge a media block into itself")
+    edges = conn.execute("SELECT id FROM memory_block_edges WHERE block_id = ?", (did,)).fetchall()
+    ch.block_edges.update(e[0] for e in edges)
+    conn.execute(
+        "UPDATE OR IGNORE memory_block_edges SET block_id = ? WHERE block_id = ?",
+        (kid, did),
+    )
+    moved = conn.execute("SELECT changes()").fetchone()[0]
+    conn.execute("DELETE FROM memory_blocks WHERE id = ?", (did,))
+    ch.blocks.update((kid, did))
+    return int(moved)
+
+
+def _prefixed(what: str, reason: str | None) -> str | None:
+    return None if reason is None else f"{what}: {reason}"
