@@ -1,20 +1,20 @@
 """The compact numeric form of the active graph: CSR adjacency plus per-id columns.
 
 Recall walks this instead of Python dicts. Nodes are entity ids and edges are active relations,
-stored once per direction (a self-loop once) in CSR arrays: ``indptr[n]:indptr[n + 1]`` is node
-``n``'s slice of ``nbr`` (the other endpoint) and ``rel`` (the relation id), ordered by relation
-id. Next to it, numpy columns indexed by id hold what recall ranks and returns: an entity's name,
-type, mention count and recency; a relation's endpoints, type, confidence, session, sentence and
-recency. A walk level is a handful of vectorised gathers, and ranking is one ``lexsort``.
+stored once per direction (a self-loop once) in CSR form: ``indptr[n]:indptr[n + 1]`` is node
+``n``'s slice of ``csr``, whose rows are (relation id, other endpoint). Next to it, numpy columns
+indexed by id hold what recall ranks and returns: an entity's name, type, mention count and
+recency; a relation's endpoints, type, confidence, session, sentence and recency. A walk level
+is a handful of vectorised gathers, and ranking is one ``lexsort``.
 
 CSR arrays cannot take an insert in place, so writes go to a small *delta*: new or moved edges
 live in per-node dicts, and removed relations are marked *dead* in the CSR (the walk drops
 them). When the delta grows past a fraction of the graph (:attr:`CompactGraph.merge_at`), it is
-merged: the CSR is rebuilt from the relation columns with one stable ``argsort`` (about 0.2 s
-at a million relations), so writes stay O(1) and walks stay vectorised.
+merged: the CSR is rebuilt from the relation columns with one stable ``argsort`` (well under a
+second at a million relations), so writes stay O(1) and walks stay vectorised.
 
-networkx is not kept next to it: :meth:`CompactGraph.to_networkx` builds a ``MultiDiGraph`` (or a
-weighted undirected graph for PageRank) on demand, for the analytics that want one.
+networkx is not kept next to it: :meth:`CompactGraph.to_networkx` builds a ``MultiDiGraph`` on
+demand, for code that wants one.
 """
 
 from __future__ import annotations
@@ -108,8 +108,7 @@ class CompactGraph:
         # CSR (built) + delta (since the build)
         self.indptr = np.zeros(1, dtype=_I)
         self._ptr = self.indptr.data  # plain-int reads of indptr, for small frontiers
-        self.nbr = np.zeros(0, dtype=_I)
-        self.rel = np.zeros(0, dtype=_I)
+        self.csr = np.zeros((0, 2), dtype=_I)  # per edge: relation id, other endpoint
         self.in_csr = np.zeros(0, dtype=bool)
         self.dead = np.zeros(0, dtype=bool)
         self.n_dead = 0
@@ -200,14 +199,13 @@ class CompactGraph:
         heads = np.concatenate([src, dst[~loop]])
         tails = np.concatenate([dst, src[~loop]])
         keys = np.concatenate([rids, rids[~loop]])
-        order = np.lexsort((keys, heads))  # by node, then relation id
+        order = np.argsort(heads, kind="stable")  # by node; relation ids ascending per direction
         n_nodes = len(self.present)
         counts = np.bincount(heads, minlength=n_nodes) if len(heads) else np.zeros(n_nodes, dtype=_I)
         self.indptr = np.zeros(n_nodes + 1, dtype=_I)
         np.cumsum(counts, out=self.indptr[1:])
         self._ptr = self.indptr.data
-        self.nbr = tails[order]
-        self.rel = keys[order]
+        self.csr = np.stack([keys[order], tails[order]], axis=1)
         self.in_csr[:] = False
         self.in_csr[rids] = True
         self.dead[:] = False
@@ -297,44 +295,34 @@ class CompactGraph:
 
     def expand(self, nodes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Every live edge at ``nodes``: ``(relation ids, other endpoints)``, CSR part first."""
-        indptr = self.indptr
+        indptr, csr = self.indptr, self.csr
         if len(nodes) <= 16:  # a few slices beat the vectorised gather's dozen numpy calls
             ptr = self._ptr
-            rel, nbr = self.rel, self.nbr
             spans = [(ptr[n], ptr[n + 1]) for n in nodes.tolist()]
             if len(spans) == 1:
                 a, b = spans[0]
-                rels, nbrs = rel[a:b], nbr[a:b]
-            elif spans:
-                rels = np.concatenate([rel[a:b] for a, b in spans])
-                nbrs = np.concatenate([nbr[a:b] for a, b in spans])
+                edges = csr[a:b]
             else:
-                rels = nbrs = rel[:0]
+                edges = np.concatenate([csr[a:b] for a, b in spans]) if spans else csr[:0]
         else:
             starts = indptr[nodes]
             lens = indptr[nodes + 1] - starts
             ends = np.cumsum(lens)
             total = int(ends[-1]) if len(ends) else 0
-            if total:
-                idx = np.arange(total, dtype=_I) + np.repeat(starts - ends + lens, lens)
-                rels, nbrs = self.rel[idx], self.nbr[idx]
-            else:
-                rels = nbrs = self.rel[:0]
-        if self.n_dead and len(rels):
-            keep = ~self.dead[rels]
-            rels, nbrs = rels[keep], nbrs[keep]
+            idx = np.arange(total, dtype=_I) + np.repeat(starts - ends + lens, lens)
+            edges = csr[idx]
+        if self.n_dead and len(edges):
+            edges = edges[~self.dead[edges[:, 0]]]
         if self.delta:
-            extra_r: list[int] = []
-            extra_n: list[int] = []
+            extra: list[tuple[int, int]] = []
             get = self.delta.get
             for n in nodes.tolist():
                 more = get(n)
                 if more:
-                    extra_r += more.keys()
-                    extra_n += more.values()
-            if extra_r:
-                rels = np.concatenate([rels, np.asarray(extra_r, dtype=_I)])
-                nbrs = np.concatenate([nbrs, np.asarray(extra_n, dtype=_I)])
+                    extra += more.items()
+            if extra:
+                edges = np.concatenate([edges, np.asarray(extra, dtype=_I)])
+        rels, nbrs = edges[:, 0], edges[:, 1]
         return rels, nbrs
 
     def incident(self, node: int) -> list[tuple[int, int]]:
@@ -370,7 +358,7 @@ class CompactGraph:
         """
         for n in range(len(self.indptr) - 1):
             a, b = int(self.indptr[n]), int(self.indptr[n + 1])
-            for other, rid in zip(self.nbr[a:b].tolist(), self.rel[a:b].tolist(), strict=True):
+            for rid, other in self.csr[a:b].tolist():
                 if not self.dead[rid]:
                     yield n, other, rid
         for n, more in self.delta.items():

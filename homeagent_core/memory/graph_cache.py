@@ -131,33 +131,40 @@ class GraphCache:
         entities, ids_by_name = cache.entities, cache.ids_by_name
         postings, terms_of, by_whole = cache._postings, cache._terms_of, cache._by_whole
         with cache.lock:
-            for eid, name, etype, mentions, vector, vec_model, created, updated, stored in conn.execute(
-                f"SELECT {ENTITY_COLUMNS}, terms FROM entities"
-            ):
-                vec_model = share(vec_model, vec_model)
-                row = EntityRow(eid, name, share(etype, etype), mentions, vector, vec_model, created, updated)
-                entities[eid] = row
-                ids_by_name[name] = eid
-                if stored:
-                    parts = stored.split("\t")
+            erows = conn.execute(f"SELECT {ENTITY_COLUMNS}, terms FROM entities").fetchall()
+            # column-wise, like the relations below: C-level transposes and maps, one Python
+            # loop only for the keyword postings
+            eid, name, etype, mentions, vector, vec_model, ecreated, eupdated, stored = (
+                map(list, zip(*erows, strict=True)) if erows else ([] for _ in range(9))
+            )
+            del erows
+            etype, vec_model = list(map(share, etype, etype)), list(map(share, vec_model, vec_model))
+            make_entity = functools.partial(tuple.__new__, EntityRow)
+            columns = zip(eid, name, etype, mentions, vector, vec_model, ecreated, eupdated, strict=True)
+            entities.update(zip(eid, map(make_entity, columns), strict=True))
+            ids_by_name.update(zip(name, eid, strict=True))
+            for e, n, text in zip(eid, name, stored, strict=True):
+                if text:
+                    parts = text.split("\t")
                     terms = tuple(map(share, parts, parts))
                 else:
-                    terms = tuple(name_terms(name))
-                terms_of[eid] = terms
+                    terms = tuple(name_terms(n))
+                terms_of[e] = terms
                 for term in terms:
                     ids = postings.get(term)
                     if ids is None:
-                        postings[term] = {eid}
+                        postings[term] = {e}
                     else:
-                        ids.add(eid)
-                whole = name.strip().lower()
+                        ids.add(e)
+                whole = n.strip().lower()
                 ids = by_whole.get(whole)
                 if ids is None:
-                    by_whole[whole] = {eid}
+                    by_whole[whole] = {e}
                 else:
-                    ids.add(eid)
-                if vector:
-                    cache._set_vector(cache._entity_vectors, eid, vector, row.vec_model)
+                    ids.add(e)
+            for e, blob, space in zip(eid, vector, vec_model, strict=True):
+                if blob:
+                    cache._set_vector(cache._entity_vectors, e, blob, space)
             rows = conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'").fetchall()
             # column-wise: one C-level transpose, then every column in bulk (no per-row Python loop)
             rid, src, dst, rtype, conf, session, sid, status, created, updated = (
@@ -168,15 +175,8 @@ class GraphCache:
             make = functools.partial(tuple.__new__, RelationRow)
             rows_out = map(make, zip(rid, src, dst, rtype, conf, session, sid, status, created, updated, strict=True))
             cache.relations = dict(zip(rid, rows_out, strict=True))
-            erows = list(entities.values())
             cache.compact.load(
-                (
-                    [e[0] for e in erows],
-                    [e[1] for e in erows],
-                    [e[2] for e in erows],
-                    [e[3] for e in erows],
-                    [e[7] for e in erows],
-                ),
+                (eid, name, etype, mentions, eupdated),
                 (rid, src, dst, rtype, conf, session, sid, updated),
             )
             for sid, text in conn.execute("SELECT id, text FROM sentences"):
@@ -456,8 +456,14 @@ class GraphCache:
                 rels, nbrs = g.expand(level)
                 if rel_levels:  # at the seeds nothing is marked yet
                     rels = rels[rstamp[rels] != mark]
-                rstamp[rels] = mark
                 nbrs = nbrs[estamp[nbrs] != mark]
+                last = len(ent_levels) == depth
+                if last and len(nbrs) <= max_visit - seen:
+                    # the deepest level is only ranked: its duplicates are dropped there
+                    rel_levels.append(rels)
+                    ent_levels.append(nbrs)
+                    break
+                rstamp[rels] = mark
                 if len(nbrs) > 1:
                     nbrs.sort()
                     nxt = nbrs[np.concatenate(([True], nbrs[1:] != nbrs[:-1]))]
@@ -491,8 +497,11 @@ class GraphCache:
             keep = np.asarray([n not in skip for n in names[ids].tolist()], dtype=bool)
             ids, dist = ids[keep], dist[keep]
         if len(ids) > 1:
-            order = np.lexsort((ids, -g.updated[ids], -g.mentions[ids], dist))[:limit]
+            order = np.lexsort((ids, -g.updated[ids], -g.mentions[ids], dist))
             ids, dist = ids[order], dist[order]
+            # the deepest level may list an entity more than once, side by side after the sort
+            once = np.concatenate(([True], ids[1:] != ids[:-1]))
+            ids, dist = ids[once][:limit], dist[once][:limit]
         return list(
             map(
                 _new,
