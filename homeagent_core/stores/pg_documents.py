@@ -213,7 +213,9 @@ class PgDocumentStore:
             except Exception as exc:  # psycopg errors: the next notification or write retries
                 log.warning("document store %s: cannot follow changes: %s", self._where(), exc)
 
-    async def _read_changes(self, after: int) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
+    async def _read_changes(
+        self, after: int, known: frozenset[int] = frozenset()
+    ) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
         async with self.db.connection() as conn:
             cur = conn.cursor(binary=True)
             await cur.execute(
@@ -221,7 +223,7 @@ class PgDocumentStore:
                 (self.tenant, after),
             )
             changes = await cur.fetchall()
-            wanted = sorted({int(c[2]) for c in changes if c[1] in ("add", "vec")})
+            wanted = sorted({int(c[2]) for c in changes if c[1] == "vec" or (c[1] == "add" and c[2] not in known)})
             rows: dict[int, tuple[Any, ...]] = {}
             if wanted:
                 await cur.execute(
@@ -232,9 +234,14 @@ class PgDocumentStore:
                 rows = {int(r[0]): r for r in await cur.fetchall()}
             return changes, rows
 
-    def _catch_up(self) -> None:
-        """Apply every committed change after the last applied one, in order (``_lock`` held)."""
-        changes, rows = self.db.call(self._read_changes(self._applied))
+    def _catch_up(self, known: dict[int, tuple[Any, ...]] | None = None) -> None:
+        """Apply every committed change after the last applied one, in order (``_lock`` held).
+
+        ``known`` holds mirror rows (by slot) this store just wrote, so they are not read back.
+        """
+        changes, rows = self.db.call(self._read_changes(self._applied, frozenset(known or ())))
+        if known:
+            rows.update(known)
         if changes and int(changes[0][0]) > self._applied + 1:
             log.info("document store %s: change log pruned past this mirror; reloading", self._where())
             self._reload()
@@ -423,8 +430,10 @@ class PgDocumentStore:
             return
         with self._lock:
             self._check_open()
-            self.db.call(self._write_records(list(records)))
-            self._catch_up()
+            first = self.db.call(self._write_records(list(records)))
+            self._catch_up({
+                first + i: (first + i, r[4], r[3], r[10], r[9], r[11], r[12]) for i, r in enumerate(records)
+            })
 
     async def _delete_rows(self, ids: list[str]) -> int:
         async with self.db.connection() as conn, conn.transaction():
