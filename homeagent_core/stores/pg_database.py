@@ -6,6 +6,8 @@ stores (some plain, some ``async``): plain ones wait for :meth:`PgDatabase.call`
 await :meth:`PgDatabase.acall`; both run the coroutine on that loop, so the caller's loop and
 the pool never share state.
 
+Each lent connection is checked first (one empty round trip), so connections the server
+dropped (a restart, a failover, an idle timeout) are replaced instead of failing a write.
 Opening checks the server right away: an unreachable database raises
 :class:`~homeagent_sdk.errors.MemoryStoreError` naming the URL without its password (there is
 no fallback to an empty SQLite store). The schema is versioned in ``homeagent_schema``; a
@@ -18,17 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
-
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
@@ -119,7 +120,7 @@ class PgDatabase:
         MemoryStoreError: the server cannot be reached, or its schema is newer than this code.
     """
 
-    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 5.0) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
             raise UsageError(
                 f"not a PostgreSQL URL: {redact_url(url)!r}; use postgresql://user:password@host/dbname"
@@ -142,19 +143,66 @@ class PgDatabase:
     # -- running on the pool's loop ---------------------------------------------------------
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the pool's loop and wait for its result (from any thread)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        """Run ``coro`` on the pool's loop and wait for its result (from any thread).
+
+        Raises:
+            MemoryStoreError: a database error (the message names the URL without its password).
+        """
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result()
+        except Exception as exc:
+            raise self._translate(exc) from exc
 
     async def acall(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` run on the pool's loop (from another event loop)."""
+        """Await ``coro`` run on the pool's loop (from another event loop); errors as :meth:`call`."""
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:
+            raise self._translate(exc) from exc
 
-    def connection(self) -> AbstractAsyncContextManager[AsyncConnection[Any]]:
-        """An async context manager lending a pooled connection (use on the pool's loop)."""
+    def _translate(self, exc: Exception) -> Exception:
+        """A driver or pool error as a :class:`MemoryStoreError`; anything else unchanged."""
+        module = type(exc).__module__
+        if not (module.startswith("psycopg") or module.startswith("psycopg_pool")):
+            return exc
+        return MemoryStoreError(
+            f"the PostgreSQL database {self.safe_url} failed: {_scrub(str(exc).strip(), self.url)}; "
+            "the change was not stored (retry when the server is back)"
+        )
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """Lend a pooled connection (use on the pool's loop).
+
+        When the pool has none within ``timeout`` (the server was down and the pool is still
+        backing off before reconnecting, or every connection is busy), one direct connection is
+        tried, so a server that is back serves the next write at once.
+        """
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        from homeagent_core.stores.pg_vector import register_vector
+
         if self._closed:
             raise UsageError(f"the database {self.safe_url} is closed")
-        return self._pool.connection(timeout=self.timeout)
+        try:
+            conn = await self._pool.getconn(timeout=self.timeout)
+        except PoolTimeout:
+            direct = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(1, int(self.timeout))
+            )
+            register_vector(direct, self.vector_oid)
+            try:
+                yield direct
+            finally:
+                await direct.close()
+            return
+        try:
+            yield conn
+        finally:
+            await self._pool.putconn(conn)
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -192,6 +240,7 @@ class PgDatabase:
         pool = AsyncConnectionPool(
             self.url, min_size=1, max_size=max_size, open=False, timeout=self.timeout,
             kwargs={"autocommit": True}, name="homeagent", configure=configure,
+            check=AsyncConnectionPool.check_connection,
         )
         try:
             await pool.open(wait=True, timeout=self.timeout)
@@ -249,16 +298,23 @@ class PgDatabase:
     async def _follow(self, ready: concurrent.futures.Future[None]) -> None:
         import psycopg
 
+        outage = False  # warn once per outage, not on every retry
         while not self._closed:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
             except psycopg.Error as exc:
-                log.warning("PostgreSQL store %s: change listener cannot connect: %s", self.safe_url,
-                            _scrub(str(exc).strip(), self.url))
+                (log.debug if outage else log.warning)(
+                    "PostgreSQL store %s: change listener cannot connect (retrying every second): %s",
+                    self.safe_url, _scrub(str(exc).strip(), self.url),
+                )
+                outage = True
                 await asyncio.sleep(1.0)
                 continue
             try:
                 await conn.execute(f"LISTEN {CHANNEL}")
+                if outage:
+                    log.warning("PostgreSQL store %s: change listener connected again", self.safe_url)
+                outage = False
                 if not ready.done():
                     ready.set_result(None)
                 else:
@@ -267,6 +323,7 @@ class PgDatabase:
                     self._notify(note.payload)
             except psycopg.Error as exc:
                 if not self._closed:
+                    outage = True
                     log.warning("PostgreSQL store %s: change listener lost its connection: %s", self.safe_url,
                                 _scrub(str(exc).strip(), self.url))
             finally:

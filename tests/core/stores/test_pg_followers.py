@@ -116,3 +116,64 @@ async def test_a_daemon_killed_mid_commit_leaves_all_or_nothing(pg_url, pg_tenan
     assert hits and all(h.document.meta["batch"] == last for h in hits)
     fresh.close()
     b.close()
+
+
+def _drop_connections(pg_url: str, application: str = "") -> int:
+    """Terminate every other connection to the test database (what a server restart does to them)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchall()
+    return len(rows)
+
+
+async def test_dropped_connections_are_replaced_and_followers_catch_up(pg_url, pg_tenant):
+    a = PgDocumentStore(PgDatabase(pg_url), tenant=pg_tenant)
+    b = PgDocumentStore(PgDatabase(pg_url), tenant=pg_tenant)
+    await a.add("before the outage")
+    await _until(lambda: len(b) == 1)
+    assert _drop_connections(pg_url) >= 4  # both pools and both listeners
+    await a.add("after the outage")  # no error: the pool replaced its dead connection
+    assert [h.document.content for h in await a.query("after the outage", 1)] == ["after the outage"]
+    await _until(lambda: len(b) == 2)  # B's listener reconnected and caught up
+    assert [h.document.content for h in await b.query("after the outage", 1)] == ["after the outage"]
+    for store in (a, b):
+        store.close()
+        store.db.close()
+
+
+async def test_a_write_while_the_server_is_down_is_reported_and_nothing_acknowledged_is_lost(pg_url, tmp_path):
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+    from homeagent_sdk.errors import MemoryStoreError
+
+    bindir = find_bindir()
+    assert bindir is not None  # pg_url would have skipped otherwise
+    server = LocalPostgres(Path(tempfile.mkdtemp(prefix="ha-pg-")), bindir)
+    server.start()
+    try:
+        url = server.url.replace("postgres@", "postgres:hush-hush@")
+        store = PgDocumentStore(url, tenant="home")
+        acknowledged = await store.add("the boiler was serviced in May")
+        server.stop()
+        try:
+            await store.add("written while the server is down")
+        except MemoryStoreError as exc:
+            assert "postgres:***@" in str(exc) and "hush-hush" not in str(exc) and "not stored" in str(exc)
+        else:
+            raise AssertionError("a write to a stopped server did not fail")
+        server.start()
+        await store.add("written after the restart")
+        reopened = PgDocumentStore(url, tenant="home", follow=False)
+        assert sorted(d.content for d in reopened.all()) == [
+            acknowledged.content, "written after the restart"
+        ]
+        reopened.close()
+        store.close()
+    finally:
+        server.stop()
+        shutil.rmtree(server.folder, ignore_errors=True)
