@@ -6,9 +6,17 @@ A Python plugin (``homeagent_sdk.proc.serve``, uvloop + orjson in the child) run
 with a ~2 KB StageContext, calls per second with 32 in flight, and crash-to-ready (SIGKILL
 until the restarted plugin answered ``plugin.start``, restart backoff set to 0).
 
+The floor under every figure is measured in the same run: a raw pipe round trip, the same
+100 B ``tool.invoke`` frame written by the host (same event loop, pipes made the same way as
+the plugin's) to a child that copies its stdin to its stdout with blocking reads and writes,
+and read back. ``pipe_ratio`` = tool.invoke p50 ÷ that p50 is the protocol's own cost (framing,
+dispatch, the plugin object), independent of how fast or busy the machine is.
+
 ``--json`` keys: ``tool_invoke_p50_us`` (100 B payload), ``tool_invoke_p99_us``,
-``stage_invoke_p50_us``, ``inflight32_calls_per_s``, ``crash_to_ready_s``.
-Targets: tool.invoke p50 ≤ 30 µs, stage.invoke p50 ≤ 50 µs, ≥ 100k calls/s with 32 in flight.
+``stage_invoke_p50_us``, ``inflight32_calls_per_s``, ``crash_to_ready_s``, ``pipe_rtt_p50_us``,
+``pipe_ratio``.
+Targets: tool.invoke p50 ≤ 30 µs, stage.invoke p50 ≤ 50 µs, ≥ 100k calls/s with 32 in flight,
+``pipe_ratio`` ≤ 2.5.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from homeagent_core.events import EventBus
 from homeagent_core.plugins.proc import ProcPlugin
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_core.plugins.supervisor import Supervisor
+from homeagent_sdk.proc.wire import dumps
 from homeagent_sdk.types import StageContext, ToolCall
 
 PLUGIN = '''
@@ -58,6 +67,60 @@ class Bench:
 
 serve(Bench())
 '''
+
+
+#: The raw-pipe child: copy stdin to stdout, chunk by chunk, with blocking system calls.
+ECHO = """
+import os
+while True:
+    data = os.read(0, 65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+
+class _Echo(asyncio.Protocol):
+    """Host end of the raw pipe: resolves ``waiter`` when a whole line came back."""
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[None] | None = None
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.buf.endswith(b"\n") and self.waiter is not None and not self.waiter.done():
+            self.buf = b""
+            self.waiter.set_result(None)
+
+
+async def pipe_trips(frame: bytes, n: int) -> list[float]:
+    """Round trips of ``frame`` through a child that echoes its stdin (the protocol-free floor)."""
+    import subprocess
+
+    loop = asyncio.get_running_loop()
+    to_child, from_child = os.pipe(), os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", ECHO], stdin=to_child[0], stdout=from_child[1], close_fds=True)
+    os.close(to_child[0])
+    os.close(from_child[1])
+    writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(to_child[1], "wb", buffering=0))
+    reader, echo = await loop.connect_read_pipe(_Echo, os.fdopen(from_child[0], "rb", buffering=0))
+    if hasattr(reader, "max_size"):
+        reader.max_size = 64 * 1024  # as the plugin connection sets it
+    out = []
+    try:
+        for i in range(n + 200):
+            echo.waiter = loop.create_future()
+            t0 = time.perf_counter()
+            writer.write(frame)
+            await echo.waiter
+            if i >= 200:
+                out.append(time.perf_counter() - t0)
+    finally:
+        writer.close()
+        reader.close()
+        await asyncio.to_thread(proc.wait, 10)  # the close above takes effect on the loop
+    return out
 
 
 def make_plugin(root: Path) -> Path:
@@ -164,6 +227,12 @@ async def run(quick: bool) -> tuple[list[Row], dict[str, float]]:
             if size == 100:
                 figures["tool_invoke_p50_us"] = rows[-1]["p50 (µs)"]
                 figures["tool_invoke_p99_us"] = rows[-1]["p99 (µs)"]
+                params = {"name": "echo", "args": {"data": "x" * size}}
+                frame = dumps({"id": 1, "method": "tool.invoke", "params": params})
+                raw = await pipe_trips(frame, count)
+                rows.append(Row.of("raw pipe round trip 100 B", raw, scale=1e6, unit="µs"))
+                figures["pipe_rtt_p50_us"] = rows[-1]["p50 (µs)"]
+                figures["pipe_ratio"] = figures["tool_invoke_p50_us"] / figures["pipe_rtt_p50_us"]
         stage = await stage_trips(plugin, n)
         rows.append(
             Row.of("stage.invoke (~2 KB ctx)", stage, scale=1e6, unit="µs", **{"p99 (µs)": percentile(stage, 99) * 1e6})

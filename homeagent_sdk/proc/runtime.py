@@ -330,7 +330,8 @@ class ChildRuntime:
         if tool is None or tool.handler is None:
             raise LookupError(f"未注册的工具: {name} (tool {name!r} is not registered by this plugin)")
         args = params.get("args") or {}
-        value = await _call(tool.handler, **args)
+        handler = tool.handler
+        value = await handler(**args) if _is_async(handler) else await _call(handler, **args)
         if isinstance(value, ToolResult):
             return {"result": value.result, "success": value.success}
         to_dict = getattr(value, "to_dict", None)

@@ -6,8 +6,13 @@ frame is a response (``{"id", "result"}`` or ``{"id", "error": "<text>"}``). Eac
 its own requests from 1 and keeps a table of pending calls.
 
 :class:`Peer` is transport-free: the owner feeds it bytes (:meth:`Peer.feed`) and gives it a
-``write`` callable. Every incoming request runs as its own task, so a handler may call back
-into the other side while the read loop keeps going. Frames over ``max_frame`` bytes are
+``write`` callable. Incoming requests are run by a small pool of worker tasks, so a handler
+may call back into the other side while the read loop keeps going: a request never waits
+behind a handler that is waiting (whenever requests are queued and no worker is free to take
+them, one is woken or started), and a worker that finds more requests queued when its handler
+returns takes the next one at once, so a burst costs one task switch, not one task per frame.
+A handler runs inside its worker's task (``asyncio.current_task()``, ``asyncio.timeout`` and
+cancellation work as usual); context variables it sets stay with that worker. Frames over ``max_frame`` bytes are
 refused in both directions with an explicit error instead of a hang: an outgoing one raises
 :class:`FrameTooLarge` at the caller, an incoming one is skipped and answered (or its pending
 call failed) using the ``id`` read from the frame's first bytes.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import dataclasses
 import enum
 import json
@@ -45,6 +51,9 @@ PROTOCOL_VERSION = 3
 
 #: Default cap of one frame, both directions.
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+#: Idle request workers a peer keeps after a burst; the rest end.
+_IDLE_WORKERS = 8
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -178,6 +187,12 @@ class Peer:
         self._next_id = 0
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Requests waiting for a worker: (id, method, handler, params).
+        self._queue: collections.deque[tuple[int, str, Handler, Any]] = collections.deque()
+        #: Wake-up futures of idle workers, most recently idle last.
+        self._idle: list[asyncio.Future[None]] = []
+        #: Workers woken or started that have not yet looked at the queue.
+        self._ready = 0
         self._buf = bytearray()
         self._scan = 0
         self._skipping: bytes | None = None
@@ -339,12 +354,9 @@ class Peer:
                 else:
                     log.warning("%s: notification for unknown method %s dropped", self.label, method)
                 return
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = asyncio.get_running_loop()
-            task = loop.create_task(self._handle(call_id, method, handler, msg.get("params")))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._queue.append((call_id, method, handler, msg.get("params")))
+            if not self._ready:
+                self._add_worker()
             return
         future = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
         if future is None:
@@ -363,6 +375,40 @@ class Peer:
             self.on_bad_frame(line)
         else:
             log.warning("%s: skipped a frame that is not a JSON object: %r", self.label, line[:200])
+
+    def _add_worker(self) -> None:
+        """Wake an idle worker, or start one, to take the queued requests."""
+        self._ready += 1
+        while self._idle:
+            waiter = self._idle.pop()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        task = loop.create_task(self._worker())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _worker(self) -> None:
+        """Run queued requests one after another; wait idle (or end) when there are none."""
+        queue = self._queue
+        loop = self._loop or asyncio.get_running_loop()
+        self._ready -= 1
+        while self.closed is None:
+            if not queue:
+                if len(self._idle) >= _IDLE_WORKERS:
+                    return
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                self._ready -= 1
+                continue
+            call_id, method, handler, params = queue.popleft()
+            if queue and not self._ready:
+                self._add_worker()  # the rest must not wait behind this handler if it waits
+            await self._handle(call_id, method, handler, params)
 
     async def _handle(self, call_id: int, method: str, handler: Handler, params: Any) -> None:
         try:

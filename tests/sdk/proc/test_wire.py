@@ -52,6 +52,36 @@ async def test_a_handler_may_call_back_while_the_read_loop_continues() -> None:
     assert await asyncio.wait_for(a.call("outer"), 5) == 42
 
 
+async def test_requests_read_together_never_wait_behind_a_waiting_handler() -> None:
+    """A burst of requests in one read: each one that finds the earlier ones waiting still runs,
+    handlers run in a task (``asyncio.timeout`` works), and the workers left idle are bounded."""
+    sent: list[bytes] = []
+    peer = Peer(sent.append)
+    released = asyncio.Event()
+
+    async def wait(params: Any) -> Any:
+        async with asyncio.timeout(5):
+            await released.wait()
+        return "waited"
+
+    async def release(params: Any) -> Any:
+        released.set()
+        return "released"
+
+    peer.handlers.update({"wait": wait, "release": release})
+    burst = b"".join(b'{"id":%d,"method":"wait"}\n' % i for i in range(1, 41))
+    peer.feed(burst + b'{"id":41,"method":"release"}\n')
+    async with asyncio.timeout(5):
+        while len(sent) < 41:
+            await asyncio.sleep(0)
+    answers = sorted(sent)
+    assert sum(b'"result":"waited"' in a for a in answers) == 40
+    assert any(b'"id":41' in a and b'"released"' in a for a in answers)
+    async with asyncio.timeout(5):
+        while len(peer._tasks) > 8:
+            await asyncio.sleep(0)
+
+
 async def test_frames_split_and_merged_arbitrarily_are_reassembled() -> None:
     got: list[Any] = []
     peer = Peer(lambda data: None)
