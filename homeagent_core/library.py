@@ -22,15 +22,15 @@ refuses to run inside an event loop (it says to ``await agent.ask(...)`` instead
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, Unpack
 
 from homeagent_core.aio import refuse_running_loop, run_sync
 from homeagent_core.app import App
 from homeagent_core.plugins.manager import DEFAULT_PLUGINS
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.errors import UsageError
-from homeagent_sdk.types import InjectOptions
+from homeagent_sdk.types import InjectOptions, ToolDef, ToolOptions
 
 __all__ = ["Agent"]
 
@@ -143,6 +143,12 @@ class Agent:
     @property
     def knowledge(self) -> Any:
         return self.app.services.knowledge
+
+    def add_tool(self, tool: ToolDef | Callable[..., Any], **options: Unpack[ToolOptions]) -> ToolDef:
+        """Give the agent a tool: a typed function (its schema comes from the signature and
+        docstring, like a plugin's) or a :class:`ToolDef`. Options as for ``register_tools``."""
+        tool_def: ToolDef = self.kernel.tools.add(tool, plugin="library", **options)
+        return tool_def
 
     # ------------------------------------------------------------------ talking
 
