@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.agent.kernel import Kernel, KernelSettings
 from homeagent_core.agent.residents import ResidentLimits
@@ -28,8 +28,11 @@ from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.embeddings import EmbeddingProvider
-from homeagent_sdk.errors import PluginValidationError
+from homeagent_sdk.errors import HomeAgentError, PluginValidationError
 from homeagent_sdk.types import Event
+
+if TYPE_CHECKING:
+    from homeagent_core.memory.system import MemorySystem
 
 __all__ = ["MEMORY_PLUGINS", "App", "configure_logging"]
 
@@ -97,7 +100,7 @@ class App:
             self._discover_local_plugins()
         self.overrides = dict(overrides or {})
         self.provider: Any = provider
-        self.memory: Any = None
+        self.memory: MemorySystem | None = None
         # Memory runs only with its plugin: HOMEAGENT_DISABLE_PLUGINS=memory turns all of it off.
         self.with_memory = memory and self.host.pm.get_plugin("memory") is not None
         self.embedder = embedder
@@ -208,6 +211,23 @@ class App:
         self.services.memory_system = self.memory
         self.services.status_extra = lambda: {"memory": self.memory.status() if self.memory else None}
 
+    async def open_memory(self) -> MemorySystem:
+        """Open this data directory's memory without starting plugins or the kernel.
+
+        For offline use of the memory tools (``homeagent mcp serve``); :meth:`stop` closes it.
+
+        Raises:
+            HomeAgentError: memory is off (``memory=False``, or the ``memory`` plugin is disabled).
+        """
+        if not self.with_memory:
+            raise HomeAgentError("memory is off in this agent (the memory plugin is disabled or memory=False)")
+        if self.memory is None:
+            self.declare_settings()
+            self.register_contributions()
+            await self._open_memory()
+        assert self.memory is not None
+        return self.memory
+
     def _build_kernel(self) -> Kernel:
         if self.provider is None:
             from homeagent_core.providers import ProviderManager, deploy_bundled_adapters
@@ -265,6 +285,9 @@ class App:
     async def stop(self) -> None:
         """Shut plugins down in reverse start order, then close the bus and the config."""
         if not self.started:
+            if self.memory is not None:  # opened alone (open_memory)
+                await self.memory.aclose()
+                self.memory = None
             self.config.close()
             return
         self.started = False

@@ -10,7 +10,7 @@ Name and lookup errors become :class:`ToolError` with the reason.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from homeagent_core.knowledge import InvalidKnowledgeName, KnowledgeNotFound
 from homeagent_sdk import ToolRegistryProtocol, hookimpl
@@ -20,7 +20,7 @@ from homeagent_sdk.types import ToolDef
 
 if TYPE_CHECKING:
     from homeagent_core.knowledge import KnowledgeBase
-    from homeagent_core.plugins.sdk import ScopedSDK
+    from homeagent_core.memory.system import MemorySystem
 
 __all__ = ["KNOWLEDGE_TOOLS", "PLUGIN_NAME", "KnowledgePlugin", "KnowledgeTools", "knowledge_tools", "make_plugin"]
 
@@ -100,6 +100,18 @@ def knowledge_tools(kb: KnowledgeBase, *, plugin: str = "core") -> list[ToolDef]
     return KnowledgeTools(kb).tool_defs(plugin=plugin)
 
 
+class _Services(Protocol):
+    @property
+    def memory_system(self) -> MemorySystem | None: ...
+
+
+class KnowledgeSDK(Protocol):
+    """What the knowledge plugin uses of its scoped SDK: the memory the app opened."""
+
+    @property
+    def services(self) -> _Services | None: ...
+
+
 class KnowledgePlugin:
     """The ``knowledge`` plugin: registered by the app whenever memory runs (it opens the knowledge base)."""
 
@@ -120,7 +132,7 @@ class KnowledgePlugin:
             registry.add(getattr(self.tools, name))
 
     @hookimpl(tryfirst=True)
-    def startup(self, sdk: ScopedSDK) -> None:
+    def startup(self, sdk: KnowledgeSDK) -> None:
         """Bind the tools to the knowledge base of the memory the app opened."""
         system = sdk.services.memory_system if sdk.services is not None else None
         if system is None:

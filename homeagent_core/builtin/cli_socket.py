@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from homeagent_sdk import (
     Caps,
@@ -57,7 +57,8 @@ from homeagent_sdk import (
 from homeagent_sdk.errors import InputQueueFull
 
 if TYPE_CHECKING:
-    from homeagent_core.plugins.sdk import ScopedSDK
+    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
+    from homeagent_core.plugins.sdk import ScopedSDK, Services
 
 PLUGIN_NAME = "cli"
 CHANNEL = "cli"
@@ -345,7 +346,7 @@ class CliSocket:
             log.warning("cli command /%s failed", name, exc_info=True)
             conn.error(f"/{name} failed: {type(exc).__name__}: {exc}")
 
-    def _kernel_or_fail(self) -> Any:
+    def _kernel_or_fail(self) -> KernelAccess:
         kernel = self.sdk.services.kernel if self.sdk.services is not None else None
         if kernel is None:
             raise HomeAgentError("the kernel is not running")
@@ -357,12 +358,12 @@ class CliSocket:
         ``llm`` names the source that answered last (``answered``), else the one tried next.
         """
         services = self.sdk.services
-        host = getattr(services, "host", None)
+        host = services.host if services is not None else None
         plugins = [{"name": p.name, "status": _live_status(services, p.name) or p.status, "kind": p.kind,
                     "error": p.error or ""}
                    for p in (host.plugins() if host is not None else [])]
-        kernel = getattr(services, "kernel", None)
-        provider = getattr(kernel, "provider", None) if kernel is not None else None
+        kernel = services.kernel if services is not None else None
+        provider = kernel.provider if kernel is not None else None
         list_sources = getattr(provider, "list_sources", None)
         sources = list_sources() if callable(list_sources) else None
         report: dict[str, Any] = {"pid": os.getpid(), "plugins": plugins, "llm_sources": sources}
@@ -378,10 +379,10 @@ class CliSocket:
     async def _status(self, rest: str) -> str:
         services = self.sdk.services
         lines = [f"uptime: {_uptime(time.time() - self._started)}"]
-        kernel = getattr(services, "kernel", None)
+        kernel = services.kernel if services is not None else None
         if kernel is not None:
             status = kernel.status()
-            provider = getattr(kernel, "provider", None)
+            provider = kernel.provider
             lines.append(f"model: {_model_line(provider)}")
             lines.append(
                 f"turns: {status['turns']} ({status['failed_turns']} failed), queued: {status['queued']}, "
@@ -390,7 +391,7 @@ class CliSocket:
             lines.append(f"tools: {status['tools']}; output channels: {', '.join(status['output_channels'])}")
         else:
             lines.append("kernel: not running")
-        host = getattr(services, "host", None)
+        host = services.host if services is not None else None
         if host is not None:
             infos = host.plugins()
             started = sum(1 for p in infos if p.status == "started")
@@ -408,7 +409,7 @@ class CliSocket:
 
     # ------------------------------------------------------------------ /plugin
 
-    def _services(self) -> Any:
+    def _services(self) -> Services:
         services = self.sdk.services
         if services is None:
             raise HomeAgentError("plugin management needs the privileged services of a built-in plugin")
@@ -440,8 +441,8 @@ class CliSocket:
             raise HomeAgentError(f"usage: /plugin {action} <name>")
         return await handler(args[0])
 
-    def _host(self) -> Any:
-        host = getattr(self._services(), "host", None)
+    def _host(self) -> PluginHostAccess:
+        host = self._services().host
         if host is None:
             raise HomeAgentError("the plugin host is not available")
         return host
@@ -451,7 +452,7 @@ class CliSocket:
 
         services = self._services()
         host = self._host()
-        kernel = getattr(services, "kernel", None)
+        kernel = services.kernel
         groups = kernel.tools.by_plugin() if kernel is not None else {}
         disabled = services.config.disabled_plugins()
         installed = {p["name"]: p for p in await asyncio.to_thread(packages.installed_plugins, services.data_dir)}
@@ -486,7 +487,7 @@ class CliSocket:
             row = info.to_dict()
             out.update(kind=row["kind"], status=row["status"], error=row["error"],
                        contributions=row["contributions"])
-        supervisor = getattr(services, "supervisor", None)
+        supervisor = services.supervisor
         running = supervisor.get(name) if supervisor is not None else None
         if running is not None:
             live = running.runtime_info()
@@ -508,13 +509,13 @@ class CliSocket:
 
     async def _plugin_reload(self, name: str) -> str:
         services = self._services()
-        supervisor = getattr(services, "supervisor", None)
+        supervisor = services.supervisor
         if not name:
             changed = await supervisor.reload_changed() if supervisor is not None else []
-            skills = self._host().pm.get_plugin("skills")
-            rescanned = skills is not None and callable(getattr(skills, "reload", None))
-            if rescanned:
-                await asyncio.to_thread(skills.reload)
+            rescan = getattr(self._host().pm.get_plugin("skills"), "reload", None)
+            rescanned = callable(rescan)
+            if rescan is not None and rescanned:
+                await asyncio.to_thread(rescan)
             parts = [f"reloaded: {', '.join(changed)}" if changed else "no out-of-process plugin changed"]
             if rescanned:
                 parts.append("skills rescanned")
@@ -535,7 +536,8 @@ class CliSocket:
                 "process: restart the daemon (homeagent serve) to load a new version"
             )
         await supervisor.reload(name)
-        return f"reloaded {name} (pid {supervisor.get(name).runtime_info()['pid']})"
+        running = supervisor.get(name)
+        return f"reloaded {name} (pid {running.runtime_info()['pid'] if running is not None else '?'})"
 
     def _installed(self, name: str) -> bool:
         """An installed package (``<data>/plugins/<name>/``), running or not."""
@@ -601,7 +603,7 @@ class CliSocket:
         live = getattr(services, "live", None)
         if live is not None and self._installed(name) and not live.loaded(name):
             return f"enabled {name}; " + await self._plugin_start(name)
-        supervisor = getattr(services, "supervisor", None)
+        supervisor = services.supervisor
         running = supervisor.get(name) if supervisor is not None else None
         if running is not None and supervisor is not None:
             if not running.runtime_info()["alive"]:
@@ -619,7 +621,7 @@ class CliSocket:
         if not self._known(name):
             raise HomeAgentError(f"unknown plugin {name!r}; /plugin list shows the plugins")
         services.config.set_plugin_disabled(name, True, by="cli")
-        supervisor = getattr(services, "supervisor", None)
+        supervisor = services.supervisor
         running = supervisor.get(name) if supervisor is not None else None
         if running is not None:
             await running.stop()
@@ -664,14 +666,14 @@ class CliSocket:
             return f"stopped resident {name}: work in progress cancelled, {dropped} queued message(s) dropped"
         if action == "destroy":
             residual = text.strip() or "keep"
-            result = await residents.destroy(name, residual)
+            result = await residents.destroy(name, cast(Literal["keep", "drop"], residual))  # checked there
             return (
                 f"destroyed resident {name}: {result['pending']} unfinished message(s) "
                 + (f"handed to the main agent ({result['handed_to_main']})" if residual == "keep" else "dropped")
             )
         raise HomeAgentError(f"unknown /agents action {action!r}; use list, send, stop or destroy")
 
-    def _agents_list(self, kernel: Any) -> str:
+    def _agents_list(self, kernel: KernelAccess) -> str:
         lines = []
         for info in kernel.residents.list():
             doing = info["current"] or "-"
@@ -743,7 +745,7 @@ class CliSocket:
         return f"stopped; {dropped} queued input(s) dropped"
 
 
-async def stream_turn(kernel: Any, text: str, send: Any) -> Any:
+async def stream_turn(kernel: KernelAccess, text: str, send: Any) -> Any:
     """Run one ``cli`` turn, forwarding content deltas to ``send``; returns the kernel's reply.
 
     This is the only place that knows how the kernel streams a turn (a sink queue carrying
@@ -763,6 +765,7 @@ async def stream_turn(kernel: Any, text: str, send: Any) -> Any:
             send({"type": "round"})
         elif isinstance(delta, str) and delta:
             send({"type": "delta", "content": delta})
+    assert item.reply is not None  # an item with a sink always has its reply future
     return await item.reply
 
 
@@ -810,9 +813,9 @@ def _clear_stale_socket(path: Path) -> None:
     raise PluginError(f"another HomeAgent daemon is already listening on {path}", plugin_name=PLUGIN_NAME)
 
 
-def _live_status(services: Any, name: str) -> str:
+def _live_status(services: Services | None, name: str) -> str:
     """The supervisor's status of an out-of-process plugin ("" for others)."""
-    supervisor = getattr(services, "supervisor", None)
+    supervisor = services.supervisor if services is not None else None
     running = supervisor.get(name) if supervisor is not None else None
     return str(running.runtime_info()["status"]) if running is not None else ""
 

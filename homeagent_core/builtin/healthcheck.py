@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
+    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
     from homeagent_core.plugins.sdk import ScopedSDK
 
 PLUGIN_NAME = "healthcheck"
@@ -173,9 +174,13 @@ class HealthCheck:
         services = self.sdk.services
         return Path(services.data_dir) if services is not None else self.sdk.data_dir.parent.parent
 
-    def _services_attr(self, name: str) -> Any:
+    def _host(self) -> PluginHostAccess | None:
         services = self.sdk.services
-        return getattr(services, name, None) if services is not None else None
+        return services.host if services is not None else None
+
+    def _kernel(self) -> KernelAccess | None:
+        services = self.sdk.services
+        return services.kernel if services is not None else None
 
     def _save(self) -> None:
         path = self.sdk.data_dir / HISTORY_FILE
@@ -194,7 +199,7 @@ class HealthCheck:
     # ------------------------------------------------------------------ the checks
 
     def plugins_state(self) -> dict[str, Any]:
-        host = self._services_attr("host")
+        host = self._host()
         if host is None:
             return {"ok": None, "unavailable": "the plugin host is not reachable from this plugin"}
         infos = [p.to_dict() for p in host.plugins()]
@@ -207,7 +212,7 @@ class HealthCheck:
         }
 
     def tools_state(self) -> dict[str, Any]:
-        kernel = self._services_attr("kernel")
+        kernel = self._kernel()
         if kernel is None:
             return {"ok": None, "unavailable": "the kernel is not running"}
         groups = kernel.tools.by_plugin()
@@ -220,7 +225,7 @@ class HealthCheck:
         }
 
     def kernel_state(self) -> dict[str, Any]:
-        kernel = self._services_attr("kernel")
+        kernel = self._kernel()
         process = {
             "pid": os.getpid(),
             "rss_mb": _rss_mb(),
@@ -302,11 +307,11 @@ class HealthCheck:
             plugin: only report on this plugin (its state and tools); empty = everything.
         """
         if plugin:
-            host = self._services_attr("host")
+            host = self._host()
             info = host.info(plugin) if host is not None else None
             if info is None:
                 raise ToolError(f"unknown plugin {plugin!r}; healthcheck_plugins lists them")
-            kernel = self._services_attr("kernel")
+            kernel = self._kernel()
             tools = [t.name for t in kernel.tools.by_plugin().get(plugin, [])] if kernel is not None else []
             reports = {n: r for n, r in self.reports.items() if n in tools}
             return {"plugin": info.to_dict(), "tools": tools, "reports": reports}
@@ -338,7 +343,7 @@ class HealthCheck:
             status: ok, fail or skip.
             detail: what happened (an error message, why it was skipped).
         """
-        kernel = self._services_attr("kernel")
+        kernel = self._kernel()
         if kernel is not None and tool_name not in kernel.tools:
             raise ToolError(f"unknown tool {tool_name!r}; healthcheck_tools lists the registered ones")
         self.reports[tool_name] = {"status": status, "detail": detail[:500], "time": round(time.time(), 3)}

@@ -44,7 +44,7 @@ from homeagent_core.builtin.mcp_connection import (
 from homeagent_core.builtin.mcp_connection import describe_error as _describe
 from homeagent_core.builtin.mcp_extras import prompts_block
 from homeagent_core.builtin.mcp_server import build_server, serve_stdio
-from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail
+from homeagent_core.commands import DataOption, JsonOption, echo_json, fail
 from homeagent_sdk import ChannelDef, ConfigDef, HomeAgentError, ToolError, hookimpl
 from homeagent_sdk.errors import ConfigError
 from homeagent_sdk.types import InjectOptions
@@ -191,8 +191,8 @@ class MCPPlugin:
         specs = parse_servers(sdk.settings.get("servers"))
         if not specs:
             return
-        kernel = getattr(sdk.services, "kernel", None) if sdk.services is not None else None
-        tools = getattr(kernel, "tools", None)
+        kernel = sdk.services.kernel if sdk.services is not None else None
+        tools = kernel.tools if kernel is not None else None
         if tools is None:
             raise ToolError("mcp needs the running kernel's tool registry to register remote tools")
         settings = sdk.settings
@@ -233,9 +233,10 @@ class MCPPlugin:
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the running turn, or ""."""
-        services = getattr(self._sdk, "services", None)
-        turn = getattr(getattr(services, "kernel", None), "turn", None)
-        channel = str(getattr(getattr(turn, "item", None), "channel", "") or "")
+        services = self._sdk.services if self._sdk is not None else None
+        kernel = services.kernel if services is not None else None
+        turn = kernel.turn if kernel is not None else None
+        channel = turn.item.channel if turn is not None else ""
         return channel if ":" in channel else ""
 
     @hookimpl

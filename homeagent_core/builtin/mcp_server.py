@@ -19,11 +19,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, unquote
 
 from homeagent_sdk import HomeAgentError
 from homeagent_sdk._version import __version__
+
+if TYPE_CHECKING:
+    from homeagent_core.knowledge import KnowledgeBase
+    from homeagent_sdk.types import ToolDef
 
 __all__ = ["KNOWLEDGE_SCHEME", "PERSONA_URI", "build_server", "knowledge_uri", "serve_stdio"]
 
@@ -33,16 +37,25 @@ _MAX_LISTED = 1000
 """Most knowledge entries listed by ``resources/list`` (the rest stay readable by URI)."""
 
 
+class MemoryTools(Protocol):
+    """What the server needs of an open memory."""
+
+    @property
+    def knowledge(self) -> KnowledgeBase: ...
+
+    def tool_defs(self) -> list[ToolDef]: ...
+
+
 def knowledge_uri(name: str) -> str:
     """``knowledge://<category>/<leaf>`` for a knowledge entry name (non-ASCII percent-encoded)."""
     return KNOWLEDGE_SCHEME + quote(name, safe="/")
 
 
-def build_server(memory: Any, persona: Callable[[], str] | None = None) -> Any:
+def build_server(memory: MemoryTools, persona: Callable[[], str] | None = None) -> Any:
     """An ``MCPServer`` exposing memory tools, knowledge/persona resources and prompts.
 
     Args:
-        memory: an open ``MemorySystem`` (graph, social, indexer, knowledge).
+        memory: an open memory (``App.open_memory()``): its tools and its knowledge base.
         persona: returns the persona text, read at each ``resources/read``; None: no persona resource.
     """
     from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -51,11 +64,7 @@ def build_server(memory: Any, persona: Callable[[], str] | None = None) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
     from mcp.types import Resource
 
-    from homeagent_core.knowledge_tools import knowledge_tools
-    from homeagent_core.memory.tools import memory_tools
-
-    own = {t.name: t for t in memory_tools(memory.graph, memory.social, memory.indexer)}
-    own.update({t.name: t for t in knowledge_tools(memory.knowledge)})
+    own = {t.name: t for t in memory.tool_defs()}
     knowledge = memory.knowledge
 
     class HomeAgentServer(MCPServer):
@@ -167,13 +176,11 @@ def build_server(memory: Any, persona: Callable[[], str] | None = None) -> Any:
 
 async def serve_stdio(data: Path | None) -> None:
     """Open the memory of a data directory and serve it over stdin/stdout until EOF."""
-    from homeagent_core.config import ConfigStore
-    from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.memory.system import MemorySystem
+    from homeagent_core.app import App
 
-    root = prepare_data_dir(data)
-    config = ConfigStore(root / "config.db")
-    memory = await MemorySystem.open(root, config)
+    app = App(data, load_entrypoints=False, builtins=(), local_plugins=False)
+    root, config = app.data_dir, app.config
+
     def persona() -> str:
         """``<data>/personal/personal.md`` when it has text, else ``core.agent.personal_prompt``."""
         path = root / "personal" / "personal.md"
@@ -184,7 +191,7 @@ async def serve_stdio(data: Path | None) -> None:
         return text if text.strip() else str(config.get("core.agent.personal_prompt") or "")
 
     try:
+        memory = await app.open_memory()
         await build_server(memory, persona).run_stdio_async()
     finally:
-        await memory.aclose()
-        config.close()
+        await app.stop()

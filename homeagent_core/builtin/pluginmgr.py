@@ -29,13 +29,17 @@ import json
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.plugins import packages
 from homeagent_core.plugins.live import start_after_install
 from homeagent_core.plugins.packages import PackageError
 from homeagent_sdk import ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginError, PluginLoadError
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.privileged import SupervisorAccess
+    from homeagent_core.plugins.sdk import ScopedSDK, Services
 
 PLUGIN_NAME = "pluginmgr"
 
@@ -58,11 +62,11 @@ def _json(value: Any) -> str:
 # --------------------------------------------------------------------------- operations
 
 
-def _supervisor(services: Any) -> Any:
-    return getattr(services, "supervisor", None)
+def _supervisor(services: Services) -> SupervisorAccess | None:
+    return services.supervisor
 
 
-def installed_rows(services: Any) -> list[dict[str, Any]]:
+def installed_rows(services: Services) -> list[dict[str, Any]]:
     """Installed packages' summaries, with live status for running out-of-process plugins."""
     rows = packages.installed_plugins(Path(services.data_dir))
     supervisor = _supervisor(services)
@@ -75,7 +79,7 @@ def installed_rows(services: Any) -> list[dict[str, Any]]:
     return rows
 
 
-async def install_source(services: Any, source: Path | bytes, *, overwrite: bool = False) -> dict[str, Any]:
+async def install_source(services: Services, source: Path | bytes, *, overwrite: bool = False) -> dict[str, Any]:
     """Validate and install a package (a local path or its bytes); returns the install result.
 
     A running out-of-process plugin of the same name is stopped, upgraded and started again
@@ -95,18 +99,18 @@ async def install_source(services: Any, source: Path | bytes, *, overwrite: bool
             packages.install_package, Path(services.data_dir), source, overwrite=overwrite
         )
     except BaseException:
-        if running is not None:
+        if running is not None and supervisor is not None:
             with contextlib.suppress(Exception):
                 await supervisor.reload(manifest.name)
         raise
-    if running is not None:
+    if running is not None and supervisor is not None:
         await supervisor.reload(manifest.name)
         result["action"] = "reloaded"
         return result
     return await start_after_install(services, result)
 
 
-async def remove_installed(services: Any, name: str) -> dict[str, Any]:
+async def remove_installed(services: Services, name: str) -> dict[str, Any]:
     """Stop a running out-of-process plugin, then delete its directory and settings.
 
     Raises:
@@ -119,15 +123,15 @@ async def remove_installed(services: Any, name: str) -> dict[str, Any]:
     running = supervisor.get(name) if supervisor is not None else None
     if live is not None and await live.stop(name):
         pass
-    elif running is not None:
+    elif running is not None and supervisor is not None:
         await running.stop()
         supervisor.detach(name)
     return await asyncio.to_thread(
-        packages.remove_plugin, Path(services.data_dir), name, config=getattr(services, "config", None)
+        packages.remove_plugin, Path(services.data_dir), name, config=services.config
     )
 
 
-async def _start_installed(services: Any, name: str) -> dict[str, Any]:
+async def _start_installed(services: Services, name: str) -> dict[str, Any]:
     """Start an installed package that is not running; ``{"error": ...}`` when it cannot."""
     live = getattr(services, "live", None)
     if live is None:
@@ -147,16 +151,15 @@ class PluginMgr:
     name = PLUGIN_NAME
 
     def __init__(self) -> None:
-        self._services: Any = None
+        self._services: Services | None = None
 
     @hookimpl
-    async def startup(self, sdk: Any) -> None:
-        services = getattr(sdk, "services", None)
+    async def startup(self, sdk: ScopedSDK) -> None:
+        services = sdk.services
         if services is None:
             raise PluginLoadError("pluginmgr needs the privileged services of a built-in plugin", plugin_name=self.name)
         self._services = services
-        config = getattr(services, "config", None)
-        stale = sorted(config.items("plugin.pluginmgr.http_")) if config is not None else []
+        stale = sorted(services.config.items("plugin.pluginmgr.http_"))
         if stale:
             log.warning(
                 "%s no longer does anything: the plugin manager opens no port of its own; use the web UI's "
@@ -165,7 +168,7 @@ class PluginMgr:
             )
 
     @property
-    def services(self) -> Any:
+    def services(self) -> Services:
         if self._services is None:
             raise ToolError("pluginmgr has not started yet")
         return self._services
@@ -255,8 +258,10 @@ class PluginMgr:
         """
         services = self.services
         host = services.host
-        info = host.info(name) if host is not None else None
-        skills = host.pm.get_plugin("skills") if host is not None else None
+        if host is None:
+            raise ToolError(f"no plugin named {name!r}; loaded plugins: none")
+        info = host.info(name)
+        skills = host.pm.get_plugin("skills")
         if info is None and skills is not None and name.casefold() in getattr(skills.index, "skills", {}):
             info = host.info("skills")
         if (info is None or info.status == "failed") and (Path(services.data_dir) / "plugins" / name).is_dir():
@@ -265,7 +270,7 @@ class PluginMgr:
                 raise ToolError(result["error"])
             return _json(result)
         if info is None:
-            known = ", ".join(sorted(host.plugin_names())) if host is not None else "none"
+            known = ", ".join(sorted(host.plugin_names()))
             raise ToolError(f"no plugin named {name!r}; loaded plugins: {known}")
         if info.kind == "proc":
             supervisor = _supervisor(services)
@@ -275,6 +280,8 @@ class PluginMgr:
             return _json({"status": "reloaded", "name": info.name, "kind": "proc"})
         if info.kind == "lua":
             plugin = host.pm.get_plugin(info.name)
+            if plugin is None:
+                raise ToolError(f"Lua plugin {info.name} is not loaded ({info.status}); restart the daemon to load it")
             try:
                 await asyncio.to_thread(plugin.reload, force=True)
             except PluginError as exc:

@@ -238,9 +238,10 @@ class TimerPlugin:
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the turn setting a timer, or ""."""
-        services = getattr(self._sdk, "services", None)
-        turn = getattr(getattr(services, "kernel", None), "turn", None)
-        channel = str(getattr(getattr(turn, "item", None), "channel", "") or "")
+        services = self._sdk.services if self._sdk is not None else None
+        kernel = services.kernel if services is not None else None
+        turn = kernel.turn if kernel is not None else None
+        channel = turn.item.channel if turn is not None else ""
         return channel if ":" in channel else ""
 
     def timer_list(self) -> list[dict[str, Any]]:

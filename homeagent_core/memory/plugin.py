@@ -24,7 +24,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.memory.document_tools import DOCUMENT_TOOLS, DocBinding, DocumentTools
 from homeagent_core.memory.tools import GRAPH_TOOLS, GraphBinding, GraphTools
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from homeagent_core.memory.heartbeat import Heartbeat
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.system import MemoryHost, MemorySystem
-    from homeagent_core.plugins.sdk import ScopedSDK
+    from homeagent_sdk.api import LLMAPI
     from homeagent_sdk.types import Doc
 
 __all__ = ["ANALYTICS_INTERVAL_S", "PLUGIN_NAME", "RULE_DISTILL_INTERVAL_S", "MemoryPlugin", "make_plugin"]
@@ -47,6 +47,33 @@ PLUGIN_NAME = "memory"
 RULE_DISTILL_INTERVAL_S = 600.0
 ANALYTICS_INTERVAL_S = 600.0
 """How often entity salience is recomputed (and once at start-up), in a worker thread."""
+
+
+class MemoryServices(Protocol):
+    """The privileged services the memory plugin uses (``sdk.services``)."""
+
+    @property
+    def memory_system(self) -> MemorySystem | None: ...
+
+    @property
+    def kernel(self) -> MemoryHost | None: ...
+
+
+class Settings(Protocol):
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+
+class MemorySDK(Protocol):
+    """What the memory plugin uses of its scoped SDK (memory never imports the kernel's types)."""
+
+    @property
+    def llm(self) -> LLMAPI: ...
+
+    @property
+    def config(self) -> Settings | None: ...
+
+    @property
+    def services(self) -> MemoryServices | None: ...
 
 
 class MemoryPlugin:
@@ -85,15 +112,15 @@ class MemoryPlugin:
             registry.add(getattr(self.document_tools, name), **options)
 
     @hookimpl(tryfirst=True)
-    def startup(self, sdk: ScopedSDK) -> None:
+    def startup(self, sdk: MemorySDK) -> None:
         """Bind the tools, equip residents, start the heartbeats and the re-embedding."""
         services = sdk.services
         system = services.memory_system if services is not None else None
-        if services is None or system is None or services.kernel is None or sdk.config is None:
+        kernel = services.kernel if services is not None else None
+        if system is None or kernel is None or sdk.config is None:
             raise UsageError("the memory plugin runs only inside an agent whose app opened memory")
-        kernel: MemoryHost = services.kernel
         self.system = system
-        self._graph = _graph_binding(system)
+        self._graph = system.graph_binding()
         system.tool_lookup = kernel.tools  # tool definitions decide how their outputs are remembered
         self._equip_residents(kernel, system)
         self.heartbeats = _heartbeats(system, sdk, kernel)
@@ -126,29 +153,7 @@ class MemoryPlugin:
         kernel.residents.use_memory(scratch, reclaim)
 
 
-def _graph_binding(system: MemorySystem) -> GraphBinding:
-    """The main graph, with media digests resolved and purges/edits reaching the conversation log."""
-
-    def resolve_digest(ref: str) -> str | None:
-        try:
-            return system.media.resolve(ref)
-        except Exception:
-            return None
-
-    def text_purge(contains: str) -> int:
-        return system.textlog.purge(contains=contains)
-
-    return GraphBinding(
-        system.graph,
-        system.social,
-        system.indexer,
-        resolve_digest=resolve_digest,
-        text_purge=text_purge,
-        text_replace=system.textlog.edit,
-    )
-
-
-def _heartbeats(system: MemorySystem, sdk: ScopedSDK, kernel: MemoryHost) -> list[Heartbeat]:
+def _heartbeats(system: MemorySystem, sdk: MemorySDK, kernel: MemoryHost) -> list[Heartbeat]:
     """The consolidation heartbeats (not started); intervals from ``core.agent.*_interval``."""
     from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
     from homeagent_core.memory.textlog import TextLog
+    from homeagent_core.memory.tools import GraphBinding
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = ["MemoryHost", "MemorySystem", "ResidentMemorySeam", "ToolLookup", "embedding_tier_config"]
@@ -235,6 +236,43 @@ class MemorySystem:
         await asyncio.to_thread(self.textlog.close)
         await asyncio.to_thread(self.media.close)
         await self.tiers.aclose()
+
+    # ------------------------------------------------------------------ tools
+
+    def graph_binding(self) -> GraphBinding:
+        """The main graph for its tools: media digests resolved, purges and edits reaching the log."""
+        from homeagent_core.memory.tools import GraphBinding
+
+        def resolve_digest(ref: str) -> str | None:
+            try:
+                return self.media.resolve(ref)
+            except Exception:
+                return None
+
+        def text_purge(contains: str) -> int:
+            return self.textlog.purge(contains=contains)
+
+        return GraphBinding(
+            self.graph,
+            self.social,
+            self.indexer,
+            resolve_digest=resolve_digest,
+            text_purge=text_purge,
+            text_replace=self.textlog.edit,
+        )
+
+    def tool_defs(self) -> list[ToolDef]:
+        """Memory's and the knowledge base's tools bound to these stores, for use without an agent
+        (``homeagent mcp serve``); a running agent gets them from the ``memory`` and ``knowledge`` plugins."""
+        from homeagent_core.knowledge_tools import knowledge_tools
+        from homeagent_core.memory.document_tools import document_tools
+        from homeagent_core.memory.tools import GraphTools
+
+        return [
+            *GraphTools(self.graph_binding()).tool_defs(),
+            *document_tools(self.documents, self.context, plugin="memory"),
+            *knowledge_tools(self.knowledge, plugin="knowledge"),
+        ]
 
     # ------------------------------------------------------------------ TurnMemory
 

@@ -30,6 +30,7 @@ from homeagent_sdk.types import ConfigDef, InjectOptions, Priority, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.lua_plugins import LuaPlugin
+    from homeagent_core.plugins.privileged import KernelAccess
 
 __all__ = ["SERVICE_CALLS", "LuaDataFunctions", "kernel_of", "on_loop"]
 
@@ -48,9 +49,10 @@ def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def kernel_of(sdk: Any) -> Any:
+def kernel_of(sdk: Any) -> KernelAccess | None:
     """The running kernel behind a privileged scoped SDK (``sdk.services.kernel``), or None."""
-    return getattr(getattr(sdk, "services", None), "kernel", None)
+    kernel: KernelAccess | None = getattr(getattr(sdk, "services", None), "kernel", None)
+    return kernel
 
 
 def _io_of(sdk: Any) -> Any:

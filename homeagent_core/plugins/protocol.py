@@ -38,6 +38,7 @@ from homeagent_sdk.types import (
 )
 
 if TYPE_CHECKING:
+    from homeagent_core.plugins.privileged import KernelAccess
     from homeagent_core.plugins.proc import ProcPlugin
 
 __all__ = ["METHOD_CAPABILITIES", "STAGES", "CoreMethods", "KernelLink", "apply_changes", "denial"]
@@ -135,8 +136,8 @@ class KernelLink:
 
     @classmethod
     def for_sdk(cls, sdk: Any, plugin: str = "") -> KernelLink:
-        services = getattr(sdk, "services", None)
-        return cls(getattr(services, "kernel", None), plugin)
+        kernel: KernelAccess | None = getattr(getattr(sdk, "services", None), "kernel", None)
+        return cls(kernel, plugin)
 
     def add_tool(self, tool: ToolDef, plugin: str) -> None:
         self.tools.add(tool, plugin=plugin)

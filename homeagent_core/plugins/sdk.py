@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
     from homeagent_core.memory.system import MemorySystem
+    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess, SupervisorAccess
     from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MediaAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
@@ -77,7 +78,7 @@ class Services:
     media: Any = None
     llm: Any = None
     #: The running kernel (tools, channels, io) for privileged wrappers of proc/Lua/skill plugins.
-    kernel: Any = None
+    kernel: KernelAccess | None = None
     #: Where network-facing built-ins listen, from ``homeagent serve --host/--port``.
     #: False in library use without ``web=True``: built-ins open no network listeners.
     listen_network: bool = True
@@ -86,9 +87,9 @@ class Services:
     #: Extra status for status pages (memory counts, tiers): a callable returning a dict.
     status_extra: Any = None
     #: The out-of-process plugin supervisor (pluginmgr, status pages).
-    supervisor: Any = None
+    supervisor: SupervisorAccess | None = None
     #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
-    host: Any = None
+    host: PluginHostAccess | None = None
     #: Starts and stops installed packages while running (:class:`~homeagent_core.plugins.live.LivePlugins`).
     live: Any = None
     #: The durable conversation log (``TextLog``) for built-ins that show the conversation

@@ -6,10 +6,14 @@ import asyncio
 import os
 import resource
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.privileged import KernelAccess
+    from homeagent_core.plugins.sdk import Services
 
 __all__ = [
     "ask",
@@ -38,7 +42,7 @@ def _reply_dict(reply: Any) -> dict[str, Any]:
     return out
 
 
-async def ask(kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False) -> dict[str, Any]:
+async def ask(kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False) -> dict[str, Any]:
     """Inject ``text`` and wait for the reply.
 
     Raises:
@@ -50,18 +54,19 @@ async def ask(kernel: Any, text: str, *, channel: str, source: str, no_memory: b
 
 
 async def ask_with_media(
-    kernel: Any, text: str, data: bytes, mime: str, name: str, *, channel: str, source: str
+    kernel: KernelAccess, text: str, data: bytes, mime: str, name: str, *, channel: str, source: str
 ) -> dict[str, Any]:
     """Inject ``text`` with one attachment and wait for the reply."""
     attachment = MediaAttachment(mime=mime, data=data, name=name)
     item = kernel.submit(kernel.make_item(text, channel, source=source, attachments=[attachment], reply=True))
+    assert item.reply is not None  # made with reply=True
     async with asyncio.timeout(ASK_TIMEOUT_S):
         reply = await asyncio.shield(item.reply)
     return _reply_dict(reply)
 
 
 def stream(
-    kernel: Any, text: str, *, channel: str, source: str, no_memory: bool = False
+    kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False
 ) -> AsyncIterator[dict[str, Any]]:
     """Inject ``text`` now and return an iterator of this input's own deltas as they arrive.
 
@@ -84,11 +89,11 @@ async def _stream_dicts(parts: AsyncIterator[Any]) -> AsyncIterator[dict[str, An
             yield {"kind": part.kind, "text": part.text}
 
 
-async def interrupt(kernel: Any, text: str, *, channel: str, source: str) -> None:
+async def interrupt(kernel: KernelAccess, text: str, *, channel: str, source: str) -> None:
     await kernel.io_for(source).inject_interrupt(text, channel, InjectOptions(no_memory=True, priority=Priority.L2))
 
 
-def llm_configured(services: Any) -> bool:
+def llm_configured(services: Services) -> bool:
     """Whether any LLM source has an API key or is a local (keyless) endpoint."""
     config = services.config
     if config.get("core.llm.api_key"):
@@ -101,7 +106,7 @@ def llm_configured(services: Any) -> bool:
     return False
 
 
-def plugin_rows(services: Any) -> list[dict[str, Any]]:
+def plugin_rows(services: Services) -> list[dict[str, Any]]:
     host = services.host
     if host is None:
         return []
@@ -114,7 +119,7 @@ def plugin_rows(services: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
+def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]:
     """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     status: dict[str, Any] = {
@@ -148,7 +153,7 @@ def kernel_status(services: Any, *, sse_clients: int = 0) -> dict[str, Any]:
 MEMORY_TOOL_OWNERS = ("memory", "knowledge")
 
 
-def memory_tools(kernel: Any) -> dict[str, Any]:
+def memory_tools(kernel: KernelAccess) -> dict[str, Any]:
     """The memory and knowledge tools the model has, and the tool catalogue of its prompt."""
     groups = kernel.tools.by_plugin()
     tools = [
@@ -159,11 +164,11 @@ def memory_tools(kernel: Any) -> dict[str, Any]:
     return {"tools": tools, "tool_prompt": kernel.prompt.catalogue(kernel.tools)}
 
 
-def persona(kernel: Any) -> str:
+def persona(kernel: KernelAccess) -> str:
     """The persona text the running kernel puts in its prompt."""
     return str(kernel.prompt.persona)
 
 
-def set_persona(kernel: Any, text: str) -> None:
+def set_persona(kernel: KernelAccess, text: str) -> None:
     """Use ``text`` as the persona from the next turn on (no restart)."""
     kernel.prompt.persona = text

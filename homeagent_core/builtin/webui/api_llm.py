@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +17,9 @@ from starlette.routing import Route
 
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
 from homeagent_sdk.errors import HomeAgentError
+
+if TYPE_CHECKING:
+    from homeagent_core.plugins.sdk import Services
 
 __all__ = ["routes"]
 
@@ -37,13 +40,13 @@ def _name(request: Request) -> str:
     return name
 
 
-def source_rows(services: Any) -> list[dict[str, Any]]:
+def source_rows(services: Services) -> list[dict[str, Any]]:
     """Every configured source: its settings (the key masked) and what the model layer reports."""
     config = services.config
     values = config.items(PREFIX)
     names = sorted({key[len(PREFIX):].split(".", 1)[0] for key in values})
     live: dict[str, dict[str, Any]] = {}
-    provider = getattr(services.kernel, "provider", None) if services.kernel is not None else None
+    provider = services.kernel.provider if services.kernel is not None else None
     if provider is not None and hasattr(provider, "list_sources"):
         live = {row["name"]: row for row in provider.list_sources()}
     default = str(config.get("core.llm.provider") or "")

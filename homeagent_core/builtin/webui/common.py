@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from homeagent_core.builtin.webui.events import EventHub
     from homeagent_core.builtin.webui.history import ChatHistory
+    from homeagent_core.plugins.privileged import KernelAccess
     from homeagent_core.plugins.sdk import Services
 
 __all__ = [
@@ -71,7 +72,7 @@ class UIState:
     dedup: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def kernel(self) -> Any:
+    def kernel(self) -> KernelAccess:
         if self.services.kernel is None:
             raise ApiError(503, "the agent kernel is not running")
         return self.services.kernel

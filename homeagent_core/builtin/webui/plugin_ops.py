@@ -12,25 +12,24 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.plugins import packages
 from homeagent_core.plugins.live import start_after_install
 from homeagent_sdk.errors import PluginLoadError
 
+if TYPE_CHECKING:
+    from homeagent_core.plugins.privileged import SupervisorAccess
+    from homeagent_core.plugins.sdk import Services
+
 __all__ = ["disabled_details", "install", "plugin_list", "reload", "remove", "start"]
 
 
-def _supervisor(services: Any) -> Any:
-    return getattr(services, "supervisor", None)
+def _supervisor(services: Services) -> SupervisorAccess | None:
+    return services.supervisor
 
 
-def _running(services: Any, name: str) -> Any:
-    supervisor = _supervisor(services)
-    return supervisor.get(name) if supervisor is not None else None
-
-
-async def install(services: Any, data: bytes | Path, *, overwrite: bool = False) -> dict[str, Any]:
+async def install(services: Services, data: bytes | Path, *, overwrite: bool = False) -> dict[str, Any]:
     """Validate and install a ``.hmap`` (its bytes or a local path); a running plugin is upgraded in place.
 
     Raises:
@@ -38,24 +37,25 @@ async def install(services: Any, data: bytes | Path, *, overwrite: bool = False)
         packages.PackageError: the package is invalid (the installer's message says why).
     """
     manifest = await asyncio.to_thread(packages.validate_package, data)
-    running = _running(services, manifest.name) if overwrite else None
+    supervisor = _supervisor(services)
+    running = supervisor.get(manifest.name) if supervisor is not None and overwrite else None
     if running is not None:
         await running.stop()
     try:
         result = await asyncio.to_thread(packages.install_package, services.data_dir, data, overwrite=overwrite)
     except BaseException:
-        if running is not None:  # the old version is still on disk: bring it back
-            await _supervisor(services).reload(manifest.name)
+        if running is not None and supervisor is not None:  # the old version is still on disk: bring it back
+            await supervisor.reload(manifest.name)
         raise
     result["kind"] = manifest.kind
-    if running is not None:
-        await _supervisor(services).reload(manifest.name)
+    if running is not None and supervisor is not None:
+        await supervisor.reload(manifest.name)
         result["action"] = "reloaded"
         return result
     return await start_after_install(services, result)
 
 
-async def start(services: Any, name: str) -> dict[str, Any]:
+async def start(services: Services, name: str) -> dict[str, Any]:
     """Start an installed package now (reload it when it runs already).
 
     Raises:
@@ -67,25 +67,26 @@ async def start(services: Any, name: str) -> dict[str, Any]:
     return dict(await live.start(name))
 
 
-async def remove(services: Any, name: str) -> dict[str, Any]:
+async def remove(services: Services, name: str) -> dict[str, Any]:
     """Stop a running out-of-process plugin, delete its folder and its settings.
 
     Raises:
         packages.PackageError: no such installed plugin.
     """
-    running = _running(services, name)
+    supervisor = _supervisor(services)
+    running = supervisor.get(name) if supervisor is not None else None
     live = getattr(services, "live", None)
     stopped = live is not None and await live.stop(name)
-    if running is not None and not stopped:
+    if running is not None and supervisor is not None and not stopped:
         await running.stop()
-        _supervisor(services).detach(name)
+        supervisor.detach(name)
     result = await asyncio.to_thread(packages.remove_plugin, services.data_dir, name, config=services.config)
     result["stopped"] = stopped or running is not None
     result["action"] = "stopped" if result["stopped"] else "removed"
     return result
 
 
-async def reload(services: Any) -> dict[str, Any]:
+async def reload(services: Services) -> dict[str, Any]:
     """Apply what changed on disk without a restart.
 
     Out-of-process plugins whose entry file changed are restarted by the supervisor; the
@@ -117,13 +118,13 @@ async def reload(services: Any) -> dict[str, Any]:
             "started": started, "failed": failed, "restart_required": pending}
 
 
-def _skills(services: Any) -> Any:
+def _skills(services: Services) -> Any:
     host = services.host
     plugin = host.pm.get_plugin("skills") if host is not None else None
     return plugin if plugin is not None and hasattr(plugin, "reload") else None
 
 
-def _loaded(services: Any, package: dict[str, Any]) -> bool:
+def _loaded(services: Services, package: dict[str, Any]) -> bool:
     """Whether the running agent serves this installed package."""
     if package.get("entry") == "SKILL.md":
         skills = _skills(services)
@@ -133,7 +134,7 @@ def _loaded(services: Any, package: dict[str, Any]) -> bool:
     return info is not None and info.status != "failed"
 
 
-def plugin_list(services: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def plugin_list(services: Services, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Host plugin rows merged with installed packages (version, and those not loaded yet)."""
     by_name = {r["name"]: r for r in rows}
     supervisor = _supervisor(services)
