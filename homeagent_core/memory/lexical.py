@@ -363,7 +363,9 @@ class LexicalIndex:
         Raises:
             ValueError: as :meth:`add_bulk`.
         """
-        if not len(slots):
+        if len(slots) < 64:  # a few documents: appending in place beats re-counting every bucket
+            for slot, (buckets, counts, length) in zip(slots.tolist(), terms, strict=True):
+                self.add_terms(slot, buckets, counts, length)
             return
         self.add_delta_bulk(
             slots,
