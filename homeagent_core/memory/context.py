@@ -11,7 +11,7 @@ stays in the event. A cleaner may be sync or async; one with an ``aclean`` corou
 
 :meth:`RelevanceContext.prune` runs when there are more than ``max_context_size`` events: the
 newest ``protected`` (10) always stay, the rest are scored against the current input (cosine of
-the embedding space, or character n-gram tf-idf when there is no embedder), the best
+the embedding space, or character n-gram BM25 when there is no embedder), the best
 ``max_context_size - protected`` are kept, and the others are archived to the document store
 with their original timestamps (except events from ``agentcli`` and ``terminal``).
 
@@ -30,13 +30,11 @@ import bisect
 import inspect
 import json
 import logging
-import math
 import os
 import re
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.documents import Document
-from homeagent_core.memory.lexical import char_ngrams
+from homeagent_core.memory.lexical import LexicalIndex
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
@@ -233,24 +231,17 @@ async def atext_for_vector(
 
 
 def _lexical_similarities(query: str, texts: Sequence[str]) -> np.ndarray:
-    """Cosine of character n-gram tf-idf vectors (idf over ``texts`` + ``query``)."""
-    bags = [Counter(char_ngrams(t)) for t in texts]
-    qbag = Counter(char_ngrams(query))
-    df: Counter[str] = Counter()
-    for bag in [*bags, qbag]:
-        df.update(bag.keys())
-    n = len(bags) + 1
+    """BM25 of each text for ``query`` by the document store's character n-gram index; -1 when empty.
 
-    def weigh(bag: Counter[str]) -> dict[str, float]:
-        vec = {g: (1 + math.log(c)) * (math.log((1 + n) / (1 + df[g])) + 1) for g, c in bag.items()}
-        norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
-        return {g: v / norm for g, v in vec.items()}
-
-    q = weigh(qbag)
-    return np.array(
-        [sum(q.get(g, 0.0) * v for g, v in weigh(bag).items()) if bag else -1.0 for bag in bags],
-        dtype=np.float32,
-    )
+    The same engine as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`),
+    built over the window's few events and scored exactly.
+    """
+    index = LexicalIndex(max_postings=None)
+    for slot, text in enumerate(texts, start=1):
+        index.add(slot, text)
+    scores = index.scores(query)[1 : len(texts) + 1]
+    empty = np.array([not text for text in texts], dtype=bool)
+    return np.where(empty, np.float32(-1.0), scores).astype(np.float32)
 
 
 class RelevanceContext:

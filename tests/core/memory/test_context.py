@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 
 from homeagent_core.memory.context import ContextEvent, RelevanceContext, ToolOutput, text_for_vector
@@ -147,3 +148,18 @@ def test_invalid_events_are_dropped_and_counted(tmp_path, caplog):
     assert [e.input for e in loaded.events] == ["ok"]
     assert loaded.dropped_on_load == 2
     assert "dropped event" in caplog.text
+
+
+def test_lexical_pruning_scores_are_the_document_stores_bm25():
+    from homeagent_core.memory.context import _lexical_similarities
+    from homeagent_core.memory.lexical import LexicalIndex
+
+    texts = ["猫咪 吃 鱼", "", "the cat ate fish and the cat slept", "股票 市场 下跌", "cat"]
+    reference = LexicalIndex(max_postings=None)
+    for slot, text in enumerate(texts, start=1):
+        reference.add(slot, text)
+    expected = reference.scores("cat 猫咪")[1:6]
+    got = _lexical_similarities("cat 猫咪", texts)
+    assert got[1] == -1.0  # an empty event ranks last
+    assert np.allclose(np.delete(got, 1), np.delete(expected, 1), rtol=1e-6)
+    assert got[2] > got[3] and got[0] > got[3]
