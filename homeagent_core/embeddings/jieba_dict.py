@@ -11,7 +11,11 @@ one character at a time. The prefix entries exist only to stop that walk, so dro
 changes nothing: since jieba adds every prefix of every word, its walk from *k* visits exactly
 the words a trie returns as prefixes of the sentence from *k*. The route is computed with the
 same expression in the same order, so the words cut are identical (``tests`` compare both on a
-large text); the trie is built from jieba's own ``dict.txt`` at load, streaming, in 1–2 s.
+large text); the trie is built from jieba's own ``dict.txt``, streaming, in 1–2 s, and kept in
+a cache file (``$XDG_CACHE_HOME/homeagent/``, else ``~/.cache/homeagent/``; keyed by jieba's
+version and the dictionary file's size and time) that later starts load in milliseconds — as
+jieba caches its own prefix dict in the temp folder. A cache that is missing, unreadable or
+inconsistent is rebuilt; one that cannot be written only costs the next start the build.
 
 Only the default dictionary is supported, and the dictionary is read-only (``add_word``,
 ``load_userdict`` and ``suggest_freq`` raise); nothing here uses them.
@@ -20,15 +24,27 @@ Only the default dictionary is supported, and the dictionary is read-only (``add
 from __future__ import annotations
 
 import ctypes
+import logging
+import os
+import struct
+import tempfile
 from array import array
 from collections.abc import Iterator
 from math import log
+from pathlib import Path
 from typing import IO, Any
 
 import jieba
 import marisa_trie
 
-__all__ = ["CompactTokenizer"]
+__all__ = ["CompactTokenizer", "cache_path"]
+
+logger = logging.getLogger(__name__)
+
+#: Cache file layout: magic, then total, longest word, word count (int64 each), the frequencies
+#: (int64 by trie id), then the serialized trie.
+_MAGIC = b"HAJIEBA1"
+_HEADER = struct.Struct("<8sqqq")
 
 
 class _Frequencies:
@@ -71,6 +87,54 @@ def _entries(f: IO[bytes]) -> Iterator[tuple[str, int]]:
         f.close()
 
 
+def cache_path() -> Path | None:
+    """Where the compact form of jieba's default dictionary is cached (None: no such file)."""
+    source = Path(jieba.__file__).parent / "dict.txt"
+    try:
+        stat = source.stat()
+    except OSError:
+        return None
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "homeagent"
+    return base / f"jieba-{jieba.__version__}-{stat.st_size}-{stat.st_mtime_ns}.dict"
+
+
+def _load_cache(path: Path) -> tuple[marisa_trie.Trie, array[int], int, int] | None:
+    """The trie, frequencies, total and longest word from ``path``; None when it is not a good cache."""
+    try:
+        data = path.read_bytes()
+        magic, total, maxlen, count = _HEADER.unpack_from(data)
+        start = _HEADER.size + 8 * count
+        if magic != _MAGIC or count <= 0 or len(data) <= start:
+            return None
+        freqs = array("q")
+        freqs.frombytes(data[_HEADER.size : start])
+        trie = marisa_trie.Trie().frombytes(data[start:])
+    except (OSError, ValueError, struct.error, RuntimeError) as exc:
+        logger.debug("jieba dictionary cache %s not used: %s", path, exc)
+        return None
+    if len(trie) != count:
+        return None
+    return trie, freqs, total, maxlen
+
+
+def _save_cache(path: Path, trie: marisa_trie.Trie, freqs: array[int], total: int, maxlen: int) -> None:
+    """Write the cache atomically (a temp file renamed into place); a failure is only logged."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".jieba-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_HEADER.pack(_MAGIC, total, maxlen, len(freqs)))
+                fh.write(freqs.tobytes())
+                fh.write(trie.tobytes())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        logger.debug("jieba dictionary cache %s not written: %s", path, exc)
+
+
 def _release_heap() -> None:
     """Hand the trie builder's freed scratch memory (~20 MB) back to the OS (glibc only).
 
@@ -102,32 +166,45 @@ class CompactTokenizer(jieba.Tokenizer):  # type: ignore[misc]
         with self.lock:
             if self.initialized:
                 return
-            # Two streaming passes, so no list of 350k words is ever held: the trie takes the
-            # words (last line wins, as in jieba), then the array takes the frequencies by trie id.
-            dropped = False
-            total = 0
-            trie = marisa_trie.Trie(w for w, f in _entries(self.get_dict_file()) if f)
-            freqs = array("q", bytes(8 * len(trie)))
-            maxlen = 1
-            for word, freq in _entries(self.get_dict_file()):
-                total += freq
-                key_id = trie.get(word)
-                if key_id is not None:
-                    freqs[key_id] = freq
-                    maxlen = max(maxlen, len(word))
-                    dropped = dropped or not freq
-            if dropped:  # a word listed again with frequency 0 is no word for jieba: rebuild without it
-                trie = marisa_trie.Trie([w for w in trie if freqs[trie[w]]])
-                freqs = array("q", bytes(8 * len(trie)))
-                for word, freq in _entries(self.get_dict_file()):
-                    key_id = trie.get(word)
-                    if key_id is not None:
-                        freqs[key_id] = freq
+            path = cache_path()
+            cached = _load_cache(path) if path is not None else None
+            if cached is None:
+                cached = self._build()
+                if path is not None:
+                    _save_cache(path, *cached)
+            trie, freqs, total, maxlen = cached
             self._trie, self._freqs, self._maxlen = trie, freqs, maxlen
             self.total = total
             self.FREQ = _Frequencies(trie, freqs)
             self.initialized = True
         _release_heap()
+
+    def _build(self) -> tuple[marisa_trie.Trie, array[int], int, int]:
+        """Trie, frequencies, total and longest word from jieba's ``dict.txt``.
+
+        Two streaming passes, so no list of 350k words is ever held: the trie takes the words
+        (last line wins, as in jieba), then the array takes the frequencies by trie id.
+        """
+        dropped = False
+        total = 0
+        trie = marisa_trie.Trie(w for w, f in _entries(self.get_dict_file()) if f)
+        freqs = array("q", bytes(8 * len(trie)))
+        maxlen = 1
+        for word, freq in _entries(self.get_dict_file()):
+            total += freq
+            key_id = trie.get(word)
+            if key_id is not None:
+                freqs[key_id] = freq
+                maxlen = max(maxlen, len(word))
+                dropped = dropped or not freq
+        if dropped:  # a word listed again with frequency 0 is no word for jieba: rebuild without it
+            trie = marisa_trie.Trie([w for w in trie if freqs[trie[w]]])
+            freqs = array("q", bytes(8 * len(trie)))
+            for word, freq in _entries(self.get_dict_file()):
+                key_id = trie.get(word)
+                if key_id is not None:
+                    freqs[key_id] = freq
+        return trie, freqs, total, maxlen
 
     def get_DAG(self, sentence: str) -> dict[int, list[int]]:
         """End positions of the dictionary words starting at each position (jieba's DAG)."""

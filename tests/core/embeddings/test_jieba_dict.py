@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import logging
 import random
+from pathlib import Path
 
 import jieba
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.embeddings.jieba_dict import CompactTokenizer
+from homeagent_core.embeddings.jieba_dict import CompactTokenizer, cache_path
 from homeagent_core.embeddings.tfidf import load_jieba
 
 TEXTS = [
@@ -72,3 +73,25 @@ def test_the_dictionary_is_small_and_read_only() -> None:
         compact.add_word("新词语", 10)
     with pytest.raises(ValueError, match="default dictionary"):
         CompactTokenizer().initialize("/nonexistent/dict.txt")
+
+
+def test_the_built_dictionary_is_cached_and_a_damaged_cache_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = cache_path()
+    assert path is not None and path.parent == tmp_path / "homeagent"
+    built = CompactTokenizer()
+    built.initialize()
+    assert path.is_file()
+    loaded = CompactTokenizer()
+    loaded.initialize()  # from the cache this time
+    assert loaded.total == built.total and len(loaded.FREQ) == len(built.FREQ)
+    for text in TEXTS:
+        assert loaded.lcut(text) == built.lcut(text) == reference().lcut(text)
+    for damage in (b"HAJIEBA1" + b"\0" * 40, path.read_bytes()[:-1000]):
+        path.write_bytes(damage)
+        again = CompactTokenizer()
+        again.initialize()
+        assert again.lcut(TEXTS[0]) == reference().lcut(TEXTS[0])
+        assert path.stat().st_size > 1_000_000  # rewritten whole
