@@ -50,6 +50,11 @@ WORDS = _WORD_TEXT.split()
 NAMES = ["Caroline", "Melanie", "Jon", "Gina", "Tim", "John", "Maria", "Joanna", "Nate", "Audrey"]
 
 
+def note(label: str, value: float) -> None:
+    """Report a phase's figure on stderr as soon as it is known (a 100k run takes a while)."""
+    print(f"{label}: {value:.3f}", file=sys.stderr, flush=True)
+
+
 def corpus(n: int, seed: int = 7) -> list[Document]:
     rng = random.Random(seed)
     return [
@@ -141,11 +146,16 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
             lite_load = await load(lite, docs)
             lite_q = await query_times(lite, texts)
             lite.close()
+            note("sqlite_commit_docs_per_s", args.docs / lite_load)
+            note("sqlite_query_p50_ms", statistics.median(lite_q) * 1e3)
             pg = PgDocumentStore(url, embedder, tenant=f"bench-{uuid.uuid4().hex[:8]}")
             pg_load = await load(pg, docs)
             pg_q = await query_times(pg, texts)
             pg.close()
+            note("pg_commit_docs_per_s", args.docs / pg_load)
+            note("pg_query_p50_ms", statistics.median(pg_q) * 1e3)
             vis = await visibility(url)
+            note("cross_daemon_visibility_p50_ms", statistics.median(vis) * 1e3)
             started = time.perf_counter()
             report = migrate_documents("sqlite", url, data_dir=data, tenant=f"bench-mig-{uuid.uuid4().hex[:8]}")
             migrate_s = time.perf_counter() - started
