@@ -146,18 +146,30 @@ def _set_enabled(name: str, data: Path | None, enabled: bool) -> None:
         config.close()
 
 
+def _tell_daemon(root: Path, command: str, done: str) -> None:
+    """Pass an enable/disable on to a daemon running on ``root`` and print what it did."""
+    from homeagent_core.cli._daemon import DaemonRefused, daemon_command
+
+    try:
+        reply = daemon_command(root, command)
+    except DaemonRefused as exc:
+        typer.echo(f"{done}; the running daemon answered: {exc}")
+        return
+    typer.echo(f"running daemon: {reply}" if reply is not None else f"{done}; it applies when the daemon starts")
+
+
 @handle_errors
 def enable(name: Annotated[str, typer.Argument(help="Plugin name.")], data: DataOption = None) -> None:
-    """Enable a plugin (persisted; takes effect on reload or restart)."""
+    """Enable a plugin (persisted); a daemon running on the data directory starts an installed package."""
     _set_enabled(name, data, True)
-    typer.echo(f"enabled {name}")
+    _tell_daemon(_data(data), f"/plugin enable {name}", f"enabled {name}")
 
 
 @handle_errors
 def disable(name: Annotated[str, typer.Argument(help="Plugin name.")], data: DataOption = None) -> None:
-    """Disable a plugin (persisted; it is not started again until enabled)."""
+    """Disable a plugin (persisted; it is not started again until enabled); a running daemon stops it."""
     _set_enabled(name, data, False)
-    typer.echo(f"disabled {name}")
+    _tell_daemon(_data(data), f"/plugin disable {name}", f"disabled {name}")
 
 
 @handle_errors

@@ -64,6 +64,11 @@ def test_packages_installed_from_the_command_line_start_in_the_running_daemon_an
     assert "the running daemon could not start brokenweather" in broken.stderr
     assert "the weather service key is missing" in broken.stderr
 
+    disabled = run("plugins", "disable", "greeter", "--data", str(data))
+    assert "running daemon: disabled greeter; it was stopped and its tools removed" in disabled.stdout, disabled
+    enabled = run("plugins", "enable", "greeter", "--data", str(data))
+    assert "running daemon: enabled greeter; it is running" in enabled.stdout, enabled
+
     removed = run("plugins", "remove", "greeter", "--data", str(data))
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "the running daemon stopped it first" in removed.stdout and not (data / "plugins" / "greeter").exists()
