@@ -101,3 +101,20 @@ async def test_an_hmap_installed_from_the_plugins_page_runs_and_its_tool_answers
     await page.wait_for_selector(".msg.assistant[data-done='1']:has-text('已经跟小王打过招呼了')")
     tool_messages = [m["content"] for m in daemon.model.requests[-1]["messages"] if m["role"] == "tool"]
     assert tool_messages == ["Hello, 小王!"]
+
+
+async def test_a_package_put_on_disk_behind_the_daemon_is_started_with_one_click(daemon, page, login, tmp_path):
+    from hmapdev.build import pack_project, render_template
+    from homeagent_core.plugins.packages import install_package
+
+    render_template("lua", "luahello", tmp_path / "luahello")
+    install_package(daemon.app.data_dir, pack_project(tmp_path / "luahello"))
+    await login(page, daemon)
+    await page.click("nav a[data-page='plugins']")
+    row = page.locator("#plugins tr[data-plugin='luahello']")
+    await row.locator("td:has-text('installed, not running')").wait_for()
+    await row.locator("button.start").click()
+    await page.wait_for_selector("#install-result:has-text('started luahello; tools: luahello_greet')")
+    await row.locator(".status-started").wait_for()
+    assert await row.locator("button.start").count() == 0
+    assert "luahello_greet" in daemon.app.kernel.tools
