@@ -34,16 +34,22 @@ exactly. The delta is always scored in full through a bucket→weight table. Sna
 
 from __future__ import annotations
 
-import functools
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.lexical_buckets import (
+    BUCKETS,
+    char_ngrams,
+    decode_many,
+    decode_terms,
+    encode_terms,
+    query_terms,
+    term_counts,
+)
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, write_snapshot
-from homeagent_core.memory.lexical_terms import piece_grams, pieces, word_grams
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -58,8 +64,6 @@ __all__ = [
     "term_counts",
 ]
 
-BUCKETS = 1 << 20
-_MASK = BUCKETS - 1
 DELTA_MAX = 1 << 17
 """Postings the delta holds before it is folded into the base."""
 QUERY_POSTINGS = 1 << 19
@@ -67,84 +71,6 @@ QUERY_POSTINGS = 1 << 19
 RESCORE = 256
 """Candidates that receive the exact contribution of a query's common buckets."""
 _CHUNK = 1 << 20
-
-
-def char_ngrams(text: str) -> list[str]:
-    """Every index gram of ``text`` (:func:`~homeagent_core.memory.lexical_terms.word_grams`, flattened).
-
-    ``"Hi Mel"`` gives ``" h", "hi", "i ", " hi", "hi ", " hi ", " m", ...``; Chinese gives
-    character bigrams and whole three- or four-character words. Punctuation never forms
-    part of a gram.
-    """
-    return [gram for word in word_grams(text) for gram in word]
-
-
-@functools.lru_cache(maxsize=1 << 15)
-def _piece_buckets(piece: str, cjk: bool) -> bytes:
-    """Bucket ids (``uint32`` bytes) of every gram of one run; cached: words repeat (Zipf)."""
-    grams = [gram for word in piece_grams(piece, cjk) for gram in word]
-    return np.fromiter((zlib.crc32(g.encode()) & _MASK for g in grams), dtype=np.uint32, count=len(grams)).tobytes()
-
-
-def term_counts(text: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]:
-    """Hashed bucket ids (sorted, unique), their counts, and the document length in grams."""
-    ids = np.frombuffer(b"".join([_piece_buckets(p, cjk) for p, cjk in pieces(text)]), dtype=np.uint32)
-    if not len(ids):
-        return np.zeros(0, np.uint32), np.zeros(0, np.uint16), 0
-    keys, counts = np.unique(ids, return_counts=True)
-    return keys.astype(np.uint32), np.minimum(counts, 65535).astype(np.uint16), len(ids)
-
-
-def encode_terms(buckets: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint16]) -> bytes:
-    """Pack :func:`term_counts` output into bytes (stored with each document)."""
-    return buckets.astype("<u4").tobytes() + counts.astype("<u2").tobytes()
-
-
-def decode_terms(blob: bytes) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-    """Inverse of :func:`encode_terms`."""
-    n = len(blob) // 6
-    buckets = np.frombuffer(blob, dtype="<u4", count=n).astype(np.uint32)
-    counts = np.frombuffer(blob, dtype="<u2", count=n, offset=4 * n).astype(np.uint16)
-    return buckets, counts
-
-
-def decode_many(
-    blobs: Sequence[bytes],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint16]]:
-    """Decode many :func:`encode_terms` blobs at once: terms per blob, all buckets, all counts.
-
-    Two joins instead of a numpy call per blob, so re-indexing a store's stored terms after
-    an unclean shutdown costs a fraction of a second per 100k documents.
-
-    Raises:
-        ValueError: a blob's length is not a multiple of 6 bytes.
-    """
-    sizes = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-    if len(sizes) and np.any(sizes % 6):
-        bad = int(np.flatnonzero(sizes % 6)[0])
-        raise ValueError(f"stored term blob {bad} has {int(sizes[bad])} bytes, not a multiple of 6")
-    terms = sizes // 6
-    cuts = (4 * terms).tolist()
-    buckets = np.frombuffer(b"".join([b[:c] for b, c in zip(blobs, cuts, strict=True)]), "<u4")
-    counts = np.frombuffer(b"".join([b[c:] for b, c in zip(blobs, cuts, strict=True)]), "<u2")
-    return terms, buckets.astype(np.uint32, copy=False), counts.astype(np.uint16, copy=False)
-
-
-def _query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Unique buckets of the query's grams, and for each bucket the index of its first word."""
-    buckets: list[int] = []
-    words: list[int] = []
-    for i, grams in enumerate(word_grams(query)):
-        for gram in grams:
-            buckets.append(zlib.crc32(gram.encode()) & _MASK)
-            words.append(i)
-    values = np.asarray(buckets, dtype=np.int64)
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    head = np.ones(len(ordered), dtype=bool)
-    head[1:] = ordered[1:] != ordered[:-1]
-    unique, first = ordered[head], order[head]  # as np.unique(return_index=True), without numpy.ma
-    return unique, np.asarray(words, dtype=np.int64)[first] if len(words) else first.astype(np.int64)
 
 
 def _group_by_bucket(
@@ -539,7 +465,7 @@ class LexicalIndex:
         out = np.zeros(len(self._alive), dtype=np.float32)
         if self._count == 0:
             return out
-        buckets, words = _query_terms(query)
+        buckets, words = query_terms(query)
         df = self._df[buckets]
         present = df > 0
         buckets, words, df = buckets[present], words[present], df[present].astype(np.float64)
