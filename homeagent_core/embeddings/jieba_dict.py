@@ -11,8 +11,9 @@ one character at a time. The prefix entries exist only to stop that walk, so dro
 changes nothing: since jieba adds every prefix of every word, its walk from *k* visits exactly
 the words a trie returns as prefixes of the sentence from *k*. The route is computed with the
 same expression in the same order, so the words cut are identical (``tests`` compare both on a
-large text); the trie is built from jieba's own ``dict.txt``, streaming, in 1–2 s, and kept in
-a cache file (``$XDG_CACHE_HOME/homeagent/``, else ``~/.cache/homeagent/``; keyed by jieba's
+large text); the trie is built from jieba's own ``dict.txt``, streaming, in 1–2 s, by a child
+process (the builder holds the GIL, so a thread would stall the event loop), and kept in a cache
+file (``$XDG_CACHE_HOME/homeagent/``, else ``~/.cache/homeagent/``; keyed by jieba's
 version and the dictionary file's size and time) that later starts load in milliseconds — as
 jieba caches its own prefix dict in the temp folder. A cache that is missing, unreadable or
 inconsistent is rebuilt; one that cannot be written only costs the next start the build.
@@ -27,6 +28,8 @@ import ctypes
 import logging
 import os
 import struct
+import subprocess
+import sys
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -37,7 +40,7 @@ from typing import IO, Any
 import jieba
 import marisa_trie
 
-__all__ = ["CompactTokenizer", "cache_path"]
+__all__ = ["CompactTokenizer", "cache_path", "write_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +138,35 @@ def _save_cache(path: Path, trie: marisa_trie.Trie, freqs: array[int], total: in
         logger.debug("jieba dictionary cache %s not written: %s", path, exc)
 
 
+def _build_in_child(path: Path) -> bool:
+    """Build the cache file in a child process; True when it wrote one.
+
+    The trie builder is C++ that holds the GIL for about half a second, which would stall the
+    daemon's event loop even from a worker thread; a child process stalls nothing, and its
+    scratch memory goes away with it.
+    """
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    code = "import sys; from homeagent_core.embeddings.jieba_dict import write_cache; write_cache(sys.argv[1])"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)], env=env, capture_output=True, timeout=300, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.debug("jieba dictionary cache not built in a child process: %s", exc)
+        return False
+    if done.returncode != 0:
+        logger.debug("jieba dictionary cache build failed: %s", done.stderr.decode("utf-8", "replace")[-500:])
+        return False
+    return path.is_file()
+
+
+def write_cache(path: str) -> None:
+    """Build the compact dictionary and write it to ``path`` (what the child process runs)."""
+    jieba.setLogLevel(logging.WARNING)
+    _save_cache(Path(path), *CompactTokenizer()._build())
+
+
 def _release_heap() -> None:
     """Hand the trie builder's freed scratch memory (~20 MB) back to the OS (glibc only).
 
@@ -168,7 +200,9 @@ class CompactTokenizer(jieba.Tokenizer):  # type: ignore[misc]
                 return
             path = cache_path()
             cached = _load_cache(path) if path is not None else None
-            if cached is None:
+            if cached is None and path is not None and _build_in_child(path):
+                cached = _load_cache(path)
+            if cached is None:  # no child could write the cache: build here (and try to save it)
                 cached = self._build()
                 if path is not None:
                     _save_cache(path, *cached)

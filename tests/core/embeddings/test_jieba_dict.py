@@ -95,3 +95,15 @@ def test_the_built_dictionary_is_cached_and_a_damaged_cache_is_rebuilt(
         again.initialize()
         assert again.lcut(TEXTS[0]) == reference().lcut(TEXTS[0])
         assert path.stat().st_size > 1_000_000  # rewritten whole
+
+
+def test_a_cache_folder_that_cannot_be_written_only_costs_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    tokenizer = CompactTokenizer()
+    tokenizer.initialize()  # the child cannot write the cache; built in this process instead
+    assert tokenizer.lcut(TEXTS[1]) == reference().lcut(TEXTS[1])
+    assert blocker.read_text() == "x"
