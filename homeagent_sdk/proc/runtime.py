@@ -76,6 +76,8 @@ _SCALAR_FIELDS: tuple[str, ...] = tuple(
 #: Fields holding lists/dicts a handler may mutate in place: snapshotted as one JSON blob.
 _MUTABLE_FIELDS: tuple[str, ...] = tuple(f for f in _CTX_FIELDS if f not in _SCALAR_FIELDS)
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+#: Tool results sent as they are (no ``to_dict`` to look for).
+_JSON_TYPES = frozenset({str, int, float, bool, type(None), dict, list})
 
 
 _NESTED: dict[str, Any] = {"tool_calls": ToolCall, "tool_results": ToolResult}
@@ -332,6 +334,8 @@ class ChildRuntime:
         args = params.get("args") or {}
         handler = tool.handler
         value = await handler(**args) if _is_async(handler) else await _call(handler, **args)
+        if type(value) in _JSON_TYPES:
+            return {"result": value}
         if isinstance(value, ToolResult):
             return {"result": value.result, "success": value.success}
         to_dict = getattr(value, "to_dict", None)

@@ -201,8 +201,9 @@ class Peer:
 
     # ------------------------------------------------------------------ outgoing
 
-    def _send(self, frame: bytes, what: str) -> None:
+    def _send(self, frame: bytes, method: str, *, answer: bool = False) -> None:
         if len(frame) - 1 > self.max_frame:
+            what = f"answer to {method}" if answer else method
             raise FrameTooLarge(
                 f"{what}: frame of {len(frame) - 1} bytes exceeds the {self.max_frame}-byte frame cap "
                 "(send less data per call, or raise the cap on both sides)"
@@ -427,7 +428,7 @@ class Peer:
             return
         frame = dumps({"id": call_id, "result": result})
         try:
-            self._send(frame, f"answer to {method}")
+            self._send(frame, method, answer=True)
         except FrameTooLarge as exc:
             self._reply_error(call_id, str(exc))
         except Exception as exc:  # the pipe went away while answering
