@@ -13,10 +13,13 @@ handed to that user.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +108,21 @@ class LocalPostgres:
         if created.returncode and "already exists" not in created.stderr:
             raise RuntimeError(f"createdb failed: {created.stderr}")
 
+    def _postmaster_pid(self) -> int | None:
+        try:
+            first = (self.folder / "data" / "postmaster.pid").read_text().split("\n", 1)[0]
+            return int(first)
+        except (OSError, ValueError):
+            return None
+
     def stop(self) -> None:
-        """Stop the server at once (its data is disposable)."""
+        """Stop the server at once (its data is disposable); kill it if ``pg_ctl`` could not."""
+        pid = self._postmaster_pid()
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+        if pid is None or not Path(f"/proc/{pid}").exists():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
