@@ -10,11 +10,14 @@ path and the reason, never a traceback deep inside SQLite.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 
 from homeagent_sdk.errors import DataDirError
+
+log = logging.getLogger("homeagent.datadir")
 
 __all__ = [
     "SUBDIRS", "default_data_dir", "forget_running", "note_running", "plugin_data_dir", "prepare_data_dir",
@@ -74,8 +77,9 @@ def note_running(root: Path) -> None:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"pid": os.getpid(), "data": str(root)}), encoding="utf-8")
         tmp.replace(path)
-    except OSError:
-        pass
+    except OSError as exc:
+        log.warning("could not note the running daemon in %s (%s); commands run without --data will not find it",
+                    path, exc)
 
 
 def forget_running(root: Path) -> None:
