@@ -33,8 +33,8 @@ from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from homeagent_core.agent.channels import ChannelRegistry
-    from homeagent_core.agent.kernel import KernelSettings
     from homeagent_core.agent.prompt import PromptBuilder, Timeline
+    from homeagent_core.agent.settings import KernelSettings
     from homeagent_core.agent.stages import StageRunner
     from homeagent_core.agent.tools import ToolRegistry
     from homeagent_core.events import EventBus
