@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from homeagent_core.builtin.web_guard import AddressPolicy, check_url
-from homeagent_sdk import ConfigDef, HomeAgentError, ToolError, hookimpl
+from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.types import MediaAttachment, ToolResult
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class BrowserPlugin:
         self._refused: list[str] = []
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="executable", type="string", default="",
             description="Chromium executable for the browser tool (empty = chromium or chromium-browser on PATH).",
@@ -76,7 +76,7 @@ class BrowserPlugin:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.browser, serial=True, timeout=120)
 
     @hookimpl

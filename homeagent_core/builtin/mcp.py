@@ -45,7 +45,16 @@ from homeagent_core.builtin.mcp_connection import describe_error as _describe
 from homeagent_core.builtin.mcp_extras import prompts_block
 from homeagent_core.builtin.mcp_server import build_server, serve_stdio
 from homeagent_core.commands import DataOption, JsonOption, echo_json, fail
-from homeagent_sdk import ChannelDef, ConfigDef, HomeAgentError, ToolError, hookimpl
+from homeagent_sdk import (
+    ChannelDef,
+    ChannelRegistry,
+    ConfigDef,
+    HomeAgentError,
+    SettingsRegistry,
+    ToolError,
+    ToolRegistryProtocol,
+    hookimpl,
+)
 from homeagent_sdk.errors import ConfigError
 from homeagent_sdk.types import InjectOptions
 
@@ -154,7 +163,7 @@ class MCPPlugin:
         self._errlog: TextIO | None = None
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="servers", type="json", default=None, restart_required=True,
             description='MCP servers: JSON array of {"name", "command", "args", "env"} (stdio) '
@@ -174,11 +183,11 @@ class MCPPlugin:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.mcp_servers, parallel_safe=True)
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(name=CHANNEL, description="changes of subscribed MCP resources", no_memory=True))
 
     @hookimpl

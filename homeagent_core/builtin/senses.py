@@ -29,7 +29,7 @@ from homeagent_core.builtin.senses_clients import (
     transcribe_http,
     transcribe_local,
 )
-from homeagent_sdk import ToolError, hookimpl
+from homeagent_sdk import ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import HomeAgentError
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class SensesPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.describe_image, parallel_safe=True, timeout=180)
         registry.add(self.ocr_image, parallel_safe=True, timeout=180)
         registry.add(self.transcribe_audio, parallel_safe=True, timeout=600)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from homeagent_core.builtin.web_fetch import Fetcher, extract
 from homeagent_core.builtin.web_guard import AddressPolicy
 from homeagent_core.builtin.web_search import BACKENDS, SearchConfig, format_results, search
-from homeagent_sdk import ConfigDef, ToolError, hookimpl
+from homeagent_sdk import ConfigDef, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -43,7 +43,7 @@ class WebPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(
             key="allow_private", type="string", default="",
             description="Comma-separated hosts, addresses or networks the web tools may reach although "
@@ -83,7 +83,7 @@ class WebPlugin:
         ))
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.web_fetch, parallel_safe=True, timeout=660)
         registry.add(self.web_search, parallel_safe=True, timeout=120)
 

@@ -49,7 +49,7 @@ from homeagent_core.plugins.lua_glue import (
 )
 from homeagent_core.plugins.lua_http import DEFAULT_HTTP_MAX_BYTES, DEFAULT_HTTP_TIMEOUT
 from homeagent_core.plugins.lua_manifest import CAPABILITIES, LuaPluginManifest, read_manifest
-from homeagent_sdk import hookimpl
+from homeagent_sdk import ChannelRegistry, SettingsRegistry, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginLoadError, PluginValidationError, ToolError
 from homeagent_sdk.types import ChannelDef, ConfigDef, StageContext, ToolCall, ToolDef, ToolResult
 
@@ -473,24 +473,24 @@ class LuaPlugin:
     # ------------------------------------------------------------------ hooks
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         for definition in [*self.manifest.settings, *self._script.setting_defs]:
             registry.add(definition)
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         self._tool_registry = registry
         for tool in self._script.tools.values():
             registry.add(tool.definition)
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         self._output_registry = registry
         for channel in self._script.outputs.values():
             registry.add(channel.definition)
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         self._input_registry = registry
         for channel in self._script.inputs.values():
             registry.add(channel.definition)

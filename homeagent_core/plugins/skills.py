@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from homeagent_sdk import hookimpl
+from homeagent_sdk import ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginError, ToolError
 from homeagent_sdk.types import ToolResult
 
@@ -579,7 +579,7 @@ class SkillsPlugin:
         return text
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.skill_info, name="skill_info", parallel_safe=True)
         registry.add(self.skill_file, name="skill_file", parallel_safe=True)
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_sdk import Caps, ChannelDef, ConfigDef, hookimpl
+from homeagent_sdk import Caps, ChannelDef, ChannelRegistry, ConfigDef, SettingsRegistry, hookimpl
 from homeagent_sdk._net import listen_tcp
 from homeagent_sdk.errors import ChannelSendError, PluginLoadError
 
@@ -65,7 +65,7 @@ class WebUI:
         self.channel: WebChannel | None = None
 
     @hookimpl
-    def register_settings(self, registry: Any) -> None:
+    def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(key="addr", type="string", default="127.0.0.1:8080",
                                description="Listen address host:port.", restart_required=True))
         registry.add(ConfigDef(key="username", type="string", default="admin", description="Admin login name."))
@@ -87,11 +87,11 @@ class WebUI:
                                description="Largest uploaded file."))
 
     @hookimpl
-    def register_input_channels(self, registry: Any) -> None:
+    def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(name="webui", description="the web UI's chat"))
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         from homeagent_core.builtin.webui.channel import HELP
 
         registry.add(ChannelDef(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from homeagent_sdk import ChannelDef, StageContext, hookimpl
+from homeagent_sdk import ChannelDef, ChannelRegistry, PluginSDK, StageContext, ToolRegistryProtocol, hookimpl
 
 
 class Plugin:
@@ -17,7 +17,7 @@ class Plugin:
         self.outbox = Path("outbox.txt")
 
     @hookimpl
-    def register_tools(self, registry: Any) -> None:
+    def register_tools(self, registry: ToolRegistryProtocol) -> None:
         registry.add(self.__ident___greet)
 
     async def __ident___greet(self, who: str) -> str:
@@ -25,7 +25,7 @@ class Plugin:
         return f"Hello, {who}!"
 
     @hookimpl
-    def register_output_channels(self, registry: Any) -> None:
+    def register_output_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(name="__ident___outbox", description="appends messages to outbox.txt", send=self.send))
 
     def send(self, payload: str, meta: dict[str, Any], type: str) -> dict[str, Any]:
@@ -34,7 +34,7 @@ class Plugin:
         return {"status": "sent", "bytes": len(payload.encode("utf-8"))}
 
     @hookimpl
-    def startup(self, sdk: Any) -> None:
+    def startup(self, sdk: PluginSDK) -> None:
         self.outbox = Path(sdk.data_dir) / "outbox.txt"
 
     @hookimpl
