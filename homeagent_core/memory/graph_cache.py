@@ -84,6 +84,40 @@ _new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Py
 _I = np.int64
 
 
+def _post(index: dict[str, int | set[int]], key: str, item: int) -> None:
+    """Add ``item`` under ``key``: a lone id is stored as the int itself, two or more as a set."""
+    ids = index.setdefault(key, item)
+    if isinstance(ids, int):
+        if ids != item:
+            index[key] = {ids, item}
+    else:
+        ids.add(item)
+
+
+def _unpost(index: dict[str, int | set[int]], key: str, item: int) -> None:
+    """Remove ``item`` from ``key`` (a set left with one id goes back to the int; none: the key goes)."""
+    ids = index.get(key)
+    if ids is None:
+        return
+    if isinstance(ids, int):
+        if ids == item:
+            del index[key]
+        return
+    ids.discard(item)
+    if len(ids) == 1:
+        index[key] = next(iter(ids))
+    elif not ids:
+        del index[key]
+
+
+def _ids(index: dict[str, int | set[int]], key: str) -> set[int] | frozenset[int]:
+    """The ids under ``key`` as a set (empty when none)."""
+    ids = index.get(key)
+    if ids is None:
+        return _EMPTY
+    return {ids} if isinstance(ids, int) else ids
+
+
 class GraphCache:
     """The mirror of the active graph: rows, compact adjacency, keyword and vector indexes."""
 
@@ -97,9 +131,11 @@ class GraphCache:
         self.blocks: dict[int, BlockRow] = {}
         self.block_edges: dict[int, tuple[int, int, str]] = {}
         self._blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
-        self._postings: dict[str, set[int]] = {}
+        # keyword term -> entity id, or a set of ids once two or more names share the term: most
+        # terms belong to one name, and a set each would cost ~200 bytes and an allocation apiece
+        self._postings: dict[str, int | set[int]] = {}
         self._terms_of: dict[int, tuple[str, ...]] = {}
-        self._by_whole: dict[str, set[int]] = {}
+        self._by_whole: dict[str, int | set[int]] = {}  # lower-cased name -> id(s), like ``_postings``
         self._entity_vectors: dict[tuple[str, int], VectorIndex] = {}
         self._block_vectors: dict[tuple[str, int], VectorIndex] = {}
 
@@ -130,6 +166,7 @@ class GraphCache:
         share = shared.setdefault
         entities, ids_by_name = cache.entities, cache.ids_by_name
         postings, terms_of, by_whole = cache._postings, cache._terms_of, cache._by_whole
+        post, post_whole = postings.setdefault, by_whole.setdefault
         with cache.lock:
             erows = conn.execute(f"SELECT {ENTITY_COLUMNS}, terms FROM entities").fetchall()
             # column-wise, like the relations below: C-level transposes and maps, one Python
@@ -150,18 +187,20 @@ class GraphCache:
                 else:
                     terms = tuple(name_terms(n))
                 terms_of[e] = terms
-                for term in terms:
-                    ids = postings.get(term)
-                    if ids is None:
-                        postings[term] = {e}
+                for term in terms:  # inlined _post (a million calls at start-up)
+                    ids = post(term, e)
+                    if ids is not e:  # another entity's id (terms are unique per entity) or a set
+                        if isinstance(ids, int):
+                            postings[term] = {ids, e}
+                        else:
+                            ids.add(e)
+                whole = n.strip().lower()
+                ids = post_whole(whole, e)
+                if ids is not e:
+                    if isinstance(ids, int):
+                        by_whole[whole] = {ids, e}
                     else:
                         ids.add(e)
-                whole = n.strip().lower()
-                ids = by_whole.get(whole)
-                if ids is None:
-                    by_whole[whole] = {e}
-                else:
-                    ids.add(e)
             for e, blob, space in zip(eid, vector, vec_model, strict=True):
                 if blob:
                     cache._set_vector(cache._entity_vectors, e, blob, space)
@@ -317,22 +356,13 @@ class GraphCache:
     def _index_name(self, entity_id: int, name: str, terms: tuple[str, ...]) -> None:
         self._terms_of[entity_id] = terms
         for term in terms:
-            self._postings.setdefault(term, set()).add(entity_id)
-        self._by_whole.setdefault(name.strip().lower(), set()).add(entity_id)
+            _post(self._postings, term, entity_id)
+        _post(self._by_whole, name.strip().lower(), entity_id)
 
     def _unindex_name(self, entity_id: int, name: str) -> None:
         for term in self._terms_of.pop(entity_id, ()):
-            ids = self._postings.get(term)
-            if ids is not None:
-                ids.discard(entity_id)
-                if not ids:
-                    del self._postings[term]
-        whole = name.strip().lower()
-        ids = self._by_whole.get(whole)
-        if ids is not None:
-            ids.discard(entity_id)
-            if not ids:
-                del self._by_whole[whole]
+            _unpost(self._postings, term, entity_id)
+        _unpost(self._by_whole, name.strip().lower(), entity_id)
 
     @staticmethod
     def _set_vector(
@@ -379,14 +409,14 @@ class GraphCache:
                 if not k:
                     continue
                 inside: set[int] | frozenset[int] = _EMPTY
-                posts = [self._postings.get(t, _EMPTY) for t in kterms]
+                posts = [_ids(self._postings, t) for t in kterms]
                 if all(posts):
                     posts.sort(key=len)
                     inside = posts[0].intersection(*posts[1:])
                     for eid in inside:
                         scores[eid] = scores.get(eid, 0.0) + k / max(k, len(self._terms_of[eid]))
                 for term in kterms:
-                    for eid in self._by_whole.get(term, _EMPTY):
+                    for eid in _ids(self._by_whole, term):
                         terms = self._terms_of[eid]
                         if eid not in inside and kterms.issuperset(terms):
                             scores[eid] = scores.get(eid, 0.0) + len(terms) / k
@@ -655,8 +685,15 @@ class GraphCache:
                 for t in terms:
                     postings.setdefault(t, set()).add(e.id)
                 by_whole.setdefault(e.name.strip().lower(), set()).add(e.id)
-            if set(self._terms_of) != set(self.entities) or self._postings != postings or self._by_whole != by_whole:
+            postings_now = {t: _ids(self._postings, t) for t in self._postings}
+            by_whole_now = {t: _ids(self._by_whole, t) for t in self._by_whole}
+            single = all(  # one id is held as an int, never as a one-member set
+                not isinstance(v, set) or len(v) > 1 for v in (*self._postings.values(), *self._by_whole.values())
+            )
+            if set(self._terms_of) != set(self.entities) or postings_now != postings or by_whole_now != by_whole:
                 raise AssertionError("keyword index disagrees with entity rows")
+            if not single:
+                raise AssertionError("keyword index holds a one-id set where the id itself belongs")
             vec_ids = {i for idx in self._entity_vectors.values() for i in idx.ids()}
             expected = {e.id for e in self.entities.values() if e.vector and e.vec_model}
             if vec_ids != expected:

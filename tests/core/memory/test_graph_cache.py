@@ -177,3 +177,26 @@ def test_the_mirror_keeps_no_networkx_graph_and_builds_one_on_demand(tmp_path: P
         assert store.cache.to_networkx().number_of_edges() == 3
     finally:
         store.close()
+
+
+def test_a_term_of_one_name_is_held_as_its_id_and_a_shared_term_as_a_set(tmp_path: Path) -> None:
+    store = GraphStore(tmp_path / "g.db")
+    try:
+        store.commit([Triple("王小明", "认识", "杭州"), Triple("杭州", "属于", "浙江省")])
+        cache = store.cache
+        ming, hz = cache.ids_by_name["王小明"], cache.ids_by_name["杭州"]
+        assert cache._postings["王小明"] == ming and cache._by_whole["杭州"] == hz  # no one-member sets
+        store.commit([Triple("杭州市西湖区", "属于", "杭州")])
+        district = cache.ids_by_name["杭州市西湖区"]
+        assert cache._postings["杭州"] == {hz, district}
+        assert store.cache.keyword_seeds(["杭州"]) == [hz, district]
+        store.delete_entity("杭州市西湖区")
+        assert cache._postings["杭州"] == hz and "杭州市西湖区" not in cache._by_whole
+        assert store.cache.keyword_seeds(["杭州"]) == [hz]
+        assert store.cache.snapshot() == store.sql_snapshot()
+        store.close()
+        store = GraphStore(tmp_path / "g.db")  # the bulk load builds the same shapes
+        assert store.cache._postings["杭州"] == store.cache.ids_by_name["杭州"]
+        assert store.cache.snapshot() == store.sql_snapshot()
+    finally:
+        store.close()
