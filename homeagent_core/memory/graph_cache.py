@@ -9,7 +9,8 @@ never touches SQL. Under one lock and from the same calls it maintains:
   (:class:`~homeagent_core.memory.graph_adjacency.CompactGraph`: CSR adjacency over both edge
   directions with a small write delta, and numpy columns for ranking and building results);
 * a keyword index: entity-name terms (jieba words, CJK bigrams, Latin words, the whole
-  lower-cased name) -> entity ids, plus whole name -> ids — the replacement of SQL ``LIKE``;
+  lower-cased name) -> entity ids, plus whole name -> ids — the replacement of SQL ``LIKE``
+  (a key held by one entity maps to its id, a set is made only once two share it);
 * vector indexes (one contiguous float32 matrix per embedding space) for entity-name and
   media-block vectors; a query is one matrix-vector product;
 * sentences and media blocks with their ``contains`` edges, so recalled relations carry their
