@@ -85,6 +85,21 @@ _new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Py
 _I = np.int64
 
 
+def _joined(terms: Iterable[str]) -> str:
+    """Keyword terms as ``entities.terms`` stores them (tab-joined, sorted)."""
+    return "\t".join(sorted(terms))
+
+
+def _split(text: str) -> list[str]:
+    """The keyword terms of a tab-joined string (none for the empty string)."""
+    return text.split("\t") if text else []
+
+
+def _count(text: str) -> int:
+    """How many keyword terms a tab-joined string holds."""
+    return text.count("\t") + 1 if text else 0
+
+
 def _post(index: dict[str, int | set[int]], key: str, item: int) -> None:
     """Add ``item`` under ``key``: a lone id is stored as the int itself, two or more as a set."""
     ids = index.setdefault(key, item)
@@ -135,7 +150,9 @@ class GraphCache:
         # keyword term -> entity id, or a set of ids once two or more names share the term: most
         # terms belong to one name, and a set each would cost ~200 bytes and an allocation apiece
         self._postings: dict[str, int | set[int]] = {}
-        self._terms_of: dict[int, tuple[str, ...]] = {}
+        # an entity's keyword terms, tab-joined as ``entities.terms`` stores them: start-up keeps the
+        # fetched string instead of building a tuple of shared strings per entity
+        self._terms_of: dict[int, str] = {}
         self._by_whole: dict[str, int | set[int]] = {}  # lower-cased name -> id(s), like ``_postings``
         self._entity_vectors: dict[tuple[str, int], VectorIndex] = {}
         self._block_vectors: dict[tuple[str, int], VectorIndex] = {}
@@ -182,13 +199,10 @@ class GraphCache:
             entities.update(zip(eid, map(make_entity, columns), strict=True))
             ids_by_name.update(zip(name, eid, strict=True))
             for e, n, text in zip(eid, name, stored, strict=True):
-                if text:
-                    parts = text.split("\t")
-                    terms = tuple(map(share, parts, parts))
-                else:
-                    terms = tuple(name_terms(n))
-                terms_of[e] = terms
-                for term in terms:  # inlined _post (a million calls at start-up)
+                if not text:
+                    text = _joined(name_terms(n))
+                terms_of[e] = text
+                for term in text.split("\t") if text else ():  # inlined _post (a million calls at start-up)
                     ids = post(term, e)
                     if ids is not e:  # another entity's id (terms are unique per entity) or a set
                         if isinstance(ids, int):
@@ -355,13 +369,13 @@ class GraphCache:
                     del self._blocks_of_sentence[sid]
 
     def _index_name(self, entity_id: int, name: str, terms: tuple[str, ...]) -> None:
-        self._terms_of[entity_id] = terms
+        self._terms_of[entity_id] = _joined(terms)
         for term in terms:
             _post(self._postings, term, entity_id)
         _post(self._by_whole, name.strip().lower(), entity_id)
 
     def _unindex_name(self, entity_id: int, name: str) -> None:
-        for term in self._terms_of.pop(entity_id, ()):
+        for term in _split(self._terms_of.pop(entity_id, "")):
             _unpost(self._postings, term, entity_id)
         _unpost(self._by_whole, name.strip().lower(), entity_id)
 
@@ -415,10 +429,10 @@ class GraphCache:
                     posts.sort(key=len)
                     inside = posts[0].intersection(*posts[1:])
                     for eid in inside:
-                        scores[eid] = scores.get(eid, 0.0) + k / max(k, len(self._terms_of[eid]))
+                        scores[eid] = scores.get(eid, 0.0) + k / max(k, _count(self._terms_of[eid]))
                 for term in kterms:
                     for eid in _ids(self._by_whole, term):
-                        terms = self._terms_of[eid]
+                        terms = _split(self._terms_of[eid])
                         if eid not in inside and kterms.issuperset(terms):
                             scores[eid] = scores.get(eid, 0.0) + len(terms) / k
             ranked = heapq.nlargest(
@@ -680,7 +694,8 @@ class GraphCache:
             postings: dict[str, set[int]] = {}
             by_whole: dict[str, set[int]] = {}
             for e in self.entities.values():
-                terms = self._terms_of.get(e.id)
+                text = self._terms_of.get(e.id)
+                terms = None if text is None else _split(text)
                 if terms is None or len(set(terms)) != len(terms) or set(terms) != name_terms(e.name):
                     raise AssertionError(f"keyword terms of entity {e.id} disagree with its name")
                 for t in terms:

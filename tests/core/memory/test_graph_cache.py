@@ -186,6 +186,7 @@ def test_a_term_of_one_name_is_held_as_its_id_and_a_shared_term_as_a_set(tmp_pat
         cache = store.cache
         ming, hz = cache.ids_by_name["王小明"], cache.ids_by_name["杭州"]
         assert cache._postings["王小明"] == ming and cache._by_whole["杭州"] == hz  # no one-member sets
+        assert cache._terms_of[ming] == "\t".join(sorted(name_terms("王小明")))  # as entities.terms holds them
         store.commit([Triple("杭州市西湖区", "属于", "杭州")])
         district = cache.ids_by_name["杭州市西湖区"]
         assert cache._postings["杭州"] == {hz, district}
