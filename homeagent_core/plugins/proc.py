@@ -328,10 +328,13 @@ class ProcPlugin:
         except BaseException as exc:
             self.stopping = True
             conn.kill()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await asyncio.shield(conn.exited)
-                await conn.wait_closed()
+            try:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(2):
+                        await asyncio.shield(conn.exited)
+                    await conn.wait_closed()
+            finally:
+                conn.abandon()  # cancelled again while waiting: reap it and close its pipes now
             self._detach()
             if isinstance(exc, PluginLoadError):
                 raise
@@ -387,6 +390,8 @@ class ProcPlugin:
                 await restart
         conn = self.conn
         if conn is None or not conn.alive:
+            if conn is not None:
+                await conn.wait_closed()  # a crashed process: its pipes close on the loop
             self._detach()
             if self.status in ("started", "restarting", "loaded"):
                 self._set_status("stopped")

@@ -27,11 +27,12 @@ import os
 import re
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from homeagent_sdk.proc.wire import FrameBatcher, Peer, PeerClosed, RemoteError
 
@@ -195,6 +196,8 @@ class Connection:
         self._pinger: asyncio.Task[None] | None = None
         self._stdin: asyncio.WriteTransport | None = None
         self._pipe_protocols: list[_PipeProtocol] = []
+        self._unconnected: list[IO[bytes]] = []  # pipe ends not (yet) handed to a transport
+        self._pidfd = -1
         self._batch: FrameBatcher | None = None
         self.log = logging.getLogger(f"homeagent.plugin.{owner.name}")
 
@@ -203,9 +206,11 @@ class Connection:
 
         Not the event loop's subprocess support: uvloop leaves copies of the child's stdio
         pipes open at higher descriptors in the child, so a plugin closing its stdout never
-        reads as EOF. ``subprocess`` closes every other descriptor in the child."""
-        import subprocess
+        reads as EOF. ``subprocess`` closes every other descriptor in the child.
 
+        Failing or cancelled after the process started (a stop landing mid-restart), it kills
+        and reaps the process and closes every pipe before it raises: the caller never saw
+        the process, so nothing else would."""
         loop = asyncio.get_running_loop()
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
         child_ends = (pipes[0][0], pipes[1][1], pipes[2][1])
@@ -231,21 +236,60 @@ class Connection:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.proc = proc
-        self._watch_exit(loop)
-        stdin, stdin_protocol = await loop.connect_write_pipe(_PipeProtocol, os.fdopen(pipes[0][1], "wb", buffering=0))
+        stdin_file = os.fdopen(pipes[0][1], "wb", buffering=0)
+        stdout_file = os.fdopen(pipes[1][0], "rb", buffering=0)
+        stderr_file = os.fdopen(pipes[2][0], "rb", buffering=0)
+        self._unconnected = [stdin_file, stdout_file, stderr_file]
+        try:
+            self._watch_exit(loop)
+            connecting = loop.create_task(self._connect_pipes(loop, stdin_file, stdout_file, stderr_file))
+        except BaseException:
+            self.abandon()
+            raise
+        try:
+            await asyncio.shield(connecting)
+        except BaseException:
+            # A cancel must not land inside the loop's own connect: uvloop then closes the
+            # descriptor but leaves its file object open. Let the connect finish, then undo it.
+            while not connecting.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([connecting])
+            self.abandon()
+            raise
+
+    async def _connect_pipes(
+        self, loop: asyncio.AbstractEventLoop, stdin_file: IO[bytes], stdout_file: IO[bytes], stderr_file: IO[bytes]
+    ) -> None:
+        """Put the host's pipe ends on the event loop: the peer writes stdin, reads stdout."""
+        # Each pipe end belongs to the loop once handed over, so it leaves ``_unconnected`` first.
+        self._unconnected.remove(stdin_file)
+        stdin, stdin_protocol = await loop.connect_write_pipe(_PipeProtocol, stdin_file)
         self._stdin = stdin
         self._pipe_protocols.append(stdin_protocol)
         self._batch = FrameBatcher(stdin)
-        self._reader, stdout_protocol = await loop.connect_read_pipe(
-            lambda: _StdoutProtocol(self), os.fdopen(pipes[1][0], "rb", buffering=0)
-        )
+        self._unconnected.remove(stdout_file)
+        self._reader, stdout_protocol = await loop.connect_read_pipe(lambda: _StdoutProtocol(self), stdout_file)
         self._pipe_protocols.append(stdout_protocol)
         if hasattr(self._reader, "max_size"):
             self._reader.max_size = 64 * 1024  # smaller reads are faster for the small frames that dominate
-        self._err, stderr_protocol = await loop.connect_read_pipe(
-            lambda: _StderrProtocol(self), os.fdopen(pipes[2][0], "rb", buffering=0)
-        )
+        self._unconnected.remove(stderr_file)
+        self._err, stderr_protocol = await loop.connect_read_pipe(lambda: _StderrProtocol(self), stderr_file)
         self._pipe_protocols.append(stderr_protocol)
+
+    def abandon(self, timeout: float = 2.0) -> None:
+        """Kill the process and everything it started, reap it and close its pipes, now.
+
+        The synchronous last resort when nobody can wait for :attr:`exited` any more (the
+        spawn or launch was cancelled, or the event loop is about to end): a SIGKILLed
+        process is reaped within ``timeout`` s unless it is stuck in the kernel."""
+        if self.proc is not None and not self.exited.done():
+            self.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout)
+            self.process_exited()
+        for pipe in self._unconnected:
+            pipe.close()
+        self._unconnected = []
 
     async def wait_closed(self, timeout: float = 2.0) -> None:
         """Wait (bounded) until the pipe transports closed their pipes after the process exit.
@@ -274,10 +318,9 @@ class Connection:
                 def readable() -> None:
                     if proc.poll() is None:
                         return
-                    loop.remove_reader(pidfd)
-                    os.close(pidfd)
                     self.process_exited()
 
+                self._pidfd = pidfd
                 loop.add_reader(pidfd, readable)
                 return
 
@@ -418,9 +461,18 @@ class Connection:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
+    def _unwatch(self) -> None:
+        """Stop watching the pidfd and close it."""
+        pidfd, self._pidfd = self._pidfd, -1
+        if pidfd >= 0:
+            with contextlib.suppress(RuntimeError, ValueError):  # the loop closed meanwhile
+                asyncio.get_running_loop().remove_reader(pidfd)
+            os.close(pidfd)
+
     def process_exited(self) -> None:
         if self.exited.done() or self.proc is None:
             return
+        self._unwatch()
         code = self.proc.poll()
         code = -1 if code is None else code
         # Order matters: fail pending calls and let the owner detach *before* "exited" is

@@ -4,15 +4,21 @@ stderr floods, give-up status and a stop racing a restart — real subprocesses,
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import json
 import logging
+import os
 import sys
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_proc import Harness, install_raw, run_tool
+
+from homeagent_core.plugins.supervisor import Supervisor
 
 LOOPS = ["asyncio", "uvloop"]
 
@@ -228,3 +234,54 @@ async def harness(tmp_path: Path) -> Any:
 def test_the_liveness_ping_is_in_the_protocol_document() -> None:
     doc = (Path(__file__).resolve().parents[3] / "docs" / "PROTOCOL.md").read_text(encoding="utf-8")
     assert "`plugin.ping`" in doc
+
+
+def children() -> set[int]:
+    """This process's children (running or zombie: a child nobody waited for is still listed)."""
+    me, found = os.getpid(), set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == me:
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_stop_at_any_point_of_the_restart_leaves_no_process_and_no_open_pipe(tmp_path: Path, loop: str) -> None:
+    """The stop lands at every step of the restart in turn (sleeping, spawning, connecting the
+    pipes, handshaking): every process is reaped and every pipe closed by the time it returns."""
+    install_raw(tmp_path)
+    before = children()
+
+    async def scenario(steps: int) -> None:
+        harness = Harness(tmp_path)
+        harness.supervisor = Supervisor(backoff=(0.0, 0.0, 0.0))
+        try:
+            plugin = await harness.start()
+            call = asyncio.ensure_future(run_tool(plugin, "raw_crash", how="exit"))
+            await harness.event("plugin_crashed")
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            await plugin.stop()
+            assert plugin.status == "stopped"
+            assert plugin.conn is None or not plugin.conn.alive
+            await call
+        finally:
+            await harness.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        for steps in range(0, 24, 2):
+            run_on(loop, functools.partial(scenario, steps))
+            gc.collect()
+            assert children() <= before, f"stopped {steps} loop steps into the restart: a process was not reaped"
+        gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert not leaks, leaks
