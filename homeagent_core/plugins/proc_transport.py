@@ -14,7 +14,10 @@ blocked). On exit every pending call fails with :data:`PROCESS_EXITED`, every pr
 from the plugin is killed (its process tree, and anything carrying its instance token in the
 environment, which catches ``setsid`` grandchildren), and its owner — the plugin side,
 :class:`~homeagent_core.plugins.proc.ProcPlugin` — is told through
-:meth:`ConnectionOwner.on_exit`. Stderr is logged through a token bucket with a line-length cap.
+:meth:`ConnectionOwner.on_exit`. A spawn that fails or is cancelled after the process started
+(a stop landing in the middle of a restart) kills and reaps the process and closes its pipes
+before it raises (:meth:`Connection.abandon`), so no process or pipe outlives its event loop.
+Stderr is logged through a token bucket with a line-length cap.
 """
 
 from __future__ import annotations
