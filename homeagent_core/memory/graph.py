@@ -103,6 +103,7 @@ class GraphStore:
                 "graph database; move it away or point core.memory.graph at another path."
             ) from exc
         self.analytics = GraphAnalytics(self.cache)
+        self.sql.follow(self.catch_up)
 
     # ----------------------------------------------------------- lifecycle
 
@@ -125,6 +126,12 @@ class GraphStore:
             result, changes = self.sql.transaction(fn)
             self.cache.apply(changes, self.sql.changed_rows(changes))
             return result
+
+    def catch_up(self) -> None:
+        """Apply other writers' commits to the mirror (a database shared by several daemons)."""
+        with self._write_lock:
+            changes = self.sql.remote_changes()
+            self.cache.apply(changes, self.sql.changed_rows(changes))
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` for a read that needs SQL (not the recall path)."""

@@ -72,6 +72,14 @@ class GraphSQL(Protocol):
         """Close the connection."""
         ...
 
+    def remote_changes(self) -> Changes:
+        """Ids other writers of a shared database committed since this one last looked (none for a file)."""
+        ...
+
+    def follow(self, on_change: Callable[[], object]) -> None:
+        """Call ``on_change()`` after another writer of a shared database commits (never for a file)."""
+        ...
+
 
 class SQLiteGraphSQL:
     """The graph store's rows in one SQLite file (or ``":memory:"``).
@@ -116,6 +124,13 @@ class SQLiteGraphSQL:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+
+    def remote_changes(self) -> Changes:
+        """One process writes a SQLite graph: nobody else's changes to follow."""
+        return Changes()
+
+    def follow(self, on_change: Callable[[], object]) -> None:
+        """One process writes a SQLite graph: nothing to follow."""
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

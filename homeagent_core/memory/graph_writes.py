@@ -175,8 +175,8 @@ def _upsert_entity(conn: sqlite3.Connection, name: str, etype: str, now: float) 
     row = conn.execute(
         "INSERT INTO entities (name, type, mention_count, created_at, updated_at)"
         " VALUES (?, ?, 1, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-        " mention_count = mention_count + 1, updated_at = excluded.updated_at,"
-        " type = CASE WHEN excluded.type != 'Concept' THEN excluded.type ELSE type END"
+        " mention_count = entities.mention_count + 1, updated_at = excluded.updated_at,"
+        " type = CASE WHEN excluded.type != 'Concept' THEN excluded.type ELSE entities.type END"
         " RETURNING id",
         (name, etype, now, now),
     ).fetchone()
@@ -263,7 +263,12 @@ def merge(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str, clock: Ca
                 (ns, nt, now, rid),
             )
             moved += 1
-    conn.execute("UPDATE OR IGNORE person_traits SET entity_id = ? WHERE entity_id = ?", (kid, did))
+    # traits keep kept's value where both have one (the rest go with the dropped entity)
+    conn.execute(
+        "UPDATE person_traits SET entity_id = ? WHERE entity_id = ? AND trait NOT IN"
+        " (SELECT trait FROM person_traits WHERE entity_id = ?)",
+        (kid, did, kid),
+    )
     new_type = dtype if ktype == DEFAULT_TYPE else ktype
     conn.execute(
         "UPDATE entities SET mention_count = mention_count + ?, type = ?, updated_at = ? WHERE id = ?",
@@ -355,11 +360,15 @@ def merge_blocks(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str) ->
         raise MemoryStoreError("cannot merge a media block into itself")
     edges = conn.execute("SELECT id FROM memory_block_edges WHERE block_id = ?", (did,)).fetchall()
     ch.block_edges.update(e[0] for e in edges)
-    conn.execute(
-        "UPDATE OR IGNORE memory_block_edges SET block_id = ? WHERE block_id = ?",
-        (kid, did),
+    # an edge the kept block already has stays once (the other goes with the dropped block)
+    moved = len(
+        conn.execute(
+            "UPDATE memory_block_edges SET block_id = ? WHERE block_id = ? AND NOT EXISTS"
+            " (SELECT 1 FROM memory_block_edges k WHERE k.block_id = ? AND"
+            " k.sentence_id = memory_block_edges.sentence_id AND k.type = memory_block_edges.type) RETURNING id",
+            (kid, did, kid),
+        ).fetchall()
     )
-    moved = conn.execute("SELECT changes()").fetchone()[0]
     conn.execute("DELETE FROM memory_blocks WHERE id = ?", (did,))
     ch.blocks.update((kid, did))
     return int(moved)

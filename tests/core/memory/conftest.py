@@ -39,3 +39,31 @@ def open_documents(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any
     yield open_pg
     for store in opened:
         store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_graph(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``open_graph(path, **options)``: a graph store on the test's backend.
+
+    SQLite opens the file at ``path``; PostgreSQL opens the session server's graph of a tenant
+    named after ``path``, so opening the same path again reopens the same graph.
+    """
+    from homeagent_core.memory.graph import GraphStore
+
+    if request.param == "sqlite":
+        yield GraphStore
+        return
+    from homeagent_core.stores.pg_graph import PgGraphSQL
+
+    url = request.getfixturevalue("pg_url")
+    tenant = request.getfixturevalue("pg_tenant")
+    opened: list[GraphStore] = []
+
+    def open_pg(path: Path, **kw: Any) -> GraphStore:
+        store = GraphStore(path, sql=PgGraphSQL(url, tenant=f"{tenant}:{path.parent.name}/{path.name}"), **kw)
+        opened.append(store)
+        return store
+
+    yield open_pg
+    for store in opened:
+        store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,8 @@ D1, D2 = "1" * 64, "2" * 64
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> GraphStore:
-    g = GraphStore(tmp_path / "memory" / "graph.db")
+def store(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> GraphStore:
+    g = open_graph(tmp_path / "memory" / "graph.db")
     yield g
     g.close()
 
@@ -58,10 +59,10 @@ def test_commit_skips_bad_triples_with_reasons_and_keeps_good_ones(store: GraphS
 
 
 def test_repeated_triple_in_same_session_refreshes_instead_of_duplicating(
-    tmp_path: Path,
+    tmp_path: Path, open_graph: Callable[..., GraphStore],
 ) -> None:
     clock = iter([100.0, 200.0, 300.0]).__next__
-    store = GraphStore(tmp_path / "g.db", clock=clock)
+    store = open_graph(tmp_path / "g.db", clock=clock)
     store.commit([Triple("小王", "住在", "杭州", confidence=0.5)], "s1")
     again = store.commit([Triple("小王", "住在", "杭州", confidence=0.9)], "s1")
     other = store.commit([Triple("小王", "住在", "杭州")], "s2")
@@ -216,9 +217,11 @@ def test_keyword_seeds_match_names_inside_keywords_and_keywords_inside_names(
     assert store.recall(["上海"]).entities == []
 
 
-async def test_entity_vectors_follow_the_embedder_and_reembed_resumes(tmp_path: Path) -> None:
+async def test_entity_vectors_follow_the_embedder_and_reembed_resumes(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
     small, big = FakeEmbedder(16), FakeEmbedder(32)
-    store = GraphStore(tmp_path / "g.db", embedder=small)
+    store = open_graph(tmp_path / "g.db", embedder=small)
     await store.acommit([Triple("小王", "住在", "杭州"), Triple("Alice", "likes", "green tea")])
     vec, fp = await store.embed_query("杭州")
     hits = store.cache.vector_seeds(vec, fp, 1)
@@ -236,8 +239,10 @@ async def test_entity_vectors_follow_the_embedder_and_reembed_resumes(tmp_path: 
     store.close()
 
 
-async def test_media_blocks_are_embedded_only_by_an_image_capable_space(tmp_path: Path) -> None:
-    store = GraphStore(tmp_path / "g.db")
+async def test_media_blocks_are_embedded_only_by_an_image_capable_space(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
+    store = open_graph(tmp_path / "g.db")
     store.commit([Triple("小王", "拍了", "西湖", media_digests=[D1])])
     media = {D1: (b"\x89PNG fake bytes", "image/png")}
     text_only = await store.reembed_stale(FakeEmbedder(16), load_media=media.get)
@@ -249,9 +254,11 @@ async def test_media_blocks_are_embedded_only_by_an_image_capable_space(tmp_path
     store.close()
 
 
-def test_a_commit_with_a_batch_id_applies_once_and_old_ids_are_pruned(tmp_path: Path) -> None:
+def test_a_commit_with_a_batch_id_applies_once_and_old_ids_are_pruned(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
     now = [1000.0]
-    store = GraphStore(tmp_path / "g.db", clock=lambda: now[0])
+    store = open_graph(tmp_path / "g.db", clock=lambda: now[0])
     first = store.commit([Triple("小王", "住在", "杭州")], "s", batch_id="distill:1")
     again = store.commit([Triple("小王", "住在", "杭州")], "s", batch_id="distill:1")
     assert (first.added, first.duplicate) == (1, False)

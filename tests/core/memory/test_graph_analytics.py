@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,8 @@ from homeagent_sdk.types import Triple
 
 
 @pytest.fixture
-def graph(tmp_path: Path) -> GraphStore:
-    g = GraphStore(tmp_path / "graph.db")
+def graph(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> GraphStore:
+    g = open_graph(tmp_path / "graph.db")
     yield g
     g.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,20 +14,20 @@ from homeagent_sdk.types import Triple
 
 
 @pytest.fixture
-def social(tmp_path: Path) -> SocialGraph:
-    g = GraphStore(tmp_path / "graph.db")
+def social(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> SocialGraph:
+    g = open_graph(tmp_path / "graph.db")
     yield SocialGraph(g)
     g.close()
 
 
-def test_traits_are_set_replaced_and_survive_a_reopen(tmp_path: Path) -> None:
-    g = GraphStore(tmp_path / "graph.db")
+def test_traits_are_set_replaced_and_survive_a_reopen(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> None:
+    g = open_graph(tmp_path / "graph.db")
     s = SocialGraph(g)
     s.set_trait("小王", "年龄", "25")
     s.set_trait("小王", "年龄", "26")
     s.set_trait("小王", "生日", "3月5日")
     g.close()
-    s = SocialGraph(GraphStore(tmp_path / "graph.db"))
+    s = SocialGraph(open_graph(tmp_path / "graph.db"))
     assert s.traits("小王") == {"年龄": "26", "生日": "3月5日"}
     assert s.get_trait("小王", "年龄") == "26"
     assert s.list_persons() == ["小王"]

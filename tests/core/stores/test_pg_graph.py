@@ -1,0 +1,109 @@
+"""The graph store on PostgreSQL: two daemons follow each other, tenants stay apart, schema checks."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from homeagent_core.memory.graph import SCHEMA_VERSION, GraphStore
+from homeagent_core.memory.social import SocialGraph
+from homeagent_core.stores.pg_database import PgDatabase
+from homeagent_core.stores.pg_graph import PgGraphSQL, graph_schema_name
+from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.types import Triple
+
+
+def _until(check: Callable[[], bool], *, within: float = 20.0) -> None:
+    """Wait (bounded) until ``check()`` holds; fail naming the bound otherwise."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"condition not reached within {within}s"
+        time.sleep(0.02)
+
+
+def _targets(store: GraphStore, keyword: str) -> list[str]:
+    return sorted(r.target for r in store.recall([keyword]).relations)
+
+
+def test_a_fact_committed_on_one_daemon_is_recalled_on_the_other(pg_url: str, pg_tenant: str) -> None:
+    a = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+    b = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+    try:
+        a.commit([Triple("Melanie", "likes", "pottery", sentence_text="Melanie likes pottery.")], "s1")
+        _until(lambda: _targets(b, "Melanie") == ["pottery"])
+        recalled = b.recall(["Melanie"]).relations[0]
+        assert recalled.sentence == "Melanie likes pottery."
+        # B's own write lands on A too, and B's mirror keeps A's fact
+        b.commit([Triple("Melanie", "paints", "sunsets")], "s2")
+        _until(lambda: _targets(a, "Melanie") == ["pottery", "sunsets"])
+        assert _targets(b, "Melanie") == ["pottery", "sunsets"]
+        # removals follow as well
+        assert b.purge({"relation_type": "likes"}, "hard") == 1
+        _until(lambda: _targets(a, "Melanie") == ["sunsets"])
+        assert a.cache.snapshot() == b.cache.snapshot() == a.sql_snapshot()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_tenants_on_one_server_see_only_their_own_graph(pg_url: str, pg_tenant: str) -> None:
+    db = PgDatabase(pg_url)
+    one = GraphStore("", sql=PgGraphSQL(db, tenant=pg_tenant + "-one"))
+    two = GraphStore("", sql=PgGraphSQL(db, tenant=pg_tenant + "-two"))
+    try:
+        one.commit([Triple("小王", "住在", "杭州")])
+        two.commit([Triple("小王", "住在", "上海")])
+        assert _targets(one, "小王") == ["杭州"]
+        assert _targets(two, "小王") == ["上海"]
+        assert one.introspect()["entities"] == two.introspect()["entities"] == 2
+        with psycopg.connect(pg_url) as raw:
+            schema = graph_schema_name(pg_tenant + "-one")
+            (tenant,) = raw.execute(f"SELECT DISTINCT tenant FROM {schema}.relations").fetchone()
+        assert tenant == pg_tenant + "-one"
+    finally:
+        one.close()
+        two.close()
+        db.close()
+
+
+def test_the_graph_survives_a_reopen_and_a_newer_schema_is_refused(pg_url: str, pg_tenant: str) -> None:
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    SocialGraph(store).set_trait("小王", "年龄", "26")
+    store.commit([Triple("小王", "住在", "杭州")])
+    store.close()
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    assert _targets(store, "小王") == ["杭州"]
+    assert SocialGraph(store).traits("小王") == {"年龄": "26"}
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute(f"INSERT INTO {graph_schema_name(pg_tenant)}.schema_version (version) VALUES (%s)",
+                    (SCHEMA_VERSION + 1,))
+    with pytest.raises(MemoryStoreError, match=r"schema version \d+, written by a newer HomeAgent"):
+        PgGraphSQL(pg_url, tenant=pg_tenant)
+
+
+def test_sqlite_only_sql_is_refused_by_name_and_a_failed_update_rolls_back_alone(pg_url: str, pg_tenant: str) -> None:
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    try:
+        with pytest.raises(MemoryStoreError, match=r"SQLite-only SQL.*PRAGMA"):
+            store.read(lambda c: c.execute("PRAGMA journal_mode").fetchone())
+        with pytest.raises(MemoryStoreError, match=r"SQLite-only SQL.*INSERT OR IGNORE"):
+            store.write(lambda c, _ch: c.execute("INSERT OR IGNORE INTO graph_meta (key, value) VALUES ('a', 'b')"))
+        store.commit([Triple("小王", "住在", "杭州"), Triple("小王", "去过", "杭州")])
+
+        def clash(conn: sqlite3.Connection, ch: object) -> str:
+            try:  # the review heartbeat renames a relation this way and drops it when the name is taken
+                conn.execute("UPDATE relations SET type = '住在' WHERE type = '去过'")
+            except sqlite3.IntegrityError:
+                conn.execute("DELETE FROM relations WHERE type = '去过'")
+                return "dropped"
+            return "renamed"
+
+        assert store.write(clash) == "dropped"
+        assert store.read(lambda c: c.execute("SELECT type FROM relations").fetchall()) == [("住在",)]
+    finally:
+        store.close()
