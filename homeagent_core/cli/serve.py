@@ -35,8 +35,8 @@ def serve(
     store: Annotated[
         str | None,
         typer.Option(
-            help="Document store: sqlite, or a postgresql://user:password@host/db URL shared by several "
-            "daemons (saved as core.memory.store; see docs/SCALE_OUT.md).",
+            help="Document and graph store: sqlite, or a postgresql://user:password@host/db URL shared by "
+            "several daemons (saved as core.memory.store; see docs/SCALE_OUT.md).",
             show_default=False,
         ),
     ] = None,

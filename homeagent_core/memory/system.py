@@ -140,12 +140,11 @@ class MemorySystem:
         from homeagent_core.knowledge import KnowledgeBase
         from homeagent_core.memory.context import RelevanceContext
         from homeagent_core.memory.distill import RuleDistiller
-        from homeagent_core.memory.graph import GraphStore
         from homeagent_core.memory.indexer import MemoryIndexer
         from homeagent_core.memory.media import MediaStore
         from homeagent_core.memory.social import SocialGraph
         from homeagent_core.memory.textlog import TextLog
-        from homeagent_core.stores.factory import open_document_store
+        from homeagent_core.stores.factory import open_document_store, open_graph_store
 
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -167,7 +166,9 @@ class MemorySystem:
                 max_blob_bytes=config.get("core.memory.media.max_blob_bytes"),
                 enabled=config.get("core.memory.media.enabled"),
             )
-            graph = GraphStore(memory_dir / "graph.db", embedder=active)
+            graph = open_graph_store(
+                config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
+            )
             documents = open_document_store(
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
             )

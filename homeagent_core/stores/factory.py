@@ -1,7 +1,7 @@
-"""Choose the document store backend from the ``core.memory.store`` setting.
+"""Choose the document and graph store backends from the ``core.memory.store`` setting.
 
-``""`` or ``sqlite`` keeps the embedded SQLite file under ``<data>/memory``; a
-``postgresql://`` URL opens the PostgreSQL store of ``core.memory.tenant`` on that server. An
+``""`` or ``sqlite`` keeps the embedded SQLite files under ``<data>/memory``; a
+``postgresql://`` URL opens the PostgreSQL stores of ``core.memory.tenant`` on that server. An
 unreachable server is an error (never a silent fallback to an empty SQLite store).
 """
 
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
+    from homeagent_core.memory.graph import GraphStore
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["open_document_store"]
+__all__ = ["open_document_store", "open_graph_store"]
 
 
 def open_document_store(
@@ -36,8 +37,33 @@ def open_document_store(
         from homeagent_core.stores.pg_documents import PgDocumentStore
 
         return PgDocumentStore(choice, embedder, tenant=tenant or "default")
+    raise _bad_choice(choice)
+
+
+def open_graph_store(
+    store: str, memory_dir: Path, embedder: EmbeddingProvider | None, *, tenant: str = "default"
+) -> GraphStore:
+    """The graph store named by ``store``: ``<memory_dir>/graph.db`` or the tenant's graph on PostgreSQL.
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the database cannot be opened.
+    """
+    from homeagent_core.memory.graph import GraphStore
+
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        return GraphStore(memory_dir / "graph.db", embedder=embedder)
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_graph import PgGraphSQL
+
+        return GraphStore("", embedder=embedder, sql=PgGraphSQL(choice, tenant=tenant or "default"))
+    raise _bad_choice(choice)
+
+
+def _bad_choice(choice: str) -> UsageError:
     from homeagent_core.stores.pg_database import redact_url
 
-    raise UsageError(
+    return UsageError(
         f"core.memory.store is {redact_url(choice)!r}; use 'sqlite' or a postgresql://user:password@host/db URL"
     )

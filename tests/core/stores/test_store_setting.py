@@ -1,4 +1,4 @@
-"""``core.memory.store`` picks the document backend; a broken PostgreSQL URL never falls back."""
+"""``core.memory.store`` picks the document and graph backend; a broken PostgreSQL URL never falls back."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.config import ConfigStore
+from homeagent_core.memory.graph import GraphStore
 from homeagent_core.memory.system import MemorySystem
 from homeagent_core.stores.pg_documents import PgDocumentStore
+from homeagent_core.stores.pg_graph import PgGraphSQL
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.types import Triple
 
 
 def _config(tmp_path: Path, store: str, tenant: str = "default") -> ConfigStore:
@@ -28,12 +31,18 @@ async def test_the_memory_system_keeps_documents_on_postgresql_when_told(tmp_pat
         assert isinstance(memory.documents, PgDocumentStore)
         await memory.documents.add("the spare key is under the blue pot")
         assert not (tmp_path / "data" / "memory" / "documents.db").exists()
+        assert isinstance(memory.graph.sql, PgGraphSQL)
+        await memory.graph.acommit([Triple("spare key", "is under", "blue pot")])
+        assert not (tmp_path / "data" / "memory" / "graph.db").exists()
     finally:
         await memory.aclose()
         config.close()
     again = PgDocumentStore(pg_url, tenant=pg_tenant)
     assert [d.content for d in again.all()] == ["the spare key is under the blue pot"]
     again.close()
+    graph = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    assert [r.target for r in graph.recall(["spare key"]).relations] == ["blue pot"]
+    graph.close()
 
 
 async def test_an_unreachable_database_stops_the_start_instead_of_an_empty_sqlite(tmp_path):
@@ -45,6 +54,7 @@ async def test_an_unreachable_database_stops_the_start_instead_of_an_empty_sqlit
         await MemorySystem.open(tmp_path / "data", config, embedder=FakeEmbedder(16))
     assert "topsecret" not in str(info.value)
     assert not (tmp_path / "data" / "memory" / "documents.db").exists()
+    assert not (tmp_path / "data" / "memory" / "graph.db").exists()
     config.close()
 
 
