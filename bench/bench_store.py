@@ -15,9 +15,12 @@ socket) or on ``--pg-url``. Measured:
 * ``migrate_docs_per_s``: ``homeagent store migrate`` of the SQLite corpus into PostgreSQL,
   verification included.
 
-``pg_commit_triples_per_s`` is reported as ``null``: the graph store has no PostgreSQL backend yet.
+* ``sqlite_commit_triples_per_s`` / ``pg_commit_triples_per_s``: ``GraphStore.commit`` of
+  ``--triples`` synthetic triples ("<name> -<word>-> <word> <word>", with a sentence), 10 per commit
+  (one distilled turn), into a ``graph.db`` and into a tenant's graph on PostgreSQL (the mirror
+  refreshed after each commit, the change log written and notified).
 
-    python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--pg-url URL] [--json]
+    python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--triples 5000] [--pg-url URL] [--json]
 """
 
 from __future__ import annotations
@@ -121,6 +124,25 @@ async def visibility(url: str, rounds: int = 50) -> list[float]:
     return samples
 
 
+def triples(n: int, seed: int = 13) -> list[Any]:
+    from homeagent_sdk.types import Triple
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        subject, relation, obj = rng.choice(NAMES), rng.choice(WORDS), f"{rng.choice(WORDS)} {rng.choice(WORDS)}"
+        out.append(Triple(subject, relation, obj, sentence_text=f"{subject} {relation} {obj}."))
+    return out
+
+
+def commit_triples_s(store: Any, items: list[Any], per_commit: int = 10) -> float:
+    """Seconds to commit ``items`` ``per_commit`` at a time, each commit its own session."""
+    started = time.perf_counter()
+    for i in range(0, len(items), per_commit):
+        store.commit(items[i : i + per_commit], f"s{i // per_commit}")
+    return time.perf_counter() - started
+
+
 async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.pg_documents import PgDocumentStore
@@ -154,6 +176,18 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
             pg.close()
             note("pg_commit_docs_per_s", args.docs / pg_load)
             note("pg_query_p50_ms", statistics.median(pg_q) * 1e3)
+            from homeagent_core.memory.graph import GraphStore
+            from homeagent_core.stores.pg_graph import PgGraphSQL
+
+            graph_items = triples(args.triples)
+            lite_graph = GraphStore(data / "memory" / "graph.db")
+            lite_triples_s = commit_triples_s(lite_graph, graph_items)
+            lite_graph.close()
+            note("sqlite_commit_triples_per_s", args.triples / lite_triples_s)
+            pg_graph = GraphStore("", sql=PgGraphSQL(url, tenant=f"bench-graph-{uuid.uuid4().hex[:8]}"))
+            pg_triples_s = commit_triples_s(pg_graph, graph_items)
+            pg_graph.close()
+            note("pg_commit_triples_per_s", args.triples / pg_triples_s)
             vis = await visibility(url)
             note("cross_daemon_visibility_p50_ms", statistics.median(vis) * 1e3)
             started = time.perf_counter()
@@ -174,7 +208,9 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
         "pg_query_p50_ms_100k": round(statistics.median(pg_q) * 1e3, 3),
         "sqlite_commit_docs_per_s": round(args.docs / lite_load, 1),
         "pg_commit_docs_per_s": round(args.docs / pg_load, 1),
-        "pg_commit_triples_per_s": None,
+        "triples": args.triples,
+        "sqlite_commit_triples_per_s": round(args.triples / lite_triples_s, 1),
+        "pg_commit_triples_per_s": round(args.triples / pg_triples_s, 1),
         "cross_daemon_visibility_p50_ms": round(statistics.median(vis) * 1e3, 3),
         "migrate_docs_per_s": round(report.copied / migrate_s, 1),
         "migrate_verified": report.verified,
@@ -187,6 +223,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--triples", type=int, default=5000)
     parser.add_argument("--pg-url", default="", help="an existing PostgreSQL with pgvector (default: a local one)")
     args = parser.parse_args()
     rows, figures = asyncio.run(main_async(args))

@@ -29,6 +29,7 @@ import logging
 import re
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -259,6 +260,7 @@ class PgGraphSQL:
         self._on_change: Callable[[], object] | None = None
         self._pending = threading.Event()
         self._closed = False
+        self._writer = uuid.uuid4().hex  # in the notification, so this store ignores its own commits
         try:
             self._migrate()
             with self._tx() as conn:
@@ -370,7 +372,7 @@ class PgGraphSQL:
             cur.executemany("INSERT INTO graph_changes (kind, row_id) VALUES (%s, %s)", entries)
             cur.execute("SELECT max(seq) FROM graph_changes")
             top = cur.fetchone()
-        raw.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"graph:{self.tenant}"))
+        raw.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"graph:{self._writer}:{self.tenant}"))
         if top and top[0] is not None:
             self._applied = int(top[0])
 
@@ -438,7 +440,12 @@ class PgGraphSQL:
         self.db.listen(self._on_notify)
 
     def _on_notify(self, payload: str) -> None:
-        if payload not in ("", f"graph:{self.tenant}") or self._closed or self._follower is None:
+        if payload:
+            kind, _, rest = payload.partition(":")
+            writer, _, tenant = rest.partition(":")
+            if kind != "graph" or tenant != self.tenant or writer == self._writer:
+                return
+        if self._closed or self._follower is None:
             return
         if self._pending.is_set():
             return
