@@ -466,6 +466,23 @@ class PgGraphSQL:
                 return
             log.exception("graph memory %s: following another daemon's commit failed", self.path)
 
+    def import_rows(self, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+        """Insert copied rows with their ids in one transaction, skipping keys already present.
+
+        Used by ``homeagent store migrate``; the id counters move past the copied ids.
+        """
+        if not rows:
+            return
+        marks = ", ".join(["%s"] * len(rows[0]))
+        with self._tx() as conn:
+            with conn.raw.cursor() as cur:
+                cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
+            if table in _ID_TABLES:
+                conn.raw.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{self.schema}.{table}', 'id'),"
+                    f" greatest((SELECT max(id) FROM {table}), 1))"
+                )
+
     def snapshot(self) -> dict[str, Any]:
         def run(c: PgGraphConnection) -> dict[str, Any]:
             return {

@@ -9,10 +9,14 @@ from typer.testing import CliRunner
 
 from homeagent_core.cli import app
 from homeagent_core.memory.documents import Document, DocumentStore
+from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.social import SocialGraph
 from homeagent_core.stores import migrate as migrate_module
 from homeagent_core.stores.migrate import migrate_documents
 from homeagent_core.stores.pg_documents import PgDocumentStore
+from homeagent_core.stores.pg_graph import PgGraphSQL
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.types import Triple
 
 TEXTS = [f"turn {i}: Caroline talks about painting number {i} and 小王's garden" for i in range(25)]
 
@@ -86,5 +90,40 @@ async def test_the_cli_migrates_and_reports_the_checksums(tmp_path, pg_url, pg_t
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["verified"] and report["copied"] == 25 and report["source_checksum"] == report["target_checksum"]
+    assert report["graph"] is None  # no graph.db in this data directory
+
+
+async def test_the_graph_goes_to_postgresql_and_back_with_ids_traits_and_media(tmp_path, pg_url, pg_tenant):
+    data = tmp_path / "data"
+    (await _sqlite_store(data)).close()
+    graph = GraphStore(data / "memory" / "graph.db")
+    graph.commit([Triple("Caroline", "paints", "sunsets", sentence_text="Caroline paints sunsets.",
+                         media_digests=["1" * 64])], "s1", batch_id="turn-1")
+    SocialGraph(graph).set_trait("Caroline", "age", "30")
+    graph.close()
+    args = ["store", "migrate", "--to", pg_url, "--tenant", pg_tenant, "--data", str(data), "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)["graph"]
+    assert report["verified"] and report["copied"]["relations"] == 1 and report["copied"]["person_traits"] == 1
+    again = json.loads(CliRunner().invoke(app, args).output)["graph"]  # a rerun copies nothing more
+    assert again["verified"] and sum(again["copied"].values()) == 0
+    on_pg = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    [relation] = on_pg.recall(["Caroline"]).relations
+    assert (relation.target, relation.sentence, relation.media_digests) == ("sunsets", "Caroline paints sunsets.",
+                                                                            ["1" * 64])
+    assert SocialGraph(on_pg).traits("Caroline") == {"age": "30"}
+    assert on_pg.commit([Triple("Caroline", "paints", "sunsets")], "s1", batch_id="turn-1").duplicate
+    on_pg.commit([Triple("Caroline", "visits", "museum")])  # new ids continue after the copied ones
+    on_pg.close()
+    back = tmp_path / "back"
+    result = CliRunner().invoke(
+        app, ["store", "migrate", "--from", pg_url, "--to", "sqlite", "--tenant", pg_tenant, "--data", str(back)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "copied the graph: 3 entities, 2 relations" in result.output
+    local = GraphStore(back / "memory" / "graph.db")
+    assert sorted(r.target for r in local.recall(["Caroline"]).relations) == ["museum", "sunsets"]
+    local.close()
     result = CliRunner().invoke(app, ["store", "migrate", "--to", "sqlite", "--data", str(data)])
     assert result.exit_code == 1 and "one of each" in result.output
