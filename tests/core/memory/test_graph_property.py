@@ -1,4 +1,4 @@
-"""Property test: the networkx mirror always equals what SQLite holds, also after a reopen.
+"""Property test: the mirror always equals what the database holds (SQLite, PostgreSQL), also after a reopen.
 
 ``GraphCache.snapshot`` also checks every derived structure (networkx graph in both directions,
 adjacency map, keyword postings and the terms stored per entity, vector indexes) against the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,26 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
             assert reopened.cache.snapshot() == before
         finally:
             reopened.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, min_size=5, max_size=30))
+def test_the_mirror_equals_the_postgresql_rows_after_any_operations_and_on_another_daemon(
+    pg_url: str, sequence: list[tuple[Any, ...]]
+) -> None:
+    from homeagent_core.stores.pg_graph import PgGraphSQL
+
+    tenant = "prop-" + uuid.uuid4().hex[:12]
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=tenant))
+    try:
+        for op in sequence:
+            apply(store, op)
+            assert store.cache.snapshot() == store.sql_snapshot(), op
+        rows = store.sql_snapshot()
+        other = GraphStore("", sql=PgGraphSQL(pg_url, tenant=tenant))  # a second daemon loads the same graph
+        try:
+            assert other.cache.snapshot() == rows
+        finally:
+            other.close()
+    finally:
+        store.close()

@@ -107,3 +107,4 @@ def test_sqlite_only_sql_is_refused_by_name_and_a_failed_update_rolls_back_alone
         assert store.read(lambda c: c.execute("SELECT type FROM relations").fetchall()) == [("住在",)]
     finally:
         store.close()
+
