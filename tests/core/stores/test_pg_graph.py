@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -108,3 +113,56 @@ def test_sqlite_only_sql_is_refused_by_name_and_a_failed_update_rolls_back_alone
     finally:
         store.close()
 
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_sdk.types import Triple
+
+    store = GraphStore("", sql=PgGraphSQL(sys.argv[1], tenant=sys.argv[2]))
+    batch = 0
+    while True:
+        batch += 1
+        store.commit([Triple(f"person {i}", "visited", f"place {i % 37}", sentence_text=f"batch {batch} line {i}")
+                      for i in range(300)], f"batch{batch}")
+    """
+)
+
+
+def test_a_daemon_killed_mid_commit_leaves_all_or_nothing(pg_url: str, pg_tenant: str, tmp_path) -> None:
+    b = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    writer = subprocess.Popen([sys.executable, str(script), pg_url, pg_tenant], env=env)
+    try:
+        _until(lambda: len(b.cache.snapshot()["relations"]) >= 300, within=60)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+
+            def writing() -> bool:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid"
+                    " WHERE s.pid <> pg_backend_pid() AND s.datname = current_database()"
+                    " AND l.locktype = 'transactionid' AND s.xact_start IS NOT NULL"
+                ).fetchone()
+                return bool(row and row[0])
+
+            _until(writing, within=60)
+            os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.kill()
+        writer.wait(timeout=30)
+    b.catch_up()
+    fresh = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    with psycopg.connect(pg_url) as conn:
+        per_batch = conn.execute(
+            f"SELECT session, count(*) FROM {graph_schema_name(pg_tenant)}.relations GROUP BY 1"
+        ).fetchall()
+    assert per_batch and all(count == 300 for _, count in per_batch)
+    assert b.cache.snapshot() == fresh.cache.snapshot() == fresh.sql_snapshot()
+    assert len(fresh.cache.snapshot()["relations"]) == 300 * len(per_batch)
+    fresh.close()
+    b.close()
