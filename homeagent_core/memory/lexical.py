@@ -680,6 +680,26 @@ class LexicalIndex:
                 store (watermark above ``max_slot``), or disagrees with a stored document.
         """
         snap = read_snapshot(path, verify=verify)
+        try:
+            return cls._from_snapshot(path, snap, alive_slots, lengths, tag=tag, max_slot=max_slot, **kwargs)
+        except BaseException:
+            if snap.source is not None:
+                snap.source.close()
+            raise
+
+    @classmethod
+    def _from_snapshot(
+        cls,
+        path: Path,
+        snap: SnapshotArrays,
+        alive_slots: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        *,
+        tag: str,
+        max_slot: int | None,
+        **kwargs: float | int | None,
+    ) -> LexicalIndex:
+        """:meth:`load` once the file is read."""
         if snap.tag != tag:
             raise ValueError(f"{path}: snapshot belongs to another store ({snap.tag!r} != {tag!r})")
         if max_slot is not None and snap.watermark > max_slot:

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -62,8 +62,11 @@ class SnapshotArrays:
     fwd_tfs: Sequence[npt.NDArray[np.uint16]]
     clean: bool = False
     """True when ``slots`` name exactly the slots with a non-zero length (no dead postings)."""
-    unchecked: tuple[tuple[str, int], ...] = ()
-    """Arrays mapped without checking their crc32 yet: (field name, expected crc32)."""
+    unchecked: tuple[tuple[str, int, int, int], ...] = ()
+    """Arrays mapped without checking their crc32 yet: (field name, expected crc32, file offset, bytes)."""
+    source: IO[bytes] | None = None
+    """The file the unchecked arrays were mapped from, opened with the mapping (so a snapshot
+    renamed over the path since is not the one checked); :func:`verify_arrays` closes it."""
 
 
 def tmp_path(path: Path) -> Path:
@@ -135,6 +138,7 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
     Raises:
         ValueError: the file is missing, truncated, of another format or version, or damaged.
     """
+    source: IO[bytes] | None = None
     try:
         with open(path, "rb") as fh:
             head = fh.read(len(MAGIC) + 4)
@@ -155,13 +159,15 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
             if os.fstat(fh.fileno()).st_size != expected:
                 raise ValueError(f"{path}: snapshot is truncated or has trailing bytes")
             out: list[np.ndarray] = []
-            unchecked: list[tuple[str, int]] = []
+            unchecked: list[tuple[str, int, int, int]] = []
             for (name, dtype), count, crc in zip(_FIELDS, sizes, crcs, strict=True):
                 count = int(count)
                 if not verify and name in _MAPPED and count:
-                    mapped = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
+                    # mapped through this descriptor, which the later check reads: the same file
+                    # even if a newer snapshot is renamed over the path meanwhile
+                    mapped = np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=(count,))
                     arr: np.ndarray = mapped.view(np.ndarray)  # plain views: memmap slicing is slow
-                    unchecked.append((name, int(crc)))
+                    unchecked.append((name, int(crc), offset, count * int(dtype[-1])))
                 else:
                     fh.seek(offset)
                     arr = np.fromfile(fh, dtype=dtype, count=count)
@@ -171,6 +177,8 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
                         raise ValueError(f"{path}: snapshot checksum of {name} does not match")
                 offset += count * int(dtype[-1])
                 out.append(arr.astype(dtype[1:], copy=False))
+            if unchecked:
+                source = os.fdopen(os.dup(fh.fileno()), "rb", buffering=0)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
     counts, slots, tfs, fwd_counts, fwd_buckets, fwd_tfs, lengths = out
@@ -186,20 +194,55 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
     if len(lengths) > watermark + 1:
         raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
     return SnapshotArrays(
-        tag, watermark, counts, slots, tfs, lengths, fwd_counts, [fwd_buckets], [fwd_tfs], clean, tuple(unchecked)
+        tag, watermark, counts, slots, tfs, lengths, fwd_counts, [fwd_buckets], [fwd_tfs], clean, tuple(unchecked),
+        source,
     )
+
+
+def _source_crc(source: IO[bytes], name: str, offset: int, size: int, watermark: int) -> int:
+    """crc32 of ``size`` bytes at ``offset`` of ``source``, read in chunks; posting slots are range-checked too."""
+    found, done = 0, 0
+    while done < size:
+        chunk = os.pread(source.fileno(), min(_CHUNK * 8, size - done), offset + done)
+        if not chunk:
+            raise ValueError(f"snapshot is truncated in {name}")
+        if name == "slots":
+            part = np.frombuffer(chunk, dtype="<i4")
+            if len(part) and (int(part.min()) < 0 or int(part.max()) > watermark):
+                raise ValueError(f"snapshot postings name slots outside 0..{watermark}")
+        found = zlib.crc32(chunk, found)
+        done += len(chunk)
+    return found
 
 
 def verify_arrays(arrays: SnapshotArrays) -> None:
     """Check the crc32 of the arrays :func:`read_snapshot` mapped unchecked (a full read).
 
+    The mapped file is read with plain reads through the descriptor opened with the mapping,
+    not through the mapping: a pass over the mapping would make every page of the snapshot
+    resident in this process (and fault it in while the first queries run), while queries
+    touch only a small part of it. The descriptor is closed afterwards.
+
     Raises:
         ValueError: an array's checksum does not match, or posting slots lie outside the watermark.
     """
-    for name, crc in arrays.unchecked:
-        value = getattr(arrays, name)
-        if zlib.crc32((value[0] if isinstance(value, list) else value).data) != crc:
-            raise ValueError(f"snapshot checksum of {name} does not match")
-    slots = arrays.slots
-    if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):
-        raise ValueError(f"snapshot postings name slots outside 0..{arrays.watermark}")
+    source = arrays.source
+    try:
+        for name, crc, offset, size in arrays.unchecked:
+            if source is not None:
+                try:
+                    found = _source_crc(source, name, offset, size, arrays.watermark)
+                except OSError as exc:
+                    raise ValueError(f"cannot read the snapshot: {exc}") from exc
+            else:
+                value = getattr(arrays, name)
+                found = zlib.crc32((value[0] if isinstance(value, list) else value).data)
+            if found != crc:
+                raise ValueError(f"snapshot checksum of {name} does not match")
+    finally:
+        if source is not None:
+            source.close()
+    if source is None:
+        slots = arrays.slots
+        if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):
+            raise ValueError(f"snapshot postings name slots outside 0..{arrays.watermark}")

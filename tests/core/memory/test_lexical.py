@@ -15,7 +15,7 @@ from homeagent_core.memory.lexical import (
     encode_terms,
     term_counts,
 )
-from homeagent_core.memory.lexical_snapshot import read_snapshot, write_snapshot
+from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, verify_arrays, write_snapshot
 from homeagent_core.memory.lexical_snapshot import tmp_path as partial_path
 
 _WORD_TEXT = (
@@ -178,6 +178,8 @@ def test_over_budget_buckets_are_rescored_from_forward_lists_on_both_sides_of_a_
     slots = np.arange(1, 1001, dtype=np.int64)
     lengths = np.array([term_counts(texts[s])[2] for s in range(1, 1001)])
     loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=6000, rescore=60)
+    assert loaded.unchecked is not None
+    verify_arrays(loaded.unchecked)  # the caller's check (it also closes the file the check reads)
     exact = LexicalIndex(max_postings=None)
     for slot, text in texts.items():
         exact.add(slot, text)
@@ -281,3 +283,51 @@ def test_replacing_a_document_by_one_of_equal_length_rescores_with_the_new_lengt
     index.remove(2, term_counts("yoga recipe museum")[0])
     index.add(3, "lake lake lake lake")  # same count and total length as before the removal
     assert_matches(index, {1: "paint lake", 3: "lake lake lake lake"}, "lake")
+
+
+def _rss_file_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) / 1024
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+def _big_snapshot(watermark: int, n: int = 16 << 20) -> SnapshotArrays:
+    """A snapshot with ``n`` postings of slot 1 in one bucket (64 MB of slots)."""
+    counts = np.zeros(lexical.BUCKETS, dtype=np.int32)
+    counts[7] = n
+    return SnapshotArrays(
+        tag="t", watermark=watermark, counts=counts, slots=np.ones(n, dtype=np.int32),
+        tfs=np.ones(n, dtype=np.uint16), lengths=np.array([0, 3], dtype=np.float32),
+        fwd_counts=np.array([0, 1], dtype=np.int32), fwd_buckets=[np.array([7], dtype=np.uint32)],
+        fwd_tfs=[np.array([1], dtype=np.uint16)],
+    )
+
+
+def test_checking_a_mapped_snapshot_does_not_make_it_resident(tmp_path):
+    path = tmp_path / "lex"
+    write_snapshot(path, _big_snapshot(1))
+    mapped = read_snapshot(path, verify=False)
+    assert mapped.unchecked
+    before = _rss_file_mb()
+    verify_arrays(mapped)
+    assert _rss_file_mb() - before < 16  # the 64 MB of mapped slots were not paged into this process
+
+
+def test_checking_a_mapped_snapshot_checks_the_mapped_file_when_a_newer_one_replaced_it(tmp_path):
+    path = tmp_path / "lex"
+    write_snapshot(path, _big_snapshot(1, n=1000))
+    mapped = read_snapshot(path, verify=False)
+    write_snapshot(path, _big_snapshot(2, n=3000))  # renamed over the path before the check runs
+    verify_arrays(mapped)  # the mapped (older) file is intact
+    path.unlink()
+    write_snapshot(path, _big_snapshot(1, n=1000))
+    damaged = read_snapshot(path, verify=False)
+    with open(path, "r+b") as fh:  # damage the posting slots of the very file that is mapped
+        after_slots = 2 * 1000 + 4 * 2 + 4 + 2 + 4 * 2  # tfs, forward counts, buckets and tfs, lengths
+        fh.seek(-(after_slots + 4 * 1000) + 12, 2)  # the 4th posting's slot
+        fh.write(b"\x02")
+    path.unlink()  # and remove it from the folder: the check still reads it
+    with pytest.raises(ValueError, match=r"checksum of slots|outside"):
+        verify_arrays(damaged)
