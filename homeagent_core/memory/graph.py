@@ -131,6 +131,10 @@ class GraphStore:
         """Apply other writers' commits to the mirror (a database shared by several daemons)."""
         with self._write_lock:
             changes = self.sql.remote_changes()
+            if changes is None:  # the others' changes can no longer be replayed one by one
+                self.cache = self.sql.load_mirror()
+                self.analytics = GraphAnalytics(self.cache)
+                return
             self.cache.apply(changes, self.sql.changed_rows(changes))
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -72,8 +72,11 @@ class GraphSQL(Protocol):
         """Close the connection."""
         ...
 
-    def remote_changes(self) -> Changes:
-        """Ids other writers of a shared database committed since this one last looked (none for a file)."""
+    def remote_changes(self) -> Changes | None:
+        """Ids other writers of a shared database committed since this one last looked (none for a file).
+
+        None: too much changed to replay; the mirror is loaded again.
+        """
         ...
 
     def follow(self, on_change: Callable[[], object]) -> None:
@@ -125,7 +128,7 @@ class SQLiteGraphSQL:
         if self._conn is not None:
             self._conn.close()
 
-    def remote_changes(self) -> Changes:
+    def remote_changes(self) -> Changes | None:
         """One process writes a SQLite graph: nobody else's changes to follow."""
         return Changes()
 

@@ -63,6 +63,10 @@ _ID_TABLES = ("entities", "sentences", "relations", "memory_blocks", "memory_blo
 _INSERT_WITH_ID = re.compile(r"^\s*INSERT\s+INTO\s+(" + "|".join(_ID_TABLES) + r")\b", re.IGNORECASE)
 _SQLITE_ONLY = re.compile(r"\bPRAGMA\b|\b(INSERT|UPDATE|REPLACE)\s+OR\s+\w+|\bchanges\s*\(\s*\)|\bsqlite_\w+", re.I)
 _KINDS = {"e": "entities", "r": "relations", "s": "sentences", "b": "blocks", "x": "block_edges"}
+KEEP_CHANGES = 100_000
+"""Change-log rows kept per tenant; a daemon further behind loads its mirror again."""
+PRUNE_STEP = 1_000
+"""The log is pruned each time its oldest kept row would move by this many."""
 
 
 def _tenant_column(tenant: str) -> str:
@@ -261,6 +265,8 @@ class PgGraphSQL:
         self._pending = threading.Event()
         self._closed = False
         self._writer = uuid.uuid4().hex  # in the notification, so this store ignores its own commits
+        self._pruned = 0  # the change-log position this store last pruned up to
+        self._behind = False  # the log was pruned past this mirror's position: load it again
         try:
             self._migrate()
             with self._tx() as conn:
@@ -343,16 +349,28 @@ class PgGraphSQL:
         except BaseException:
             self._applied = seen  # rolled back: the other daemons' changes are read again next time
             raise
-        _merge(changes, remote)
+        if remote is None:  # too far behind to replay: the follower loads the mirror again
+            self._on_notify("")
+        else:
+            _merge(changes, remote)
         return result, changes
 
-    def remote_changes(self) -> Changes:
-        """The ids other daemons' commits touched since this store last looked (already committed)."""
+    def remote_changes(self) -> Changes | None:
+        """The ids other daemons' commits touched since this store last looked (already committed).
+
+        None when the change log was pruned past this store's position: the mirror must be loaded
+        again (:meth:`load_mirror`).
+        """
         with self._tx() as conn:
             return self._remote(conn)
 
-    def _remote(self, conn: PgGraphConnection) -> Changes:
+    def _remote(self, conn: PgGraphConnection) -> Changes | None:
         """Read (and mark as seen) the change log after this store's last position; under the writer lock."""
+        if not self._behind:
+            row = conn.execute("SELECT value FROM graph_meta WHERE key = 'changes_pruned_to'").fetchone()
+            self._behind = row is not None and int(row[0]) > self._applied
+        if self._behind:
+            return None
         changes = Changes()
         rows = conn.execute(
             "SELECT seq, kind, row_id FROM graph_changes WHERE seq > ? ORDER BY seq", (self._applied,)
@@ -373,8 +391,19 @@ class PgGraphSQL:
             cur.execute("SELECT max(seq) FROM graph_changes")
             top = cur.fetchone()
         raw.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"graph:{self._writer}:{self.tenant}"))
-        if top and top[0] is not None:
+        if not top or top[0] is None:
+            return
+        if not self._behind:
             self._applied = int(top[0])
+        cut = (int(top[0]) - KEEP_CHANGES) // PRUNE_STEP * PRUNE_STEP
+        if cut > self._pruned:
+            raw.execute("DELETE FROM graph_changes WHERE seq <= %s", (cut,))
+            raw.execute(
+                "INSERT INTO graph_meta (key, value) VALUES ('changes_pruned_to', %s) ON CONFLICT (key) DO UPDATE"
+                " SET value = GREATEST(graph_meta.value::BIGINT, excluded.value::BIGINT)::TEXT",
+                (str(cut),),
+            )
+            self._pruned = cut
 
     def changed_rows(self, ch: Changes) -> ChangedRows:
         def rows(sql: str, ids: set[int]) -> dict[int, tuple[Any, ...]]:
@@ -431,6 +460,7 @@ class PgGraphSQL:
             except psycopg.Error as exc:
                 raise self.db._translate(exc) from exc
             self._applied = int(row[0]) if row else 0
+            self._behind = False
             return cache
 
     def follow(self, on_change: Callable[[], object]) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from homeagent_core.memory.graph import SCHEMA_VERSION, GraphStore
 from homeagent_core.memory.social import SocialGraph
+from homeagent_core.stores import pg_graph
 from homeagent_core.stores.pg_database import PgDatabase
 from homeagent_core.stores.pg_graph import PgGraphSQL, graph_schema_name
 from homeagent_sdk.errors import MemoryStoreError
@@ -166,3 +167,31 @@ def test_a_daemon_killed_mid_commit_leaves_all_or_nothing(pg_url: str, pg_tenant
     assert len(fresh.cache.snapshot()["relations"]) == 300 * len(per_batch)
     fresh.close()
     b.close()
+
+
+def test_a_daemon_behind_the_pruned_change_log_loads_its_mirror_again(
+    pg_url: str, pg_tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_graph, "KEEP_CHANGES", 20)
+    monkeypatch.setattr(pg_graph, "PRUNE_STEP", 10)
+    a = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    with monkeypatch.context() as m:  # b hears nothing: it falls behind
+        m.setattr(PgGraphSQL, "follow", lambda self, on_change: None)
+        b = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    try:
+        a.commit([Triple("Alice", "knows", "Bob")])
+        b.catch_up()
+        assert _targets(b, "Alice") == ["Bob"]
+        for i in range(30):
+            a.commit([Triple(f"person {i}", "visited", f"place {i}", sentence_text=f"line {i}")])
+        a.purge({"relation_type": "knows"}, "hard")
+        schema = graph_schema_name(pg_tenant)
+        with psycopg.connect(pg_url) as raw:
+            (kept,) = raw.execute(f"SELECT count(*) FROM {schema}.graph_changes").fetchone()
+        assert kept < 40  # about 130 changes were logged
+        b.catch_up()
+        assert b.cache.snapshot() == a.sql_snapshot()
+        assert _targets(b, "Alice") == []
+    finally:
+        a.close()
+        b.close()
