@@ -299,13 +299,22 @@ class PgGraphSQL:
         import psycopg
 
         with self._lock:
-            conn = self._connect()
-            try:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
-                    yield PgGraphConnection(conn)
-            except psycopg.Error as exc:
-                raise self.db._translate(exc) from exc
+            for attempt in (1, 2):
+                conn = self._connect()
+                begun = False
+                try:
+                    with conn.transaction():
+                        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
+                        begun = True
+                        yield PgGraphConnection(conn)
+                    return
+                except psycopg.OperationalError as exc:
+                    if begun or attempt == 2 or not conn.broken:
+                        raise self.db._translate(exc) from exc
+                    # the server dropped the idle connection (a restart, a failover): once more on a new one
+                    log.info("graph memory %s: connection lost, reconnecting", self.path)
+                except psycopg.Error as exc:
+                    raise self.db._translate(exc) from exc
 
     def _migrate(self) -> None:
         """Create or upgrade the tenant's schema, one transaction per version; refuse a newer one."""
@@ -441,10 +450,16 @@ class PgGraphSQL:
         import psycopg
 
         with self._lock:
-            try:
-                return fn(PgGraphConnection(self._connect()))
-            except psycopg.Error as exc:
-                raise self.db._translate(exc) from exc
+            for attempt in (1, 2):
+                conn = self._connect()
+                try:
+                    return fn(PgGraphConnection(conn))
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not conn.broken:  # a read has no effects: retried once on a new connection
+                        raise self.db._translate(exc) from exc
+                except psycopg.Error as exc:
+                    raise self.db._translate(exc) from exc
+            raise AssertionError("unreachable")
 
     def load_mirror(self) -> GraphCache:
         """The mirror from one consistent snapshot; the change log position is taken in the same one."""

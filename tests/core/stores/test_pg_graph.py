@@ -195,3 +195,23 @@ def test_a_daemon_behind_the_pruned_change_log_loads_its_mirror_again(
     finally:
         a.close()
         b.close()
+
+
+def test_dropped_connections_are_replaced_and_the_other_daemon_catches_up(pg_url: str, pg_tenant: str) -> None:
+    a = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+    b = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+    try:
+        a.commit([Triple("Alice", "knows", "Bob")])
+        _until(lambda: _targets(b, "Alice") == ["Bob"])
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # what a server restart does to them
+            dropped = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            ).fetchone()
+        assert dropped and dropped[0] >= 4
+        a.commit([Triple("Alice", "knows", "Carol")])  # on a new connection, acknowledged
+        assert a.read(lambda c: c.execute("SELECT count(*) FROM relations").fetchone()) == (2,)
+        _until(lambda: _targets(b, "Alice") == ["Bob", "Carol"])
+    finally:
+        a.close()
+        b.close()
