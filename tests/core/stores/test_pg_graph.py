@@ -215,3 +215,30 @@ def test_dropped_connections_are_replaced_and_the_other_daemon_catches_up(pg_url
     finally:
         a.close()
         b.close()
+
+
+def test_two_daemons_writing_at_once_converge_to_the_same_graph(pg_url: str, pg_tenant: str) -> None:
+    import threading
+
+    a = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+    b = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant))
+
+    def write(store: GraphStore, who: str) -> None:
+        for i in range(40):  # both mention the same people, so upserts of one entity race
+            store.commit([Triple(f"person {i % 7}", f"met by {who}", f"person {(i + 1) % 7}")], f"{who}{i}")
+
+    try:
+        writers = [threading.Thread(target=write, args=(s, w)) for s, w in ((a, "a"), (b, "b"))]
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join(timeout=120)
+        rows = a.sql_snapshot()
+        assert len(rows["relations"]) == 80 and len(rows["entities"]) == 7
+        assert sum(e.mention_count for e in rows["entities"].values()) == 160
+        a.catch_up()
+        b.catch_up()
+        assert a.cache.snapshot() == b.cache.snapshot() == rows
+    finally:
+        a.close()
+        b.close()
