@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -98,8 +99,8 @@ class LLM:
 
 
 @pytest.fixture
-def graph(tmp_path: Path) -> GraphStore:
-    g = GraphStore(tmp_path / "graph.db")
+def graph(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> GraphStore:
+    g = open_graph(tmp_path / "graph.db")
     yield g
     g.close()
 
