@@ -494,7 +494,7 @@ class LexicalIndex:
             self._qw[buckets] = idf
             weights = self._qw[self._d_buckets[: self._d_n]]
             self._qw[buckets] = 0.0
-            hit = np.flatnonzero(weights)
+            hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
             self._accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit])
         if len(tail):
             self._rescore(out, buckets[tail], idf[tail], candidates, expand)
@@ -537,25 +537,38 @@ class LexicalIndex:
         slots: npt.NDArray[np.int32],
         tfs: npt.NDArray[np.uint16],
         weights: npt.NDArray[np.float32],
+        group: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
     ) -> None:
-        """Add ``weight · tf·(k1+1)/(tf+norm)`` of each posting to its slot's score."""
+        """Add ``weight · tf·(k1+1)/(tf+norm)`` of each posting to its slot's score.
+
+        ``group`` = (ids, cand) says the postings belong to a few slots only (``slots[i] ==
+        cand[ids[i]]``, ``cand`` unique): sums are then formed per candidate instead of over
+        every slot, with the same arithmetic in the same order (so the same scores).
+        """
         if not len(slots):
             return
         norm, unit = self._doc_factors()
+        ids, size = (slots, len(out)) if group is None else (group[0], len(group[1]))
         if len(slots) < len(out) // 2:
             tf = tfs.astype(np.float32)
             contrib = weights * tf * (self.k1 + 1.0) / (tf + norm[slots])
-            out += np.bincount(slots, weights=contrib, minlength=len(out)).astype(np.float32)
-            return
-        # many postings: most have tf = 1, whose factor depends on the document only, so
-        # sum the idf weights per document once and scale; then correct the few tf > 1
-        total = np.bincount(slots, weights=weights, minlength=len(out)) * unit[: len(out)]
-        many = np.flatnonzero(tfs > 1)
-        if len(many):
-            hit, tf = slots[many], tfs[many].astype(np.float32)
-            fix = weights[many] * (tf * (self.k1 + 1.0) / (tf + norm[hit]) - unit[hit])
-            total += np.bincount(hit, weights=fix, minlength=len(out))
-        out += total.astype(np.float32)
+            summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
+        else:
+            # many postings: most have tf = 1, whose factor depends on the document only, so
+            # sum the idf weights per document once and scale; then correct the few tf > 1
+            total = np.bincount(ids, weights=weights, minlength=size) * (
+                unit[: len(out)] if group is None else unit[group[1]]
+            )
+            many = np.flatnonzero(tfs > 1)
+            if len(many):
+                hit, tf = slots[many], tfs[many].astype(np.float32)
+                fix = weights[many] * (tf * (self.k1 + 1.0) / (tf + norm[hit]) - unit[hit])
+                total += np.bincount(ids[many], weights=fix, minlength=size)
+            summed = total.astype(np.float32)
+        if group is None:
+            out += summed
+        else:
+            out[group[1]] += summed
 
     def _rescore(
         self,
@@ -614,10 +627,10 @@ class LexicalIndex:
         ends = np.cumsum(lens)
         idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offset - (ends - lens), lens)
         weights = self._qw[f_buckets[idx]]
-        hit = np.flatnonzero(weights)
+        hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
         if len(hit):
-            slots = np.repeat(cand, lens)[hit].astype(np.int32)
-            self._accumulate(out, slots, f_tfs[idx[hit]], weights[hit])
+            ids = np.repeat(np.arange(len(cand), dtype=np.int64), lens)[hit]
+            self._accumulate(out, cand[ids].astype(np.int32), f_tfs[idx[hit]], weights[hit], (ids, cand))
 
     # -- snapshots -------------------------------------------------------------------------
 
