@@ -201,17 +201,19 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
 
 def _source_crc(source: IO[bytes], name: str, offset: int, size: int, watermark: int) -> int:
     """crc32 of ``size`` bytes at ``offset`` of ``source``, read in chunks; posting slots are range-checked too."""
+    buf = bytearray(_CHUNK)  # one reused buffer: no allocation per chunk
+    view = memoryview(buf)
     found, done = 0, 0
     while done < size:
-        chunk = os.pread(source.fileno(), min(_CHUNK * 8, size - done), offset + done)
-        if not chunk:
+        got = os.preadv(source.fileno(), [view[: min(_CHUNK, size - done)]], offset + done)
+        if not got:
             raise ValueError(f"snapshot is truncated in {name}")
         if name == "slots":
-            part = np.frombuffer(chunk, dtype="<i4")
+            part = np.frombuffer(buf, dtype="<i4", count=got // 4)
             if len(part) and (int(part.min()) < 0 or int(part.max()) > watermark):
                 raise ValueError(f"snapshot postings name slots outside 0..{watermark}")
-        found = zlib.crc32(chunk, found)
-        done += len(chunk)
+        found = zlib.crc32(view[:got], found)
+        done += got
     return found
 
 
