@@ -157,8 +157,8 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
        "Allow fetching model weights from the Hugging Face hub.", category="memory"),
     _d("core.memory.store", "string", "sqlite",
        "Where documents and the graph live: sqlite (files under <data>/memory) or a "
-       "postgresql://user:password@host/db URL shared by several daemons and agents (docs/SCALE_OUT.md).", secret=True, category="memory",
-       restart_required=True),
+       "postgresql://user:password@host/db URL shared by several daemons and agents (docs/SCALE_OUT.md).",
+       secret=True, category="memory", restart_required=True),
     _d("core.memory.tenant", "string", "default",
        "This agent's id on a shared PostgreSQL store (rows of other tenants stay invisible).", category="memory",
        restart_required=True),
