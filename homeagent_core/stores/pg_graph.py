@@ -202,6 +202,15 @@ class PgGraphConnection:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
 
+    def __getattr__(self, name: str) -> Any:
+        """Refuse the rest of ``sqlite3.Connection`` by name (``cursor``, ``create_function``, ``backup``...)."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"the graph store on PostgreSQL offers execute() and executemany() only, not sqlite3's {name!r}; "
+            "this code works only with the SQLite graph (core.memory.store = sqlite)"
+        )
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
         """Run one statement (``?`` parameters); an ``UPDATE`` that fails rolls back alone.
 

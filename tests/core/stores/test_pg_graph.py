@@ -97,6 +97,8 @@ def test_sqlite_only_sql_is_refused_by_name_and_a_failed_update_rolls_back_alone
     try:
         with pytest.raises(MemoryStoreError, match=r"SQLite-only SQL.*PRAGMA"):
             store.read(lambda c: c.execute("PRAGMA journal_mode").fetchone())
+        with pytest.raises(AttributeError, match=r"executemany\(\) only, not sqlite3's 'create_function'"):
+            store.read(lambda c: c.create_function("f", 1, len))
         with pytest.raises(MemoryStoreError, match=r"SQLite-only SQL.*INSERT OR IGNORE"):
             store.write(lambda c, _ch: c.execute("INSERT OR IGNORE INTO graph_meta (key, value) VALUES ('a', 'b')"))
         store.commit([Triple("小王", "住在", "杭州"), Triple("小王", "去过", "杭州")])
