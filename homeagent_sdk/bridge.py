@@ -37,6 +37,7 @@ import json
 import logging
 import mimetypes
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,7 @@ class ChatBridge(abc.ABC):
         self._social_ok = True
         self._memory_ok = True
         self._backlog: dict[str, collections.deque[str]] = {}
+        self._conversation_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     # ------------------------------------------------------------------ settings
 
@@ -206,8 +208,17 @@ class ChatBridge(abc.ABC):
         """Pass one received message through access, groups and people to the agent.
 
         Returns what happened: ``"injected"``, ``"remembered"`` (group chatter), ``"pairing"`` or
-        ``"ignored: <why>"``.
+        ``"ignored: <why>"``. Messages of one conversation are handled one at a time, in the order
+        they arrived, even when the platform link delivers each in its own task: a reply, the log
+        and the backlog never see them reordered.
         """
+        lock = self._conversation_locks.get(message.conversation.key)
+        if lock is None:
+            lock = self._conversation_locks[message.conversation.key] = asyncio.Lock()
+        async with lock:
+            return await self._handle(message)
+
+    async def _handle(self, message: IncomingMessage) -> str:
         conv, sender = message.conversation, message.sender
         if not self._floods.allow(f"{conv.key}/{sender.account}"):
             self.log.warning("%s: flood from %s in %s; message dropped", self.label, sender.account, conv.key)

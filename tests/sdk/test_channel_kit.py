@@ -334,3 +334,43 @@ async def test_the_same_person_on_two_apps_is_linked_by_the_owner(agent: AgentHa
     assert await social.person_for_account("tg", "999") == "小王"
     assert await social.person_for_account("qq", "12345") == "小王"
     assert (await social.person("小王"))["traits"] == {"account:qq": "12345", "account:tg": "999"}
+
+
+class SlowFirstBridge(ListBridge):
+    """A bridge whose first sender's lookup is held until the test releases it."""
+
+    def __init__(self, sdk: Any, sent: asyncio.Queue[tuple[str, str]]) -> None:
+        super().__init__(sdk, sent)
+        self.release = asyncio.Event()
+
+    async def person_for(self, sender: Sender, approved_as: str = "") -> str:
+        if sender.account == "1":
+            await self.release.wait()
+        return await super().person_for(sender, approved_as)
+
+
+async def test_messages_of_one_conversation_are_handled_in_the_order_they_arrived(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.allow_from", "group:678")
+    agent.model.add("在")
+    await agent.start()
+    assert plugin.bridge is not None
+    bridge = SlowFirstBridge(plugin.bridge.sdk, plugin.sent)
+    plugin.bridge = bridge
+    group = Conversation("group", "678")
+
+    # A platform link delivers each frame in its own task: the chatter arrives first, the mention second.
+    chatter = asyncio.ensure_future(bridge.handle(IncomingMessage(group, Sender("1", "甲"), "周六去公园吧")))
+    mention = asyncio.ensure_future(bridge.handle(IncomingMessage(group, Sender("2", "乙"), "在吗", mentioned=True)))
+    await asyncio.wait({mention}, timeout=0.5)  # the mention must not overtake the chatter meanwhile
+    assert not mention.done()
+    bridge.release.set()
+    assert await asyncio.gather(chatter, mention) == ["remembered", "injected"]
+
+    assert await _next(plugin.sent) == ("group:678", "在")
+    assert agent.model.requests[0]["messages"][-1]["content"] == (
+        "Said in this group since you last spoke (not to you):\n甲 (QQ 1): 周六去公园吧\n\n乙 (QQ 2): 在吗"
+    )
+    logged = agent.app.services.conversation_log.tail(5, accept=lambda r: r["channel"] == "chat:group:678")
+    assert logged[0]["content"] == "甲 (QQ 1): 周六去公园吧"
