@@ -58,6 +58,7 @@ class BrowserPlugin:
         self._page: Any = None
         self._lock = asyncio.Lock()
         self._idle: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
         self._refused: list[str] = []
 
     @hookimpl
@@ -86,6 +87,10 @@ class BrowserPlugin:
     @hookimpl
     async def shutdown(self) -> None:
         await self._close()
+        closing, self._closing = self._closing, None
+        if closing is not None:  # an idle close still stopping Playwright's driver: let it finish
+            with contextlib.suppress(Exception):
+                await closing
 
     # ------------------------------------------------------------------ plumbing
 
@@ -144,7 +149,11 @@ class BrowserPlugin:
             self._idle.cancel()
         delay = float(self.sdk.settings.get("idle_timeout") or 300)
         loop = asyncio.get_running_loop()
-        self._idle = loop.call_later(delay, lambda: loop.create_task(self._close()))
+        self._idle = loop.call_later(delay, self._close_when_idle)
+
+    def _close_when_idle(self) -> None:
+        """Start closing the idle browser; shutdown waits for this close to finish."""
+        self._closing = asyncio.get_running_loop().create_task(self._close(), name="browser-idle-close")
 
     async def _close(self) -> None:
         if self._idle is not None:
@@ -161,8 +170,9 @@ class BrowserPlugin:
 
     @property
     def running(self) -> bool:
-        """Whether a browser is open now."""
-        return self._browser is not None
+        """Whether a browser is open now (or still closing: its processes have not exited yet)."""
+        closing = self._closing is not None and not self._closing.done()
+        return self._browser is not None or closing
 
     async def _locate(self, page: Any, label: str, *, field: bool) -> Any:
         candidates = (

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 from web_servers import Loopback, pages_app
@@ -55,6 +57,22 @@ async def test_the_browser_closes_when_idle(harness):
         async with asyncio.timeout(20):
             while plugin.running:
                 await asyncio.sleep(0.1)
+        # closed means closed: Playwright's driver (a child of this process) has exited and been reaped
+        assert _children() == []
+
+
+def _children() -> list[str]:
+    """Commands of this process's live children, from /proc."""
+    me, found = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(text[text.index("(") + 1:text.rindex(")")])
+    return found
 
 
 async def test_a_screenshot_reaches_a_model_that_sees_as_an_image_block(harness):
