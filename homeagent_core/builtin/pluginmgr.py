@@ -121,9 +121,8 @@ async def remove_installed(services: Services, name: str) -> dict[str, Any]:
     live = getattr(services, "live", None)
     supervisor = _supervisor(services)
     running = supervisor.get(name) if supervisor is not None else None
-    if live is not None and await live.stop(name):
-        pass
-    elif running is not None and supervisor is not None:
+    stopped_live = live is not None and await live.stop(name)
+    if not stopped_live and running is not None and supervisor is not None:  # started with the daemon
         await running.stop()
         supervisor.detach(name)
     return await asyncio.to_thread(
