@@ -16,6 +16,7 @@ The tree::
     ├── ModalityUnsupported             an embedding provider cannot embed that kind of input
     ├── MemoryStoreError                a memory layer refused an operation (corrupt blob, ...)
     ├── InputQueueFull                  the agent is busy: its input queue is full (retry later)
+    ├── AgentClosed                     the agent shut down before an input was answered
     ├── ChannelSendError                a send to an output channel failed (unknown channel, type, ...)
     └── DataDirError                    the data directory cannot be created or written
 
@@ -31,6 +32,7 @@ import math
 import re
 
 __all__ = [
+    "AgentClosed",
     "ChannelSendError",
     "ConfigError",
     "ConfigValueError",
@@ -137,6 +139,10 @@ class InputQueueFull(HomeAgentError):
             return None
         match = re.search(r"retry in about (\d+(?:\.\d+)?) s", message)
         return cls(message[start:], retry_after=float(match.group(1)) if match else 5.0)
+
+
+class AgentClosed(HomeAgentError):
+    """The agent shut down (or the turn was cancelled) before the input could be answered."""
 
 
 class ChannelSendError(HomeAgentError):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.errors import AgentClosed
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
 
 if TYPE_CHECKING:
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentClosed", "EventLoop", "KernelIO"]
 
 log = logging.getLogger(__name__)
-
-
-class AgentClosed(HomeAgentError):
-    """The agent shut down before the input could be answered."""
 
 
 class EventLoop:

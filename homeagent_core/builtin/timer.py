@@ -6,8 +6,9 @@ the chat conversation the timer was set from (``qq:private:12345`` — a chat br
 conversation channel, so the reply goes back to that chat), otherwise on the input channel
 ``timer``. Timers are kept in ``<data>/plugin_data/timer/timers.db``
 (SQLite, WAL), so they survive a restart; one whose time passed while the daemon was down
-fires right after the next start. Each timer fires once: its row is deleted after the
-interrupt was accepted.
+fires right after the next start. A timer's row is deleted only once the turn that handled
+its interrupt has ended, so a daemon killed between firing and answering fires it again after
+the next start (at least once, never lost; twice only when the daemon died during that turn).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from homeagent_sdk import (
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk.errors import InputQueueFull
+from homeagent_sdk.errors import AgentClosed, InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -47,6 +48,7 @@ __all__ = ["TimerPlugin", "TimerStore", "make_plugin"]
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE = 2000
+_TURN_WAIT = 6 * 3600  # a turn longer than this is not waited for; the timer counts as fired
 
 
 @dataclass(frozen=True)
@@ -184,23 +186,38 @@ class TimerPlugin:
             delay = timer.fire_at - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            assert self._sdk is not None
-            options = InjectOptions(no_memory=True, priority=Priority.L3)
-            while True:
-                try:
-                    await self._sdk.io.inject_interrupt(f"timer: {timer.message}", timer.channel or CHANNEL, options)
-                    break
-                except InputQueueFull as exc:  # busy: fire a little late rather than not at all
-                    log.warning("timer %s: %s; trying again in %s s", timer.id, exc, exc.retry_after_header)
-                    await asyncio.sleep(float(exc.retry_after_header))
-            self.store.remove(timer.id)  # after the interrupt was accepted: fires once, never lost
-            self.fired.append(timer.id)
+            if await self._fire(timer):
+                self.store.remove(timer.id)  # after its turn ended: a crash before that fires it again
+                self.fired.append(timer.id)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("timer %s could not fire; it stays pending and fires after the next start", timer.id)
         finally:
             self._tasks.pop(timer.id, None)
+
+    async def _fire(self, timer: Timer) -> bool:
+        """Inject the timer's interrupt and wait until the turn handling it ended; False if it must fire again."""
+        assert self._sdk is not None
+        options = InjectOptions(no_memory=True, priority=Priority.L3)
+        while True:
+            try:
+                await self._sdk.io.inject_input_sync(
+                    f"timer: {timer.message}", timer.channel or CHANNEL, options, timeout=_TURN_WAIT
+                )
+                return True
+            except InputQueueFull as exc:  # busy: fire a little late rather than not at all
+                log.warning("timer %s: %s; trying again in %s s", timer.id, exc, exc.retry_after_header)
+                await asyncio.sleep(float(exc.retry_after_header))
+            except AgentClosed:
+                log.info("timer %s: the agent stopped before its turn ended; it fires after the next start", timer.id)
+                return False
+            except TimeoutError:
+                log.warning("timer %s: its turn still runs after %d s; counting it as fired", timer.id, _TURN_WAIT)
+                return True
+            except Exception as exc:  # the turn it started failed: it fired, do not repeat it
+                log.warning("timer %s: the turn it started failed (%s: %s)", timer.id, type(exc).__name__, exc)
+                return True
 
     # ------------------------------------------------------------------ tools
 

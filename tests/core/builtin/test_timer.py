@@ -19,6 +19,7 @@ async def test_a_timer_fires_an_l3_no_memory_interrupt_on_the_timer_channel(harn
     assert fired.data["text"] == "timer: tea is ready" and fired.data["interrupt"] and fired.data["source"] == "timer"
     (item,) = submitted
     assert item.level == Priority.L3.rank and item.no_memory
+    await _fired(h, "timer_1")
     assert json.loads(await h.ok("timer_list")) == []
     assert h.channels.input("timer").no_memory
 
@@ -58,6 +59,8 @@ async def test_timers_survive_a_restart_and_fire_exactly_once(harness, tmp_path:
     second = await harness([TIMER], data=data)
     (fired,) = await second.wait_event("raw_input", lambda e: e.data["channel"] == "timer")
     assert fired.data["text"] == "timer: water the plants"
+    await second.wait_event("agent_output", lambda e: e.data.get("channel") == "timer")
+    await _fired(second, "timer_1")
     await second.stop()
 
     third = await harness([TIMER], data=data)
@@ -82,3 +85,29 @@ def test_timers_remember_their_chat_and_old_timer_files_still_open(tmp_path: Pat
     store.add(2, "from qq", "qq:private:12345")
     assert [(t.message, t.channel) for t in store.pending()] == [("old one", ""), ("from qq", "qq:private:12345")]
     store.close()
+
+
+async def _fired(h, timer_id: str, timeout: float = 10.0) -> None:
+    """Wait (bounded) until the timer plugin counted ``timer_id`` as fired (its turn ended)."""
+    import asyncio
+
+    async with asyncio.timeout(timeout):
+        while timer_id not in h.plugin("timer").fired:
+            await asyncio.sleep(0.01)
+
+
+async def test_a_timer_whose_turn_had_not_ended_at_stop_fires_again_after_the_next_start(harness, tmp_path: Path):
+    from homeagent_sdk._fake_model import FakeModel, FakeReply
+
+    data = tmp_path / "persist"
+    first = await harness([TIMER], data=data, model=FakeModel(default=FakeReply(hang=True)))
+    await first.ok("timer_set", duration="50ms", message="take the bread out")
+    await first.model.wait_started()  # the interrupt was accepted and its turn is asking the model
+    await first.stop()  # the turn never ended
+    assert first.plugin("timer").fired == []
+
+    second = await harness([TIMER], data=data)
+    (fired,) = await second.wait_event("raw_input", lambda e: e.data["channel"] == "timer")
+    assert fired.data["text"] == "timer: take the bread out"
+    await _fired(second, "timer_1")
+    assert json.loads(await second.ok("timer_list")) == []
