@@ -119,7 +119,7 @@ class App:
 
     def _discover_local_plugins(self) -> None:
         """Plugins installed in the data dir: out-of-process, Lua, then skills (DESIGN §4 order)."""
-        from homeagent_core.plugins.lua_plugins import discover_lua_plugins
+        from homeagent_core.plugins.lua_discovery import discover_lua_plugins
         from homeagent_core.plugins.skills import SkillsPlugin, discover_skills
 
         host = self.host

@@ -26,11 +26,9 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -49,12 +47,10 @@ from homeagent_core.plugins.lua_glue import (
 )
 from homeagent_core.plugins.lua_http import DEFAULT_HTTP_MAX_BYTES, DEFAULT_HTTP_TIMEOUT
 from homeagent_core.plugins.lua_manifest import CAPABILITIES, LuaPluginManifest, read_manifest
+from homeagent_core.plugins.lua_script import LoadedScript, ScriptChannel, ScriptStage, ScriptTool
 from homeagent_sdk import ChannelRegistry, SettingsRegistry, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginLoadError, PluginValidationError, ToolError
-from homeagent_sdk.types import ChannelDef, ConfigDef, StageContext, ToolCall, ToolDef, ToolResult
-
-if TYPE_CHECKING:
-    from homeagent_core.providers.lua import LuaSandbox
+from homeagent_sdk.types import ChannelDef, StageContext, ToolCall, ToolDef, ToolResult
 
 __all__ = [
     "CAPABILITIES",
@@ -63,7 +59,6 @@ __all__ = [
     "DEFAULT_HTTP_TIMEOUT",
     "LuaPlugin",
     "LuaPluginManifest",
-    "discover_lua_plugins",
     "read_manifest",
 ]
 
@@ -73,45 +68,6 @@ STOP_WAIT = 10.0
 """Seconds ``shutdown`` waits for an interrupted call to end before giving up on ``stop()``."""
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Tool:
-    definition: ToolDef
-    handler: Any
-    cleaner: Any
-
-
-@dataclass
-class _Stage:
-    handler: Any
-    scope: str
-
-
-@dataclass
-class _Channel:
-    definition: ChannelDef
-    handler: Any
-    cleaner: Any
-
-
-class _Script:
-    """One loaded version of ``main.lua``: its sandbox and what it registered."""
-
-    def __init__(self) -> None:
-        self.sandbox: LuaSandbox | None = None
-        self.api: Any = None
-        self.sdk_table: Any = None
-        self.module: Any = None
-        self.tools: dict[str, _Tool] = {}
-        self.stages: dict[str, list[_Stage]] = {}
-        self.outputs: dict[str, _Channel] = {}
-        self.inputs: dict[str, _Channel] = {}
-        self.apis: list[str] = []
-        self.setting_defs: list[ConfigDef] = []
-        self.auto_restart = False
-        self.fingerprint = ""
-
 
 
 class LuaPlugin:
@@ -168,7 +124,7 @@ class LuaPlugin:
         self._input_registry: Any = None
         self._output_registry: Any = None
         #: The script being loaded (its registrations are buffered there), else None.
-        self.loading: _Script | None = None
+        self.loading: LoadedScript | None = None
         self._data = LuaDataFunctions(self)
         self._script = self._load()
 
@@ -178,11 +134,11 @@ class LuaPlugin:
     def chunk(self) -> str:
         return f"{self.name}/main.lua"
 
-    def _load(self) -> _Script:
+    def _load(self) -> LoadedScript:
         """Run ``main.lua`` in a fresh sandbox, buffering its registrations."""
         from homeagent_core.providers.lua import LuaSandbox, LuaScriptError
 
-        script = _Script()
+        script = LoadedScript()
         script.fingerprint = fingerprint(self.directory)
         path = self.directory / "main.lua"
         try:
@@ -223,7 +179,7 @@ class LuaPlugin:
         script.module = module
         return script
 
-    def _bridge_register(self, script: _Script, kind: str, *args: Any) -> str | None:
+    def _bridge_register(self, script: LoadedScript, kind: str, *args: Any) -> str | None:
         """Called by the script's ``sdk.register_*``; returns an error text or None."""
         try:
             if kind == "log":
@@ -251,13 +207,13 @@ class LuaPlugin:
                "error": logging.ERROR}.get(level.lower(), logging.INFO)
         self.log.log(lvl, "%s", msg[:4000])
 
-    def _need_function(self, script: _Script, value: Any, what: str) -> Any:
+    def _need_function(self, script: LoadedScript, value: Any, what: str) -> Any:
         assert script.sandbox is not None
         if value is None or script.sandbox.kind(value) != "function":
             raise ValueError(f"{what} needs a handler function")
         return value
 
-    def _register_tool(self, script: _Script, name: Any, def_json: Any, handler: Any, cleaner: Any = None) -> None:
+    def _register_tool(self, script: LoadedScript, name: Any, def_json: Any, handler: Any, cleaner: Any = None) -> None:
         from homeagent_core.agent.tools import TOOL_NAME_RE
 
         name = as_text(name)
@@ -284,20 +240,20 @@ class LuaPlugin:
             handler=self._tool_handler(name),
             cleaner=self._cleaner("tool", name) if cleaner is not None else None,
         )
-        script.tools[name] = _Tool(definition, handler, cleaner)
+        script.tools[name] = ScriptTool(definition, handler, cleaner)
         if self._script_is_live(script) and self._tool_registry is not None:
             self._tool_registry.add(definition)
 
-    def _register_stage(self, script: _Script, stage: Any, handler: Any, scope: Any = None) -> None:
+    def _register_stage(self, script: LoadedScript, stage: Any, handler: Any, scope: Any = None) -> None:
         stage, scope = as_text(stage), as_text(scope)
         if stage not in STAGES:
             raise ValueError(f"register_stage: unknown stage {stage!r}; stages are {', '.join(STAGES)}")
         if scope not in SCOPES:
             raise ValueError(f"register_stage: scope must be nil, 'global' or 'own_tools', got {scope!r}")
         self._need_function(script, handler, f"register_stage({stage!r})")
-        script.stages.setdefault(stage, []).append(_Stage(handler, scope))
+        script.stages.setdefault(stage, []).append(ScriptStage(handler, scope))
 
-    def _register_output(self, script: _Script, name: Any, caps: Any, desc: Any, def_json: Any,
+    def _register_output(self, script: LoadedScript, name: Any, caps: Any, desc: Any, def_json: Any,
                          handler: Any, cleaner: Any = None) -> None:
         name = as_text(name)
         self._need_function(script, handler, f"register_output_channel({name!r})")
@@ -308,11 +264,11 @@ class LuaPlugin:
             recall_policy=str(spec.get("recall_policy") or ""), help=str(spec.get("help") or ""),
             send=self._sender(name), cleaner=self._cleaner("output", name) if cleaner is not None else None,
         )
-        script.outputs[name] = _Channel(channel, handler, cleaner)
+        script.outputs[name] = ScriptChannel(channel, handler, cleaner)
         if self._script_is_live(script) and self._output_registry is not None:
             self._output_registry.add(channel)
 
-    def _register_input(self, script: _Script, name: Any, def_json: Any, cleaner: Any = None) -> None:
+    def _register_input(self, script: LoadedScript, name: Any, def_json: Any, cleaner: Any = None) -> None:
         name = as_text(name)
         spec = loads_obj(def_json)
         channel = ChannelDef(
@@ -320,11 +276,11 @@ class LuaPlugin:
             context_policy=str(spec.get("context_policy") or ""), recall_policy=str(spec.get("recall_policy") or ""),
             cleaner=self._cleaner("input", name) if cleaner is not None else None,
         )
-        script.inputs[name] = _Channel(channel, None, cleaner)
+        script.inputs[name] = ScriptChannel(channel, None, cleaner)
         if self._script_is_live(script) and self._input_registry is not None:
             self._input_registry.add(channel)
 
-    def _script_is_live(self, script: _Script) -> bool:
+    def _script_is_live(self, script: LoadedScript) -> bool:
         return getattr(self, "_script", None) is script
 
     # ------------------------------------------------------------------ calling into Lua
@@ -397,7 +353,7 @@ class LuaPlugin:
 
             script = self._script
             channels = script.outputs if kind == "output" else script.inputs
-            entry: _Tool | _Channel | None = script.tools.get(name) if kind == "tool" else channels.get(name)
+            entry: ScriptTool | ScriptChannel | None = script.tools.get(name) if kind == "tool" else channels.get(name)
             if entry is None or entry.cleaner is None:
                 return text
             try:
@@ -562,7 +518,7 @@ class LuaPlugin:
         except LuaScriptError as exc:
             raise PluginLoadError(self._report("start", exc), plugin_name=self.name) from exc
 
-    def _stop_script(self, script: _Script) -> None:
+    def _stop_script(self, script: LoadedScript) -> None:
         """Call ``stop()``; a call still running (a stuck tool, say) is interrupted first."""
         from homeagent_core.providers.lua import LuaScriptError
 
@@ -626,7 +582,7 @@ class LuaPlugin:
         self._publish("system", {"type": "plugin_reloaded", "plugin": self.name, "version": self.version})
         return True
 
-    def _reconcile(self, old: _Script, new: _Script) -> None:
+    def _reconcile(self, old: LoadedScript, new: LoadedScript) -> None:
         """Bring the kernel's tools and channels in line with the new script."""
         kernel = kernel_of(self.sdk)
         tools = getattr(kernel, "tools", None)
@@ -683,48 +639,3 @@ class LuaPlugin:
             "output_channels": sorted(s.outputs), "input_channels": sorted(s.inputs),
             "capabilities": list(self.manifest.capabilities), "errors": list(self.errors),
         }
-
-
-
-def discover_lua_plugins(
-    data_dir: Path | str,
-    *,
-    instruction_limit: int | None = None,
-    memory_limit: int | None = None,
-    http_timeout: float = DEFAULT_HTTP_TIMEOUT,
-    http_max_bytes: int = DEFAULT_HTTP_MAX_BYTES,
-    watch_interval: float = 2.0,
-    on_error: Callable[[str, Exception], None] | None = None,
-) -> list[tuple[str, LuaPlugin]]:
-    """Load every ``<data>/plugins/<name>/`` whose entry is ``main.lua``.
-
-    Returns ``(name, plugin object)`` pairs for the app to register. A plugin that fails to
-    load is passed to ``on_error(name, error)`` (default: logged) and skipped.
-    """
-    root = Path(data_dir) / "plugins"
-    found: list[tuple[str, LuaPlugin]] = []
-    if not root.is_dir():
-        return found
-    for directory in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not (directory / "main.lua").is_file():
-            continue
-        try:
-            manifest_entry = orjson.loads((directory / "plugin.json").read_bytes()).get("entry", "main.lua")
-        except (OSError, orjson.JSONDecodeError, AttributeError):
-            manifest_entry = "main.lua"  # read_manifest reports it properly below
-        if manifest_entry not in ("main.lua", "", None):
-            continue
-        started = time.perf_counter()
-        try:
-            plugin = LuaPlugin(directory, instruction_limit=instruction_limit, memory_limit=memory_limit,
-                               http_timeout=http_timeout, http_max_bytes=http_max_bytes,
-                               watch_interval=watch_interval)
-        except PluginLoadError as exc:
-            if on_error is not None:
-                on_error(directory.name, exc)
-            else:
-                log.error("Lua plugin %s not loaded: %s", directory.name, exc)
-            continue
-        log.debug("Lua plugin %s loaded in %.1f ms", plugin.name, (time.perf_counter() - started) * 1000)
-        found.append((plugin.name, plugin))
-    return found

@@ -16,7 +16,8 @@ import pytest
 from homeagent_core.agent.kernel import Kernel
 from homeagent_core.config import ConfigStore
 from homeagent_core.events import EventBus
-from homeagent_core.plugins.lua_plugins import LuaPlugin, discover_lua_plugins, read_manifest
+from homeagent_core.plugins.lua_discovery import discover_lua_plugins
+from homeagent_core.plugins.lua_plugins import LuaPlugin, read_manifest
 from homeagent_core.plugins.manager import create_plugin_manager
 from homeagent_core.plugins.registries import PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
