@@ -35,7 +35,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from homeagent_core.memory import graph_mirror_file as mirror_file
 from homeagent_core.memory import graph_vectors, graph_writes
+from homeagent_core.memory.graph_adjacency import encode_strings
 from homeagent_core.memory.graph_analytics import GraphAnalytics
 from homeagent_core.memory.graph_schema import (
     DEFAULT_TYPE,
@@ -77,6 +79,11 @@ class GraphStore:
     (optional) embeds entity names when they are committed through :meth:`acommit`. ``sql``
     replaces the SQLite file with another :class:`GraphSQL` (``path`` is then ignored).
 
+    A SQLite file of at least ``save_mirror_from`` active relations gets its mirror's compact
+    form saved beside it (``<path>.mirror``, :mod:`~homeagent_core.memory.graph_mirror_file`):
+    in a background thread after a load from the database, and on :meth:`close`. The next open
+    reads it when its stamp matches the database; ``mirror_loaded_from`` says which was used.
+
     Raises:
         MemoryStoreError: the file is not a SQLite database, or was written by a newer schema.
     """
@@ -88,6 +95,7 @@ class GraphStore:
         embedder: EmbeddingProvider | None = None,
         clock: Callable[[], float] = time.time,
         sql: GraphSQL | None = None,
+        save_mirror_from: int = 20_000,
     ) -> None:
         self.embedder = embedder
         self._clock = clock
@@ -104,11 +112,64 @@ class GraphStore:
             ) from exc
         self.analytics = GraphAnalytics(self.cache)
         self.sql.follow(self.catch_up)
+        self.save_mirror_from = save_mirror_from
+        self._save_lock = threading.Lock()
+        self._saver: threading.Thread | None = None
+        self._closed = False
+        local = self.sql if isinstance(self.sql, SQLiteGraphSQL) and self.sql.mirror_file is not None else None
+        self._saved_stamp = local.loaded_stamp if local is not None and self.cache.loaded_from == "file" else None
+        if local is not None and self._saved_stamp is None and len(self.cache.relations) >= save_mirror_from:
+            self._saver = threading.Thread(target=self._save_in_background, name="graph-mirror-save", daemon=True)
+            self._saver.start()
+
+    @property
+    def mirror_loaded_from(self) -> str:
+        """Where the mirror's compact form came from at open: ``"file"`` or ``"database"``."""
+        return self.cache.loaded_from
+
+    def save_mirror(self) -> bool:
+        """Write the mirror file now unless it already holds this state; returns whether it was written.
+
+        The arrays are copied under the write lock (with the stamp of the database at that
+        moment) and written outside it. Nothing is written for PostgreSQL or ``":memory:"``.
+        """
+        sql = self.sql
+        if not isinstance(sql, SQLiteGraphSQL) or sql.mirror_file is None:
+            return False
+        with self._save_lock:
+            with self._write_lock:
+                stamp = sql.stamp()
+                if stamp == self._saved_stamp:
+                    return False
+                with self.cache.lock:
+                    numeric, strings = self.cache.compact.export()
+            for name, column in strings.items():
+                numeric[name + "_codes"], numeric[name + "_vocab"] = encode_strings(column)
+            mirror_file.remove_partial(sql.mirror_file)
+            mirror_file.write_mirror(sql.mirror_file, stamp, numeric)
+            self._saved_stamp = stamp
+            return True
+
+    def _save_in_background(self) -> None:
+        try:
+            self.save_mirror()
+        except (OSError, sqlite3.Error, MemoryStoreError) as exc:  # a cache file: the database stays the truth
+            mirror_file.log.warning("could not save the graph mirror file for %s: %s", self.path, exc)
 
     # ----------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Close the database (waits for a write in progress)."""
+        """Save the mirror file when due, then close the database (waits for a write in progress)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._saver is not None:
+            self._saver.join()
+        if len(self.cache.relations) >= self.save_mirror_from or self._saved_stamp is not None:
+            try:
+                self.save_mirror()
+            except (OSError, sqlite3.Error, MemoryStoreError) as exc:
+                mirror_file.log.warning("could not save the graph mirror file for %s: %s", self.path, exc)
         with self._write_lock:
             self.sql.close()
 

@@ -19,20 +19,25 @@ demand, for code that wants one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from homeagent_core.memory.graph_types import RelationRow
 
 if TYPE_CHECKING:
     import networkx as nx
     import numpy.typing as npt
 
-__all__ = ["CompactGraph", "build_multidigraph"]
+__all__ = ["CompactGraph", "RelationRows", "build_multidigraph", "decode_strings", "encode_strings"]
 
 IntArray = "npt.NDArray[np.int64]"
 _I = np.int64
 _NO_SENTENCE = -1
+BUILT_DEPTH = 3  # recalled rows are kept for distances 0, 1 and 2 (the default recall depth)
 
 
 def _grown(arr: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
@@ -42,6 +47,15 @@ def _grown(arr: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
     out = np.empty(max(size, 2 * len(arr), 16), dtype=arr.dtype)
     out[: len(arr)] = arr
     out[len(arr) :] = fill
+    return out
+
+
+def _grown_rows(arr: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
+    """A 2-D object array ``arr`` with room for row ``size - 1`` (capacity doubles), new rows None."""
+    if size <= len(arr):
+        return arr
+    out = np.empty((max(size, 2 * len(arr), 16), arr.shape[1]), dtype=object)
+    out[: len(arr)] = arr
     return out
 
 
@@ -96,7 +110,8 @@ class CompactGraph:
         self.type = np.empty(0, dtype=object)
         self.mentions = np.zeros(0, dtype=_I)
         self.updated = np.zeros(0, dtype=np.float64)
-        # relation columns, indexed by relation id
+        # relation columns, indexed by relation id: with them the mirror keeps no row objects
+        # (:class:`RelationRows` reads a relation's row from them)
         self.live = np.zeros(0, dtype=bool)
         self.src = np.zeros(0, dtype=_I)
         self.dst = np.zeros(0, dtype=_I)
@@ -104,7 +119,21 @@ class CompactGraph:
         self.confidence = np.zeros(0, dtype=np.float64)
         self.session = np.empty(0, dtype=object)
         self.sentence = np.zeros(0, dtype=_I)
+        self.rcreated = np.zeros(0, dtype=np.float64)
         self.rupdated = np.zeros(0, dtype=np.float64)
+        # rank orders: ``erank[e]`` is entity e's place in the order recall ranks by (mentions
+        # desc, recency desc, id), ``eorder`` the inverse; the same for relations (confidence
+        # desc, recency desc, id). An id whose keys changed since they were computed holds -1.
+        self.erank = np.zeros(0, dtype=_I)
+        self.eorder = np.zeros(0, dtype=_I)
+        self.rrank = np.zeros(0, dtype=_I)
+        self.rorder = np.zeros(0, dtype=_I)
+        self.n_unranked = 0
+        self.reranks = 0
+        # recalled rows already built, per id and distance (None: not built, or changed since):
+        # they are immutable named tuples, so recalls share them; set by graph_recall
+        self.ebuilt = np.empty((0, BUILT_DEPTH), dtype=object)
+        self.rbuilt = np.empty((0, BUILT_DEPTH), dtype=object)
         # CSR (built) + delta (since the build)
         self.indptr = np.zeros(1, dtype=_I)
         self._ptr = self.indptr.data  # plain-int reads of indptr, for small frontiers
@@ -136,9 +165,16 @@ class CompactGraph:
     def load(
         self,
         entities: tuple[list[int], list[str], list[str], list[int], list[float]],
-        relations: tuple[list[int], list[int], list[int], list[str], list[float], list[str], list[Any], list[float]],
+        relations: tuple[
+            list[int], list[int], list[int], list[str], list[float], list[str], list[Any], list[float], list[float]
+        ],
+        *,
+        build: bool = True,
     ) -> None:
-        """Fill the columns from whole tables at once (columns as lists, ids first) and build the CSR."""
+        """Fill the columns from whole tables at once (columns as lists, ids first) and build the CSR.
+
+        ``build=False`` leaves the CSR and ranks unbuilt (the caller fills them).
+        """
         eid, name, etype, mentions, updated = entities
         ids = np.asarray(eid, dtype=_I)
         size = int(ids.max()) + 1 if len(ids) else 0
@@ -148,7 +184,7 @@ class CompactGraph:
         self.type[ids] = etype
         self.mentions[ids] = mentions
         self.updated[ids] = updated
-        rid, src, dst, rtype, conf, session, sentence, rupdated = relations
+        rid, src, dst, rtype, conf, session, sentence, rcreated, rupdated = relations
         rids = np.asarray(rid, dtype=_I)
         size = int(rids.max()) + 1 if len(rids) else 0
         self._grow_relations(size)
@@ -159,9 +195,12 @@ class CompactGraph:
         self.confidence[rids] = conf
         self.session[rids] = session
         self.sentence[rids] = [_NO_SENTENCE if s is None else s for s in sentence]
+        self.rcreated[rids] = rcreated
         self.rupdated[rids] = rupdated
         self.n_live = len(rids)
-        self.merge()
+        if build:
+            self.merge()
+            self.rerank()
 
     def _grow_entities(self, size: int) -> None:
         if size <= len(self.present):
@@ -169,6 +208,8 @@ class CompactGraph:
         self.present = _grown(self.present, size, False)
         self.name = _grown(self.name, size, None)
         self.type = _grown(self.type, size, None)
+        self.erank = _grown(self.erank, size, -1)
+        self.ebuilt = _grown_rows(self.ebuilt, size)
         self.mentions = _grown(self.mentions, size, 0)
         self.updated = _grown(self.updated, size, 0.0)
         self.entity_stamp = _grown(self.entity_stamp, size, 0)
@@ -183,8 +224,11 @@ class CompactGraph:
         self.src = _grown(self.src, size, 0)
         self.dst = _grown(self.dst, size, 0)
         self.rtype = _grown(self.rtype, size, None)
-        self.confidence = _grown(self.confidence, size, 0.0)
         self.session = _grown(self.session, size, None)
+        self.rcreated = _grown(self.rcreated, size, 0.0)
+        self.rrank = _grown(self.rrank, size, -1)
+        self.rbuilt = _grown_rows(self.rbuilt, size)
+        self.confidence = _grown(self.confidence, size, 0.0)
         self.sentence = _grown(self.sentence, size, _NO_SENTENCE)
         self.rupdated = _grown(self.rupdated, size, 0.0)
         self.in_csr = _grown(self.in_csr, size, False)
@@ -214,16 +258,124 @@ class CompactGraph:
         self.n_delta = 0
         self.merges += 1
 
+    def rerank(self) -> None:
+        """Recompute the rank orders of every present entity and live relation (none left at -1)."""
+        eids = np.flatnonzero(self.present).astype(_I)
+        self.eorder = eids[np.lexsort((eids, -self.updated[eids], -self.mentions[eids]))]
+        self.erank = np.full(len(self.present), -1, dtype=_I)
+        self.erank[self.eorder] = np.arange(len(eids), dtype=_I)
+        rids = self.live_relations()
+        self.rorder = rids[np.lexsort((rids, -self.rupdated[rids], -self.confidence[rids]))]
+        self.rrank = np.full(len(self.live), -1, dtype=_I)
+        self.rrank[self.rorder] = np.arange(len(rids), dtype=_I)
+        self.n_unranked = 0
+        self.reranks += 1
+
+    # ------------------------------------------------------------ saved form
+
+    def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]]]:
+        """Copies of the relation columns, CSR and rank orders, for the mirror file.
+
+        Merges the delta and recomputes the ranks first, so the CSR holds every live relation.
+        Returns the numeric arrays and the two string columns (relation type, session) as
+        object arrays, which :func:`encode_strings` turns into codes outside the caller's lock.
+        """
+        if self.delta or self.n_dead:
+            self.merge()
+        if self.n_unranked:
+            self.rerank()
+        present = np.flatnonzero(self.present)
+        ne = int(present[-1]) + 1 if len(present) else 0
+        rids = self.live_relations()
+        nr = int(rids[-1]) + 1 if len(rids) else 0
+        numeric = {
+            "live": self.live[:nr],
+            "src": self.src[:nr],
+            "dst": self.dst[:nr],
+            "confidence": self.confidence[:nr],
+            "sentence": self.sentence[:nr],
+            "rcreated": self.rcreated[:nr],
+            "rupdated": self.rupdated[:nr],
+            "indptr": self.indptr[: ne + 1],
+            "csr": self.csr,
+            "erank": self.erank[:ne],
+            "eorder": self.eorder,
+            "rrank": self.rrank[:nr],
+            "rorder": self.rorder,
+        }
+        strings = {"rtype": self.rtype[:nr], "session": self.session[:nr]}
+        return {k: v.copy() for k, v in numeric.items()}, {k: v.copy() for k, v in strings.items()}
+
+    def load_saved(self, entities: tuple[list[int], list[str], list[str], list[int], list[float]], saved: Any) -> None:
+        """Fill the columns from whole entity columns and a mirror file's arrays (no CSR build, no ranking).
+
+        Raises:
+            ValueError: the arrays do not fit together or do not fit the entities (nothing is changed then).
+        """
+        eid = entities[0]
+        ne = max(eid) + 1 if eid else 0
+        a = saved
+        live = a["live"].astype(bool)
+        nr = len(live)
+        rids = np.flatnonzero(live)
+        if any(len(a[k]) != nr for k in ("src", "dst", "confidence", "sentence", "rcreated", "rupdated", "rrank")):
+            raise ValueError("relation columns of different lengths")
+        if len(a["indptr"]) != ne + 1 or len(a["erank"]) != ne or len(a["eorder"]) != len(eid):
+            raise ValueError("entity arrays do not fit the entity rows")
+        if a["csr"].shape != (int(a["indptr"][-1]), 2) or len(a["rorder"]) != len(rids):
+            raise ValueError("adjacency arrays do not fit the relation columns")
+        present = np.zeros(ne, dtype=bool)
+        present[np.asarray(eid, dtype=_I)] = True
+        ends = np.concatenate([a["src"][rids], a["dst"][rids]])
+        if len(ends) and (ends.min() < 0 or ends.max() >= ne or not present[ends].all()):
+            raise ValueError("a relation's endpoint is not an entity of the database")
+        rtype, session = decode_strings(a["rtype_codes"], a["rtype_vocab"]), decode_strings(
+            a["session_codes"], a["session_vocab"]
+        )
+        if len(rtype) != nr or len(session) != nr:
+            raise ValueError("string columns do not fit the relation columns")
+        self.load(entities, ([], [], [], [], [], [], [], [], []), build=False)
+        self._grow_relations(nr)
+        self._grow_entities(ne)
+        self.live[:nr] = live
+        for name in ("src", "dst", "confidence", "sentence", "rcreated", "rupdated"):
+            getattr(self, name)[:nr] = a[name]
+        self.rtype[:nr] = rtype
+        self.session[:nr] = session
+        self.n_live = len(rids)
+        self.indptr = np.full(len(self.present) + 1, a["indptr"][-1], dtype=_I)
+        self.indptr[: ne + 1] = a["indptr"]
+        self._ptr = self.indptr.data
+        self.csr = a["csr"].astype(_I)
+        self.in_csr[:] = False
+        self.in_csr[:nr] = live
+        self.erank[:] = -1
+        self.erank[:ne] = a["erank"]
+        self.eorder = a["eorder"].astype(_I)
+        self.rrank[:] = -1
+        self.rrank[:nr] = a["rrank"]
+        self.rorder = a["rorder"].astype(_I)
+        self.n_unranked = 0
+
     # ---------------------------------------------------------------- mutation
 
     def set_entity(self, eid: int, name: str, etype: str, mentions: int, updated: float) -> None:
         """Add or update an entity's columns."""
         self._grow_entities(eid + 1)
+        if not self.present[eid] or self.mentions[eid] != mentions or self.updated[eid] != updated:
+            self.erank[eid] = -1
+            self.n_unranked += 1
+        old = self.name[eid]
         self.present[eid] = True
         self.name[eid] = name
         self.type[eid] = etype
         self.mentions[eid] = mentions
         self.updated[eid] = updated
+        self.ebuilt[eid] = None
+        if old != name:  # relations recalled before show the old name: build them anew
+            for _, rid in self.incident(eid):
+                self.rbuilt[rid] = None
+        self._maybe_merge()
 
     def drop_entity(self, eid: int) -> list[int]:
         """Remove an entity and every relation touching it; returns those relation ids."""
@@ -235,6 +387,8 @@ class CompactGraph:
         self.present[eid] = False
         self.name[eid] = None
         self.type[eid] = None
+        self.ebuilt[eid] = None
+        self.erank[eid] = -1
         return gone
 
     def set_relation(
@@ -246,6 +400,7 @@ class CompactGraph:
         confidence: float,
         session: str,
         sentence: int | None,
+        created: float,
         updated: float,
     ) -> None:
         """Add or update an active relation (an endpoint change moves its edges)."""
@@ -253,6 +408,9 @@ class CompactGraph:
         self._grow_entities(max(src, dst) + 1)
         if self.live[rid] and (self.src[rid] != src or self.dst[rid] != dst):
             self.drop_relation(rid)
+        if not self.live[rid] or self.confidence[rid] != confidence or self.rupdated[rid] != updated:
+            self.rrank[rid] = -1
+            self.n_unranked += 1
         if not self.live[rid]:
             self.live[rid] = True
             self.n_live += 1
@@ -264,7 +422,9 @@ class CompactGraph:
         self.confidence[rid] = confidence
         self.session[rid] = session
         self.sentence[rid] = _NO_SENTENCE if sentence is None else sentence
+        self.rcreated[rid] = created
         self.rupdated[rid] = updated
+        self.rbuilt[rid] = None
         self._maybe_merge()
 
     def drop_relation(self, rid: int) -> None:
@@ -285,11 +445,22 @@ class CompactGraph:
             self.n_delta -= 1
         self.rtype[rid] = None
         self.session[rid] = None
+        self.rbuilt[rid] = None
+        self.rrank[rid] = -1
         self._maybe_merge()
+
+    def forget_sentences(self, sentence_ids: Iterable[int]) -> None:
+        """Drop the built rows of relations citing these sentences (their text changed or went)."""
+        sids = np.fromiter(sentence_ids, dtype=_I)
+        if len(sids):
+            n = len(self.rbuilt)
+            self.rbuilt[np.isin(self.sentence[:n], sids)] = None
 
     def _maybe_merge(self) -> None:
         if self.n_delta + self.n_dead > self.merge_at:
             self.merge()
+        if self.n_unranked > self.merge_at:
+            self.rerank()
 
     # ------------------------------------------------------------------- reads
 
@@ -370,3 +541,89 @@ class CompactGraph:
         rids = self.live_relations()
         edges = zip(self.src[rids].tolist(), self.dst[rids].tolist(), rids.tolist(), strict=True)
         return build_multidigraph(np.flatnonzero(self.present).tolist(), edges)
+
+
+def encode_strings(column: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]:
+    """An object column of strings (None where no row) as codes and a JSON-encoded vocabulary."""
+    vocab: dict[str, int] = {}
+    code = vocab.setdefault
+    values = (-1 if v is None else code(v, len(vocab)) for v in column.tolist())
+    codes = np.fromiter(values, dtype=np.int32, count=len(column))
+    return codes, np.frombuffer(json.dumps(list(vocab)).encode(), dtype=np.uint8)
+
+
+def decode_strings(codes: npt.NDArray[Any], vocab: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The object column :func:`encode_strings` encoded (the same string objects shared per value)."""
+    words = json.loads(vocab.tobytes().decode())
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ValueError("string vocabulary is not a list of strings")
+    table = np.empty(len(words) + 1, dtype=object)
+    table[: len(words)] = words  # code -1 picks the last slot: None
+    codes = codes.astype(np.int64)
+    if len(codes) and (codes.min() < -1 or codes.max() >= len(words)):
+        raise ValueError("string codes outside their vocabulary")
+    out: npt.NDArray[Any] = table[codes]
+    return out
+
+
+class RelationRows(Mapping[int, RelationRow]):
+    """The active relations by id, read from a :class:`CompactGraph`'s columns (a live view).
+
+    The mirror keeps no row object per relation: a row is made when asked for, equal to what
+    SQLite holds for it (every relation here is active).
+    """
+
+    def __init__(self, graph: CompactGraph) -> None:
+        self._g = graph
+
+    def __getitem__(self, rid: int) -> RelationRow:
+        g = self._g
+        try:
+            if not g.live[rid] or rid < 0:
+                raise KeyError(rid)
+        except (IndexError, TypeError, ValueError):
+            raise KeyError(rid) from None
+        sentence = int(g.sentence[rid])
+        return RelationRow(
+            int(rid),
+            int(g.src[rid]),
+            int(g.dst[rid]),
+            g.rtype[rid],
+            float(g.confidence[rid]),
+            g.session[rid],
+            None if sentence == _NO_SENTENCE else sentence,
+            "active",
+            float(g.rcreated[rid]),
+            float(g.rupdated[rid]),
+        )
+
+    def __contains__(self, rid: object) -> bool:
+        try:
+            return bool(self._g.live[rid]) and int(rid) >= 0  # type: ignore[call-overload]
+        except (IndexError, TypeError, ValueError):
+            return False
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._g.live_relations().tolist())
+
+    def __len__(self) -> int:
+        return self._g.n_live
+
+    def values(self) -> list[RelationRow]:  # type: ignore[override]
+        """Every row, made column-wise (one pass per column instead of one lookup per id)."""
+        g = self._g
+        rids = g.live_relations()
+        sentences = [None if s == _NO_SENTENCE else s for s in g.sentence[rids].tolist()]
+        columns = zip(
+            rids.tolist(),
+            g.src[rids].tolist(),
+            g.dst[rids].tolist(),
+            g.rtype[rids].tolist(),
+            g.confidence[rids].tolist(),
+            g.session[rids].tolist(),
+            sentences,
+            repeat("active"),
+            g.rcreated[rids].tolist(),
+            g.rupdated[rids].tolist(),
+        )
+        return list(map(RelationRow._make, columns))

@@ -33,13 +33,13 @@ import gc
 import heapq
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
-from itertools import repeat
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.graph_adjacency import CompactGraph, build_multidigraph
+from homeagent_core.memory import graph_recall
+from homeagent_core.memory.graph_adjacency import CompactGraph, RelationRows, build_multidigraph
 from homeagent_core.memory.graph_types import (
     BLOCK_COLUMNS,
     ENTITY_COLUMNS,
@@ -80,9 +80,6 @@ __all__ = [
 
 
 _EMPTY: frozenset[int] = frozenset()
-_NO_DIGESTS: list[str] = []  # shared by relations without media, never mutated
-_new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Python __new__
-_I = np.int64
 
 
 def _joined(terms: Iterable[str]) -> str:
@@ -142,11 +139,13 @@ class GraphCache:
         self.compact = CompactGraph()
         self.entities: dict[int, EntityRow] = {}
         self.ids_by_name: dict[str, int] = {}
-        self.relations: dict[int, RelationRow] = {}
+        self.relations = RelationRows(self.compact)  # read from the compact columns
+        self.loaded_from = "database"  # or "file": the compact form came from a mirror file
+        self.file_refused = ""  # why a mirror file handed to load was set aside
         self.sentences: dict[int, str] = {}
         self.blocks: dict[int, BlockRow] = {}
         self.block_edges: dict[int, tuple[int, int, str]] = {}
-        self._blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
+        self.blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
         # keyword term -> entity id, or a set of ids once two or more names share the term: most
         # terms belong to one name, and a set each would cost ~200 bytes and an allocation apiece
         self._postings: dict[str, int | set[int]] = {}
@@ -160,8 +159,13 @@ class GraphCache:
     # ----------------------------------------------------------------- loading
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection) -> GraphCache:
+    def load(cls, conn: sqlite3.Connection, saved: dict[str, npt.NDArray[Any]] | None = None) -> GraphCache:
         """Build the mirror from every row SQLite holds (active relations only).
+
+        ``saved`` are the arrays of a mirror file checked against this database
+        (:mod:`~homeagent_core.memory.graph_mirror_file`): the relation columns, adjacency and
+        ranks then come from them instead of the relations table. Arrays that turn out not to
+        fit the entity rows are set aside (``file_refused`` says why) and the table is read.
 
         Entity rows carry their keyword terms (``entities.terms``); a row without them (written
         by an older version) is tokenised here. Repeated short strings (types, sessions, terms,
@@ -172,13 +176,13 @@ class GraphCache:
         paused = gc.isenabled()
         gc.disable()
         try:
-            return cls._load(conn)
+            return cls._load(conn, saved)
         finally:
             if paused:
                 gc.enable()
 
     @classmethod
-    def _load(cls, conn: sqlite3.Connection) -> GraphCache:
+    def _load(cls, conn: sqlite3.Connection, saved: dict[str, npt.NDArray[Any]] | None) -> GraphCache:
         cache = cls()
         shared: dict[str, str] = {}
         share = shared.setdefault
@@ -219,20 +223,16 @@ class GraphCache:
             for e, blob, space in zip(eid, vector, vec_model, strict=True):
                 if blob:
                     cache._set_vector(cache._entity_vectors, e, blob, space)
-            rows = conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'").fetchall()
-            # column-wise: one C-level transpose, then every column in bulk (no per-row Python loop)
-            rid, src, dst, rtype, conf, session, sid, status, created, updated = (
-                map(list, zip(*rows, strict=True)) if rows else ([] for _ in range(10))
-            )
-            del rows
-            rtype, session = list(map(share, rtype, rtype)), list(map(share, session, session))
-            make = functools.partial(tuple.__new__, RelationRow)
-            rows_out = map(make, zip(rid, src, dst, rtype, conf, session, sid, status, created, updated, strict=True))
-            cache.relations = dict(zip(rid, rows_out, strict=True))
-            cache.compact.load(
-                (eid, name, etype, mentions, eupdated),
-                (rid, src, dst, rtype, conf, session, sid, updated),
-            )
+            if saved is not None:
+                try:
+                    cache.compact.load_saved((eid, name, etype, mentions, eupdated), saved)
+                    cache.loaded_from = "file"
+                except (KeyError, TypeError, ValueError) as exc:
+                    cache.compact = CompactGraph()
+                    cache.relations = RelationRows(cache.compact)
+                    cache.file_refused = f"its arrays do not fit the database: {exc}"
+            if cache.loaded_from != "file":
+                cache._load_relations(conn, (eid, name, etype, mentions, eupdated), share)
             for sid, text in conn.execute("SELECT id, text FROM sentences"):
                 cache.sentences[sid] = text
             for row in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks"):
@@ -241,16 +241,34 @@ class GraphCache:
                 cache.upsert_block_edge(*edge)
         return cache
 
+    def _load_relations(
+        self,
+        conn: sqlite3.Connection,
+        entities: tuple[list[int], list[str], list[str], list[int], list[float]],
+        share: Callable[[str, str], str],
+    ) -> None:
+        """Read the active relations and build the compact form from them and ``entities``."""
+        rows = conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'").fetchall()
+        # column-wise: one C-level transpose, then every column in bulk (no per-row Python loop)
+        rid, src, dst, rtype, conf, session, sid, _status, created, updated = (
+            map(list, zip(*rows, strict=True)) if rows else ([] for _ in range(10))
+        )
+        del rows
+        rtype, session = list(map(share, rtype, rtype)), list(map(share, session, session))
+        self.compact.load(entities, (rid, src, dst, rtype, conf, session, sid, created, updated))
+
     # --------------------------------------------------------------- mutation
 
     def apply(self, ch: Changes, rows: ChangedRows) -> None:
         """Bring every id a write touched up to its committed row (no row: it was deleted)."""
         with self.lock:
+            changed = [sid for sid in ch.sentences if self.sentences.get(sid) not in (None, rows.sentences.get(sid))]
+            self.compact.forget_sentences(changed)  # recalled relations citing them are built anew
             for sid in ch.sentences:
                 if sid in rows.sentences:
-                    self.upsert_sentence(sid, rows.sentences[sid])
+                    self.sentences[sid] = rows.sentences[sid]
                 else:
-                    self.remove_sentence(sid)
+                    self._drop_sentence(sid)
             # entities first (new endpoints must exist), removals of entities last
             for eid in ch.entities:
                 if eid in rows.entities:
@@ -293,8 +311,7 @@ class GraphCache:
             row = self.entities.pop(entity_id, None)
             if row is None:
                 return
-            for rid in self.compact.drop_entity(entity_id):
-                self.relations.pop(rid, None)
+            self.compact.drop_entity(entity_id)
             self.ids_by_name.pop(row.name, None)
             self._unindex_name(entity_id, row.name)
             for index in self._entity_vectors.values():
@@ -306,10 +323,6 @@ class GraphCache:
             if row.status != "active":
                 self.remove_relation(row.id)
                 return
-            old = self.relations.get(row.id)
-            if old is not None and (old.source_id, old.target_id) != (row.source_id, row.target_id):
-                self.remove_relation(row.id)
-            self.relations[row.id] = row
             self.compact.set_relation(
                 row.id,
                 row.source_id,
@@ -318,21 +331,27 @@ class GraphCache:
                 row.confidence,
                 row.session,
                 row.sentence_id,
+                row.created_at,
                 row.updated_at,
             )
 
     def remove_relation(self, relation_id: int) -> None:
         with self.lock:
-            old = self.relations.pop(relation_id, None)
-            if old is None:
-                return
             self.compact.drop_relation(relation_id)
 
     def upsert_sentence(self, sentence_id: int, text: str) -> None:
         with self.lock:
+            if self.sentences.get(sentence_id, text) != text:
+                self.compact.forget_sentences([sentence_id])
             self.sentences[sentence_id] = text
 
     def remove_sentence(self, sentence_id: int) -> None:
+        with self.lock:
+            if sentence_id in self.sentences:
+                self.compact.forget_sentences([sentence_id])
+            self._drop_sentence(sentence_id)
+
+    def _drop_sentence(self, sentence_id: int) -> None:
         with self.lock:
             self.sentences.pop(sentence_id, None)
             for edge_id in [e for e, v in self.block_edges.items() if v[0] == sentence_id]:
@@ -355,7 +374,7 @@ class GraphCache:
         with self.lock:
             self.remove_block_edge(edge_id)
             self.block_edges[edge_id] = (sentence_id, block_id, etype)
-            self._blocks_of_sentence[sentence_id].add(block_id)
+            self.blocks_of_sentence[sentence_id].add(block_id)
 
     def remove_block_edge(self, edge_id: int) -> None:
         with self.lock:
@@ -364,9 +383,9 @@ class GraphCache:
                 return
             sid, bid, _ = old
             if not any(v[0] == sid and v[1] == bid for v in self.block_edges.values()):
-                self._blocks_of_sentence[sid].discard(bid)
-                if not self._blocks_of_sentence[sid]:
-                    del self._blocks_of_sentence[sid]
+                self.blocks_of_sentence[sid].discard(bid)
+                if not self.blocks_of_sentence[sid]:
+                    del self.blocks_of_sentence[sid]
 
     def _index_name(self, entity_id: int, name: str, terms: tuple[str, ...]) -> None:
         self._terms_of[entity_id] = _joined(terms)
@@ -475,132 +494,11 @@ class GraphCache:
         level, visit stamps instead of sets) and stops as soon as the levels found so far
         already fill ``max_entities`` and ``max_relations``: deeper levels rank below every
         entity and relation found, so the result is the same as walking the full depth and
-        cutting the ranked lists. Entities and relations are each ranked with one ``lexsort``
-        over the numeric columns, and only the rows that make the cut are built, column by column.
+        cutting the ranked lists. Each list is then sorted by one int64 key per item (see
+        :mod:`~homeagent_core.memory.graph_recall`), and only the rows that make the cut are built.
         """
         with self.lock:
-            g = self.compact
-            entities = self.entities
-            skip = exclude or set()
-            start = [s for s in dict.fromkeys(seeds) if s in entities]
-            level = np.asarray(start, dtype=_I)
-            mark = g.next_stamp()
-            estamp, rstamp = g.entity_stamp, g.relation_stamp
-            estamp[level] = mark
-            ent_levels: list[npt.NDArray[np.int64]] = [level]
-            rel_levels: list[npt.NDArray[np.int64]] = []
-            names = g.name
-            n_ent = len(start) - (sum(1 for e in start if entities[e].name in skip) if skip else 0)
-            n_rel = 0  # may count a relation twice (reached from both ends within one level)
-            seen = len(start)
-            while len(level) and len(ent_levels) <= depth:
-                if n_ent >= max_entities and n_rel >= max_relations:
-                    n_rel = sum(len(np.unique(r)) for r in rel_levels)  # exact, only when it decides
-                    if n_rel >= max_relations:
-                        break
-                rels, nbrs = g.expand(level)
-                if rel_levels:  # at the seeds nothing is marked yet
-                    rels = rels[rstamp[rels] != mark]
-                nbrs = nbrs[estamp[nbrs] != mark]
-                last = len(ent_levels) == depth
-                if last and len(nbrs) <= max_visit - seen:
-                    # the deepest level is only ranked: its duplicates are dropped there
-                    rel_levels.append(rels)
-                    ent_levels.append(nbrs)
-                    break
-                rstamp[rels] = mark
-                if len(nbrs) > 1:
-                    nbrs.sort()
-                    nxt = nbrs[np.concatenate(([True], nbrs[1:] != nbrs[:-1]))]
-                    room = max_visit - seen
-                    if len(nxt) > room:  # keep the entities reached first
-                        nxt, first = np.unique(g.expand(level)[1], return_index=True)
-                        nxt = nxt[np.argsort(first, kind="stable")]
-                        nxt = nxt[estamp[nxt] != mark][: max(room, 0)]
-                else:
-                    nxt = nbrs
-                estamp[nxt] = mark
-                seen += len(nxt)
-                rel_levels.append(rels)
-                n_rel += len(rels)
-                ent_levels.append(nxt)
-                n_ent += sum(1 for n in names[nxt].tolist() if n not in skip) if skip else len(nxt)
-                level = nxt
-            return RecallResult(
-                entities=self._rank_entities(ent_levels, max_entities, skip),
-                relations=self._rank_relations(rel_levels, max_relations),
-                seeds=[entities[s].name for s in seeds if s in entities],
-            )
-
-    def _rank_entities(self, levels: list[npt.NDArray[np.int64]], limit: int, skip: set[str]) -> list[RecalledEntity]:
-        """The ``limit`` best entities of the walk's levels (level = distance), built."""
-        g = self.compact
-        ids = np.concatenate(levels) if len(levels) > 1 else levels[0]
-        dist = np.repeat(np.arange(len(levels), dtype=_I), [len(x) for x in levels])
-        names = g.name
-        if skip:
-            keep = np.asarray([n not in skip for n in names[ids].tolist()], dtype=bool)
-            ids, dist = ids[keep], dist[keep]
-        if len(ids) > 1:
-            order = np.lexsort((ids, -g.updated[ids], -g.mentions[ids], dist))
-            ids, dist = ids[order], dist[order]
-            # the deepest level may list an entity more than once, side by side after the sort
-            once = np.concatenate(([True], ids[1:] != ids[:-1]))
-            ids, dist = ids[once][:limit], dist[once][:limit]
-        return list(
-            map(
-                _new,
-                repeat(RecalledEntity),
-                zip(
-                    names[ids].tolist(),
-                    g.type[ids].tolist(),
-                    g.mentions[ids].tolist(),
-                    dist.tolist(),
-                    g.updated[ids].tolist(),
-                    strict=True,
-                ),
-            )
-        )
-
-    def _rank_relations(self, levels: list[npt.NDArray[np.int64]], limit: int) -> list[RecalledRelation]:
-        """The ``limit`` best relations of the walk's levels (level = distance), built."""
-        if not levels:
-            return []
-        g = self.compact
-        ids = np.concatenate(levels) if len(levels) > 1 else levels[0]
-        dist = np.repeat(np.arange(len(levels), dtype=_I), [len(x) for x in levels])
-        if len(ids) > 1:
-            order = np.lexsort((ids, -g.rupdated[ids], -g.confidence[ids], dist))
-            ids, dist = ids[order], dist[order]
-            # a relation reached from both ends within one level is listed twice, side by side
-            once = np.concatenate(([True], ids[1:] != ids[:-1]))
-            ids, dist = ids[once][:limit], dist[once][:limit]
-        sids = g.sentence[ids].tolist()
-        blocks_of = self._blocks_of_sentence
-        digests: Iterable[list[str]] = (
-            [self._digests(s) if s in blocks_of else _NO_DIGESTS for s in sids]
-            if not blocks_of.keys().isdisjoint(sids)
-            else repeat(_NO_DIGESTS)
-        )
-        names = g.name
-        return list(
-            map(
-                _new,
-                repeat(RecalledRelation),
-                zip(
-                    names[g.src[ids]].tolist(),
-                    names[g.dst[ids]].tolist(),
-                    g.rtype[ids].tolist(),
-                    g.confidence[ids].tolist(),
-                    g.session[ids].tolist(),
-                    dist.tolist(),
-                    g.rupdated[ids].tolist(),
-                    map(self.sentences.get, sids, repeat("")),
-                    digests,
-                    strict=False,  # ``digests`` may be an endless repeat
-                ),
-            )
-        )
+            return graph_recall.recall(self, seeds, depth, max_entities, max_relations, max_visit, exclude)
 
     def to_networkx(self) -> nx.MultiDiGraph[int]:
         """A networkx ``MultiDiGraph`` of the active graph, built now (nodes = entity ids, edges keyed by
@@ -623,9 +521,9 @@ class GraphCache:
         with self.lock:
             return {other for other, _ in self.compact.incident(entity_id)}
 
-    def _digests(self, sentence_id: int | None) -> list[str]:
+    def digests(self, sentence_id: int | None) -> list[str]:
         """Digests of the media blocks a sentence contains, sorted."""
-        blocks = self._blocks_of_sentence.get(sentence_id) if sentence_id is not None else None
+        blocks = self.blocks_of_sentence.get(sentence_id) if sentence_id is not None else None
         return sorted(self.blocks[b].digest for b in blocks) if blocks else []
 
     def stats(self) -> dict[str, int]:
@@ -651,19 +549,8 @@ class GraphCache:
             raise AssertionError("compact adjacency disagrees with the relation rows")
         if set(g.live_relations().tolist()) != set(self.relations) or g.n_live != len(self.relations):
             raise AssertionError("compact relation columns disagree with the relation rows")
-        for r in self.relations.values():
-            i = r.id
-            got = (
-                int(g.src[i]),
-                int(g.dst[i]),
-                g.rtype[i],
-                float(g.confidence[i]),
-                g.session[i],
-                None if g.sentence[i] < 0 else int(g.sentence[i]),
-                float(g.rupdated[i]),
-            )
-            if got != (r.source_id, r.target_id, r.type, r.confidence, r.session, r.sentence_id, r.updated_at):
-                raise AssertionError(f"compact columns of relation {i} disagree with its row")
+        if not all(g.present[r.source_id] and g.present[r.target_id] for r in self.relations.values()):
+            raise AssertionError("a relation's endpoint is not an entity of the mirror")
         if set(np.flatnonzero(g.present).tolist()) != set(self.entities):
             raise AssertionError("compact entity columns disagree with the entity rows")
         for e in self.entities.values():
@@ -675,6 +562,7 @@ class GraphCache:
                 e.updated_at,
             ):
                 raise AssertionError(f"compact columns of entity {i} disagree with its row")
+        graph_recall.check_kept(self)
 
     def snapshot(self) -> dict[str, Any]:
         """Everything the mirror holds, in the shape :meth:`GraphStore.sql_snapshot` returns.
@@ -717,7 +605,7 @@ class GraphCache:
             blocks_of: dict[int, set[int]] = {}
             for sid, bid, _ in self.block_edges.values():
                 blocks_of.setdefault(sid, set()).add(bid)
-            if dict(self._blocks_of_sentence) != blocks_of:
+            if dict(self.blocks_of_sentence) != blocks_of:
                 raise AssertionError("sentence-to-block map disagrees with block edges")
             return {
                 "entities": dict(self.entities),

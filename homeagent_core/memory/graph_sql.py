@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from homeagent_core.memory import graph_mirror_file as mirror_file
 from homeagent_core.memory.graph_cache import GraphCache
 from homeagent_core.memory.graph_schema import SCHEMA_VERSION, backfill_terms, decode_terms, marks, migrate
 from homeagent_core.memory.graph_types import (
@@ -96,6 +97,9 @@ class SQLiteGraphSQL:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._conn: sqlite3.Connection | None = None
+        # the mirror's compact form saved beside the file (none for an in-memory database)
+        self.mirror_file = None if self.path == ":memory:" else mirror_file.mirror_path(self.path)
+        self.loaded_stamp: mirror_file.Stamp | None = None  # the database's stamp when the mirror was loaded
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -104,6 +108,7 @@ class SQLiteGraphSQL:
             migrate(self._conn, self.path)
             with self._tx() as conn:
                 backfill_terms(conn)
+                mirror_file.ensure_identity(conn)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise self.not_a_graph(exc) from exc
@@ -153,13 +158,33 @@ class SQLiteGraphSQL:
             result = fn(conn, changes)
             if changes.entities:
                 backfill_terms(conn, sorted(changes.entities))
+            mirror_file.bump_generation(conn)  # a mirror file written before this write is stale now
         return result, changes
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return fn(self.conn)
 
     def load_mirror(self) -> GraphCache:
-        return GraphCache.load(self.conn)
+        """The mirror, its compact form read from the mirror file when that matches the database."""
+        self.loaded_stamp = self.stamp()
+        if self.mirror_file is None:
+            return GraphCache.load(self.conn)
+        saved = None
+        try:
+            saved = mirror_file.read_mirror(self.mirror_file, self.loaded_stamp)
+        except mirror_file.MirrorFileError as exc:
+            refused = str(exc)
+        cache = GraphCache.load(self.conn, saved)
+        if saved is not None:
+            refused = cache.file_refused
+        if refused and self.mirror_file.exists():
+            mirror_file.log.warning("graph mirror file set aside, loaded from the database instead: %s", refused)
+        cache.file_refused = refused
+        return cache
+
+    def stamp(self) -> mirror_file.Stamp:
+        """What a mirror file of the database as it is now carries (see :func:`graph_mirror_file.read_stamp`)."""
+        return mirror_file.read_stamp(self.conn)
 
     def changed_rows(self, ch: Changes) -> ChangedRows:
         conn = self.conn

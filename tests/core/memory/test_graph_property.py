@@ -1,9 +1,10 @@
 """Property test: the mirror always equals what the database holds (SQLite, PostgreSQL), also after a reopen.
 
-``GraphCache.snapshot`` also checks every derived structure (networkx graph in both directions,
-adjacency map, keyword postings and the terms stored per entity, vector indexes) against the
-rows, so each comparison below covers them; after the reopen the keyword terms come from the
-``entities.terms`` column instead of the tokenizer.
+``GraphCache.snapshot`` also checks every derived structure (compact adjacency in both
+directions, rank orders, recalled rows kept for later recalls, keyword postings and the terms
+stored per entity, vector indexes) against the rows, so each comparison below covers them;
+after the reopen the keyword terms come from the ``entities.terms`` column instead of the
+tokenizer.
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
         pass  # refused operations must leave both sides untouched, checked below
 
 
+def recall_from_each(store: GraphStore) -> None:
+    """Recall from every entity, so rows are kept (per id and distance) that later writes must drop."""
+    for eid in list(store.cache.entities):
+        store.cache.recall([eid], depth=3)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, min_size=5, max_size=30), st.integers(0, 6))
 def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
@@ -134,6 +141,7 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
             for op in sequence:
                 apply(store, op)
                 assert store.cache.snapshot() == store.sql_snapshot(), op
+                recall_from_each(store)  # rows kept for later recalls: the next snapshot checks them
             before = store.cache.snapshot()
             stored = dict(store.read(lambda c: c.execute("SELECT name, terms FROM entities").fetchall()))
             assert all(terms for terms in stored.values()), "every entity row carries its keyword terms"

@@ -1,0 +1,189 @@
+"""The graph mirror's relation columns, CSR adjacency and rank orders, saved beside ``graph.db``.
+
+Opening a graph of a million relations spends most of its time reading the relation rows and
+building the compact form from them. ``<db>.mirror`` keeps that compact form: after a clean
+load or on close the store writes it, and the next open reads it instead of the relations
+table when its stamp matches the database (entities, sentences and media are still read from
+SQLite: the keyword index is built from the entity rows).
+
+Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format version,
+the stamp, and per array its name, dtype, shape and crc32), then the raw little-endian arrays.
+Writes go to ``<name>.tmp``, are fsynced and renamed over the old file, and the folder is
+fsynced, so a crash leaves the previous file or the new one (a partial ``.tmp`` is ignored and
+removed on the next write).
+
+The stamp (:func:`read_stamp`) is the database's identity (a random id stored in
+``graph_meta`` when the store first opens it), its write generation (bumped inside every
+write transaction, so a commit after the file was written — also one interrupted by a crash
+mid-write and replayed from the WAL — makes the file stale), the schema version, the entity
+count and the highest entity and relation ids. A file whose stamp, structure or checksums do
+not match is refused with the reason, and the store loads from SQLite as without a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import struct
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from homeagent_core.memory.graph_schema import SCHEMA_VERSION
+
+__all__ = [
+    "MirrorFileError",
+    "bump_generation",
+    "ensure_identity",
+    "mirror_path",
+    "read_mirror",
+    "read_stamp",
+    "remove_partial",
+    "write_mirror",
+]
+
+log = logging.getLogger("homeagent_core.memory.graph")
+
+MAGIC = b"HAGRAPH\x01"
+VERSION = 1
+_CHUNK = 1 << 20
+Stamp = dict[str, Any]
+
+
+class MirrorFileError(ValueError):
+    """A mirror file that cannot be used: missing, of another database or generation, or damaged."""
+
+
+def mirror_path(db_path: str) -> Path:
+    """Where the mirror file of the database at ``db_path`` lives."""
+    return Path(db_path + ".mirror")
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
+def ensure_identity(conn: sqlite3.Connection) -> None:
+    """Give the database its identity and write generation in ``graph_meta`` if it has none yet."""
+    conn.execute(
+        "INSERT OR IGNORE INTO graph_meta (key, value) VALUES ('identity', ?), ('generation', '0')",
+        (uuid.uuid4().hex,),
+    )
+
+
+def bump_generation(conn: sqlite3.Connection) -> None:
+    """Count one more write (run inside the write's transaction)."""
+    conn.execute("UPDATE graph_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+
+
+def read_stamp(conn: sqlite3.Connection) -> Stamp:
+    """What a mirror file must have been written for: identity, generation, schema and row numbers."""
+    meta = dict(conn.execute("SELECT key, value FROM graph_meta WHERE key IN ('identity', 'generation')").fetchall())
+    (entities, max_entity) = conn.execute("SELECT count(*), coalesce(max(id), 0) FROM entities").fetchone()
+    (max_relation,) = conn.execute("SELECT coalesce(max(id), 0) FROM relations").fetchone()
+    return {
+        "identity": str(meta.get("identity", "")),
+        "generation": int(meta.get("generation", -1)),
+        "schema": SCHEMA_VERSION,
+        "entities": int(entities),
+        "max_entity": int(max_entity),
+        "max_relation": int(max_relation),
+    }
+
+
+def write_mirror(path: Path, stamp: Stamp, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` with ``stamp`` to ``path`` atomically (tmp file, fsync, rename, fsync the folder)."""
+    parts = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    for name, a in parts.items():
+        if a.dtype.hasobject:
+            raise TypeError(f"mirror array {name} holds Python objects; only numbers are saved")
+    fields = [
+        {"name": name, "dtype": a.dtype.newbyteorder("<").str, "shape": list(a.shape), "crc32": zlib.crc32(a.data)}
+        for name, a in parts.items()
+    ]
+    header = json.dumps({"version": VERSION, "stamp": stamp, "arrays": fields}).encode()
+    tmp = _tmp(path)
+    with open(tmp, "wb") as fh:
+        fh.write(MAGIC + struct.pack("<I", len(header)) + header)
+        for a in parts.values():
+            view = a.astype(a.dtype.newbyteorder("<"), copy=False).data.cast("B")
+            for start in range(0, len(view), _CHUNK):
+                fh.write(view[start : start + _CHUNK])
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def read_mirror(path: Path, stamp: Stamp) -> dict[str, np.ndarray]:
+    """The arrays of the mirror file at ``path``, checked against ``stamp`` and their checksums.
+
+    Raises:
+        MirrorFileError: the file is missing, of another format, written for another database
+            or generation, truncated, or damaged (the message says which).
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = memoryview(fh.read())
+    except FileNotFoundError:
+        raise MirrorFileError(f"{path}: no mirror file") from None
+    except OSError as exc:
+        raise MirrorFileError(f"{path}: cannot read: {exc}") from exc
+    head = len(MAGIC) + 4
+    if len(data) < head or bytes(data[: len(MAGIC)]) != MAGIC:
+        raise MirrorFileError(f"{path}: not a graph mirror file of version {VERSION}")
+    (size,) = struct.unpack("<I", data[len(MAGIC) : head])
+    try:
+        meta = json.loads(bytes(data[head : head + size]))
+        fields, saved = list(meta["arrays"]), dict(meta["stamp"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        raise MirrorFileError(f"{path}: unreadable header: {exc}") from exc
+    if meta.get("version") != VERSION:
+        raise MirrorFileError(f"{path}: format version {meta.get('version')} is not {VERSION}")
+    if saved.get("identity") != stamp["identity"]:
+        raise MirrorFileError(f"{path}: written for another graph database")
+    if saved != stamp:
+        changed = ", ".join(f"{k} {saved.get(k)!r} -> {v!r}" for k, v in stamp.items() if saved.get(k) != v)
+        raise MirrorFileError(f"{path}: stale, the database changed since it was written ({changed})")
+    out: dict[str, np.ndarray] = {}
+    offset = head + size
+    try:
+        for field in fields:
+            dtype = np.dtype(field["dtype"])
+            if dtype.hasobject:
+                raise MirrorFileError(f"{path}: array {field['name']} is not numeric")
+            shape = tuple(int(n) for n in field["shape"])
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            chunk = data[offset : offset + nbytes]
+            if len(chunk) != nbytes:
+                raise MirrorFileError(f"{path}: truncated in array {field['name']}")
+            if zlib.crc32(chunk) != int(field["crc32"]):
+                raise MirrorFileError(f"{path}: array {field['name']} is damaged (checksum mismatch)")
+            out[str(field["name"])] = np.frombuffer(chunk, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+            offset += nbytes
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, MirrorFileError):
+            raise
+        raise MirrorFileError(f"{path}: unreadable array description: {exc}") from exc
+    if offset != len(data):
+        raise MirrorFileError(f"{path}: trailing bytes after the last array")
+    return out
+
+
+def remove_partial(path: Path) -> None:
+    """Delete a partial file a crash left mid-write (readers never look at it)."""
+    with contextlib.suppress(OSError):
+        _tmp(path).unlink()
