@@ -5,8 +5,11 @@ entity per three relations, random CJK names and uniformly random edges, it meas
 
 * commit throughput (triples/s) through ``GraphStore.commit`` in batches of 1000 (SQLite
   transaction + keyword terms + write-through mirror update);
-* start-up, in a fresh process (median of three): time to open the store (schema check + mirror load: entities
-  with their stored keyword terms, relation rows, CSR adjacency and numeric columns) and the RSS the mirror adds;
+* start-up, in a fresh process (median of three): time to open the store after a clean close (schema check +
+  mirror load: entities with their stored keyword terms, and the relation columns, CSR adjacency and rank orders
+  from the mirror file the close wrote beside the database) and the RSS the mirror adds; and the same open with
+  the mirror file set aside (``load_from_database_s``: what an open after a crash costs — relation rows read from
+  SQLite, CSR and ranks built);
 * recall at depth 2 for a probe keyword (an entity name), 30 entities / 50 relations:
 
   - mirror end to end: ``GraphStore.recall([keyword])`` — keyword tokenised (tokenizer caches
@@ -15,7 +18,9 @@ entity per three relations, random CJK names and uniformly random edges, it meas
     materialised ``RecallResult`` (every entity and relation object built, sentence and media
     digests attached);
   - mirror from seeds: the same from the seed ids (``GraphCache.recall``), i.e. exactly the
-    work the SQLite side does;
+    work the SQLite side does; ``recall_first_p50_ms`` is each probe's first such recall, before
+    the rows it returns were built by an earlier recall (the mirror keeps built rows; see
+    ``memory/graph_recall.py``);
   - mirror from seeds with a write delta: the same after 2,000 more triples were committed
     (new edges in the delta, refreshed ones marked in the CSR; below the merge threshold);
   - SQLite: the same recall as SQL over the same file, *given the seed ids for free* (the
@@ -139,17 +144,28 @@ def rss_bytes() -> int:
     return 0
 
 
-def load_probe(path: str) -> None:
-    """Open the store in a fresh process: load time and the RSS the mirror adds."""
-    warm_up()
-    gc.collect()
-    rss0 = rss_bytes()
-    t0 = time.perf_counter()
-    store = GraphStore(path)
-    load_s = time.perf_counter() - t0
-    gc.collect()
-    print(json.dumps({"load_s": load_s, "rss_mib": (rss_bytes() - rss0) / 2**20}))
-    store.close()
+def load_probe(path: str, from_database: bool) -> None:
+    """Open the store in a fresh process: load time and the RSS the mirror adds.
+
+    ``from_database`` sets the mirror file aside for the open (and puts it back after).
+    """
+    saved = Path(path + ".mirror")
+    aside = saved.with_name(saved.name + ".aside")
+    if from_database and saved.exists():
+        saved.rename(aside)
+    try:
+        warm_up()
+        gc.collect()
+        rss0 = rss_bytes()
+        t0 = time.perf_counter()
+        store = GraphStore(path, save_mirror_from=2**62 if from_database else 20_000)
+        load_s = time.perf_counter() - t0
+        gc.collect()
+        print(json.dumps({"load_s": load_s, "rss_mib": (rss_bytes() - rss0) / 2**20, "from": store.mirror_loaded_from}))
+        store.close()
+    finally:
+        if aside.exists():
+            aside.rename(saved)
 
 
 def make_names(count: int, rng: random.Random) -> list[str]:
@@ -198,22 +214,34 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         del store, triples
         gc.collect()
 
-        probes_out = [
-            json.loads(
-                subprocess.run(
-                    [sys.executable, __file__, "--load-probe", str(path)], capture_output=True, text=True, check=True
-                ).stdout
-            )
-            for _ in range(3)
-        ]
+        def probe(*extra: str) -> dict[str, Any]:
+            command = [sys.executable, __file__, "--load-probe", str(path), *extra]
+            out = subprocess.run(command, capture_output=True, text=True, check=True)
+            return dict(json.loads(out.stdout))
+
+        # alternately: after a clean close (the mirror file the close wrote) and with the file set aside
+        probes_file, probes_db = [], []
+        for _ in range(3):
+            probes_file.append(probe())
+            probes_db.append(probe("--from-database"))
+        if stored >= 20_000 and any(p["from"] != "file" for p in probes_file):  # smaller graphs keep no file
+            raise RuntimeError("an open after a clean close did not use the mirror file")
         load = {
-            "load_s": statistics.median(p["load_s"] for p in probes_out),
-            "rss_mib": statistics.median(p["rss_mib"] for p in probes_out),
+            "load_s": statistics.median(p["load_s"] for p in probes_file),
+            "rss_mib": statistics.median(p["rss_mib"] for p in probes_file),
+            "load_from_database_s": statistics.median(p["load_s"] for p in probes_db),
+            "rss_from_database_mib": statistics.median(p["rss_mib"] for p in probes_db),
         }
         store = GraphStore(path)
 
         probes = [names[rng.randrange(n_entities)] for _ in range(queries)]
         seeds = {name: store.cache.keyword_seeds([name]) for name in probes}
+        # each probe's first recall: none of its rows were built before (the later timings reuse them)
+        first_ms = []
+        for name in probes:
+            t = time.perf_counter()
+            store.cache.recall(seeds[name], depth=depth)
+            first_ms.append((time.perf_counter() - t) * 1000)
         results = {name: store.recall([name], depth=depth) for name in probes}
         name_terms.cache_clear()
         _segment.cache_clear()
@@ -239,11 +267,14 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         "entities": n_entities,
         "commit_triples_per_s": relations / commit_s,
         "load_s": load["load_s"],
+        "load_from_database_s": load["load_from_database_s"],
         "mirror_rss_mib": load["rss_mib"],
+        "mirror_rss_from_database_mib": load["rss_from_database_mib"],
         "recall_p50_ms": statistics.median(mirror_ms),
         "recall_p99_ms": pct(mirror_ms, 0.99),
         "recall_from_seeds_p50_ms": statistics.median(walk_ms),
         "recall_from_seeds_p99_ms": pct(walk_ms, 0.99),
+        "recall_first_p50_ms": statistics.median(first_ms),
         "recall_with_delta_p50_ms": statistics.median(delta_ms),
         "delta_edges": delta_edges,
         "sqlite_recall_p50_ms": statistics.median(sql_ms),
@@ -277,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--runs", type=int, default=1, help="runs per size; each figure is their median")
     parser.add_argument("--load-probe", help=argparse.SUPPRESS)
+    parser.add_argument("--from-database", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load_probe:
-        load_probe(args.load_probe)
+        load_probe(args.load_probe, args.from_database)
         return 0
     warm_up()  # jieba's dictionary loads once per process; keep it out of the timings
     sizes = args.sizes or ([10_000, 100_000, 300_000] + ([1_000_000] if args.full else []))
@@ -305,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         f"top {MAX_ENTITIES} entities / {MAX_RELATIONS} relations; SQLite gets the mirror's seed ids\n"
     )
     print(
-        "| relations | entities | commit triples/s | load s | mirror RSS MiB "
+        "| relations | entities | commit triples/s | load s (file / database) | mirror RSS MiB "
         "| mirror end-to-end p50 / p99 ms | mirror from seeds p50 / p99 ms | from seeds with delta p50 ms "
         "| SQLite from seeds p50 / p99 ms "
         "| SQLite / mirror, same seeds | SQLite / mirror end-to-end | seeds | entities / relations per recall "
@@ -315,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results.values():
         print(
             f"| {r['relations']:,.0f} | {r['entities']:,.0f} | {r['commit_triples_per_s']:,.0f} "
-            f"| {r['load_s']:.2f} | {r['mirror_rss_mib']:.0f} "
+            f"| {r['load_s']:.2f} / {r['load_from_database_s']:.2f} | {r['mirror_rss_mib']:.0f} "
             f"| {r['recall_p50_ms']:.3f} / {r['recall_p99_ms']:.3f} "
             f"| {r['recall_from_seeds_p50_ms']:.3f} / {r['recall_from_seeds_p99_ms']:.3f} "
             f"| {r['recall_with_delta_p50_ms']:.3f} "

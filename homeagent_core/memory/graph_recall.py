@@ -162,14 +162,18 @@ def _shared(
     if not len(ids) or dist[-1] >= built.shape[1]:
         return make(ids, dist)
     rows: list[Any] = built[ids, dist].tolist()
-    if not all(rows):  # a named tuple is never empty, so only None is false
-        miss = np.flatnonzero(np.fromiter((r is None for r in rows), dtype=bool, count=len(rows)))
-        made = make(ids[miss], dist[miss])
-        for i, row in zip(miss.tolist(), made, strict=True):
-            rows[i] = row
-        keep = np.empty(len(made), dtype=object)
-        keep[:] = made
-        built[ids[miss], dist[miss]] = keep
+    if all(rows):  # a named tuple is never empty, so only None is false
+        return rows
+    if not any(rows):
+        rows = make(ids, dist)
+        built[ids, dist] = np.fromiter(rows, dtype=object, count=len(rows))
+        return rows
+    miss = [i for i, row in enumerate(rows) if row is None]
+    at = np.asarray(miss, dtype=_I)
+    made = make(ids[at], dist[at])
+    for i, row in zip(miss, made, strict=True):
+        rows[i] = row
+    built[ids[at], dist[at]] = np.fromiter(made, dtype=object, count=len(made))
     return rows
 
 
