@@ -151,10 +151,11 @@ class GraphStore:
             return True
 
     def _save_in_background(self) -> None:
+        """The saver thread's top level: a failure is logged (the file is a cache; the database stays the truth)."""
         try:
             self.save_mirror()
-        except (OSError, sqlite3.Error, MemoryStoreError) as exc:  # a cache file: the database stays the truth
-            mirror_file.log.warning("could not save the graph mirror file for %s: %s", self.path, exc)
+        except Exception:
+            mirror_file.log.exception("could not save the graph mirror file for %s", self.path)
 
     # ----------------------------------------------------------- lifecycle
 

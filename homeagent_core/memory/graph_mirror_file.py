@@ -99,7 +99,7 @@ def read_stamp(conn: sqlite3.Connection) -> Stamp:
 
 def write_mirror(path: Path, stamp: Stamp, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` with ``stamp`` to ``path`` atomically (tmp file, fsync, rename, fsync the folder)."""
-    parts = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    parts = {name: np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")) for name, a in arrays.items()}
     for name, a in parts.items():
         if a.dtype.hasobject:
             raise TypeError(f"mirror array {name} holds Python objects; only numbers are saved")
@@ -112,7 +112,7 @@ def write_mirror(path: Path, stamp: Stamp, arrays: dict[str, np.ndarray]) -> Non
     with open(tmp, "wb") as fh:
         fh.write(MAGIC + struct.pack("<I", len(header)) + header)
         for a in parts.values():
-            view = a.astype(a.dtype.newbyteorder("<"), copy=False).data.cast("B")
+            view = a.reshape(-1).view(np.uint8).data
             for start in range(0, len(view), _CHUNK):
                 fh.write(view[start : start + _CHUNK])
         fh.flush()

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -54,6 +55,23 @@ def test_a_fact_committed_on_one_daemon_is_recalled_on_the_other(pg_url: str, pg
     finally:
         a.close()
         b.close()
+
+
+def test_a_postgresql_graph_keeps_no_mirror_file(pg_url: str, pg_tenant: str, tmp_path: Path) -> None:
+    a = GraphStore(tmp_path / "ignored.db", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant), save_mirror_from=0)
+    try:
+        a.commit([Triple("Melanie", "likes", "pottery")], "s1")
+        assert a.save_mirror() is False
+    finally:
+        a.close()
+    b = GraphStore("", sql=PgGraphSQL(PgDatabase(pg_url), tenant=pg_tenant), save_mirror_from=0)
+    try:
+        assert b.mirror_loaded_from == "database"
+        assert b.cache.snapshot() == b.sql_snapshot()
+        assert _targets(b, "Melanie") == ["pottery"]
+    finally:
+        b.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tenants_on_one_server_see_only_their_own_graph(pg_url: str, pg_tenant: str) -> None:
