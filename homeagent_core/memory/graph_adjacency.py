@@ -13,6 +13,13 @@ them). When the delta grows past a fraction of the graph (:attr:`CompactGraph.me
 merged: the CSR is rebuilt from the relation columns with one stable ``argsort`` (well under a
 second at a million relations), so writes stay O(1) and walks stay vectorised.
 
+Recall also reads two derived structures kept here (see :mod:`~homeagent_core.memory.graph_recall`):
+rank orders (each id's place in the order recall ranks by; -1 once its keys change, all
+recomputed when enough changed, like the merge) and the recalled rows built so far per id and
+distance (dropped when a write touches the id). :meth:`CompactGraph.export` and
+:meth:`CompactGraph.load_saved` are the form saved in the mirror file; :class:`RelationRows`
+reads relation rows from the columns, so the mirror keeps no row object per relation.
+
 networkx is not kept next to it: :meth:`CompactGraph.to_networkx` builds a ``MultiDiGraph`` on
 demand, for code that wants one.
 """

@@ -4,10 +4,12 @@ SQLite (:mod:`homeagent_core.memory.graph`) is the truth; this module keeps the 
 next to it, loaded once on start and updated write-through by every store operation, so recall
 never touches SQL. Under one lock and from the same calls it maintains:
 
-* the rows themselves (entities, active relations, sentences, media blocks) by id;
+* the rows themselves (entities, sentences, media blocks) by id; active relations are kept only
+  as compact columns, and :attr:`GraphCache.relations` reads a relation's row from them;
 * the compact numeric form the recall walk reads
   (:class:`~homeagent_core.memory.graph_adjacency.CompactGraph`: CSR adjacency over both edge
-  directions with a small write delta, and numpy columns for ranking and building results);
+  directions with a small write delta, numpy columns, rank orders and the recalled rows built
+  so far); the walk and ranking are :mod:`~homeagent_core.memory.graph_recall`;
 * a keyword index: entity-name terms (jieba words, CJK bigrams, Latin words, the whole
   lower-cased name) -> entity ids, plus whole name -> ids — the replacement of SQL ``LIKE``
   (a key held by one entity maps to its id, a set is made only once two share it);
@@ -18,7 +20,9 @@ never touches SQL. Under one lock and from the same calls it maintains:
 
 A networkx graph is not kept: :meth:`GraphCache.to_networkx` builds one on demand for the
 analytics that need it. Start-up reads each table with one streamed query, takes the keyword
-terms stored next to each entity (no tokenizer run per name) and builds the CSR arrays in bulk.
+terms stored next to each entity (no tokenizer run per name) and builds the CSR arrays in bulk,
+or takes the relation columns, CSR and rank orders from a checked mirror file
+(:mod:`~homeagent_core.memory.graph_mirror_file`) instead of the relations table.
 :meth:`GraphCache.snapshot` cross-checks every derived structure against the rows, so the
 property test comparing the mirror with SQLite covers them all.
 
