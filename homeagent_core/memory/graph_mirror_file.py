@@ -12,11 +12,11 @@ Writes go to ``<name>.tmp``, are fsynced and renamed over the old file, and the 
 fsynced, so a crash leaves the previous file or the new one (a partial ``.tmp`` is ignored and
 removed on the next write).
 
-The stamp (:func:`read_stamp`) is the database's identity (a random id stored in
-``graph_meta`` when the store first opens it), its write generation (bumped inside every
-write transaction, so a commit after the file was written — also one interrupted by a crash
-mid-write and replayed from the WAL — makes the file stale), the schema version, the entity
-count and the highest entity and relation ids. A file whose stamp, structure or checksums do
+The stamp (:func:`read_stamp`) is the database's identity (a random id stored when the store
+first opens it), its write generation (bumped by triggers inside every transaction that
+writes an entity or relation row, so any commit after the file was written — also the last
+one before a ``kill -9`` — makes the file stale), the schema version, the entity count and the
+highest entity and relation ids. A file whose stamp, structure or checksums do
 not match is refused with the reason, and the store loads from SQLite as without a file.
 """
 
@@ -39,7 +39,6 @@ from homeagent_core.memory.graph_schema import SCHEMA_VERSION
 
 __all__ = [
     "MirrorFileError",
-    "bump_generation",
     "ensure_identity",
     "mirror_path",
     "read_mirror",
@@ -70,26 +69,35 @@ def _tmp(path: Path) -> Path:
 
 
 def ensure_identity(conn: sqlite3.Connection) -> None:
-    """Give the database its identity and write generation in ``graph_meta`` if it has none yet."""
+    """Give the database its identity and write generation, and the triggers that count writes.
+
+    The ``mirror_stamp`` table holds one row; a trigger on every insert, update and delete of an
+    entity or relation row bumps its generation inside the writing transaction, whoever writes
+    (the store, the store migration, an older HomeAgent, the sqlite3 shell). It is a cache
+    stamp, not graph data, so it is not in the schema migrations nor copied between databases.
+    """
     conn.execute(
-        "INSERT OR IGNORE INTO graph_meta (key, value) VALUES ('identity', ?), ('generation', '0')",
-        (uuid.uuid4().hex,),
+        "CREATE TABLE IF NOT EXISTS mirror_stamp"
+        " (id INTEGER PRIMARY KEY CHECK (id = 1), identity TEXT NOT NULL, generation INTEGER NOT NULL)"
     )
-
-
-def bump_generation(conn: sqlite3.Connection) -> None:
-    """Count one more write (run inside the write's transaction)."""
-    conn.execute("UPDATE graph_meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    conn.execute("INSERT OR IGNORE INTO mirror_stamp (id, identity, generation) VALUES (1, ?, 0)", (uuid.uuid4().hex,))
+    for table in ("entities", "relations"):
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(
+                f"CREATE TRIGGER IF NOT EXISTS mirror_stamp_{table}_{event.lower()} AFTER {event} ON {table}"
+                " BEGIN UPDATE mirror_stamp SET generation = generation + 1; END"
+            )
 
 
 def read_stamp(conn: sqlite3.Connection) -> Stamp:
     """What a mirror file must have been written for: identity, generation, schema and row numbers."""
-    meta = dict(conn.execute("SELECT key, value FROM graph_meta WHERE key IN ('identity', 'generation')").fetchall())
+    row = conn.execute("SELECT identity, generation FROM mirror_stamp").fetchone()
+    identity, generation = row if row is not None else ("", -1)
     (entities, max_entity) = conn.execute("SELECT count(*), coalesce(max(id), 0) FROM entities").fetchone()
     (max_relation,) = conn.execute("SELECT coalesce(max(id), 0) FROM relations").fetchone()
     return {
-        "identity": str(meta.get("identity", "")),
-        "generation": int(meta.get("generation", -1)),
+        "identity": str(identity),
+        "generation": int(generation),
         "schema": SCHEMA_VERSION,
         "entities": int(entities),
         "max_entity": int(max_entity),

@@ -158,7 +158,6 @@ class SQLiteGraphSQL:
             result = fn(conn, changes)
             if changes.entities:
                 backfill_terms(conn, sorted(changes.entities))
-            mirror_file.bump_generation(conn)  # a mirror file written before this write is stale now
         return result, changes
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

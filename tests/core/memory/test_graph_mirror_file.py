@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -219,6 +220,23 @@ def test_a_file_written_for_another_graph_database_is_refused(tmp_path: Path) ->
     store = open_store(tmp_path / "copy.db")
     try:
         assert store.mirror_loaded_from == "file"
+        assert store.cache.snapshot() == store.sql_snapshot()
+    finally:
+        store.close()
+
+
+def test_a_write_by_another_program_makes_the_file_stale(tmp_path: Path) -> None:
+    path = tmp_path / "graph.db"
+    store = open_store(path)
+    fill(store)
+    store.close()
+    conn = sqlite3.connect(path)  # e.g. the sqlite3 shell: same row counts and ids, another confidence
+    with conn:
+        conn.execute("UPDATE relations SET confidence = 0.01 WHERE id = (SELECT min(id) FROM relations)")
+    conn.close()
+    store = open_store(path)
+    try:
+        assert store.mirror_loaded_from == "database" and "generation" in store.cache.file_refused
         assert store.cache.snapshot() == store.sql_snapshot()
     finally:
         store.close()
