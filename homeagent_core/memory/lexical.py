@@ -49,6 +49,7 @@ from homeagent_core.memory.lexical_buckets import (
     query_terms,
     term_counts,
 )
+from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
 from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, write_snapshot
 
 if TYPE_CHECKING:
@@ -73,9 +74,15 @@ RESCORE = 256
 _CHUNK = 1 << 20
 
 
+def _saturate(counts: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
+    """Term counts as the index keeps them: ``uint8``, saturating at :data:`TF_MAX`."""
+    saturated: npt.NDArray[np.uint8] = np.minimum(counts, TF_MAX).astype(np.uint8)
+    return saturated
+
+
 def _group_by_bucket(
-    buckets: npt.NDArray[np.integer], slots: npt.NDArray[np.int32], tfs: npt.NDArray[np.uint16]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.uint16]]:
+    buckets: npt.NDArray[np.integer], slots: npt.NDArray[np.int32], tfs: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.uint8]]:
     """Postings per bucket and the postings grouped by bucket, keeping their order within one.
 
     A counting sort in chunks of ``_CHUNK`` postings: count, then radix-sort each chunk in
@@ -88,7 +95,7 @@ def _group_by_bucket(
     fill = np.zeros(BUCKETS, dtype=np.int64)
     np.cumsum(counts[:-1], out=fill[1:])
     out_slots = np.empty(len(slots), dtype=np.int32)
-    out_tfs = np.empty(len(tfs), dtype=np.uint16)
+    out_tfs = np.empty(len(tfs), dtype=np.uint8)
     for start in range(0, len(buckets), _CHUNK):
         chunk = buckets[start : start + _CHUNK].astype(np.int64)
         order = np.argsort((chunk & 0xFFFF).astype(np.uint16), kind="stable")
@@ -130,25 +137,17 @@ class LexicalIndex:
         self.cover_words = True
         self._indptr = np.zeros(BUCKETS + 1, dtype=np.int64)
         self._slots = np.zeros(0, dtype=np.int32)
-        self._tfs = np.zeros(0, dtype=np.uint16)
+        self._tfs = np.zeros(0, dtype=np.uint8)
         self._base_top = 0
         self._top = 0
         self._dead_in_base = 0
         self._d_slots = np.zeros(1024, dtype=np.int32)
         self._d_buckets = np.zeros(1024, dtype=np.int32)
-        self._d_tfs = np.zeros(1024, dtype=np.uint16)
+        self._d_tfs = np.zeros(1024, dtype=np.uint8)
         self._d_n = 0
         self._df = np.zeros(BUCKETS, dtype=np.int32)
         self._qw = np.zeros(BUCKETS, dtype=np.float32)
-        # forward lists (each slot's buckets and tfs), appended in slot order: a mapped part
-        # from the snapshot, then an in-memory part; _f_start is an offset into both together
-        self._f_start = np.zeros(64, dtype=np.int64)
-        self._f_len = np.zeros(64, dtype=np.int32)
-        self._fb_buckets = np.zeros(0, dtype=np.uint32)
-        self._fb_tfs = np.zeros(0, dtype=np.uint16)
-        self._fm_buckets = np.zeros(1024, dtype=np.uint32)
-        self._fm_tfs = np.zeros(1024, dtype=np.uint16)
-        self._fm_n = 0
+        self._forward = ForwardLists()
         self._dl = np.zeros(64, dtype=np.float32)
         self._alive = np.zeros(64, dtype=bool)
         self._count = 0
@@ -194,39 +193,8 @@ class LexicalIndex:
         dl[: len(self._dl)] = self._dl
         alive = np.zeros(size, dtype=bool)
         alive[: len(self._alive)] = self._alive
-        f_start = np.zeros(size, dtype=np.int64)
-        f_start[: len(self._f_start)] = self._f_start
-        f_len = np.zeros(size, dtype=np.int32)
-        f_len[: len(self._f_len)] = self._f_len
-        self._dl, self._alive, self._f_start, self._f_len = dl, alive, f_start, f_len
-
-    def _append_forward(
-        self,
-        slots: npt.NDArray[np.int64],
-        terms: npt.NDArray[np.int64],
-        buckets: npt.NDArray[np.uint32],
-        counts: npt.NDArray[np.uint16],
-    ) -> None:
-        """Append the forward lists of new (ascending) slots: ``terms[i]`` entries for ``slots[i]``.
-
-        Writes go past the used part only, so a snapshot writer holding a view of it is unaffected.
-        """
-        need = self._fm_n + len(buckets)
-        if need > len(self._fm_buckets):
-            size = len(self._fm_buckets)
-            while size < need:
-                size *= 2
-            grown_b = np.zeros(size, dtype=np.uint32)
-            grown_b[: self._fm_n] = self._fm_buckets[: self._fm_n]
-            grown_t = np.zeros(size, dtype=np.uint16)
-            grown_t[: self._fm_n] = self._fm_tfs[: self._fm_n]
-            self._fm_buckets, self._fm_tfs = grown_b, grown_t
-        self._fm_buckets[self._fm_n : need] = buckets
-        self._fm_tfs[self._fm_n : need] = counts
-        ends = np.cumsum(terms)
-        self._f_start[slots] = len(self._fb_buckets) + self._fm_n + ends - terms
-        self._f_len[slots] = terms
-        self._fm_n = need
+        self._forward.grow(size)
+        self._dl, self._alive = dl, alive
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -257,6 +225,7 @@ class LexicalIndex:
         self._count += 1
         self._total_len += length
         self._df[buckets] += 1
+        tfs = _saturate(counts)
         need = self._d_n + len(buckets)
         if need > len(self._d_slots):
             size = len(self._d_slots)
@@ -269,10 +238,10 @@ class LexicalIndex:
                 setattr(self, name, new)
         self._d_slots[self._d_n : need] = slot
         self._d_buckets[self._d_n : need] = buckets
-        self._d_tfs[self._d_n : need] = counts
+        self._d_tfs[self._d_n : need] = tfs
         self._d_n = need
-        self._append_forward(np.asarray([slot], dtype=np.int64), np.asarray([len(buckets)], dtype=np.int64),
-                             buckets, counts)
+        self._forward.append(np.asarray([slot], dtype=np.int64), np.asarray([len(buckets)], dtype=np.int64),
+                             buckets, tfs)
         if self._d_n > DELTA_MAX:
             self.merge()
 
@@ -297,7 +266,7 @@ class LexicalIndex:
             slots,
             np.fromiter((len(t[0]) for t in terms), dtype=np.int64, count=len(terms)),
             np.concatenate([t[0] for t in terms]).astype(np.uint32, copy=False),
-            np.concatenate([t[1] for t in terms]).astype(np.uint16, copy=False),
+            np.concatenate([t[1] for t in terms]),
             np.fromiter((t[2] for t in terms), dtype=np.int64, count=len(terms)),
         )
         if self._d_n > DELTA_MAX:
@@ -334,8 +303,9 @@ class LexicalIndex:
         self._count += len(slots)
         self._total_len += float(np.asarray(lengths, dtype=np.float64).sum())
         post_slots = np.repeat(slots.astype(np.int32), terms)
-        self._df += self._merge_sorted(buckets, post_slots, counts).astype(np.int32)
-        self._append_forward(slots, terms, buckets, counts)
+        tfs = _saturate(counts)
+        self._df += self._merge_sorted(buckets, post_slots, tfs).astype(np.int32)
+        self._forward.append(slots, terms, buckets, tfs)
         self._top = self._base_top = top
 
     def add_delta_bulk(
@@ -373,9 +343,10 @@ class LexicalIndex:
         start = self._d_n
         self._d_slots = np.concatenate([self._d_slots[:start], post_slots])
         self._d_buckets = np.concatenate([self._d_buckets[:start], buckets.astype(np.int32)])
-        self._d_tfs = np.concatenate([self._d_tfs[:start], counts.astype(np.uint16)])
+        tfs = _saturate(counts)
+        self._d_tfs = np.concatenate([self._d_tfs[:start], tfs])
         self._d_n = len(self._d_slots)
-        self._append_forward(slots, terms, buckets, counts)
+        self._forward.append(slots, terms, buckets, tfs)
         self._top = top
 
     def remove(self, slot: int, buckets: npt.NDArray[np.uint32]) -> None:
@@ -402,15 +373,15 @@ class LexicalIndex:
             if len(self._d_slots) > 4 * DELTA_MAX:
                 self._d_slots = np.zeros(1024, dtype=np.int32)
                 self._d_buckets = np.zeros(1024, dtype=np.int32)
-                self._d_tfs = np.zeros(1024, dtype=np.uint16)
+                self._d_tfs = np.zeros(1024, dtype=np.uint8)
         elif self._dead_in_base:
-            self._merge_sorted(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint16))
+            self._merge_sorted(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8))
 
     def _merge_sorted(
         self,
         buckets: npt.NDArray[np.integer],
         slots: npt.NDArray[np.int32],
-        tfs: npt.NDArray[np.uint16],
+        tfs: npt.NDArray[np.uint8],
     ) -> npt.NDArray[np.int64]:
         """Insert postings (slot-ordered, above the base) at the end of their bucket runs.
 
@@ -434,7 +405,7 @@ class LexicalIndex:
                 mask = np.ones(total, dtype=bool)
                 mask[dest] = False
                 new_slots = np.empty(total, dtype=np.int32)
-                new_tfs = np.empty(total, dtype=np.uint16)
+                new_tfs = np.empty(total, dtype=np.uint8)
                 new_slots[mask], new_slots[dest] = base_slots, slots
                 new_tfs[mask], new_tfs[dest] = base_tfs, tfs
                 base_slots, base_tfs = new_slots, new_tfs
@@ -535,7 +506,7 @@ class LexicalIndex:
         self,
         out: npt.NDArray[np.float32],
         slots: npt.NDArray[np.int32],
-        tfs: npt.NDArray[np.uint16],
+        tfs: npt.NDArray[np.uint8],
         weights: npt.NDArray[np.float32],
         group: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
     ) -> None:
@@ -555,15 +526,15 @@ class LexicalIndex:
             summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
         else:
             # many postings: most have tf = 1, whose factor depends on the document only, so
-            # sum the idf weights per document once and scale; then correct the few tf > 1
-            total = np.bincount(ids, weights=weights, minlength=size) * (
-                unit[: len(out)] if group is None else unit[group[1]]
-            )
+            # sum the idf weights per document once and scale; the few tf > 1 are weighted by
+            # their factor over the tf = 1 one first (one pass over every slot, not two)
+            scaled = weights.astype(np.float64)  # bincount works in float64 anyway
             many = np.flatnonzero(tfs > 1)
             if len(many):
                 hit, tf = slots[many], tfs[many].astype(np.float32)
-                fix = weights[many] * (tf * (self.k1 + 1.0) / (tf + norm[hit]) - unit[hit])
-                total += np.bincount(ids[many], weights=fix, minlength=size)
+                scaled[many] *= tf * (self.k1 + 1.0) / (tf + norm[hit]) / unit[hit]
+            total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
+            total *= unit[: len(out)] if group is None else unit[group[1]]
             summed = total.astype(np.float32)
         if group is None:
             out += summed
@@ -580,12 +551,13 @@ class LexicalIndex:
     ) -> None:
         """Add the contribution of over-budget ``buckets`` to the best candidates only.
 
-        Each candidate's forward list (its own buckets) is looked up in a bucket → idf table,
-        so the cost follows the candidates' lengths, not the common buckets' posting lists.
+        Each candidate's forward list (its own terms) is looked up in a term → idf table
+        (:meth:`ForwardLists.weigh`), so the cost follows the candidates' lengths, not the
+        common buckets' posting lists.
         Slots in the delta are skipped: the delta is already scored in full.
         """
         k = min(self.rescore, len(out))
-        top = np.argpartition(-out, k - 1)[:k] if k < len(out) else np.arange(len(out))
+        top = np.argpartition(out, len(out) - k)[len(out) - k :] if k < len(out) else np.arange(len(out))
         top = top[out[top] > 0].astype(np.int64)
         if extra is not None and len(extra):
             top = np.concatenate([top, extra.astype(np.int64)])
@@ -595,42 +567,10 @@ class LexicalIndex:
             top = np.concatenate([top, more[(more >= 0) & (more < len(out))]])
         top.sort()
         cand = top[np.concatenate([[True], top[1:] != top[:-1]])] if len(top) else top
-        cand = cand[(cand <= self._base_top) & (cand < len(self._f_len))]
-        if not len(cand):
-            return
-        self._qw[buckets] = idf
-        try:
-            nb = len(self._fb_buckets)
-            starts = self._f_start[cand]
-            for part in (starts < nb, starts >= nb):
-                if part.any():
-                    self._rescore_forward(out, cand[part], starts[part], nb)
-        finally:
-            self._qw[buckets] = 0.0
-
-    def _rescore_forward(
-        self,
-        out: npt.NDArray[np.float32],
-        cand: npt.NDArray[np.int64],
-        starts: npt.NDArray[np.int64],
-        nb: int,
-    ) -> None:
-        """Score ``cand`` (all in one part of the forward lists) against the weights in ``_qw``."""
-        if starts[0] < nb:
-            f_buckets, f_tfs, offset = self._fb_buckets, self._fb_tfs, 0
-        else:
-            f_buckets, f_tfs, offset = self._fm_buckets, self._fm_tfs, nb
-        lens = self._f_len[cand].astype(np.int64)
-        total = int(lens.sum())
-        if not total:
-            return
-        ends = np.cumsum(lens)
-        idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offset - (ends - lens), lens)
-        weights = self._qw[f_buckets[idx]]
-        hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
-        if len(hit):
-            ids = np.repeat(np.arange(len(cand), dtype=np.int64), lens)[hit]
-            self._accumulate(out, cand[ids].astype(np.int32), f_tfs[idx[hit]], weights[hit], (ids, cand))
+        cand = cand[cand <= self._base_top]
+        owner, tfs, weights = self._forward.weigh(cand, buckets, idf)
+        if len(owner):
+            self._accumulate(out, cand[owner].astype(np.int32), tfs, weights, (owner, cand))
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -644,9 +584,7 @@ class LexicalIndex:
         if merge:
             self.merge()
         top = self._base_top
-        fwd_counts = self._f_len[: top + 1].copy()
-        nb = len(self._fb_buckets)
-        used = int(fwd_counts.sum(dtype=np.int64)) - nb  # slots ascend: theirs is a prefix of the lists
+        fwd_counts, fwd_terms, fwd_tfs, term_buckets = self._forward.snapshot_parts(top)
         return SnapshotArrays(
             tag=tag,
             watermark=top,
@@ -655,8 +593,9 @@ class LexicalIndex:
             tfs=self._tfs,
             lengths=self._dl[: top + 1] * self._alive[: top + 1],
             fwd_counts=fwd_counts,
-            fwd_buckets=[self._fb_buckets, self._fm_buckets[:used]],
-            fwd_tfs=[self._fb_tfs, self._fm_tfs[:used]],
+            fwd_terms=fwd_terms,
+            fwd_tfs=fwd_tfs,
+            term_buckets=term_buckets,
             clean=self._dead_in_base == 0,
         )
 
@@ -752,10 +691,7 @@ class LexicalIndex:
             index._indptr = cs[index._indptr]
             slots, tfs = slots[keep], tfs[keep]
         index._slots, index._tfs = slots, tfs
-        n_fwd = len(snap.fwd_counts)
-        index._f_len[:n_fwd] = snap.fwd_counts
-        index._f_start[1:n_fwd] = np.cumsum(snap.fwd_counts[:-1], dtype=np.int64)
-        index._fb_buckets, index._fb_tfs = snap.fwd_buckets[0], snap.fwd_tfs[0]
+        index._forward.adopt(snap.fwd_counts, snap.fwd_terms[0], snap.fwd_tfs[0], snap.term_buckets)
         index.unchecked = snap if snap.unchecked else None
         index._df = np.diff(index._indptr).astype(np.int32)
         dead = np.ones(len(index._dl), dtype=bool)

@@ -1,14 +1,17 @@
 """On-disk snapshot of the lexical index's base segment.
 
 Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format version,
-the owning store's tag, the watermark = highest slot covered, array sizes and a crc32 per
-array), then the raw little-endian arrays: postings per bucket (``int32``), posting slots
-(``int32``), posting term frequencies (``uint16``), the forward lists (distinct terms per slot,
-``int32``, then every slot's buckets, ``uint32``, and term frequencies, ``uint16``, in slot
-order) and document lengths by slot (``float32``). Writes go to ``<name>.tmp`` in chunks, are
-fsynced and renamed over the old snapshot, and the folder is fsynced: a crash at any point
-leaves either the previous snapshot or the new one, plus at most a partial ``.tmp`` that
-readers ignore and :func:`remove_partial` deletes. Reads check the magic, sizes and checksums,
+the owning store's tag, the watermark = highest slot covered, the width of a term id, array
+sizes and a crc32 per array), then the raw little-endian arrays: postings per bucket
+(``int32``), posting slots (``int32``), posting term counts (``uint8``, saturating at 255),
+the forward lists (distinct terms per slot, ``int32``, then every slot's term ids, ``uint16``
+when the store uses at most 65,536 buckets, else ``uint32``, and term counts, ``uint8``, in
+slot order; :mod:`homeagent_core.memory.lexical_forward`), the bucket of each term id
+(``uint32``) and document lengths by slot (``float32``). A file of an older version (its
+magic's last byte) is refused, and the store rebuilds its index from the database. Writes go
+to ``<name>.tmp`` in chunks, are fsynced and renamed over the old snapshot, and the folder is
+fsynced: a crash at any point leaves either the previous snapshot or the new one, plus at most
+a partial ``.tmp`` that readers ignore and :func:`remove_partial` deletes. Reads check the magic, sizes and checksums,
 so a damaged file is refused rather than half-loaded.
 """
 
@@ -30,19 +33,24 @@ if TYPE_CHECKING:
 
 __all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "verify_arrays", "write_snapshot"]
 
-MAGIC = b"HALEXSN\x03"
-VERSION = 3
+MAGIC = b"HALEXSN\x04"
+VERSION = 4
 _CHUNK = 1 << 20
-_FIELDS: tuple[tuple[str, str], ...] = (
-    ("counts", "<i4"),
-    ("slots", "<i4"),
-    ("tfs", "<u2"),
-    ("fwd_counts", "<i4"),
-    ("fwd_buckets", "<u4"),
-    ("fwd_tfs", "<u2"),
-    ("lengths", "<f4"),
-)
-_MAPPED = frozenset({"slots", "tfs", "fwd_buckets", "fwd_tfs"})  # the large arrays, memory-mapped when not verified
+_MAPPED = frozenset({"slots", "tfs", "fwd_terms", "fwd_tfs"})  # the large arrays, memory-mapped when not verified
+
+
+def _fields(term_width: int) -> tuple[tuple[str, str], ...]:
+    """The arrays of a snapshot in file order, with their dtypes (term ids of ``term_width`` bytes)."""
+    return (
+        ("counts", "<i4"),
+        ("slots", "<i4"),
+        ("tfs", "|u1"),
+        ("fwd_counts", "<i4"),
+        ("fwd_terms", f"<u{term_width}"),
+        ("fwd_tfs", "|u1"),
+        ("term_buckets", "<u4"),
+        ("lengths", "<f4"),
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,13 +61,15 @@ class SnapshotArrays:
     watermark: int
     counts: npt.NDArray[np.int32]
     slots: npt.NDArray[np.int32]
-    tfs: npt.NDArray[np.uint16]
+    tfs: npt.NDArray[np.uint8]
     lengths: npt.NDArray[np.float32]
     fwd_counts: npt.NDArray[np.int32]
-    """Distinct terms of each slot up to the watermark; its terms come next in ``fwd_buckets``."""
-    fwd_buckets: Sequence[npt.NDArray[np.uint32]]
-    """Forward lists (each slot's buckets, ascending, slot by slot), possibly in several parts."""
-    fwd_tfs: Sequence[npt.NDArray[np.uint16]]
+    """Distinct terms of each slot up to the watermark; its terms come next in ``fwd_terms``."""
+    fwd_terms: Sequence[npt.NDArray[np.integer]]
+    """Forward lists (each slot's term ids, slot by slot), possibly in several parts."""
+    fwd_tfs: Sequence[npt.NDArray[np.uint8]]
+    term_buckets: npt.NDArray[np.uint32]
+    """The bucket of each term id."""
     clean: bool = False
     """True when ``slots`` name exactly the slots with a non-zero length (no dead postings)."""
     unchecked: tuple[tuple[str, int, int, int], ...] = ()
@@ -88,8 +98,9 @@ def remove_partial(path: Path) -> bool:
 
 def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
     """Write ``arrays`` to ``path`` atomically (tmp file, fsync, rename, fsync the folder)."""
+    width = 2 if len(arrays.term_buckets) <= 1 << 16 else 4
     fields: list[list[np.ndarray]] = []
-    for name, dtype in _FIELDS:
+    for name, dtype in _fields(width):
         value = getattr(arrays, name)
         parts = list(value) if isinstance(value, (list, tuple)) else [value]
         fields.append([np.ascontiguousarray(p, dtype=dtype) for p in parts])
@@ -105,6 +116,7 @@ def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
             "tag": arrays.tag,
             "watermark": int(arrays.watermark),
             "clean": bool(arrays.clean),
+            "term_width": width,
             "sizes": [sum(len(p) for p in parts) for parts in fields],
             "crc32": crcs,
         }
@@ -150,17 +162,19 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
                 sizes, crcs = meta["sizes"], meta["crc32"]
                 tag, watermark = str(meta["tag"]), int(meta["watermark"])
                 clean = meta.get("clean") is True
+                width = meta.get("term_width")
             except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{path}: unreadable snapshot header: {exc}") from exc
-            if meta.get("version") != VERSION or len(sizes) != len(_FIELDS):
+            if meta.get("version") != VERSION or width not in (2, 4) or len(sizes) != len(_fields(width)):
                 raise ValueError(f"{path}: snapshot version {meta.get('version')} is not {VERSION}")
+            fields = _fields(width)
             offset = len(MAGIC) + 4 + size
-            expected = offset + sum(int(n) * int(dtype[-1]) for (_, dtype), n in zip(_FIELDS, sizes, strict=True))
+            expected = offset + sum(int(n) * int(dtype[-1]) for (_, dtype), n in zip(fields, sizes, strict=True))
             if os.fstat(fh.fileno()).st_size != expected:
                 raise ValueError(f"{path}: snapshot is truncated or has trailing bytes")
             out: list[np.ndarray] = []
             unchecked: list[tuple[str, int, int, int]] = []
-            for (name, dtype), count, crc in zip(_FIELDS, sizes, crcs, strict=True):
+            for (name, dtype), count, crc in zip(fields, sizes, crcs, strict=True):
                 count = int(count)
                 if not verify and name in _MAPPED and count:
                     # mapped through this descriptor, which the later check reads: the same file
@@ -181,21 +195,23 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
                 source = os.fdopen(os.dup(fh.fileno()), "rb", buffering=0)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
-    counts, slots, tfs, fwd_counts, fwd_buckets, fwd_tfs, lengths = out
+    counts, slots, tfs, fwd_counts, fwd_terms, fwd_tfs, term_buckets, lengths = out
     if int(counts.sum(dtype=np.int64)) != len(slots) or len(tfs) != len(slots) or np.any(counts < 0):
         raise ValueError(f"{path}: snapshot posting counts do not add up")
     if (
-        int(fwd_counts.sum(dtype=np.int64)) != len(fwd_buckets) or len(fwd_tfs) != len(fwd_buckets)
+        int(fwd_counts.sum(dtype=np.int64)) != len(fwd_terms) or len(fwd_tfs) != len(fwd_terms)
         or np.any(fwd_counts < 0) or len(fwd_counts) > watermark + 1
     ):
         raise ValueError(f"{path}: snapshot forward lists do not add up")
     if verify and len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
         raise ValueError(f"{path}: snapshot postings name slots outside 0..{watermark}")
+    if verify and len(fwd_terms) and int(fwd_terms.max()) >= len(term_buckets):
+        raise ValueError(f"{path}: snapshot forward lists name term ids beyond its {len(term_buckets)} terms")
     if len(lengths) > watermark + 1:
         raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
     return SnapshotArrays(
-        tag, watermark, counts, slots, tfs, lengths, fwd_counts, [fwd_buckets], [fwd_tfs], clean, tuple(unchecked),
-        source,
+        tag, watermark, counts, slots, tfs, lengths, fwd_counts, [fwd_terms], [fwd_tfs], term_buckets, clean,
+        tuple(unchecked), source,
     )
 
 

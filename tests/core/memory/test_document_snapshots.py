@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+import struct
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from homeagent_core.memory import lexical
 from homeagent_core.memory.documents import Document, DocumentStore
+from homeagent_core.memory.lexical_snapshot import read_snapshot
 from homeagent_sdk.errors import MemoryStoreError
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum", "sunset"]
@@ -34,6 +39,21 @@ def crash(store: DocumentStore) -> None:
 
 async def ids(store: DocumentStore, query: str, k: int = 8) -> list[str]:
     return [h.document.id for h in await store.query(query, k, touch=False)]
+
+
+def rewrite_in_format_3(path: Path) -> None:
+    """Rewrite a snapshot in the previous layout (version 3): buckets in the forward lists, 16-bit counts."""
+    snap = read_snapshot(path)
+    arrays = [
+        snap.counts.astype("<i4"), snap.slots.astype("<i4"), snap.tfs.astype("<u2"),
+        snap.fwd_counts.astype("<i4"), snap.term_buckets[snap.fwd_terms[0]].astype("<u4"),
+        snap.fwd_tfs[0].astype("<u2"), snap.lengths.astype("<f4"),
+    ]
+    header = json.dumps({
+        "version": 3, "tag": snap.tag, "watermark": snap.watermark, "clean": snap.clean,
+        "sizes": [len(a) for a in arrays], "crc32": [zlib.crc32(a.tobytes()) for a in arrays],
+    }).encode()
+    path.write_bytes(b"HALEXSN\x03" + struct.pack("<I", len(header)) + header + b"".join(a.tobytes() for a in arrays))
 
 
 @pytest.fixture
@@ -78,7 +98,7 @@ async def test_clean_close_without_changes_does_not_rewrite_the_snapshot(tmp_pat
     assert snapshot.stat().st_mtime_ns == stamp
 
 
-@pytest.mark.parametrize("case", ["other store", "older database", "damaged", "legacy npz"])
+@pytest.mark.parametrize("case", ["other store", "older database", "damaged", "legacy npz", "previous format"])
 async def test_a_snapshot_that_does_not_match_the_database_is_replaced_by_a_rebuild(
     tmp_path, caplog, case
 ):
@@ -100,6 +120,8 @@ async def test_a_snapshot_that_does_not_match_the_database_is_replaced_by_a_rebu
         for suffix in ("-wal", "-shm"):
             (tmp_path / f"d.db{suffix}").unlink(missing_ok=True)
         shutil.copy(tmp_path / "old.db", tmp_path / "d.db")
+    elif case == "previous format":
+        rewrite_in_format_3(tmp_path / "d.db.lex")
     elif case == "damaged":
         data = bytearray((tmp_path / "d.db.lex").read_bytes())
         data[-10] ^= 0xFF
@@ -115,6 +137,8 @@ async def test_a_snapshot_that_does_not_match_the_database_is_replaced_by_a_rebu
     assert len(reopened) == expected_docs
     got = await ids(reopened, "note 7 museum", 40)
     reopened.close()
+    if case == "previous format":
+        assert read_snapshot(tmp_path / "d.db.lex").watermark == 40  # rewritten in the current format
 
     fresh = DocumentStore(tmp_path / "fresh.db")
     await fresh.add_many(docs(0, 40))

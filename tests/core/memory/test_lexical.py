@@ -299,9 +299,9 @@ def _big_snapshot(watermark: int, n: int = 16 << 20) -> SnapshotArrays:
     counts[7] = n
     return SnapshotArrays(
         tag="t", watermark=watermark, counts=counts, slots=np.ones(n, dtype=np.int32),
-        tfs=np.ones(n, dtype=np.uint16), lengths=np.array([0, 3], dtype=np.float32),
-        fwd_counts=np.array([0, 1], dtype=np.int32), fwd_buckets=[np.array([7], dtype=np.uint32)],
-        fwd_tfs=[np.array([1], dtype=np.uint16)],
+        tfs=np.ones(n, dtype=np.uint8), lengths=np.array([0, 3], dtype=np.float32),
+        fwd_counts=np.array([0, 1], dtype=np.int32), fwd_terms=[np.array([0], dtype=np.uint16)],
+        fwd_tfs=[np.array([1], dtype=np.uint8)], term_buckets=np.array([7], dtype=np.uint32),
     )
 
 
@@ -325,7 +325,7 @@ def test_checking_a_mapped_snapshot_checks_the_mapped_file_when_a_newer_one_repl
     write_snapshot(path, _big_snapshot(1, n=1000))
     damaged = read_snapshot(path, verify=False)
     with open(path, "r+b") as fh:  # damage the posting slots of the very file that is mapped
-        after_slots = 2 * 1000 + 4 * 2 + 4 + 2 + 4 * 2  # tfs, forward counts, buckets and tfs, lengths
+        after_slots = 1000 + 4 * 2 + 2 + 1 + 4 + 4 * 2  # tfs, forward counts, terms and tfs, term buckets, lengths
         fh.seek(-(after_slots + 4 * 1000) + 12, 2)  # the 4th posting's slot
         fh.write(b"\x02")
     path.unlink()  # and remove it from the folder: the check still reads it
