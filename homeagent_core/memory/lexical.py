@@ -50,7 +50,7 @@ from homeagent_core.memory.lexical_buckets import (
     term_counts,
 )
 from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
-from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, write_snapshot
+from homeagent_core.memory.lexical_snapshot import FileArray, SnapshotArrays, read_snapshot, take_ranges, write_snapshot
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -136,8 +136,8 @@ class LexicalIndex:
         self.rescore = rescore
         self.cover_words = True
         self._indptr = np.zeros(BUCKETS + 1, dtype=np.int64)
-        self._slots = np.zeros(0, dtype=np.int32)
-        self._tfs = np.zeros(0, dtype=np.uint8)
+        self._slots: npt.NDArray[np.int32] | FileArray = np.zeros(0, dtype=np.int32)
+        self._tfs: npt.NDArray[np.uint8] | FileArray = np.zeros(0, dtype=np.uint8)
         self._base_top = 0
         self._top = 0
         self._dead_in_base = 0
@@ -387,7 +387,7 @@ class LexicalIndex:
 
         Returns how many postings each bucket gained.
         """
-        base_slots, base_tfs, indptr = self._slots, self._tfs, self._indptr
+        base_slots, base_tfs, indptr = np.asarray(self._slots), np.asarray(self._tfs), self._indptr
         if self._dead_in_base:
             keep = self._alive[base_slots]
             cs = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
@@ -454,11 +454,10 @@ class LexicalIndex:
         head, tail = order[:full], order[full:]
         head, tail = head[lens[head] > 0], tail[lens[tail] > 0]
         if len(head):
-            runs = list(zip(starts[head].tolist(), lens[head].tolist(), strict=True))
             self._accumulate(
                 out,
-                np.concatenate([self._slots[lo : lo + size] for lo, size in runs]),
-                np.concatenate([self._tfs[lo : lo + size] for lo, size in runs]),
+                take_ranges(self._slots, starts[head], lens[head]),
+                take_ranges(self._tfs, starts[head], lens[head]),
                 np.repeat(idf[head], lens[head]),
             )
         if self._d_n:
@@ -682,6 +681,7 @@ class LexicalIndex:
         if snap.clean and index._alive[np.flatnonzero(snap.lengths)].all():
             keep = None
         else:
+            slots, tfs = np.asarray(slots), np.asarray(tfs)  # read whole: dead postings are dropped
             try:
                 keep = index._alive[slots] if len(slots) else np.zeros(0, dtype=bool)
             except IndexError as exc:
@@ -689,7 +689,7 @@ class LexicalIndex:
         if keep is not None and not keep.all():
             cs = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
             index._indptr = cs[index._indptr]
-            slots, tfs = slots[keep], tfs[keep]
+            slots, tfs = np.asarray(slots)[keep], np.asarray(tfs)[keep]
         index._slots, index._tfs = slots, tfs
         index._forward.adopt(snap.fwd_counts, snap.fwd_terms[0], snap.fwd_tfs[0], snap.term_buckets)
         index.unchecked = snap if snap.unchecked else None

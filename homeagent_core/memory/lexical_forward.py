@@ -13,8 +13,9 @@ one over all buckets (4 MB) did not; and ids fit two bytes whenever a store uses
 65,536 buckets, so an entry is 3 bytes (``uint16`` id, ``uint8`` count) instead of 6. Counts
 above 255 saturate at 255, as in the posting lists.
 
-The lists live in two parts: a *base* from the snapshot (memory-mapped) and an in-memory part
-appended by every insert. Slots are appended in ascending order, so each part is one
+The lists live in two parts: a *base* from the snapshot (read from its file on demand,
+:class:`~homeagent_core.memory.lexical_snapshot.FileArray`, or held in memory) and an in-memory
+part appended by every insert. Slots are appended in ascending order, so each part is one
 run in slot order and a slot's entries are contiguous.
 """
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from homeagent_core.memory.lexical_buckets import BUCKETS
+from homeagent_core.memory.lexical_snapshot import FileArray, take_ranges
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -56,8 +58,8 @@ class ForwardLists:
         self.start = np.zeros(64, dtype=np.int64)
         """Offset of each slot's entries in the base and memory parts taken together."""
         self.length = np.zeros(64, dtype=np.int32)
-        self.base_terms: npt.NDArray[np.integer] = np.zeros(0, dtype=np.uint16)
-        self.base_tfs: npt.NDArray[np.uint8] = np.zeros(0, dtype=np.uint8)
+        self.base_terms: npt.NDArray[np.integer] | FileArray = np.zeros(0, dtype=np.uint16)
+        self.base_tfs: npt.NDArray[np.uint8] | FileArray = np.zeros(0, dtype=np.uint8)
         self.mem_terms: npt.NDArray[np.integer] = np.zeros(1024, dtype=np.uint16)
         self.mem_tfs = np.zeros(1024, dtype=np.uint8)
         self.mem_n = 0
@@ -149,8 +151,8 @@ class ForwardLists:
     def adopt(
         self,
         counts: npt.NDArray[np.int32],
-        terms: npt.NDArray[np.integer],
-        tfs: npt.NDArray[np.uint8],
+        terms: npt.NDArray[np.integer] | FileArray,
+        tfs: npt.NDArray[np.uint8] | FileArray,
         bucket_of: npt.NDArray[np.uint32],
     ) -> None:
         """Take a snapshot's lists as the base part (``counts[s]`` entries of slot ``s``, in slot order)."""
@@ -207,17 +209,23 @@ class ForwardLists:
         """:meth:`weigh` for candidates whose lists all lie in one part (``which`` indexes ``cand``)."""
         lens64 = lens.astype(np.int64)
         base = starts[0] < nb
-        idx = range_index(starts if base else starts - nb, lens64)
         terms, tfs = (self.base_terms, self.base_tfs) if base else (self.mem_terms, self.mem_tfs)
-        weights = table[terms[idx]]
-        hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
+        if isinstance(terms, FileArray) or isinstance(tfs, FileArray):  # a snapshot's lists: read their ranges
+            weights = table[take_ranges(terms, starts, lens64)]
+            hit = np.flatnonzero(weights != 0)
+            got_tfs = take_ranges(tfs, starts, lens64)[hit]
+        else:
+            idx = range_index(starts if base else starts - nb, lens64)
+            weights = table[terms[idx]]
+            hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
+            got_tfs = tfs[idx[hit]]
         owner = np.repeat(which, lens64)[hit]
-        return owner, tfs[idx[hit]], weights[hit]
+        return owner, got_tfs, weights[hit]
 
     def snapshot_parts(
         self, top: int
-    ) -> tuple[npt.NDArray[np.int32], list[npt.NDArray[np.integer]], list[npt.NDArray[np.uint8]],
-               npt.NDArray[np.uint32]]:
+    ) -> tuple[npt.NDArray[np.int32], list[npt.NDArray[np.integer] | FileArray],
+               list[npt.NDArray[np.uint8] | FileArray], npt.NDArray[np.uint32]]:
         """Counts per slot up to ``top``, the entries (in parts) and the term ids' buckets, for a snapshot.
 
         The arrays returned are never modified afterwards (appends write past them).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,12 +32,21 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["SnapshotArrays", "read_snapshot", "remove_partial", "tmp_path", "verify_arrays", "write_snapshot"]
+__all__ = [
+    "FileArray",
+    "SnapshotArrays",
+    "read_snapshot",
+    "remove_partial",
+    "take_ranges",
+    "tmp_path",
+    "verify_arrays",
+    "write_snapshot",
+]
 
 MAGIC = b"HALEXSN\x04"
 VERSION = 4
 _CHUNK = 1 << 20
-_MAPPED = frozenset({"slots", "tfs", "fwd_terms", "fwd_tfs"})  # the large arrays, memory-mapped when not verified
+_ON_DEMAND = frozenset({"slots", "tfs", "fwd_terms", "fwd_tfs"})  # the large arrays, read on demand when not verified
 
 
 def _fields(term_width: int) -> tuple[tuple[str, str], ...]:
@@ -53,6 +63,83 @@ def _fields(term_width: int) -> tuple[tuple[str, str], ...]:
     )
 
 
+class FileArray:
+    """A read-only 1-d array in a snapshot file, read with ``pread`` when a query needs part of it.
+
+    Why not a memory mapping (the previous design): pages a query touches in a mapping count as
+    the serving process's resident memory, and with the kernel mapping 64–128 kB around every
+    touched page, the forward lists of a few hundred random candidates per query made the
+    whole file resident within a few hundred queries (3.1 GB at 1M documents). Read this way,
+    the file stays in the page cache, shared and reclaimable, and the process holds only what
+    a query copied out. The reads cost about what copying the same slices out of a mapping did.
+
+    The descriptor is the array's own (closed when the array is collected), so a newer snapshot
+    renamed over the path does not change what it reads.
+    """
+
+    __slots__ = ("__weakref__", "_count", "_fd", "_offset", "dtype")
+
+    def __init__(self, fd: int, offset: int, count: int, dtype: str) -> None:
+        self._fd, self._offset, self._count = fd, offset, count
+        self.dtype = np.dtype(dtype)
+        weakref.finalize(self, os.close, fd)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def take(self, starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]) -> np.ndarray:
+        """``self[starts[i] : starts[i] + lens[i]]`` for every ``i``, concatenated; one read per run of touching ranges.
+
+        Raises:
+            OSError: the file cannot be read or is shorter than the array.
+        """
+        total = int(lens.sum())
+        out = np.empty(total, dtype=self.dtype)
+        if not total:
+            return out
+        size = self.dtype.itemsize
+        ends = starts + lens
+        cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        run_starts = starts[np.concatenate([[0], cut])].tolist()
+        run_ends = ends[np.concatenate([cut - 1, [len(starts) - 1]])].tolist()
+        view = memoryview(out.data).cast("B")
+        pos = 0
+        for lo, hi in zip(run_starts, run_ends, strict=True):
+            want = (hi - lo) * size
+            if want <= 0:
+                continue
+            if lo < 0 or hi > self._count:
+                raise IndexError(f"range {lo}..{hi} outside an array of {self._count}")
+            if os.preadv(self._fd, [view[pos : pos + want]], self._offset + lo * size) != want:
+                raise OSError("the snapshot file is shorter than its header says")
+            pos += want
+        return out
+
+    def read(self) -> np.ndarray:
+        """The whole array, in memory."""
+        return self.take(np.zeros(1, dtype=np.int64), np.asarray([self._count], dtype=np.int64))
+
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
+        whole = self.read()
+        return whole if dtype is None else whole.astype(dtype)
+
+
+def take_ranges(
+    array: np.ndarray | FileArray, starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
+) -> np.ndarray:
+    """``array[starts[i] : starts[i] + lens[i]]`` for every ``i``, concatenated (an array in memory or in a file)."""
+    if isinstance(array, FileArray):
+        return array.take(starts, lens)
+    if len(starts) < 64:  # a few long runs (posting lists): slices
+        return np.concatenate([array[lo : lo + n] for lo, n in zip(starts.tolist(), lens.tolist(), strict=True)])
+    total = int(lens.sum())
+    ends = np.cumsum(lens)
+    idx = np.repeat(starts - (ends - lens), lens)
+    idx += np.arange(total, dtype=np.int64)
+    taken: np.ndarray = array[idx]
+    return taken
+
+
 @dataclass(slots=True, frozen=True)
 class SnapshotArrays:
     """What a snapshot holds. ``counts[b]`` postings of bucket ``b`` come next in ``slots``."""
@@ -60,23 +147,23 @@ class SnapshotArrays:
     tag: str
     watermark: int
     counts: npt.NDArray[np.int32]
-    slots: npt.NDArray[np.int32]
-    tfs: npt.NDArray[np.uint8]
+    slots: npt.NDArray[np.int32] | FileArray
+    tfs: npt.NDArray[np.uint8] | FileArray
     lengths: npt.NDArray[np.float32]
     fwd_counts: npt.NDArray[np.int32]
     """Distinct terms of each slot up to the watermark; its terms come next in ``fwd_terms``."""
-    fwd_terms: Sequence[npt.NDArray[np.integer]]
+    fwd_terms: Sequence[npt.NDArray[np.integer] | FileArray]
     """Forward lists (each slot's term ids, slot by slot), possibly in several parts."""
-    fwd_tfs: Sequence[npt.NDArray[np.uint8]]
+    fwd_tfs: Sequence[npt.NDArray[np.uint8] | FileArray]
     term_buckets: npt.NDArray[np.uint32]
     """The bucket of each term id."""
     clean: bool = False
     """True when ``slots`` name exactly the slots with a non-zero length (no dead postings)."""
     unchecked: tuple[tuple[str, int, int, int], ...] = ()
-    """Arrays mapped without checking their crc32 yet: (field name, expected crc32, file offset, bytes)."""
+    """Arrays left in the file without checking their crc32 yet: (field name, expected crc32, file offset, bytes)."""
     source: IO[bytes] | None = None
-    """The file the unchecked arrays were mapped from, opened with the mapping (so a snapshot
-    renamed over the path since is not the one checked); :func:`verify_arrays` closes it."""
+    """The file the unchecked arrays are read from, opened with them (so a snapshot renamed
+    over the path since is not the one checked); :func:`verify_arrays` closes it."""
 
 
 def tmp_path(path: Path) -> Path:
@@ -142,8 +229,9 @@ def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
 def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
     """Read a snapshot, checking its structure; with ``verify`` also every array's checksum.
 
-    With ``verify=False`` the posting arrays are memory-mapped (read-only) instead of read, so
-    opening costs no pass over them; :func:`verify_snapshot` checks their checksums later. A
+    With ``verify=False`` the posting and forward arrays stay in the file (:class:`FileArray`,
+    read on demand), so opening costs no pass over them; :func:`verify_arrays` checks their
+    checksums later. A
     snapshot file is complete whenever it exists under its name (written to a temporary file
     and renamed), so the checksums guard against damage on disk, not against a crash.
 
@@ -172,15 +260,14 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
             expected = offset + sum(int(n) * int(dtype[-1]) for (_, dtype), n in zip(fields, sizes, strict=True))
             if os.fstat(fh.fileno()).st_size != expected:
                 raise ValueError(f"{path}: snapshot is truncated or has trailing bytes")
-            out: list[np.ndarray] = []
+            out: list[np.ndarray | FileArray] = []
             unchecked: list[tuple[str, int, int, int]] = []
             for (name, dtype), count, crc in zip(fields, sizes, crcs, strict=True):
                 count = int(count)
-                if not verify and name in _MAPPED and count:
-                    # mapped through this descriptor, which the later check reads: the same file
-                    # even if a newer snapshot is renamed over the path meanwhile
-                    mapped = np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=(count,))
-                    arr: np.ndarray = mapped.view(np.ndarray)  # plain views: memmap slicing is slow
+                if not verify and name in _ON_DEMAND and count:
+                    # read through a descriptor of this file, as is the later check: the same
+                    # file even if a newer snapshot is renamed over the path meanwhile
+                    out.append(FileArray(os.dup(fh.fileno()), offset, count, dtype))
                     unchecked.append((name, int(crc), offset, count * int(dtype[-1])))
                 else:
                     fh.seek(offset)
@@ -189,13 +276,14 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
                         raise ValueError(f"{path}: snapshot is truncated in {name}")
                     if zlib.crc32(arr.data) != crc:
                         raise ValueError(f"{path}: snapshot checksum of {name} does not match")
+                    out.append(arr.astype(dtype[1:], copy=False))
                 offset += count * int(dtype[-1])
-                out.append(arr.astype(dtype[1:], copy=False))
             if unchecked:
                 source = os.fdopen(os.dup(fh.fileno()), "rb", buffering=0)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the snapshot: {exc}") from exc
-    counts, slots, tfs, fwd_counts, fwd_terms, fwd_tfs, term_buckets, lengths = out
+    slots, tfs, fwd_terms, fwd_tfs = out[1], out[2], out[4], out[5]
+    counts, fwd_counts, term_buckets, lengths = (np.asarray(out[i]) for i in (0, 3, 6, 7))
     if int(counts.sum(dtype=np.int64)) != len(slots) or len(tfs) != len(slots) or np.any(counts < 0):
         raise ValueError(f"{path}: snapshot posting counts do not add up")
     if (
@@ -203,9 +291,9 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
         or np.any(fwd_counts < 0) or len(fwd_counts) > watermark + 1
     ):
         raise ValueError(f"{path}: snapshot forward lists do not add up")
-    if verify and len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
+    if isinstance(slots, np.ndarray) and len(slots) and (int(slots.min()) < 0 or int(slots.max()) > watermark):
         raise ValueError(f"{path}: snapshot postings name slots outside 0..{watermark}")
-    if verify and len(fwd_terms) and int(fwd_terms.max()) >= len(term_buckets):
+    if isinstance(fwd_terms, np.ndarray) and len(fwd_terms) and int(fwd_terms.max()) >= len(term_buckets):
         raise ValueError(f"{path}: snapshot forward lists name term ids beyond its {len(term_buckets)} terms")
     if len(lengths) > watermark + 1:
         raise ValueError(f"{path}: snapshot lists lengths beyond its watermark {watermark}")
@@ -254,13 +342,13 @@ def verify_arrays(arrays: SnapshotArrays) -> None:
                     raise ValueError(f"cannot read the snapshot: {exc}") from exc
             else:
                 value = getattr(arrays, name)
-                found = zlib.crc32((value[0] if isinstance(value, list) else value).data)
+                found = zlib.crc32(np.asarray(value[0] if isinstance(value, list) else value).data)
             if found != crc:
                 raise ValueError(f"snapshot checksum of {name} does not match")
     finally:
         if source is not None:
             source.close()
     if source is None:
-        slots = arrays.slots
+        slots = np.asarray(arrays.slots)
         if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):
             raise ValueError(f"snapshot postings name slots outside 0..{arrays.watermark}")
