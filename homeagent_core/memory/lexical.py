@@ -10,10 +10,12 @@ model at all (``bench/bench_locomo.py``). Chinese runs are treated the same way 
 2–4-grams, the usual Chinese retrieval unit), so no segmenter is needed.
 
 Layout: terms are hashed (crc32) into ``2**20`` buckets. Postings live in a CSR "base"
-segment (``indptr``, ``slots``, ``tfs``; within a bucket, slots ascend) plus a small
-append-only "delta" of recent postings held in flat arrays. Slots are added in ascending
-order, so folding the delta into the base (:meth:`LexicalIndex.merge`, one masked copy, dead
-postings dropped) keeps every bucket sorted; adding a document never rebuilds the index.
+segment (``indptr``, ``slots``, ``tfs``; within a bucket, slots ascend;
+:mod:`homeagent_core.memory.lexical_postings`) plus a small append-only "delta" of recent
+postings held in flat arrays. Slots are added in ascending order, so folding the delta into
+the base (:meth:`LexicalIndex.merge`, one masked copy, dead postings dropped) keeps every
+bucket sorted; adding a document never rebuilds the index. Term counts are kept as ``uint8``
+(saturating at 255).
 Document frequencies and lengths are kept incrementally, so BM25's idf always reflects the
 live documents.
 
@@ -22,14 +24,16 @@ commonest ones (``" t"``, ``"e "``...) list nearly every document; scoring every
 a query linear in the store (45–75 ms at 100k documents). So a query spends a budget of
 ``max_postings`` fully scored postings round robin over its words: the rarest bucket of each
 word, then the second rarest of each, and so on. That ranks every document by the query words
-it shares. The buckets over budget (common, low idf) are then added exactly, by binary search
-in their sorted posting lists, to the best ``rescore`` documents and to any the caller names
-(the dense path's best). A document outside that set keeps a partial score no higher than
-those of the ``rescore`` best, so the top of the ranking is exact BM25 whenever the true best documents are
-among the candidates (97% of top-10 hits at 100k documents, ``bench/bench_documents.py``).
+it shares. The buckets over budget (common, low idf) are then added exactly to the best
+``rescore`` documents and to any the caller names (the dense path's best), from those
+documents' forward lists (:mod:`homeagent_core.memory.lexical_forward`). A document outside
+that set keeps a partial score no higher than those of the ``rescore`` best, so the top of the
+ranking is exact BM25 whenever the true best documents are among the candidates (97% of top-10
+hits at 100k documents, ``bench/bench_documents.py``).
 Stores whose query postings fit the budget (a conversation's worth of turns) are scored
 exactly. The delta is always scored in full through a bucket→weight table. Snapshots
-(:mod:`homeagent_core.memory.lexical_snapshot`) let start-up skip the sort.
+(:mod:`homeagent_core.memory.lexical_snapshot`) let start-up skip the sort; an index opened
+from one reads its postings and forward lists from the file as queries need them.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from homeagent_core.memory.lexical_buckets import (
     term_counts,
 )
 from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
+from homeagent_core.memory.lexical_postings import fold_postings
 from homeagent_core.memory.lexical_snapshot import FileArray, SnapshotArrays, read_snapshot, take_ranges, write_snapshot
 
 if TYPE_CHECKING:
@@ -71,43 +76,12 @@ QUERY_POSTINGS = 1 << 19
 """Postings a query scores for every document before it switches to candidate rescoring."""
 RESCORE = 256
 """Candidates that receive the exact contribution of a query's common buckets."""
-_CHUNK = 1 << 20
 
 
 def _saturate(counts: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
     """Term counts as the index keeps them: ``uint8``, saturating at :data:`TF_MAX`."""
     saturated: npt.NDArray[np.uint8] = np.minimum(counts, TF_MAX).astype(np.uint8)
     return saturated
-
-
-def _group_by_bucket(
-    buckets: npt.NDArray[np.integer], slots: npt.NDArray[np.int32], tfs: npt.NDArray[np.uint8]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.uint8]]:
-    """Postings per bucket and the postings grouped by bucket, keeping their order within one.
-
-    A counting sort in chunks of ``_CHUNK`` postings: count, then radix-sort each chunk in
-    cache (low 16 bits, then the high 4) and scatter it to its buckets' next free places.
-    About twice as fast as sorting all postings at once (the rebuild of a large index).
-    """
-    counts = np.zeros(BUCKETS, dtype=np.int64)
-    for start in range(0, len(buckets), _CHUNK):
-        counts += np.bincount(buckets[start : start + _CHUNK], minlength=BUCKETS)
-    fill = np.zeros(BUCKETS, dtype=np.int64)
-    np.cumsum(counts[:-1], out=fill[1:])
-    out_slots = np.empty(len(slots), dtype=np.int32)
-    out_tfs = np.empty(len(tfs), dtype=np.uint8)
-    for start in range(0, len(buckets), _CHUNK):
-        chunk = buckets[start : start + _CHUNK].astype(np.int64)
-        order = np.argsort((chunk & 0xFFFF).astype(np.uint16), kind="stable")
-        order = order[np.argsort((chunk[order] >> 16).astype(np.uint8), kind="stable")]
-        ordered = chunk[order]
-        first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-        runs = np.diff(np.append(first, len(ordered)))
-        dest = fill[ordered] + (np.arange(len(ordered)) - np.repeat(first, runs))
-        out_slots[dest] = slots[start : start + _CHUNK][order]
-        out_tfs[dest] = tfs[start : start + _CHUNK][order]
-        fill[ordered[first]] += runs
-    return counts, out_slots, out_tfs
 
 
 class LexicalIndex:
@@ -387,32 +361,12 @@ class LexicalIndex:
 
         Returns how many postings each bucket gained.
         """
-        base_slots, base_tfs, indptr = np.asarray(self._slots), np.asarray(self._tfs), self._indptr
-        if self._dead_in_base:
-            keep = self._alive[base_slots]
-            cs = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
-            indptr = cs[indptr]
-            base_slots, base_tfs = base_slots[keep], base_tfs[keep]
-            self._dead_in_base = 0
-        added = np.zeros(BUCKETS, dtype=np.int64)
-        if len(buckets):
-            added, slots, tfs = _group_by_bucket(buckets, slots, tfs)
-            if len(base_slots):
-                # the i-th new posting (grouped by bucket) lands after its bucket's base run
-                # and after the i new postings before it
-                dest = np.repeat(indptr[1:], added) + np.arange(len(slots), dtype=np.int64)
-                total = len(base_slots) + len(slots)
-                mask = np.ones(total, dtype=bool)
-                mask[dest] = False
-                new_slots = np.empty(total, dtype=np.int32)
-                new_tfs = np.empty(total, dtype=np.uint8)
-                new_slots[mask], new_slots[dest] = base_slots, slots
-                new_tfs[mask], new_tfs[dest] = base_tfs, tfs
-                base_slots, base_tfs = new_slots, new_tfs
-            else:
-                base_slots, base_tfs = slots, tfs
-            indptr = indptr.copy()
-            indptr[1:] += np.cumsum(added)
+        base_slots = np.asarray(self._slots)
+        keep = self._alive[base_slots] if self._dead_in_base else None
+        self._dead_in_base = 0
+        base_slots, base_tfs, indptr, added = fold_postings(
+            base_slots, np.asarray(self._tfs), self._indptr, keep, buckets, slots, tfs
+        )
         # new arrays, never mutated in place: a snapshot writer may hold the old ones
         self._slots, self._tfs, self._indptr = base_slots, base_tfs, indptr
         return added

@@ -331,3 +331,27 @@ def test_checking_a_mapped_snapshot_checks_the_mapped_file_when_a_newer_one_repl
     path.unlink()  # and remove it from the folder: the check still reads it
     with pytest.raises(ValueError, match=r"checksum of slots|outside"):
         verify_arrays(damaged)
+
+
+def test_queries_on_an_index_opened_from_its_snapshot_read_the_file_without_making_it_resident(tmp_path):
+    texts = random_texts(31, 20_000)
+    counted = [term_counts(t) for t in texts]
+    slots = np.arange(1, len(texts) + 1, dtype=np.int64)
+    lengths = np.array([c[2] for c in counted])
+    args = (
+        np.array([len(c[0]) for c in counted]), np.concatenate([c[0] for c in counted]),
+        np.concatenate([c[1] for c in counted]), lengths,
+    )
+    in_memory = LexicalIndex.build(slots, *args, max_postings=20_000, rescore=3000)
+    path = tmp_path / "lex"
+    in_memory.save(path, tag="t")
+    file_mb = path.stat().st_size / 2**20
+    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=20_000, rescore=3000)
+    spread = slots[::5]  # candidates all over the forward lists
+    before = _rss_file_mb()
+    for query in ("pottery bowl for the guitar", "melanie painted a sunrise at the lake", "小王 你好 museum"):
+        got = loaded.scores(query, candidates=spread)
+        assert np.allclose(got, in_memory.scores(query, candidates=spread), rtol=1e-5)
+    assert file_mb > 8 and _rss_file_mb() - before < file_mb / 4  # read, not mapped into this process
+    assert loaded.unchecked is not None
+    verify_arrays(loaded.unchecked)  # and the check reads the same file (it closes its descriptor)
