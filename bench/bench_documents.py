@@ -28,6 +28,11 @@ the store from the files beside the database and answers the same queries fused
 (``serve_query_fused_p50_ms``); its resident memory afterwards is ``rss_mb`` (the ``--json``
 headline ``rss_mb_<size>``): what a restarted daemon holds, the posting arrays mapped.
 ``rss_mb_bench_process`` is the benchmark process itself after rebuilding the index in memory.
+The dense leg alone (the scan the fused ranking makes for a query vector) is timed per query
+too: ``query_dense_p50_ms`` (the ``--json`` headline ``dense_p50_ms_<size>``) and
+``serve_query_dense_p50_ms``; ``vector_file_mb`` is the vector file's size. Below 1M documents,
+the fused and dense-only top 10 are compared with an exact float32 scan of every stored vector
+(``*_top10_overlap_with_float_pct``).
 
 ``--full`` runs 1,000,000 documents of the ``locomo`` corpus (generated under a temporary
 folder, about 10 GB of disk; tens of minutes): the ``--json`` keys become ``query_p50_ms_1m``,
@@ -64,6 +69,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_locomo import DEFAULT_DATA, load_conversation  # noqa: E402
 
+from homeagent_core.memory.doc_ranking import DENSE_PREFILTER  # noqa: E402
+from homeagent_core.memory.doc_vectors import DenseRows  # noqa: E402
 from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.lexical import char_ngrams  # noqa: E402
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput  # noqa: E402
@@ -289,13 +296,56 @@ def serve_probe(path: str, dim: int, queries_file: str) -> None:
     queries = json.loads(Path(queries_file).read_text(encoding="utf-8"))
     qvecs = asyncio.run(space.embed([EmbedInput.of_text(q) for q in queries])) if space else None
     store = DocumentStore(path, space)
-    times = []
+    times, dense = [], []
     for i, q in enumerate(queries):
         t0 = time.perf_counter()
         store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None)
         times.append((time.perf_counter() - t0) * 1000)
-    print(json.dumps({"query_p50_ms": statistics.median(times), "rss_mb": _rss_mb()}))
+        if qvecs is not None:
+            dense.append(_dense_leg_ms(store, qvecs[i]))
+    print(json.dumps({
+        "query_p50_ms": statistics.median(times), "dense_p50_ms": statistics.median(dense) if dense else 0.0,
+        "rss_mb": _rss_mb(),
+    }))
     _abandon(store)
+
+
+def _dense_leg_ms(store: DocumentStore, qvec: np.ndarray) -> float:
+    """Milliseconds of the dense leg alone for one query (the call the fused ranking makes)."""
+    with store._lock:
+        t0 = time.perf_counter()
+        store._dense.scores(np.asarray(qvec, dtype=np.float32), DENSE_PREFILTER)
+        return (time.perf_counter() - t0) * 1000
+
+
+def _dense_quality(store: DocumentStore, queries: list[str], qvecs: np.ndarray) -> dict[str, float]:
+    """Top-10 overlap of the store's dense path with an exact float32 scan of every stored vector.
+
+    Both fused rankings and dense-only ones (lexical and neighbour weights off): the store's
+    own dense rows are swapped for an in-memory float32 copy of every vector read from SQLite.
+    """
+    live = np.flatnonzero(store._dense.row_of >= 0)
+    exact = DenseRows(store._dense.dim, len(store._dense.row_of))
+    for start in range(0, len(live), 8192):
+        part = [(s, b) for s, b in store._sql.vectors(live[start : start + 8192].tolist()) if b is not None]
+        matrix = np.frombuffer(b"".join(b for _, b in part), dtype=np.float32).reshape(-1, exact.dim)
+        exact.append(np.asarray([s for s, _ in part], dtype=np.int64), matrix)
+    weights = (store.lexical_weight, store.neighbour_weight)
+    out: dict[str, float] = {}
+    for label, (lw, nw) in (("fused", weights), ("dense_only", (0.0, 0.0))):
+        store.lexical_weight, store.neighbour_weight = lw, nw
+        overlap = []
+        for q, v in zip(queries, qvecs, strict=True):
+            got = {s for s, _ in store._rank(q, 10, v)}
+            mapped, store._dense = store._dense, exact
+            try:
+                want = {s for s, _ in store._rank(q, 10, v)}
+            finally:
+                store._dense = mapped
+            overlap.append(len(got & want) / max(1, len(want)))
+        out[f"{label}_top10_overlap_with_float_pct"] = round(100 * statistics.mean(overlap), 1)
+    store.lexical_weight, store.neighbour_weight = weights
+    return out
 
 
 def _serve(path: Path, dim: int, queries: list[str], workdir: Path) -> dict[str, float]:
@@ -394,10 +444,13 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         qvecs = await space.embed([EmbedInput.of_text(q) for q in queries]) if space else None
         fused: list[float] = []
         lexical: list[float] = []
+        dense: list[float] = []
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
             store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None)
             fused.append((time.perf_counter() - t0) * 1000)
+            if qvecs is not None:
+                dense.append(_dense_leg_ms(store, qvecs[i]))
             t0 = time.perf_counter()
             store.search(q, 10)
             lexical.append((time.perf_counter() - t0) * 1000)
@@ -405,6 +458,11 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         result["query_fused_p90_ms"] = pct(fused, 0.9)
         result["query_lexical_p50_ms"] = round(statistics.median(lexical), 2)
         result["query_lexical_p90_ms"] = pct(lexical, 0.9)
+        if dense:
+            result["query_dense_p50_ms"] = round(statistics.median(dense), 3)
+            result["query_dense_p90_ms"] = pct(dense, 0.9)
+        vec_file = Path(str(path) + ".vec")
+        result["vector_file_mb"] = round(vec_file.stat().st_size / 2**20, 1) if vec_file.exists() else 0.0
         result["rss_mb_bench_process"] = round(_rss_mb(), 1)
         inserts = []
         for i, doc in enumerate(corpus.documents(21, args.docs + tail)):
@@ -415,9 +473,12 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         result["single_insert_p50_ms"] = round(statistics.median(inserts), 2)
         if isinstance(corpus, LocomoCorpus) and args.docs < 1_000_000:  # exact BM25 at 1M: minutes
             result.update(_top10_quality(store, corpus))
+            if qvecs is not None:
+                result.update(_dense_quality(store, queries, qvecs))
         store.close()
         served = _serve(path, args.dim, queries, Path(tmp))
         result["serve_query_fused_p50_ms"] = round(served["query_p50_ms"], 2)
+        result["serve_query_dense_p50_ms"] = round(served["dense_p50_ms"], 3)
         result["rss_mb"] = round(served["rss_mb"], 1)
     return result
 
@@ -464,6 +525,7 @@ def main() -> None:
         summary = {
             f"cold_first_query_s_{size}": max(head["cold_first_query_clean_s"], head["cold_first_query_kill9_s"]),
             f"query_p50_ms_{size}": head["query_fused_p50_ms"],
+            f"dense_p50_ms_{size}": head.get("query_dense_p50_ms", 0.0),
             "insert_docs_per_s": head["insert_docs_per_s"],
             f"rss_mb_{size}": head["rss_mb"],
         }
