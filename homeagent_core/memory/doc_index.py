@@ -4,7 +4,7 @@ Three files beside ``<db>`` let a store of 100k documents answer its first query
 of a second after it is opened, after a clean close or a crash alike:
 
 * ``<db>.lex`` — the lexical index's base segment (:mod:`homeagent_core.memory.lexical_snapshot`);
-* ``<db>.vec`` — the dense vectors (:mod:`homeagent_core.memory.vector_snapshot`);
+* ``<db>.vec`` — the dense vectors as int8 rows (:mod:`homeagent_core.memory.vector_snapshot`);
 * ``<db>.meta`` — slot, time, source, vector-space flag and gram count of every document up to
   a watermark (:mod:`homeagent_core.memory.doc_meta_file`).
 

@@ -1,12 +1,16 @@
-"""The document store's dense vectors: a mapped base matrix plus rows added since, and their scan.
+"""The document store's dense vectors: a mapped int8 base plus float32 rows added since, and their scan.
 
-The base is the vector file beside the database (:mod:`homeagent_core.memory.vector_snapshot`),
-memory-mapped and never modified: a deleted or re-embedded document's base row is masked.
-Rows added since live in a growing in-memory matrix (a deleted one is swapped out). ``row_of``
-maps a slot to its row (base rows first), ``-1`` when the slot has no vector in the active space.
+The base is the vector file beside the database (:mod:`homeagent_core.memory.vector_snapshot`):
+int8 rows with one scale each, memory-mapped and never modified; a deleted or re-embedded
+document's base row is masked. Rows added since live in a growing in-memory float32 matrix (a
+deleted one is swapped out). ``row_of`` maps a slot to its row (base rows first), ``-1`` when
+the slot has no vector in the active space.
 
-A query scans the base's compact projected rows when the file has them and scores the best
-``prefilter`` of those with their full vectors; otherwise (small stores) every row exactly.
+A query scans the base's compact projected int8 rows when the file has them and scores the best
+``prefilter`` of those with their full int8 rows, otherwise (small stores) every int8 row; then
+the best ``RESCORE`` base rows are rescored exactly with their float32 vectors read from SQLite,
+so the dense path's leading scores are the exact ones. The int8 scans run in simsimd's SIMD
+kernels (numpy has no fast int8 product).
 """
 
 from __future__ import annotations
@@ -18,17 +22,54 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.vector_snapshot import read_vectors, remove_partial, write_vectors
+from homeagent_core.memory.vector_snapshot import QuantRows, quantize, read_vectors, remove_partial, write_vectors
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["DenseRows", "VectorParts"]
+__all__ = ["RESCORE", "DenseRows", "VectorParts"]
+
+RESCORE = 64
+"""Base rows of a query rescored exactly with their float32 vectors from SQLite (the int8 best)."""
+_SAMPLE_STEP = 8
+"""Top-``k`` selection over a large scan: a threshold from every ``n // (_SAMPLE_STEP · k)``-th score."""
 
 log = logging.getLogger("homeagent_core.memory.documents")  # the store's log: one logger for its messages
 
 VectorParts = tuple[int, int, list[tuple[Any, Any]]]
 """What a vector file would hold: the change counter it reflects, the watermark, (slots, rows) parts."""
+
+ReadVectors = Callable[[Sequence[int]], list[tuple[int, bytes | None]]]
+"""Stored float32 vector blobs of slots, from SQLite (ascending by slot)."""
+
+
+def _dot_i8(matrix: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
+    """``matrix @ q8`` for int8 rows, exact (integer sums, as float32), one SIMD pass over ``matrix``."""
+    import simsimd
+
+    out = simsimd.cdist(matrix, q8.reshape(1, -1), metric="dot", out_dtype="float32")
+    return np.asarray(out, dtype=np.float32).reshape(-1)
+
+
+def _top(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+    """Indices of ``k`` largest scores (any order).
+
+    Over a long scan a threshold from an evenly spread sample (about ``_SAMPLE_STEP · k``
+    scores, its ``2k · sample / n``-th best) keeps about ``2k`` candidates, so only those are
+    partitioned; when fewer than ``k`` pass, every score is.
+    """
+    n = len(scores)
+    if k >= n:
+        return np.arange(n, dtype=np.int64)
+    step = n // (_SAMPLE_STEP * k)
+    if step >= 4:
+        sample = scores[::step]
+        rank = max(1, (2 * k * len(sample)) // n)
+        threshold = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+        cand = np.flatnonzero(scores >= threshold)
+        if len(cand) >= k:
+            return cand[np.argpartition(-scores[cand], k - 1)[:k]].astype(np.int64)
+    return np.argpartition(-scores, k - 1)[:k].astype(np.int64)
 
 
 class _Rows:
@@ -48,12 +89,16 @@ class DenseRows:
         self.dim = dim
         width = max(dim, 1)
         self.row_of = np.full(capacity, -1, dtype=np.int64)
-        self.base = np.zeros((0, width), dtype=np.float32)
+        self.base_q = np.zeros((0, width), dtype=np.int8)
+        self.base_scale = np.zeros(0, dtype=np.float32)
         self.base_slot = np.zeros(0, dtype=np.int64)
         self.base_live = np.zeros(0, dtype=bool)
         self.base_dead = 0
         self.base_proj: npt.NDArray[np.float32] | None = None
-        self.base_low: npt.NDArray[np.float32] | None = None
+        self.base_low_scale: npt.NDArray[np.float32] | None = None
+        self.base_low: npt.NDArray[np.int8] | None = None
+        self.read_exact: ReadVectors | None = None
+        """Where base rows' float32 vectors are read for rescoring (``None``: int8 scores stay)."""
         self.rows = np.zeros((64, width), dtype=np.float32)
         self.row_slot = np.zeros(64, dtype=np.int64)
         self.n = 0
@@ -79,7 +124,7 @@ class DenseRows:
         tag: str,
         fingerprint: str,
         max_slot: int,
-        read_missing: Callable[[Sequence[int]], list[tuple[int, bytes | None]]],
+        read_missing: ReadVectors,
     ) -> int:
         """Map the saved vector matrix and read the vectors it lacks; returns how many are unusable.
 
@@ -87,8 +132,10 @@ class DenseRows:
         the file is used only if its document is still so stored (vectors of one space never
         change, so such a row equals the database's); the file must name this store, the
         active space and no slot the database never issued. Anything else (a missing, foreign
-        or outdated file) costs reading those vectors through ``read_missing``.
+        or outdated file, a version 1 float32 file among them) costs reading those vectors
+        through ``read_missing``, which also serves the exact rescoring of queries.
         """
+        self.read_exact = read_missing
         try:
             if remove_partial(path):
                 log.info("%s: removed a partial vector file", path)
@@ -113,8 +160,8 @@ class DenseRows:
                 inside = vf.slots < len(want)
                 live = np.zeros(len(vf.slots), dtype=bool)
                 live[inside] = want[vf.slots[inside]]
-                self.base, self.base_slot, self.base_live = vf.matrix, vf.slots, live
-                self.base_proj, self.base_low = vf.projection, vf.projected
+                self.base_q, self.base_scale, self.base_slot, self.base_live = vf.q, vf.scale, vf.slots, live
+                self.base_proj, self.base_low_scale, self.base_low = vf.projection, vf.low_scale, vf.projected
                 self.base_dead = int(len(live) - live.sum())
                 self.row_of[vf.slots[live]] = np.flatnonzero(live)
                 have[vf.slots[live]] = True
@@ -172,12 +219,17 @@ class DenseRows:
             self.row_of[moved] = nb + row
         self.n = last
 
-    def live_rows(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Every live row: slots and a copy of their vectors (mapped rows first)."""
+    def live_rows(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+        """Every live row as the file holds it: slots, int8 rows and scales (mapped rows first).
+
+        In-memory float32 rows are quantized as a file write would quantize them.
+        """
         live = np.flatnonzero(self.base_live)
+        q, scale = quantize(self.rows[: self.n])
         return (
             np.concatenate([self.base_slot[live], self.row_slot[: self.n]]),
-            np.concatenate([np.asarray(self.base[live]), self.rows[: self.n]]),
+            np.concatenate([np.asarray(self.base_q[live]), q]),
+            np.concatenate([self.base_scale[live], scale]),
         )
 
     # -- queries ---------------------------------------------------------------------------
@@ -188,23 +240,52 @@ class DenseRows:
         """Cosine scores as (slots, scores) parts; each live slot in at most one part.
 
         A projected base larger than ``prefilter`` rows contributes only the best ``prefilter``
-        rows of the projected scan, scored with their full vectors.
+        rows of the projected scan, scored with their full int8 rows; the best ``RESCORE``
+        base rows then get exact scores from their float32 vectors. In-memory rows are exact.
         """
         parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = []
         nb = len(self.base_slot)
         if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
-            low = self.base_low @ (q @ self.base_proj)
-            cand = np.argpartition(-low, prefilter - 1)[:prefilter]
+            cand = self._prescan(q, prefilter)
             cand = np.sort(cand[self.base_live[cand]])
-            parts.append((self.base_slot[cand], self.base[cand] @ q))
+            approx = (self.base_q[cand].astype(np.float32) @ q) * self.base_scale[cand]
+            parts.append(self._rescore(self.base_slot[cand], approx, q))
         elif nb:
-            base = self.base @ q
+            q8, qs = quantize(q.reshape(1, -1))
+            approx = _dot_i8(self.base_q, q8[0]) * (self.base_scale * qs[0])
             if self.base_dead:
-                base *= self.base_live
-            parts.append((self.base_slot, base))
+                live = np.flatnonzero(self.base_live)
+                parts.append(self._rescore(self.base_slot[live], approx[live], q))
+            else:
+                parts.append(self._rescore(self.base_slot, approx, q))
         if self.n:
             parts.append((self.row_slot[: self.n], self.rows[: self.n] @ q))
         return parts
+
+    def _prescan(self, q: npt.NDArray[np.float32], prefilter: int) -> npt.NDArray[np.int64]:
+        """Base rows (indices) of the ``prefilter`` best scores over the projected int8 rows."""
+        assert self.base_low is not None and self.base_proj is not None and self.base_low_scale is not None
+        weighted = (q @ self.base_proj) * self.base_low_scale  # x_low ≈ low_scale · low8
+        q8, _ = quantize(weighted.reshape(1, -1))
+        return _top(_dot_i8(self.base_low, q8[0]), prefilter)
+
+    def _rescore(
+        self, slots: npt.NDArray[np.int64], approx: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Replace the ``RESCORE`` best int8 scores with exact ones from the stored float32 vectors."""
+        if self.read_exact is None or not len(slots):
+            return slots, approx
+        top = _top(approx, RESCORE)
+        wanted = slots[top]
+        order = np.argsort(wanted)
+        size = 4 * self.dim
+        found = {int(s): b for s, b in self.read_exact(wanted[order].tolist()) if b is not None and len(b) == size}
+        if not found:
+            return slots, approx
+        hit = [i for i, s in zip(top.tolist(), wanted.tolist(), strict=True) if s in found]
+        matrix = np.frombuffer(b"".join(found[int(slots[i])] for i in hit), dtype=np.float32).reshape(-1, self.dim)
+        approx[np.asarray(hit, dtype=np.int64)] = matrix @ q
+        return slots, approx
 
     # -- the file --------------------------------------------------------------------------
 
@@ -220,7 +301,10 @@ class DenseRows:
         parts: list[tuple[Any, Any]] = []
         if len(live):
             whole = len(live) == len(self.base_slot)
-            parts.append((self.base_slot[live], self.base if whole else _Rows(self.base, live)))
+            rows = QuantRows(self.base_q, self.base_scale) if whole else QuantRows(
+                _Rows(self.base_q, live), self.base_scale[live]
+            )
+            parts.append((self.base_slot[live], rows))
         if self.n:
             parts.append((self.row_slot[: self.n].copy(), self.rows[: self.n].copy()))
         return self.changes, watermark, parts

@@ -74,7 +74,8 @@ class DocumentStore:
     from a worker thread in async code. Methods that embed are ``async``; the rest are plain
     and thread-safe.
 
-    The lexical index is snapshotted to ``<path>.lex``, the dense vectors to ``<path>.vec`` and
+    The lexical index is snapshotted to ``<path>.lex``, the dense vectors to ``<path>.vec`` (int8;
+    a query rescores its best rows with the float32 vectors in the database) and
     the per-document numbers to ``<path>.meta``: in a background thread whenever
     ``snapshot_min_docs`` and ``snapshot_fraction`` of the documents have been added since the
     last snapshot, and on :meth:`flush` / :meth:`close`. Opening maps the newest valid files and

@@ -1,25 +1,32 @@
-"""On-disk matrix of the document store's dense vectors, memory-mapped on open.
+"""On-disk int8 matrix of the document store's dense vectors, memory-mapped on open.
 
 Why: reading every vector out of SQLite on start-up costs most of a cold start at 100k
-documents (150 MB of 384-d float32 blobs parsed row by row). The matrix saved beside the
-database is mapped instead; only pages a query touches are read, by the kernel.
+documents (150 MB of 384-d float32 blobs parsed row by row), and mapping a float32 copy made a
+1M-document store's vectors 1.5 GB of the serving process. The file beside the database holds
+every vector quantized to int8 with one scale per vector (``x ≈ scale · q``, ``scale =
+max|x| / 127``): a quarter of the bytes, mapped, so only pages a query touches are read. The
+exact float32 vectors stay in SQLite; a query rescores its best rows with them
+(:class:`~homeagent_core.memory.doc_vectors.DenseRows`).
 
-Layout: an 8-byte magic, a little-endian ``u32`` header length, a JSON header (format
-version, the owning store's tag, the embedding fingerprint and dimension, the watermark =
-highest slot the database had issued when the file was written, the row count), zero padding
-to a 64-byte boundary, then ``rows`` slots (``int64``) and the ``rows × dim`` ``float32``
-matrix; for large files (``PROJECT_MIN_ROWS`` rows or more, ``dim`` above ``PROJECT_DIM``) then a
-``dim × k`` projection (the sample's top right singular vectors) and the ``rows × k`` projected
-rows, the compact copy a query scans first (:meth:`DocumentStore.search`).
+Layout (format version 2): an 8-byte magic, a little-endian ``u32`` header length, a JSON
+header (format version, the owning store's tag, the embedding fingerprint and dimension, the
+watermark = highest slot the database had issued when the file was written, the row count, the
+projected dimension ``k``), then sections each padded to a 64-byte boundary: ``rows`` slots
+(``int64``), ``rows`` scales (``float32``), the ``rows × dim`` ``int8`` matrix; for large files
+(``PROJECT_MIN_ROWS`` rows or more, ``dim`` above ``PROJECT_DIM``) then a ``dim × k`` projection
+(``float32``, the sample's top right singular vectors), ``k`` per-dimension scales of the
+projected rows (``float32``) and the ``rows × k`` projected rows (``int8``): the compact copy a
+query scans first. A version 1 file (float32 rows) is refused by its header, so the store
+reads the vectors from SQLite and writes a new file.
 
-Why a projection rather than an ANN index: a scan of 100k × 384 float32 rows is bound by memory
-bandwidth (about 14 ms here); the 64-d projected rows are a sixth of the bytes (1.5 ms), and the
-best 512 of them are then scored with their full vectors. It costs no work per insert (an HNSW
-index, usearch, took 60–270 s to build for 100k rows on this machine) and keeps the file a
-plain matrix. Writes go to ``<name>.tmp``, are fsynced and renamed over the old file, and the
-folder is fsynced, as the lexical snapshot does: a crash leaves the previous file or the new one. The
-file is a cache: SQLite stays the only durable record, and the store re-reads from SQLite any
-vector the file lacks (see :meth:`~homeagent_core.memory.documents.DocumentStore`).
+Why a projection rather than an ANN index: a scan is bound by memory bandwidth; 64 int8 bytes
+per row are a sixth of the full int8 row, and the best rows of that scan are then scored with
+their full rows. It costs no work per insert (an HNSW index, usearch, took 60–270 s to build
+for 100k rows on this machine) and keeps the file a plain matrix. Writes go to ``<name>.tmp``,
+are fsynced and renamed over the old file, and the folder is fsynced, as the lexical snapshot
+does: a crash leaves the previous file or the new one. The file is a cache: SQLite stays the
+only durable record, and the store re-reads from SQLite any vector the file lacks (see
+:meth:`~homeagent_core.memory.documents.DocumentStore`).
 """
 
 from __future__ import annotations
@@ -39,47 +46,112 @@ from homeagent_core.memory.lexical_snapshot import remove_partial, tmp_path
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["VectorFile", "read_vectors", "remove_partial", "write_vectors"]
+__all__ = ["QuantRows", "VectorFile", "quantize", "read_vectors", "remove_partial", "write_vectors"]
 
 MAGIC = b"HAVECS\x00\x01"
-VERSION = 1
+VERSION = 2
 _ALIGN = 64
 PROJECT_MIN_ROWS = 20_000
 """Files with at least this many rows also hold projected rows."""
 PROJECT_DIM = 64
 """Dimension of the projected rows."""
 _SAMPLE = 4096
+_LOW_HEADROOM = 1.5
+"""Projected rows' scale: this much above the sample's largest value (larger values are clipped)."""
 
 
 @dataclass(slots=True, frozen=True)
 class VectorFile:
-    """A mapped vector file: ``matrix[i]`` is the vector of document ``slots[i]``."""
+    """A mapped vector file: ``scale[i] · q[i]`` approximates the vector of document ``slots[i]``."""
 
     tag: str
     fingerprint: str
     dim: int
     watermark: int
     slots: npt.NDArray[np.int64]
-    matrix: npt.NDArray[np.float32]
+    scale: npt.NDArray[np.float32]
+    q: npt.NDArray[np.int8]
     projection: npt.NDArray[np.float32] | None = None
-    """``dim × k``: ``matrix @ projection`` gives ``projected`` (``None`` in small files)."""
-    projected: npt.NDArray[np.float32] | None = None
+    """``dim × k``: ``(scale · q) @ projection ≈ low_scale · projected`` (``None`` in small files)."""
+    low_scale: npt.NDArray[np.float32] | None = None
+    projected: npt.NDArray[np.int8] | None = None
 
 
-def _fit_projection(chunks: list[tuple[npt.NDArray[np.int64], Any]], rows: int, dim: int) -> npt.NDArray[np.float32]:
-    """Top ``PROJECT_DIM`` right singular vectors of an evenly spread sample of the rows.
+@dataclass(slots=True, frozen=True)
+class QuantRows:
+    """Rows already quantized (a mapped file's), copied into a new file as they are."""
+
+    q: Any
+    """Sliceable into ``int8`` blocks of ``dim`` columns."""
+    scale: Any
+    """Sliceable into the matching ``float32`` scales."""
+
+
+def quantize(rows: Any) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """Symmetric int8 quantization with one scale per row: ``rows ≈ scale[:, None] · q``.
+
+    Deterministic, so a row quantized twice (once when its file was written, once in a check)
+    gives the same bytes. An all-zero row gets scale 0 and zeros.
+    """
+    x = np.asarray(rows, dtype=np.float32)
+    scale = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float32) if x.shape[1] else np.zeros(len(x), np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1))
+    q = np.clip(np.rint(x / safe[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def _blocks(chunks: list[tuple[npt.NDArray[np.int64], Any]], step: int) -> Iterable[tuple[Any, Any]]:
+    """Every row as ``(int8 block, scales)``, in file order, ``step`` rows at a time."""
+    for slots, rows in chunks:
+        for start in range(0, len(slots), step):
+            if isinstance(rows, QuantRows):
+                yield np.asarray(rows.q[start : start + step], dtype=np.int8), np.asarray(
+                    rows.scale[start : start + step], dtype=np.float32
+                )
+            else:
+                yield quantize(rows[start : start + step])
+
+
+def _fit_projection(
+    chunks: list[tuple[npt.NDArray[np.int64], Any]], rows: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Top ``PROJECT_DIM`` right singular vectors of an evenly spread sample, and the projected scales.
 
     Uncentred, because the search scores inner products: the projection keeps the directions
     that carry most of the rows' energy, so a query's best rows stay among the best projected.
+    Each projected dimension gets its own int8 scale (the leading directions carry far larger
+    values than the last ones), set from the sample with headroom.
     """
     step = max(1, rows // _SAMPLE)
     picked: list[np.ndarray] = []
-    for slots, matrix in chunks:
-        for i in range(0, len(slots), step):
-            picked.append(np.asarray(matrix[i : i + 1], dtype=np.float32))
+    for _, part in chunks:
+        if isinstance(part, QuantRows):
+            q, scale = np.asarray(part.q[::step], np.int8), np.asarray(part.scale[::step], np.float32)
+        else:
+            q, scale = quantize(part[::step])
+        picked.append(q.astype(np.float32) * scale[:, None])
     sample = np.concatenate(picked)[:_SAMPLE]
     _, _, vt = np.linalg.svd(sample.astype(np.float64), full_matrices=False)
-    return np.ascontiguousarray(vt[:PROJECT_DIM].T, dtype=np.float32)
+    projection = np.ascontiguousarray(vt[:PROJECT_DIM].T, dtype=np.float32)
+    peak = np.abs(sample @ projection).max(axis=0) * _LOW_HEADROOM
+    low_scale = (np.where(peak > 0, peak, 1.0) / 127).astype(np.float32)
+    return projection, low_scale
+
+
+def _pad(n: int) -> int:
+    return n + (-n % _ALIGN)
+
+
+def _offsets(head: int, rows: int, dim: int, k: int) -> dict[str, int]:
+    """Byte offsets of each section (and ``end``, the file size)."""
+    at = {"slots": _pad(head)}
+    at["scale"] = at["slots"] + _pad(rows * 8)
+    at["q"] = at["scale"] + _pad(rows * 4)
+    at["projection"] = at["q"] + _pad(rows * dim)
+    at["low_scale"] = at["projection"] + (_pad(dim * k * 4) if k else 0)
+    at["low"] = at["low_scale"] + (_pad(k * 4) if k else 0)
+    at["end"] = at["low"] + (rows * k if k else 0)
+    return at
 
 
 def write_vectors(
@@ -89,44 +161,48 @@ def write_vectors(
     fingerprint: str,
     dim: int,
     watermark: int,
-    parts: Iterable[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]],
+    parts: Iterable[tuple[npt.NDArray[np.int64], Any]],
 ) -> int:
     """Write ``(slots, rows)`` parts to ``path`` atomically; returns the row count.
 
-    Parts are streamed (a mapped matrix is copied chunk by chunk, never whole into memory).
+    ``rows`` are float32 vectors (quantized here) or :class:`QuantRows` (copied). Parts are
+    streamed (a mapped matrix is copied chunk by chunk, never whole into memory).
     """
     chunks = [(np.ascontiguousarray(s, dtype="<i8"), m) for s, m in parts]
     rows = sum(len(s) for s, _ in chunks)
-    projection = (
-        _fit_projection(chunks, rows, dim) if rows >= PROJECT_MIN_ROWS and dim > PROJECT_DIM else None
-    )
+    k = PROJECT_DIM if rows >= PROJECT_MIN_ROWS and dim > PROJECT_DIM else 0
+    projection, low_scale = _fit_projection(chunks, rows) if k else (None, None)
     header = json.dumps(
         {"version": VERSION, "tag": tag, "fingerprint": fingerprint, "dim": int(dim),
-         "watermark": int(watermark), "rows": int(rows),
-         "projected": 0 if projection is None else PROJECT_DIM}
+         "watermark": int(watermark), "rows": int(rows), "projected": k, "quantized": "int8-row"}
     ).encode()
     head = MAGIC + struct.pack("<I", len(header)) + header
-    head += b"\x00" * (-len(head) % _ALIGN)
+    at = _offsets(len(head), rows, dim, k)
     tmp = tmp_path(path)
     with open(tmp, "wb") as fh:
-        fh.write(head)
+        fd = fh.fileno()
+        os.ftruncate(fd, at["end"])
+        os.pwrite(fd, head, 0)
+        done = 0
         for slots, _ in chunks:
-            fh.write(slots.data)
+            os.pwrite(fd, slots.data, at["slots"] + 8 * done)
+            done += len(slots)
         step = max(1, (1 << 22) // max(1, 4 * dim))
-        for slots, matrix in chunks:
-            for start in range(0, len(slots), step):
-                block = np.ascontiguousarray(matrix[start : start + step], dtype="<f4")
-                if block.shape[1:] != (dim,):
-                    raise ValueError(f"vector block has shape {block.shape}, expected (n, {dim})")
-                fh.write(block.data)
-        if projection is not None:
-            fh.write(projection.astype("<f4").data)
-            for slots, matrix in chunks:
-                for start in range(0, len(slots), step):
-                    block = np.asarray(matrix[start : start + step], dtype=np.float32) @ projection
-                    fh.write(np.ascontiguousarray(block, dtype="<f4").data)
-        fh.flush()
-        os.fsync(fh.fileno())
+        done = 0
+        for q, scale in _blocks(chunks, step):
+            if q.shape[1:] != (dim,):
+                raise ValueError(f"vector block has shape {q.shape}, expected (n, {dim})")
+            os.pwrite(fd, np.ascontiguousarray(scale, dtype="<f4").data, at["scale"] + 4 * done)
+            os.pwrite(fd, np.ascontiguousarray(q).data, at["q"] + dim * done)
+            if projection is not None and low_scale is not None:
+                low = (q.astype(np.float32) * scale[:, None]) @ projection / low_scale
+                low8 = np.clip(np.rint(low), -127, 127).astype(np.int8)
+                os.pwrite(fd, np.ascontiguousarray(low8).data, at["low"] + k * done)
+            done += len(q)
+        if projection is not None and low_scale is not None:
+            os.pwrite(fd, projection.astype("<f4").data, at["projection"])
+            os.pwrite(fd, low_scale.astype("<f4").data, at["low_scale"])
+        os.fsync(fd)
     tmp.replace(path)
     fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -140,7 +216,8 @@ def read_vectors(path: Path) -> VectorFile:
     """Map a vector file read-only after checking its header and size.
 
     Raises:
-        ValueError: the file is missing, of another format or version, or truncated.
+        ValueError: the file is missing, of another format or version (a version 1 float32
+            file among them), or truncated.
     """
     try:
         with open(path, "rb") as fh:
@@ -150,32 +227,36 @@ def read_vectors(path: Path) -> VectorFile:
             (size,) = struct.unpack("<I", head[len(MAGIC) :])
             try:
                 meta = json.loads(fh.read(size))
+                version = meta.get("version")
                 tag, fingerprint = str(meta["tag"]), str(meta["fingerprint"])
                 dim, watermark, rows = int(meta["dim"]), int(meta["watermark"]), int(meta["rows"])
                 k = int(meta.get("projected", 0))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{path}: unreadable vector file header: {exc}") from exc
-            if meta.get("version") != VERSION or dim <= 0 or rows < 0 or k < 0:
-                raise ValueError(f"{path}: vector file version {meta.get('version')} is not {VERSION}")
-        offset = len(MAGIC) + 4 + size
-        offset += -offset % _ALIGN
-        expected = offset + rows * 8 + rows * dim * 4 + (dim * k + rows * k) * 4
+            if version != VERSION or meta.get("quantized") != "int8-row" or dim <= 0 or rows < 0 or k < 0:
+                raise ValueError(f"{path}: vector file version {version} is not {VERSION} (int8 rows)")
+        at = _offsets(len(MAGIC) + 4 + size, rows, dim, k)
         actual = path.stat().st_size
-        if actual != expected:
-            raise ValueError(f"{path}: vector file has {actual} bytes, its header says {expected}")
+        if actual != at["end"]:
+            raise ValueError(f"{path}: vector file has {actual} bytes, its header says {at['end']}")
         if rows == 0:
-            return VectorFile(tag, fingerprint, dim, watermark, np.zeros(0, np.int64), np.zeros((0, dim), np.float32))
-        slots = np.array(np.memmap(path, dtype="<i8", mode="r", offset=offset, shape=(rows,)), dtype=np.int64)
-        mapped = np.memmap(path, dtype="<f4", mode="r", offset=offset + rows * 8, shape=(rows, dim))
-        matrix = mapped.view(np.ndarray)  # a plain view of the mapping: memmap slicing is slow
-        projection = projected = None
+            return VectorFile(
+                tag, fingerprint, dim, watermark, np.zeros(0, np.int64), np.zeros(0, np.float32),
+                np.zeros((0, dim), np.int8),
+            )
+        slots = np.array(np.memmap(path, dtype="<i8", mode="r", offset=at["slots"], shape=(rows,)), dtype=np.int64)
+        scale = np.array(np.memmap(path, dtype="<f4", mode="r", offset=at["scale"], shape=(rows,)), dtype=np.float32)
+        # plain views of the mappings: memmap slicing is slow
+        q = np.memmap(path, dtype=np.int8, mode="r", offset=at["q"], shape=(rows, dim)).view(np.ndarray)
+        projection = low_scale = projected = None
         if k:
-            at = offset + rows * 8 + rows * dim * 4
-            projection = np.array(np.memmap(path, dtype="<f4", mode="r", offset=at, shape=(dim, k)), np.float32)
-            low = np.memmap(path, dtype="<f4", mode="r", offset=at + dim * k * 4, shape=(rows, k))
-            projected = low.view(np.ndarray)
+            projection = np.array(
+                np.memmap(path, dtype="<f4", mode="r", offset=at["projection"], shape=(dim, k)), np.float32
+            )
+            low_scale = np.array(np.memmap(path, dtype="<f4", mode="r", offset=at["low_scale"], shape=(k,)), np.float32)
+            projected = np.memmap(path, dtype=np.int8, mode="r", offset=at["low"], shape=(rows, k)).view(np.ndarray)
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the vector file: {exc}") from exc
     if len(slots) and (int(slots.min()) <= 0 or int(slots.max()) > watermark):
         raise ValueError(f"{path}: vector file names slots outside 1..{watermark}")
-    return VectorFile(tag, fingerprint, dim, watermark, slots, matrix, projection, projected)
+    return VectorFile(tag, fingerprint, dim, watermark, slots, scale, q, projection, low_scale, projected)

@@ -19,7 +19,7 @@ import numpy as np
 
 from homeagent_core.memory.documents import Document, DocumentStore
 from homeagent_core.memory.lexical_snapshot import read_snapshot
-from homeagent_core.memory.vector_snapshot import read_vectors
+from homeagent_core.memory.vector_snapshot import quantize, read_vectors
 from homeagent_sdk.testing import FakeEmbedder
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum"]
@@ -36,15 +36,20 @@ def docs(start: int, count: int) -> list[Document]:
     ]
 
 
-def sqlite_vectors(store: DocumentStore) -> dict[int, bytes]:
+def sqlite_vectors(store: DocumentStore) -> dict[int, tuple[bytes, float]]:
+    """SQLite's vectors of the active space, quantized as the vector file holds them."""
     rows = store._sql.db.execute("SELECT slot, vector FROM documents WHERE vec_model = ?", (store.fingerprint,))
-    return {int(slot): bytes(blob) for slot, blob in rows}
+    slots, blobs = zip(*rows, strict=True) if store.fingerprint else ((), ())
+    if not slots:
+        return {}
+    q, scale = quantize(np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(slots), -1))
+    return {int(s): (q[i].tobytes(), float(scale[i])) for i, s in enumerate(slots)}
 
 
-def dense_vectors(store: DocumentStore) -> dict[int, bytes]:
-    slots, matrix = store._dense.live_rows()
+def dense_vectors(store: DocumentStore) -> dict[int, tuple[bytes, float]]:
+    slots, q, scale = store._dense.live_rows()
     assert len(set(slots.tolist())) == len(slots), "a document has two dense rows"
-    return {int(s): matrix[i].astype(np.float32).tobytes() for i, s in enumerate(slots)}
+    return {int(s): (q[i].tobytes(), float(scale[i])) for i, s in enumerate(slots)}
 
 
 async def ranked(store: DocumentStore, query: str) -> list[str]:
@@ -199,8 +204,9 @@ async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_
     exact = await ranked(store, "note 123: guitar yoga paint")
     store.close()
     saved = read_vectors(tmp_path / "d.db.vec")
-    assert saved.projection is not None and saved.projected is not None
-    assert np.allclose(saved.projected, np.asarray(saved.matrix) @ saved.projection, atol=1e-5)
+    assert saved.projection is not None and saved.projected is not None and saved.low_scale is not None
+    full = np.asarray(saved.q, dtype=np.float32) * saved.scale[:, None]
+    assert np.allclose(saved.projected * saved.low_scale, full @ saved.projection, atol=float(saved.low_scale.max()))
 
     reopened = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
     assert reopened._dense.base_low is not None
@@ -265,3 +271,85 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
     assert columns(after_delete) == reference()
     assert len(after_delete) == 34
     after_delete.close()
+
+
+def write_float32_file(path, *, tag: str, fingerprint: str, dim: int, slots: list[int]) -> None:
+    """A vector file in the previous format (version 1: float32 rows), rows deliberately wrong."""
+    import json
+    import struct
+
+    header = json.dumps(
+        {"version": 1, "tag": tag, "fingerprint": fingerprint, "dim": dim, "watermark": max(slots),
+         "rows": len(slots), "projected": 0}
+    ).encode()
+    head = b"HAVECS\x00\x01" + struct.pack("<I", len(header)) + header
+    head += b"\x00" * (-len(head) % 64)
+    matrix = np.ones((len(slots), dim), dtype="<f4")
+    path.write_bytes(head + np.asarray(slots, dtype="<i8").tobytes() + matrix.tobytes())
+
+
+async def test_a_float32_vector_file_of_the_previous_format_is_refused_and_rewritten(tmp_path, caplog):
+    embedder = FakeEmbedder(16)
+    store = DocumentStore(tmp_path / "d.db", embedder)
+    await store.add_many(docs(0, 30))
+    want = await ranked(store, "pottery guitar note 12")
+    slots = sorted(sqlite_vectors(store))
+    tag = store._store_id
+    store.close()
+    write_float32_file(tmp_path / "d.db.vec", tag=tag, fingerprint=embedder.info.fingerprint, dim=16, slots=slots)
+
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+        reopened = DocumentStore(tmp_path / "d.db", embedder)
+    assert "version 1 is not 2" in caplog.text
+    assert reopened._dense.n == 30  # every vector read from SQLite, none from the old file
+    assert dense_vectors(reopened) == sqlite_vectors(reopened)
+    assert await ranked(reopened, "pottery guitar note 12") == want
+    reopened.close()
+    saved = read_vectors(tmp_path / "d.db.vec")  # rewritten in the current format
+    assert saved.q.dtype == np.int8 and sorted(saved.slots.tolist()) == slots
+
+
+async def test_the_vector_file_holds_int8_rows_and_queries_rescore_the_best_exactly(tmp_path):
+    embedder = FakeEmbedder(32)
+    store = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
+    await store.add_many(docs(0, 200))
+    store.close()
+    path = tmp_path / "d.db.vec"
+    saved = read_vectors(path)
+    assert saved.q.dtype == np.int8 and saved.q.shape == (200, 32)
+    assert path.stat().st_size < 200 * 32 * 4 // 2  # a float32 matrix alone would be 25,600 bytes
+
+    reopened = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
+    assert reopened._dense.n == 0  # every row is the mapped int8 one
+    text = "note 17: guitar yoga"
+    qvec = (await embedder.embed_texts([text]))[0]
+    rows = reopened._sql.db.execute("SELECT slot, vector FROM documents").fetchall()
+    exact = {int(s): float(np.frombuffer(b, dtype=np.float32) @ qvec) for s, b in rows}
+    order = sorted(exact, key=lambda s: -exact[s])[:8]
+    hits = reopened.search(text, 8, query_vector=qvec)
+    slot_of = reopened._sql.slots_of(h.document.id for h in hits)
+    got = [slot_of[h.document.id] for h in hits]
+    assert got == order
+    # fused scores are dense scores over the peak: the ratios are the exact cosines' ratios
+    for hit, slot in zip(hits, got, strict=True):
+        assert abs(hit.score / hits[0].score - exact[slot] / exact[got[0]]) < 1e-5
+    # ... which the int8 rows alone do not give
+    row = {int(s): i for i, s in enumerate(saved.slots)}
+    approx = {s: float(saved.q[row[s]].astype(np.float32) @ qvec * saved.scale[row[s]]) for s in got}
+    assert max(abs(approx[s] - exact[s]) for s in got) > 1e-5
+    reopened.close()
+
+
+def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
+    from homeagent_core.memory.doc_vectors import _top
+
+    rng = np.random.default_rng(3)
+    for n, k in ((200_000, 512), (50_000, 64), (1_000, 64), (40, 64)):
+        scores = rng.standard_normal(n).astype(np.float32)
+        got = _top(scores, k)
+        assert len(got) == min(n, k) and len(set(got.tolist())) == len(got)
+        assert np.array_equal(np.sort(scores[got]), np.sort(scores)[-min(n, k):])
+    # a sample that misses the best rows (all at the end): every score is partitioned instead
+    scores = np.zeros(200_000, dtype=np.float32)
+    scores[-600:] = np.arange(1, 601, dtype=np.float32)
+    assert np.array_equal(np.sort(scores[_top(scores, 512)]), np.arange(89, 601, dtype=np.float32))

@@ -168,16 +168,17 @@ async def test_dense_rows_follow_deletes_and_reloads(tmp_path):
     added = await store.add_many(docs(0, 30))
     store.delete([added[3].id, added[29].id, added[0].id])
     assert store.stats()["dense_rows"] == 27
-    slots, matrix = store._dense.live_rows()
+    slots, matrix, scale = store._dense.live_rows()
     id_of = dict(store._sql.db.execute("SELECT slot, id FROM documents").fetchall())
-    rows_by_id = {id_of[int(s)]: matrix[r] for r, s in enumerate(slots)}
+    rows_by_id = {id_of[int(s)]: (matrix[r], scale[r]) for r, s in enumerate(slots)}
     store.close()
     reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
     assert reopened.stats()["dense_rows"] == 27
-    slots, matrix = reopened._dense.live_rows()
+    slots, matrix, scale = reopened._dense.live_rows()
     assert sorted(id_of[int(s)] for s in slots) == sorted(rows_by_id)
     for r, slot in enumerate(slots):
-        assert np.array_equal(matrix[r], rows_by_id[id_of[int(slot)]])
+        assert np.array_equal(matrix[r], rows_by_id[id_of[int(slot)]][0])
+        assert scale[r] == rows_by_id[id_of[int(slot)]][1]
     reopened.close()
 
 
