@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.doc_vectors import top_indices
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,12 +25,14 @@ if TYPE_CHECKING:
     from homeagent_core.memory.lexical import LexicalIndex
     from homeagent_core.memory.time_order import TimeOrder
 
-__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FusionWeights", "rank"]
+__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FUSED_EXACT", "FusionWeights", "rank"]
 
 DENSE_CANDIDATES = 64
 """The dense path's best documents, which also get exact lexical scores."""
 DENSE_PREFILTER = 512
-"""Rows of a projected vector base scored exactly (the projection's best)."""
+"""Rows of a projected vector base scored with their full rows (the projection's best)."""
+FUSED_EXACT = 64
+"""The fused ranking's best documents whose dense share is made exact when the dense leg approximated it."""
 
 
 @dataclass(slots=True)
@@ -60,15 +63,20 @@ def rank(
         order.ensure(table.alive, table.created, table.source)
         expand = order.neighbours
     best_dense: npt.NDArray[np.int64] | None = None
+    dense_added: npt.NDArray[np.float32] | None = None
+    scale = 0.0
     if qvec is not None and len(dense) and weights.dense > 0:
         if qvec.shape != (dense.dim,):
             raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {dense.dim}-d")
-        parts = dense.scores(qvec.astype(np.float32), DENSE_PREFILTER)
+        qvec = qvec.astype(np.float32)
+        parts = dense.scores(qvec, DENSE_PREFILTER)
         peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
         if peak > 0:
             scale = weights.dense / peak
             for slots_part, scores in parts:  # one add per part: a slot is in a part once
                 total[slots_part] += scale * np.maximum(scores, 0.0)
+            if dense.approximate:
+                dense_added = total.copy()
             dense_slots = np.concatenate([p[0] for p in parts])
             scores_all = np.concatenate([p[1] for p in parts])
             k = min(DENSE_CANDIDATES, len(scores_all))
@@ -79,6 +87,8 @@ def rank(
         peak = float(scores.max()) if len(scores) else 0.0
         if peak > 0:
             total[: len(scores)] += (weights.lexical / peak) * scores[:cap]
+    if dense_added is not None and qvec is not None:
+        _exact_head(total, dense_added, dense, qvec, scale)
     if weights.neighbour > 0:
         total = order.smooth(total, weights.neighbour)
     total *= table.alive
@@ -89,3 +99,30 @@ def rank(
     cand = cand[total[cand] > 0]
     best = np.lexsort((cand, -total[cand]))
     return [(int(cand[i]), float(total[cand[i]])) for i in best[:k]]
+
+
+def _exact_head(
+    total: npt.NDArray[np.float32],
+    dense_added: npt.NDArray[np.float32],
+    dense: DenseRows,
+    qvec: npt.NDArray[np.float32],
+    scale: float,
+) -> None:
+    """Make the dense share of the ``FUSED_EXACT`` best fused documents exact, in place.
+
+    The dense leg's int8 scores are close (about 1e-3) but not equal to the float32 ones, which
+    reorders documents whose fused scores are that close; the best documents are few, so
+    their stored vectors are read and their dense share replaced before the neighbour pass.
+    Only documents the dense leg scored are touched (a document outside a projected scan's
+    prefilter keeps no dense share, as with exact vectors).
+    """
+    k = min(FUSED_EXACT, len(total))
+    if k <= 0:
+        return
+    head = top_indices(total, k)
+    head = head[dense_added[head] > 0]
+    found, exact = dense.exact(head, qvec)
+    if len(found):
+        fixed = head[found]
+        total[fixed] += scale * np.maximum(exact, 0.0) - dense_added[fixed]
+

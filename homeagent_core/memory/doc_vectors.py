@@ -27,7 +27,7 @@ from homeagent_core.memory.vector_snapshot import QuantRows, quantize, read_vect
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["RESCORE", "DenseRows", "VectorParts"]
+__all__ = ["RESCORE", "DenseRows", "VectorParts", "top_indices"]
 
 RESCORE = 64
 """Base rows of a query rescored exactly with their float32 vectors from SQLite (the int8 best)."""
@@ -51,7 +51,7 @@ def _dot_i8(matrix: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArr
     return np.asarray(out, dtype=np.float32).reshape(-1)
 
 
-def _top(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+def top_indices(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
     """Indices of ``k`` largest scores (any order).
 
     Over a long scan a threshold from an evenly spread sample (about ``_SAMPLE_STEP · k``
@@ -99,6 +99,8 @@ class DenseRows:
         self.base_low: npt.NDArray[np.int8] | None = None
         self.read_exact: ReadVectors | None = None
         """Where base rows' float32 vectors are read for rescoring (``None``: int8 scores stay)."""
+        self.approximate = False
+        """Whether the last :meth:`scores` gave int8 approximations (beyond the ``RESCORE`` best)."""
         self.rows = np.zeros((64, width), dtype=np.float32)
         self.row_slot = np.zeros(64, dtype=np.int64)
         self.n = 0
@@ -242,8 +244,11 @@ class DenseRows:
         A projected base larger than ``prefilter`` rows contributes only the best ``prefilter``
         rows of the projected scan, scored with their full int8 rows; the best ``RESCORE``
         base rows then get exact scores from their float32 vectors. In-memory rows are exact.
+        :attr:`approximate` tells whether other scores are int8 approximations (the fused
+        ranking then asks :meth:`exact` for its own best documents).
         """
         parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = []
+        self.approximate = False
         nb = len(self.base_slot)
         if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
             cand = self._prescan(q, prefilter)
@@ -251,8 +256,7 @@ class DenseRows:
             approx = (self.base_q[cand].astype(np.float32) @ q) * self.base_scale[cand]
             parts.append(self._rescore(self.base_slot[cand], approx, q))
         elif nb:
-            q8, qs = quantize(q.reshape(1, -1))
-            approx = _dot_i8(self.base_q, q8[0]) * (self.base_scale * qs[0])
+            approx = self._scan(q)
             if self.base_dead:
                 live = np.flatnonzero(self.base_live)
                 parts.append(self._rescore(self.base_slot[live], approx[live], q))
@@ -262,30 +266,53 @@ class DenseRows:
             parts.append((self.row_slot[: self.n], self.rows[: self.n] @ q))
         return parts
 
+    def _scan(self, q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Approximate scores of every base row (int8 rows, int8 query, one SIMD pass)."""
+        q8, qs = quantize(q.reshape(1, -1))
+        scores: npt.NDArray[np.float32] = _dot_i8(self.base_q, q8[0]) * (self.base_scale * qs[0])
+        return scores
+
     def _prescan(self, q: npt.NDArray[np.float32], prefilter: int) -> npt.NDArray[np.int64]:
         """Base rows (indices) of the ``prefilter`` best scores over the projected int8 rows."""
         assert self.base_low is not None and self.base_proj is not None and self.base_low_scale is not None
         weighted = (q @ self.base_proj) * self.base_low_scale  # x_low ≈ low_scale · low8
         q8, _ = quantize(weighted.reshape(1, -1))
-        return _top(_dot_i8(self.base_low, q8[0]), prefilter)
+        return top_indices(_dot_i8(self.base_low, q8[0]), prefilter)
 
     def _rescore(
         self, slots: npt.NDArray[np.int64], approx: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Replace the ``RESCORE`` best int8 scores with exact ones from the stored float32 vectors."""
-        if self.read_exact is None or not len(slots):
-            return slots, approx
-        top = _top(approx, RESCORE)
-        wanted = slots[top]
-        order = np.argsort(wanted)
-        size = 4 * self.dim
-        found = {int(s): b for s, b in self.read_exact(wanted[order].tolist()) if b is not None and len(b) == size}
-        if not found:
-            return slots, approx
-        hit = [i for i, s in zip(top.tolist(), wanted.tolist(), strict=True) if s in found]
-        matrix = np.frombuffer(b"".join(found[int(slots[i])] for i in hit), dtype=np.float32).reshape(-1, self.dim)
-        approx[np.asarray(hit, dtype=np.int64)] = matrix @ q
+        self.approximate = True
+        top = top_indices(approx, RESCORE)
+        found, exact = self.exact(slots[top], q)
+        approx[top[found]] = exact
         return slots, approx
+
+    def exact(
+        self, slots: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Exact scores of ``slots`` from their stored float32 vectors: (positions in ``slots``, scores).
+
+        Only slots with a row of the active space count (their stored vector is that row's);
+        none without a reader.
+        """
+        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        if self.read_exact is None or not len(slots):
+            return none
+        slots = np.asarray(slots, dtype=np.int64)
+        inside = slots < len(self.row_of)
+        keep = np.flatnonzero(inside)[self.row_of[slots[inside]] >= 0]
+        if not len(keep):
+            return none
+        size = 4 * self.dim
+        wanted = np.sort(slots[keep])
+        found = {int(s): b for s, b in self.read_exact(wanted.tolist()) if b is not None and len(b) == size}
+        hit = [int(i) for i in keep if int(slots[i]) in found]
+        if not hit:
+            return none
+        matrix = np.frombuffer(b"".join(found[int(slots[i])] for i in hit), dtype=np.float32).reshape(-1, self.dim)
+        return np.asarray(hit, dtype=np.int64), (matrix @ q).astype(np.float32)
 
     # -- the file --------------------------------------------------------------------------
 

@@ -341,15 +341,37 @@ async def test_the_vector_file_holds_int8_rows_and_queries_rescore_the_best_exac
 
 
 def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
-    from homeagent_core.memory.doc_vectors import _top
+    from homeagent_core.memory.doc_vectors import top_indices
 
     rng = np.random.default_rng(3)
     for n, k in ((200_000, 512), (50_000, 64), (1_000, 64), (40, 64)):
         scores = rng.standard_normal(n).astype(np.float32)
-        got = _top(scores, k)
+        got = top_indices(scores, k)
         assert len(got) == min(n, k) and len(set(got.tolist())) == len(got)
         assert np.array_equal(np.sort(scores[got]), np.sort(scores)[-min(n, k):])
     # a sample that misses the best rows (all at the end): every score is partitioned instead
     scores = np.zeros(200_000, dtype=np.float32)
     scores[-600:] = np.arange(1, 601, dtype=np.float32)
-    assert np.array_equal(np.sort(scores[_top(scores, 512)]), np.arange(89, 601, dtype=np.float32))
+    assert np.array_equal(np.sort(scores[top_indices(scores, 512)]), np.arange(89, 601, dtype=np.float32))
+
+
+async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tmp_path, monkeypatch):
+    from homeagent_core.memory import doc_vectors
+
+    monkeypatch.setattr(doc_vectors, "RESCORE", 4)  # the dense leg alone makes only its four best scores exact
+    embedder = FakeEmbedder(32)
+    store = DocumentStore(tmp_path / "d.db", embedder, neighbour_weight=0.0)
+    await store.add_many(docs(0, 300))
+    queries = ["note 17: guitar yoga", "pottery lake", "museum marathon note 230", "paint camping recipe"]
+    want = {q: [(h.document.id, h.score) for h in await store.query(q, 10, touch=False)] for q in queries}
+    assert store._dense.n == 300  # the float32 rows held since the adds: exact
+    store.close()
+
+    reopened = DocumentStore(tmp_path / "d.db", embedder, neighbour_weight=0.0)
+    assert reopened._dense.n == 0  # every row is the mapped int8 one
+    for q in queries:
+        got = [(h.document.id, h.score) for h in await reopened.query(q, 10, touch=False)]
+        assert np.allclose([s for _, s in got], [s for _, s in want[q]], rtol=0, atol=1e-6)
+        exact = dict(want[q])  # equal scores (documents of the same words) may come in either order
+        assert all(i in exact and abs(exact[i] - s) < 1e-6 for i, s in got[:-1])
+    reopened.close()
