@@ -120,10 +120,17 @@ def export(
     data: DataOption = None,
 ) -> None:
     """Print the conversation log as JSON lines (the durable record of every message)."""
+    from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.memory.textlog import TextLog
+    from homeagent_core.stores.factory import open_conversation_log
 
-    log = TextLog(prepare_data_dir(data) / "memory" / "text")
+    root = prepare_data_dir(data)
+    config = ConfigStore(root / "config.db")
+    try:
+        store, tenant = str(config.get("core.memory.store")), str(config.get("core.memory.tenant"))
+    finally:
+        config.close()
+    log = open_conversation_log(store, root / "memory", tenant=tenant)
     try:
         for record in log.iter_records(since=since):
             typer.echo(json.dumps(record, ensure_ascii=False))

@@ -1,4 +1,4 @@
-"""``homeagent store``: move the document and graph stores between SQLite and PostgreSQL."""
+"""``homeagent store``: move the memory stores between the data directory and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -28,16 +28,17 @@ def migrate(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy the documents and the graph (with vectors and terms), verify counts and checksums; rerun to resume.
+    """Copy the documents, the graph and the conversation log, verify counts and checksums; rerun to resume.
 
-    Stop the daemons first. Documents and graph rows the target already holds (same id) are
-    skipped, so an interrupted copy continues where it stopped. A data directory without a
-    graph.db copies documents only. Afterwards set core.memory.store to the target.
+    Stop the daemons first. Documents, graph rows and log records the target already holds (same
+    id) are skipped, so an interrupted copy continues where it stopped. A data directory without a
+    graph.db or conversation log copies what it has. Afterwards set core.memory.store to the target.
     """
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.migrate_graph import migrate_graph
+    from homeagent_core.stores.migrate_textlog import migrate_textlog
     from homeagent_core.stores.pg_database import redact_url
 
     root = prepare_data_dir(data)
@@ -51,13 +52,18 @@ def migrate(
     graph = None
     if source.strip() not in ("", "sqlite") or (root / "memory" / "graph.db").exists():
         graph = migrate_graph(source, to, data_dir=root, tenant=tenant, batch=batch)
+    textlog = migrate_textlog(source, to, data_dir=root, tenant=tenant, batch=batch)
     if as_json:
-        echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None})
+        echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None, "log": textlog.to_dict()})
         return
     typer.echo(
         f"copied {report.copied} documents from {redact_url(source)} to {redact_url(to)} "
         f"({report.skipped} already there); verified: {report.target_count} documents, "
         f"sha256 {report.source_checksum[:16]} on both sides ({report.seconds:.1f} s)"
+    )
+    typer.echo(
+        f"copied {textlog.copied} conversation log records ({textlog.skipped} already there); verified: "
+        f"{textlog.target_count} records, sha256 {textlog.source_checksum[:16]} on both sides ({textlog.seconds:.1f} s)"
     )
     if graph is None:
         typer.echo("no graph.db in the data directory: no graph to copy")

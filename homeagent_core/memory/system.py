@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from homeagent_core.memory.media import MediaStore
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
-    from homeagent_core.memory.textlog import TextLog
+    from homeagent_core.memory.textlog import ConversationLog
     from homeagent_core.memory.tools import GraphBinding
     from homeagent_sdk.embeddings import EmbeddingProvider
 
@@ -112,7 +112,7 @@ class MemorySystem:
     indexer: MemoryIndexer
     documents: DocumentStore
     context: RelevanceContext
-    textlog: TextLog
+    textlog: ConversationLog
     knowledge: KnowledgeBase
     distiller: RuleDistiller
     #: Tool definitions, which decide how each tool's output is remembered (set by the memory plugin).
@@ -143,8 +143,7 @@ class MemorySystem:
         from homeagent_core.memory.indexer import MemoryIndexer
         from homeagent_core.memory.media import MediaStore
         from homeagent_core.memory.social import SocialGraph
-        from homeagent_core.memory.textlog import TextLog
-        from homeagent_core.stores.factory import open_document_store, open_graph_store
+        from homeagent_core.stores.factory import open_conversation_log, open_document_store, open_graph_store
 
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -172,7 +171,9 @@ class MemorySystem:
             documents = open_document_store(
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
             )
-            textlog = TextLog(memory_dir / "text")
+            textlog = open_conversation_log(
+                config.get("core.memory.store"), memory_dir, tenant=config.get("core.memory.tenant")
+            )
             knowledge = KnowledgeBase(data_dir / "knowledge", embedder=active)
             return media, graph, documents, textlog, knowledge
 
@@ -398,7 +399,7 @@ class MemorySystem:
         }
 
 
-async def _replay_log_tail(context: RelevanceContext, textlog: TextLog) -> int:
+async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) -> int:
     """Add to the context the turns the log has but the (debounced) context file missed.
 
     The log is written before every acknowledgement, the context file at most every few

@@ -11,6 +11,10 @@ Readers that show the conversation (the web UI's chat history) read it from here
 one durable source of truth: :meth:`TextLog.tail` reads the newest records backwards (bounded,
 never the whole log), and a listener added with :meth:`TextLog.add_listener` receives each
 record once it is on disk (``None`` after ``edit``/``purge`` rewrote the files).
+
+:class:`ConversationLog` is the interface the rest of memory uses; :class:`TextLog` (files, the
+default) and the PostgreSQL log shared by several daemons
+(:class:`~homeagent_core.stores.pg_textlog.PgTextLog`) implement it.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
-__all__ = ["TextLog"]
+__all__ = ["ConversationLog", "TextLog", "edit_change", "new_record", "purge_change"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,139 @@ _TAIL_BLOCK = 64 * 1024
 
 #: Called with each record after it is durable, or with None after the files were rewritten.
 Listener = Callable[[dict[str, Any] | None], None]
+
+
+class ConversationLog(Protocol):
+    """The conversation log as memory, the web UI history and the tools use it."""
+
+    def append(
+        self,
+        role: str,
+        content: str,
+        *,
+        channel: str = "",
+        source: str = "",
+        timestamp: float | None = None,
+        attachments: list[MediaAttachment] | None = None,
+        reasoning: str = "",
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """Record one message durably; returns its id."""
+        ...
+
+    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
+        """:meth:`append` without blocking the event loop."""
+        ...
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with each durable record (``None`` after a rewrite); returns the remover."""
+        ...
+
+    def edit(self, old: str, new: str) -> int:
+        """Replace ``old`` by ``new`` in every record; returns how many changed."""
+        ...
+
+    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
+        """Delete matching records; returns how many."""
+        ...
+
+    def iter_records(self, *, since: float | None = None, until: float | None = None) -> Iterator[dict[str, Any]]:
+        """Records in write order, optionally time-bounded."""
+        ...
+
+    def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
+        """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
+        ...
+
+    def tail(
+        self, limit: int, *, accept: Callable[[dict[str, Any]], bool] | None = None, max_bytes: int = ...
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` records ``accept`` takes, oldest first (bounded work)."""
+        ...
+
+    def import_records(self, records: list[dict[str, Any]]) -> None:
+        """Write whole records (ids and times kept) in order, durably; for moving a log between backends."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def new_record(
+    role: str,
+    content: str,
+    *,
+    channel: str = "",
+    source: str = "",
+    timestamp: float | None = None,
+    attachments: list[MediaAttachment] | None = None,
+    reasoning: str = "",
+    tools: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A new log record with a fresh id (the same shape on every backend).
+
+    Raises:
+        UsageError: ``role`` is empty.
+    """
+    if not role:
+        raise UsageError("a conversation log record needs a role (user, assistant, ...)")
+    ts = time.time() if timestamp is None else float(timestamp)
+    record: dict[str, Any] = {
+        "id": uuid.uuid4().hex[:16],
+        "role": role,
+        "content": content,
+        "timestamp": ts,
+    }
+    if channel:
+        record["channel"] = channel
+    if source:
+        record["source"] = source
+    if attachments:
+        record["attachments"] = [a.to_dict() for a in attachments]
+    if reasoning:
+        record["reasoning"] = reasoning
+    if tools:
+        record["tools"] = tools
+    return record
+
+
+def edit_change(old: str, new: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The record rewrite of ``edit(old, new)``: ``old`` replaced in content, reasoning and tool results.
+
+    Raises:
+        UsageError: ``old`` is empty.
+    """
+    if not old:
+        raise UsageError("edit needs the non-empty text to replace")
+
+    def change(rec: dict[str, Any]) -> dict[str, Any]:
+        for key in ("content", "reasoning"):
+            text = rec.get(key)
+            if isinstance(text, str) and old in text:
+                rec[key] = text.replace(old, new)
+        for tool in rec.get("tools") or ():
+            if isinstance(tool, dict) and isinstance(tool.get("result"), str) and old in tool["result"]:
+                tool["result"] = tool["result"].replace(old, new)
+        return rec
+
+    return change
+
+
+def purge_change(contains: str | None, ids: list[str] | None) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """The record rewrite of ``purge``: ``None`` (delete) for a matching record.
+
+    Raises:
+        UsageError: neither criterion was given.
+    """
+    if not contains and not ids:
+        raise UsageError("purge needs 'contains' text or a list of record ids")
+    wanted = set(ids or ())
+
+    def change(rec: dict[str, Any]) -> dict[str, Any] | None:
+        if rec.get("id") in wanted or (contains and any(contains in text for text in _texts(rec))):
+            return None
+        return rec
+
+    return change
 
 
 def _fsync_dir(path: Path) -> None:
@@ -153,25 +290,9 @@ class TextLog:
             UsageError: ``role`` is empty.
             MemoryStoreError: the disk write failed (the message was NOT recorded).
         """
-        if not role:
-            raise UsageError("a conversation log record needs a role (user, assistant, ...)")
-        ts = time.time() if timestamp is None else float(timestamp)
-        record: dict[str, Any] = {
-            "id": uuid.uuid4().hex[:16],
-            "role": role,
-            "content": content,
-            "timestamp": ts,
-        }
-        if channel:
-            record["channel"] = channel
-        if source:
-            record["source"] = source
-        if attachments:
-            record["attachments"] = [a.to_dict() for a in attachments]
-        if reasoning:
-            record["reasoning"] = reasoning
-        if tools:
-            record["tools"] = tools
+        record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
+                            attachments=attachments, reasoning=reasoning, tools=tools)
+        ts = float(record["timestamp"])
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             try:
@@ -261,20 +382,7 @@ class TextLog:
         Raises:
             UsageError: ``old`` is empty.
         """
-        if not old:
-            raise UsageError("edit needs the non-empty text to replace")
-
-        def change(rec: dict[str, Any]) -> dict[str, Any]:
-            for key in ("content", "reasoning"):
-                text = rec.get(key)
-                if isinstance(text, str) and old in text:
-                    rec[key] = text.replace(old, new)
-            for tool in rec.get("tools") or ():
-                if isinstance(tool, dict) and isinstance(tool.get("result"), str) and old in tool["result"]:
-                    tool["result"] = tool["result"].replace(old, new)
-            return rec
-
-        return self._rewrite(change)
+        return self._rewrite(edit_change(old, new))
 
     def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
         """Delete records whose content contains ``contains`` or whose id is in ``ids``.
@@ -282,16 +390,36 @@ class TextLog:
         Raises:
             UsageError: neither criterion was given.
         """
-        if not contains and not ids:
-            raise UsageError("purge needs 'contains' text or a list of record ids")
-        wanted = set(ids or ())
+        return self._rewrite(purge_change(contains, ids))
 
-        def change(rec: dict[str, Any]) -> dict[str, Any] | None:
-            if rec.get("id") in wanted or (contains and any(contains in text for text in _texts(rec))):
-                return None
-            return rec
+    def import_records(self, records: list[dict[str, Any]]) -> None:
+        """Append whole records (their ids and times kept) in order, one fsync for the batch.
 
-        return self._rewrite(change)
+        Listeners are told with ``None`` (re-read), as after a rewrite.
+
+        Raises:
+            MemoryStoreError: the disk write failed (a line cut short is dropped at the next open).
+        """
+        if not records:
+            return
+        with self._lock:
+            try:
+                for record in records:
+                    target = self._target(float(record["timestamp"]))
+                    if self._current != target:
+                        if self._fh is not None:
+                            self._fh.flush()
+                            os.fsync(self._fh.fileno())
+                            self._fh.close()
+                        self._fh = open(target, "ab")  # noqa: SIM115 - kept open between appends
+                        self._current = target
+                        _fsync_dir(self.directory)
+                    self._fh.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+                    self._fh.flush()  # so that _target sees the size and rotates
+                os.fsync(self._fh.fileno())
+            except OSError as exc:
+                raise MemoryStoreError(f"conversation log write to {self.directory} failed: {exc}") from exc
+            self._notify(None)
 
     # -- reads -----------------------------------------------------------------------------
 

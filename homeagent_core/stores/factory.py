@@ -1,4 +1,4 @@
-"""Choose the document and graph store backends from the ``core.memory.store`` setting.
+"""Choose the memory store backends from the ``core.memory.store`` setting.
 
 ``""`` or ``sqlite`` keeps the embedded SQLite files under ``<data>/memory``; a
 ``postgresql://`` URL opens the PostgreSQL stores of ``core.memory.tenant`` on that server. An
@@ -14,9 +14,10 @@ from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.textlog import ConversationLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["open_document_store", "open_graph_store"]
+__all__ = ["open_conversation_log", "open_document_store", "open_graph_store"]
 
 
 def open_document_store(
@@ -58,6 +59,25 @@ def open_graph_store(
         from homeagent_core.stores.pg_graph import PgGraphSQL
 
         return GraphStore("", embedder=embedder, sql=PgGraphSQL(choice, tenant=tenant or "default"))
+    raise _bad_choice(choice)
+
+
+def open_conversation_log(store: str, memory_dir: Path, *, tenant: str = "default") -> ConversationLog:
+    """The conversation log named by ``store``: JSONL files in ``<memory_dir>/text`` or the tenant's log on PostgreSQL.
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the log cannot be opened.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        from homeagent_core.memory.textlog import TextLog
+
+        return TextLog(memory_dir / "text")
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_textlog import PgTextLog
+
+        return PgTextLog(choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 

@@ -79,6 +79,24 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, seq, slot)
     );
     """,
+    # 2: the conversation log; ha_log_heads serialises a tenant's appends (seq = write order)
+    """
+    CREATE TABLE ha_log_heads (
+        tenant TEXT PRIMARY KEY,
+        seq BIGINT NOT NULL DEFAULT 0,
+        rewrites BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE ha_text_log (
+        tenant TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        id TEXT NOT NULL,
+        ts DOUBLE PRECISION NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (tenant, seq),
+        UNIQUE (tenant, id)
+    );
+    CREATE INDEX ha_text_log_ts ON ha_text_log (tenant, ts);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

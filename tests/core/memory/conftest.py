@@ -67,3 +67,35 @@ def open_graph(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     yield open_pg
     for store in opened:
         store.close()
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def open_log(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``open_log(path)``: a conversation log on the test's backend.
+
+    Files open the folder ``path``; PostgreSQL opens the session server's log of a tenant named
+    after ``path``, so opening the same path again reopens the same log.
+    """
+    from homeagent_core.memory.textlog import TextLog
+
+    opened: list[Any] = []
+    if request.param == "files":
+
+        def open_files(path: Path, **kw: Any) -> TextLog:
+            return TextLog(path, **kw)
+
+        yield open_files
+        return
+    from homeagent_core.stores.pg_textlog import PgTextLog
+
+    url = request.getfixturevalue("pg_url")
+    tenant = request.getfixturevalue("pg_tenant")
+
+    def open_pg(path: Path, **kw: Any) -> PgTextLog:
+        log = PgTextLog(url, tenant=f"{tenant}:{path.parent.name}/{path.name}", **kw)
+        opened.append(log)
+        return log
+
+    yield open_pg
+    for log in opened:
+        log.close()

@@ -1,0 +1,130 @@
+"""The conversation log on PostgreSQL: one history for every daemon of a household."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from homeagent_core.builtin.webui.history import ChatHistory
+from homeagent_core.config import ConfigStore
+from homeagent_core.memory.system import MemorySystem
+from homeagent_core.stores.pg_database import PgDatabase
+from homeagent_core.stores.pg_textlog import PgTextLog
+from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.types import StageContext
+
+
+def _until(check: Callable[[], bool], *, within: float = 20.0) -> None:
+    """Wait (bounded) until ``check()`` holds; fail naming the bound otherwise."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"condition not reached within {within}s"
+        time.sleep(0.02)
+
+
+def test_a_message_logged_on_one_daemon_shows_in_the_others_history(pg_url, pg_tenant):
+    a = PgTextLog(pg_url, tenant=pg_tenant)
+    b = PgTextLog(pg_url, tenant=pg_tenant)
+    history = ChatHistory(b)
+    heard: list[str] = []
+    b.add_listener(lambda r: heard.append(r["content"] if r else "<reread>"))
+    a.append("user", "where are the spare keys?", channel="webui")
+    a.append("assistant", "under the blue pot", channel="webui")
+    _until(lambda: len(heard) == 2)
+    assert heard == ["where are the spare keys?", "under the blue pot"]
+    assert [(m["role"], m["content"]) for m in history.messages] == [
+        ("user", "where are the spare keys?"), ("assistant", "under the blue pot")]
+    assert [r["content"] for r in b.tail(5)] == ["where are the spare keys?", "under the blue pot"]
+    a.purge(contains="blue pot")
+    _until(lambda: heard[-1] == "<reread>")
+    assert [m["content"] for m in history.messages] == ["where are the spare keys?"]
+    a.close()
+    b.close()
+
+
+def test_each_daemon_hears_every_record_once_in_commit_order(pg_url, pg_tenant):
+    a = PgTextLog(pg_url, tenant=pg_tenant)
+    b = PgTextLog(pg_url, tenant=pg_tenant)
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+    a.add_listener(lambda r: heard["a"].append(r["content"] if r else "<reread>"))
+    b.add_listener(lambda r: heard["b"].append(r["content"] if r else "<reread>"))
+
+    def write(log: PgTextLog, name: str) -> None:
+        for i in range(25):
+            log.append("user", f"{name}{i}")
+
+    threads = [threading.Thread(target=write, args=(log, name)) for log, name in ((a, "a"), (b, "b"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    _until(lambda: len(heard["a"]) == 50 and len(heard["b"]) == 50)
+    committed = [r["content"] for r in a.iter_records()]
+    assert heard["a"] == heard["b"] == committed
+    assert sorted(committed) == sorted([f"a{i}" for i in range(25)] + [f"b{i}" for i in range(25)])
+    a.close()
+    b.close()
+
+
+def test_tenants_sharing_a_server_see_only_their_own_log(pg_url, pg_tenant):
+    db = PgDatabase(pg_url)
+    mine = PgTextLog(db, tenant=pg_tenant)
+    theirs = PgTextLog(db, tenant=pg_tenant + "-other")
+    mine.append("user", "mine")
+    theirs.append("user", "theirs")
+    assert [r["content"] for r in mine.iter_records()] == ["mine"]
+    assert [r["content"] for r in theirs.tail(10)] == ["theirs"]
+    assert mine.purge(contains="theirs") == 0
+    mine.close()
+    theirs.close()
+    db.close()
+
+
+def test_an_unreachable_database_is_an_error_naming_the_url_without_password():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(MemoryStoreError, match=rf"postgresql://ha:\*\*\*@127\.0\.0\.1:{port}/home") as info:
+        PgTextLog(f"postgresql://ha:topsecret@127.0.0.1:{port}/home", tenant="family")
+    assert "topsecret" not in str(info.value)
+
+
+async def test_two_memory_systems_share_the_conversation_and_restore_it_at_start(tmp_path: Path, pg_url, pg_tenant):
+    def config(name: str) -> ConfigStore:
+        store = ConfigStore(tmp_path / f"{name}.db")
+        store.set("core.memory.store", pg_url)
+        store.set("core.memory.tenant", pg_tenant)
+        return store
+
+    config_a, config_b = config("a"), config("b")
+    a = await MemorySystem.open(tmp_path / "a", config_a, embedder=FakeEmbedder(16))
+    b = await MemorySystem.open(tmp_path / "b", config_b, embedder=FakeEmbedder(16))
+    try:
+        assert isinstance(a.textlog, PgTextLog)
+        ctx = StageContext(raw_message="I moved to Suzhou", channel="webui", source="user")
+        await a.record_input(ctx, None)
+        ctx.final_text = "Noted: you live in Suzhou."
+        await a.record_output(ctx)
+        assert not (tmp_path / "a" / "memory" / "text").exists()
+        await asyncio.to_thread(_until, lambda: len(b.textlog.tail(5)) == 2)
+        assert [r["content"] for r in b.textlog.tail(5)] == ["I moved to Suzhou", "Noted: you live in Suzhou."]
+    finally:
+        await a.aclose()
+        await b.aclose()
+    # A third daemon starting on a fresh data directory restores the last turns from the shared log.
+    config_c = config("c")
+    c = await MemorySystem.open(tmp_path / "c", config_c, embedder=FakeEmbedder(16))
+    try:
+        assert [(e.kind, e.input or e.response) for e in c.context.events] == [
+            ("user", "I moved to Suzhou"), ("agent", "Noted: you live in Suzhou.")]
+    finally:
+        await c.aclose()
+    for store in (config_a, config_b, config_c):
+        store.close()
