@@ -28,16 +28,18 @@ def migrate(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy the documents, the graph and the conversation log, verify counts and checksums; rerun to resume.
+    """Copy documents, graph, conversation log and media, verify counts and checksums; rerun to resume.
 
-    Stop the daemons first. Documents, graph rows and log records the target already holds (same
-    id) are skipped, so an interrupted copy continues where it stopped. A data directory without a
-    graph.db or conversation log copies what it has. Afterwards set core.memory.store to the target.
+    Stop the daemons first. Documents, graph rows, log records and media blocks the target already
+    holds (same id or digest) are skipped, so an interrupted copy continues where it stopped. A data
+    directory without a graph.db or media copies what it has. Afterwards set core.memory.store to
+    the target.
     """
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.migrate_graph import migrate_graph
+    from homeagent_core.stores.migrate_media import migrate_media
     from homeagent_core.stores.migrate_textlog import migrate_textlog
     from homeagent_core.stores.pg_database import redact_url
 
@@ -53,8 +55,12 @@ def migrate(
     if source.strip() not in ("", "sqlite") or (root / "memory" / "graph.db").exists():
         graph = migrate_graph(source, to, data_dir=root, tenant=tenant, batch=batch)
     textlog = migrate_textlog(source, to, data_dir=root, tenant=tenant, batch=batch)
+    media = None
+    if source.strip() not in ("", "sqlite") or (root / "memory" / "media" / "media.db").exists():
+        media = migrate_media(source, to, data_dir=root, tenant=tenant, batch=batch)
     if as_json:
-        echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None, "log": textlog.to_dict()})
+        echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None, "log": textlog.to_dict(),
+                   "media": media.to_dict() if media else None})
         return
     typer.echo(
         f"copied {report.copied} documents from {redact_url(source)} to {redact_url(to)} "
@@ -65,6 +71,11 @@ def migrate(
         f"copied {textlog.copied} conversation log records ({textlog.skipped} already there); verified: "
         f"{textlog.target_count} records, sha256 {textlog.source_checksum[:16]} on both sides ({textlog.seconds:.1f} s)"
     )
+    if media is not None:
+        typer.echo(
+            f"copied {media.copied} media blocks with their bytes ({media.skipped} already there); verified: "
+            f"{media.target_count} blocks, sha256 {media.source_checksum[:16]} on both sides ({media.seconds:.1f} s)"
+        )
     if graph is None:
         typer.echo("no graph.db in the data directory: no graph to copy")
         return

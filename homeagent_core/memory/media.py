@@ -14,6 +14,11 @@ in vector search directly (no caption in between). There is no garbage collectio
 reference counting: deleting a block deletes its bytes. A store built with ``enabled=False``
 (``core.memory.media.enabled=false``) keeps nothing: ``put`` returns ``None`` and ``search``
 returns nothing, so callers fall back to text-only behaviour.
+
+The metadata rows go through a :class:`MediaIndex`: ``media.db`` by default, or the tenant's
+rows on PostgreSQL (:class:`~homeagent_core.stores.pg_media.PgMediaIndex`), which also keeps
+each block's bytes so that every daemon of the tenant can serve them: ``blobs/`` is then this
+daemon's verified copy, filled from the database on first use.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.embeddings.common import top_k
 from homeagent_core.embeddings.reembed import ReembedStats, reembed_stale
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DEFAULT_MAX_BLOB_BYTES", "MIN_PREFIX", "MediaRecord", "MediaStore"]
+__all__ = ["DEFAULT_MAX_BLOB_BYTES", "MIN_PREFIX", "MediaIndex", "MediaRecord", "MediaStore", "SqliteMediaIndex"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +103,153 @@ def _modality(mime: str) -> str | None:
     return "image" if mime.startswith("image/") else None
 
 
+#: A metadata row: digest, mime, size, name, created_at, vec_model, dim.
+Row = tuple[str, str, int, str, float, str, int]
+#: A whole row as copied between backends: digest, mime, size, name, created_at, vec, dim, vec_model.
+FullRow = tuple[str, str, int, str, float, "bytes | None", int, str]
+
+
+class MediaIndex(Protocol):
+    """Where the media store keeps its metadata rows (and, on a shared database, the bytes)."""
+
+    def lookup(self, prefix: str, limit: int) -> list[str]:
+        """Digests equal to (64 hex) or starting with ``prefix``, at most ``limit``."""
+        ...
+
+    def row(self, digest: str) -> Row | None: ...
+
+    def insert(self, row: FullRow, data: bytes) -> None:
+        """Add a block (``data`` is kept where the index serves bytes to other daemons)."""
+        ...
+
+    def set_vectors(self, rows: list[tuple[str, bytes, int, str]]) -> list[str]:
+        """Set ``(digest, vec, dim, vec_model)`` in one transaction; returns the digests still present."""
+        ...
+
+    def delete(self, digest: str) -> None: ...
+
+    def page(self, limit: int, offset: int) -> list[Row]:
+        """Rows oldest first."""
+        ...
+
+    def full_rows(self, after: str, limit: int) -> list[FullRow]:
+        """Whole rows with digest > ``after``, in digest order (for copying between backends)."""
+        ...
+
+    def count(self) -> int: ...
+
+    def vectors(self, vec_model: str, dim: int) -> list[tuple[str, bytes]]:
+        """``(digest, vector bytes)`` of the blocks embedded in this space."""
+        ...
+
+    def stale(self, vec_model: str) -> list[tuple[str, str, str]]:
+        """``(digest, mime, vec_model)`` of blocks not embedded in ``vec_model``, by digest."""
+        ...
+
+    def blob(self, digest: str) -> bytes | None:
+        """The block's bytes if the index keeps them (``None``: only the local file has them)."""
+        ...
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` after another daemon changed the rows (never, for a local index)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SqliteMediaIndex:
+    """The metadata rows in ``<root>/media.db`` (SQLite, WAL); bytes stay in the blob files.
+
+    Raises:
+        MemoryStoreError: the database cannot be opened.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            db = sqlite3.connect(path, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise MemoryStoreError(f"cannot open the media store at {path}: {exc}") from exc
+        self._db = db
+
+    _COLUMNS = "digest, mime, size, name, created_at, vec_model, dim"
+    _FULL = "digest, mime, size, name, created_at, vec, dim, vec_model"
+
+    def lookup(self, prefix: str, limit: int) -> list[str]:
+        if len(prefix) == 64:
+            found = self._db.execute("SELECT digest FROM media WHERE digest = ?", (prefix,)).fetchall()
+        else:
+            upper = prefix + "g"  # sorts after every hex continuation of the prefix
+            found = self._db.execute(
+                "SELECT digest FROM media WHERE digest >= ? AND digest < ? LIMIT ?", (prefix, upper, limit)
+            ).fetchall()
+        return [str(r[0]) for r in found]
+
+    def row(self, digest: str) -> Row | None:
+        row = self._db.execute(f"SELECT {self._COLUMNS} FROM media WHERE digest = ?", (digest,)).fetchone()
+        return _row(row) if row is not None else None
+
+    def insert(self, row: FullRow, data: bytes) -> None:
+        with self._db:
+            self._db.execute(f"INSERT INTO media ({self._FULL}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+    def set_vectors(self, rows: list[tuple[str, bytes, int, str]]) -> list[str]:
+        present = []
+        with self._db:
+            for digest, vec, dim, fp in rows:
+                cur = self._db.execute(
+                    "UPDATE media SET vec = ?, dim = ?, vec_model = ? WHERE digest = ?", (vec, dim, fp, digest)
+                )
+                if cur.rowcount:
+                    present.append(digest)
+        return present
+
+    def delete(self, digest: str) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM media WHERE digest = ?", (digest,))
+
+    def page(self, limit: int, offset: int) -> list[Row]:
+        rows = self._db.execute(
+            f"SELECT {self._COLUMNS} FROM media ORDER BY created_at, digest LIMIT ? OFFSET ?", (limit, offset)
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def full_rows(self, after: str, limit: int) -> list[FullRow]:
+        rows = self._db.execute(
+            f"SELECT {self._FULL} FROM media WHERE digest > ? ORDER BY digest LIMIT ?", (after, limit)
+        ).fetchall()
+        return [(r[0], r[1], int(r[2]), r[3], float(r[4]), r[5], int(r[6]), r[7]) for r in rows]
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM media").fetchone()[0])
+
+    def vectors(self, vec_model: str, dim: int) -> list[tuple[str, bytes]]:
+        return [(str(d), bytes(v)) for d, v in self._db.execute(
+            "SELECT digest, vec FROM media WHERE vec_model = ? AND dim = ? AND vec IS NOT NULL", (vec_model, dim)
+        )]
+
+    def stale(self, vec_model: str) -> list[tuple[str, str, str]]:
+        return [(str(d), str(m), str(v)) for d, m, v in self._db.execute(
+            "SELECT digest, mime, vec_model FROM media WHERE vec_model != ? ORDER BY digest", (vec_model,)
+        )]
+
+    def blob(self, digest: str) -> bytes | None:
+        return None
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        return None
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _row(row: Any) -> Row:
+    return (str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), str(row[5]), int(row[6]))
+
+
 class MediaStore:
     """sha256-addressed blobs with SQLite metadata and per-block vectors.
 
@@ -108,6 +260,7 @@ class MediaStore:
             :meth:`reembed_stale` fills them in once a multimodal space is active.
         max_blob_bytes: per-blob size cap.
         enabled: ``False`` turns the store into a silent no-op (text-only behaviour).
+        index: where the metadata rows live; ``None`` = ``<root>/media.db``. The store closes it.
 
     Construction opens SQLite and loads the vectors of the active space into memory; do it
     off the event loop. All other methods are async and do their IO in worker threads.
@@ -120,27 +273,27 @@ class MediaStore:
         embedder: EmbeddingProvider | None = None,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
         enabled: bool = True,
+        index: MediaIndex | None = None,
     ) -> None:
         self.root = Path(root)
         self.enabled = enabled
         self.embedder = embedder
         self.max_blob_bytes = max_blob_bytes
         self._lock = threading.RLock()
-        self._db: sqlite3.Connection | None = None
+        self._db: MediaIndex | None = None
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
         self._matrix: tuple[list[str], npt.NDArray[np.float32]] | None = None
         if not enabled:
+            if index is not None:
+                index.close()
             return
         try:
             (self.root / "blobs").mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.root / "media.db", check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+        except OSError as exc:
             raise MemoryStoreError(f"cannot open the media store at {self.root}: {exc}") from exc
-        self._db = db
+        self._db = SqliteMediaIndex(self.root / "media.db") if index is None else index
         self._load_vectors()
+        self._conn().follow(self._on_change)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -148,7 +301,7 @@ class MediaStore:
     def fingerprint(self) -> str:
         return self.embedder.info.fingerprint if self.embedder is not None else ""
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> MediaIndex:
         if self._db is None:
             raise MemoryStoreError("the media store is disabled (core.memory.media.enabled=false) or closed")
         return self._db
@@ -159,10 +312,16 @@ class MediaStore:
     def blob_path(self, ref: str) -> Path:
         """The file holding the bytes of ``ref`` (for channels that send a file by path); read-only use.
 
+        On a shared database a block another daemon stored is copied here from the database first.
+
         Raises:
-            MemoryStoreError: malformed, unknown or ambiguous reference.
+            MemoryStoreError: malformed, unknown or ambiguous reference, or bytes nowhere to be found.
         """
-        return self._blob_path(self.resolve(ref))
+        digest = self.resolve(ref)
+        path = self._blob_path(digest)
+        if not path.is_file():
+            self._get_sync(digest)
+        return path
 
     def _load_vectors(self) -> None:
         import numpy as np
@@ -172,19 +331,20 @@ class MediaStore:
             return
         assert self.embedder is not None
         dim = self.embedder.info.dimension
-        rows = self._conn().execute(
-            "SELECT digest, vec FROM media WHERE vec_model = ? AND dim = ? AND vec IS NOT NULL",
-            (fp, dim),
-        )
-        for digest, blob in rows:
-            self._vectors[digest] = np.frombuffer(blob, dtype=np.float32).copy()
-        self._matrix = None
+        vectors = {digest: np.frombuffer(blob, dtype=np.float32).copy()
+                   for digest, blob in self._conn().vectors(fp, dim)}
+        with self._lock:
+            self._vectors = vectors
+            self._matrix = None
+
+    def _on_change(self) -> None:
+        """Another daemon changed the rows: reload the vectors of the active space."""
+        if self._db is not None:
+            self._load_vectors()
 
     @staticmethod
-    def _record(row: tuple[Any, ...]) -> MediaRecord:
+    def _record(row: Row) -> MediaRecord:
         return MediaRecord(row[0], row[1], int(row[2]), row[3], float(row[4]), row[5], int(row[6]))
-
-    _COLUMNS = "digest, mime, size, name, created_at, vec_model, dim"
 
     # -- addressing ------------------------------------------------------------------------
 
@@ -199,23 +359,15 @@ class MediaStore:
             raise MemoryStoreError(
                 f"media digest prefix {ref!r} is too short ({len(ref)} hex); give at least {MIN_PREFIX} characters"
             )
-        db = self._conn()
-        if len(ref) == 64:
-            found = db.execute("SELECT digest FROM media WHERE digest = ?", (ref,)).fetchall()
-        else:
-            upper = ref + "g"  # sorts after every hex continuation of the prefix
-            found = db.execute(
-                "SELECT digest FROM media WHERE digest >= ? AND digest < ? LIMIT 3",
-                (ref, upper),
-            ).fetchall()
+        found = self._conn().lookup(ref, 3)
         if not found:
             raise MemoryStoreError(f"no media with digest {ref}")
         if len(found) > 1:
-            shown = ", ".join(r[0][:16] for r in found)
+            shown = ", ".join(r[:16] for r in found)
             raise MemoryStoreError(
                 f"media digest prefix {ref!r} is ambiguous (matches {shown}...); give more characters"
             )
-        return str(found[0][0])
+        return found[0]
 
     def resolve(self, ref: str) -> str:
         """The full digest of ``ref`` (a 64-hex digest or a prefix of at least 12 hex).
@@ -251,28 +403,22 @@ class MediaStore:
     def _put_sync(self, digest: str, data: bytes, mime: str, name: str, vec: Any, vec_model: str) -> MediaRecord:
         with self._lock:
             db = self._conn()
-            row = db.execute(f"SELECT {self._COLUMNS} FROM media WHERE digest = ?", (digest,)).fetchone()
+            row = db.row(digest)
             self._write_blob(digest, data)  # also heals a blob damaged since it was stored
             if row is not None and (vec is None or row[5] == vec_model):
                 return self._record(row)
             blob = vec.tobytes() if vec is not None else None
             dim = int(vec.shape[0]) if vec is not None else 0
-            with db:
-                if row is None:
-                    db.execute(
-                        "INSERT INTO media (digest, mime, size, name, created_at, vec, dim, "
-                        "vec_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (digest, mime, len(data), name, time.time(), blob, dim, vec_model),
-                    )
-                elif vec is not None:
-                    db.execute(
-                        "UPDATE media SET vec = ?, dim = ?, vec_model = ? WHERE digest = ?",
-                        (blob, dim, vec_model, digest),
-                    )
+            if row is None:
+                db.insert((digest, mime, len(data), name, time.time(), blob, dim, vec_model), data)
+            elif vec is not None and blob is not None:
+                db.set_vectors([(digest, blob, dim, vec_model)])
             if vec is not None:
                 self._vectors[digest] = vec
                 self._matrix = None
-            row = db.execute(f"SELECT {self._COLUMNS} FROM media WHERE digest = ?", (digest,)).fetchone()
+            row = db.row(digest)
+            if row is None:
+                raise MemoryStoreError(f"media {digest[:MIN_PREFIX]} was deleted while it was being stored")
             return self._record(row)
 
     async def put(self, data: bytes, mime: str, *, name: str = "") -> MediaRecord | None:
@@ -318,9 +464,7 @@ class MediaStore:
                 if len(ref.strip()) == 64:
                     return False
                 raise
-            db = self._conn()
-            with db:
-                db.execute("DELETE FROM media WHERE digest = ?", (digest,))
+            self._conn().delete(digest)
             with contextlib.suppress(FileNotFoundError):
                 self._blob_path(digest).unlink()
             if self._vectors.pop(digest, None) is not None:
@@ -336,14 +480,24 @@ class MediaStore:
     def _get_sync(self, ref: str) -> tuple[MediaRecord, bytes]:
         with self._lock:
             digest = self._resolve_locked(ref)
-            row = self._conn().execute(f"SELECT {self._COLUMNS} FROM media WHERE digest = ?", (digest,)).fetchone()
+            row = self._conn().row(digest)
+        if row is None:
+            raise MemoryStoreError(f"no media with digest {digest}")
         path = self._blob_path(digest)
         try:
             data = path.read_bytes()
         except FileNotFoundError as exc:
-            raise MemoryStoreError(
-                f"media {digest[:MIN_PREFIX]} has no blob at {path}; its bytes were removed outside HomeAgent"
-            ) from exc
+            shared = self._conn().blob(digest)  # stored by another daemon of a shared database
+            if shared is None:
+                raise MemoryStoreError(
+                    f"media {digest[:MIN_PREFIX]} has no blob at {path}; its bytes were removed outside HomeAgent"
+                ) from exc
+            if hashlib.sha256(shared).hexdigest() != digest:
+                raise MemoryStoreError(
+                    f"media {digest[:MIN_PREFIX]} is corrupt in the database: its bytes do not hash to its digest"
+                ) from exc
+            self._write_blob(digest, shared)
+            data = shared
         actual = hashlib.sha256(data).hexdigest()
         if actual != digest:
             raise MemoryStoreError(
@@ -351,6 +505,31 @@ class MediaStore:
                 "not its digest; restore the file from a backup or delete the block"
             )
         return self._record(row), data
+
+    @property
+    def index(self) -> MediaIndex:
+        """Where the metadata rows live (for copying them between backends).
+
+        Raises:
+            MemoryStoreError: the store is disabled or closed.
+        """
+        return self._conn()
+
+    def read_verified(self, digest: str) -> bytes:
+        """The verified bytes of a block, in the calling thread (for copying between backends)."""
+        return self._get_sync(digest)[1]
+
+    def import_block(self, row: FullRow, data: bytes) -> None:
+        """Store a whole row (times, names and vector kept) with its bytes, in the calling thread.
+
+        Raises:
+            MemoryStoreError: ``data`` does not hash to the row's digest.
+        """
+        if hashlib.sha256(data).hexdigest() != row[0]:
+            raise MemoryStoreError(f"media {row[0][:MIN_PREFIX]}: the bytes do not hash to the digest; not copied")
+        with self._lock:
+            self._write_blob(row[0], data)
+            self._conn().insert(row, data)
 
     async def get(self, ref: str) -> bytes:
         """The verified bytes of a block.
@@ -367,8 +546,10 @@ class MediaStore:
     def _info_sync(self, ref: str) -> MediaRecord:
         with self._lock:
             digest = self._resolve_locked(ref)
-            row = self._conn().execute(f"SELECT {self._COLUMNS} FROM media WHERE digest = ?", (digest,)).fetchone()
-            return self._record(row)
+            row = self._conn().row(digest)
+        if row is None:
+            raise MemoryStoreError(f"no media with digest {digest}")
+        return self._record(row)
 
     async def info(self, ref: str) -> MediaRecord:
         """The metadata of a block (no bytes read)."""
@@ -376,14 +557,7 @@ class MediaStore:
 
     def _list_sync(self, limit: int, offset: int) -> list[MediaRecord]:
         with self._lock:
-            rows = (
-                self._conn()
-                .execute(
-                    f"SELECT {self._COLUMNS} FROM media ORDER BY created_at, digest LIMIT ? OFFSET ?",
-                    (limit, offset),
-                )
-                .fetchall()
-            )
+            rows = self._conn().page(limit, offset)
         return [self._record(r) for r in rows]
 
     async def records(self, limit: int = 100, offset: int = 0) -> list[MediaRecord]:
@@ -396,7 +570,7 @@ class MediaStore:
         if self._db is None:
             return 0
         with self._lock:
-            return int(self._conn().execute("SELECT COUNT(*) FROM media").fetchone()[0])
+            return self._conn().count()
 
     # -- vectors ---------------------------------------------------------------------------
 
@@ -437,14 +611,7 @@ class MediaStore:
         """Digests whose vector is missing or from another space and that the space embeds."""
         embedder = self.embedder
         with self._lock:
-            rows = (
-                self._conn()
-                .execute(
-                    "SELECT digest, mime, vec_model FROM media WHERE vec_model != ? ORDER BY digest",
-                    (self.fingerprint,),
-                )
-                .fetchall()
-            )
+            rows = self._conn().stale(self.fingerprint)
         return [
             (d, m, v) for d, m, v in rows if embedder is not None and (mod := _modality(m)) and embedder.supports(mod)
         ]
@@ -467,15 +634,10 @@ class MediaStore:
 
     def _write_vectors(self, rows: list[tuple[str, Any, str]]) -> None:
         with self._lock:
-            db = self._conn()
-            with db:
-                for digest, vec, fp in rows:
-                    cur = db.execute(
-                        "UPDATE media SET vec = ?, dim = ?, vec_model = ? WHERE digest = ?",
-                        (vec.tobytes(), int(vec.shape[0]), fp, digest),
-                    )
-                    if cur.rowcount:  # not deleted meanwhile
-                        self._vectors[digest] = vec
+            vectors = {digest: vec for digest, vec, _ in rows}
+            present = self._conn().set_vectors([(d, v.tobytes(), int(v.shape[0]), fp) for d, v, fp in rows])
+            for digest in present:  # not deleted meanwhile
+                self._vectors[digest] = vectors[digest]
             self._matrix = None
 
     async def reembed_stale(self, batch_size: int = 16) -> ReembedStats:

@@ -143,7 +143,12 @@ class MemorySystem:
         from homeagent_core.memory.indexer import MemoryIndexer
         from homeagent_core.memory.media import MediaStore
         from homeagent_core.memory.social import SocialGraph
-        from homeagent_core.stores.factory import open_conversation_log, open_document_store, open_graph_store
+        from homeagent_core.stores.factory import (
+            open_conversation_log,
+            open_document_store,
+            open_graph_store,
+            open_media_index,
+        )
 
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -159,11 +164,14 @@ class MemorySystem:
         image_space = tiers.dense if tiers.dense is not None and tiers.dense.supports("image") else None
 
         def open_stores() -> tuple[Any, ...]:
+            store, tenant = config.get("core.memory.store"), config.get("core.memory.tenant")
+            enabled = config.get("core.memory.media.enabled")
             media = MediaStore(
                 memory_dir / "media",
                 embedder=image_space,
                 max_blob_bytes=config.get("core.memory.media.max_blob_bytes"),
-                enabled=config.get("core.memory.media.enabled"),
+                enabled=enabled,
+                index=open_media_index(store, tenant=tenant) if enabled else None,
             )
             graph = open_graph_store(
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")

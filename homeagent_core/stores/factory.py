@@ -14,10 +14,11 @@ from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.media import MediaIndex
     from homeagent_core.memory.textlog import ConversationLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["open_conversation_log", "open_document_store", "open_graph_store"]
+__all__ = ["open_conversation_log", "open_document_store", "open_graph_store", "open_media_index"]
 
 
 def open_document_store(
@@ -78,6 +79,24 @@ def open_conversation_log(store: str, memory_dir: Path, *, tenant: str = "defaul
         from homeagent_core.stores.pg_textlog import PgTextLog
 
         return PgTextLog(choice, tenant=tenant or "default")
+    raise _bad_choice(choice)
+
+
+def open_media_index(store: str, *, tenant: str = "default") -> MediaIndex | None:
+    """Where the media rows live: ``None`` for the media store's own ``media.db``, or the tenant's rows
+    (and bytes) on PostgreSQL.
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the database cannot be opened.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        return None
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_media import PgMediaIndex
+
+        return PgMediaIndex(choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 

@@ -97,6 +97,23 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX ha_text_log_ts ON ha_text_log (tenant, ts);
     """,
+    # 3: media blocks: metadata, the vector of one embedding space, and the bytes every daemon serves
+    """
+    CREATE TABLE ha_media (
+        tenant TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        created_at DOUBLE PRECISION NOT NULL,
+        vec BYTEA,
+        dim INTEGER NOT NULL DEFAULT 0,
+        vec_model TEXT NOT NULL DEFAULT '',
+        data BYTEA NOT NULL,
+        PRIMARY KEY (tenant, digest)
+    );
+    CREATE INDEX ha_media_created ON ha_media (tenant, created_at, digest);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

@@ -99,3 +99,37 @@ def open_log(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     yield open_pg
     for log in opened:
         log.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_media(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``open_media(root, **options)``: a media store whose rows live on the test's backend.
+
+    The bytes are kept under ``root`` either way; on PostgreSQL the rows (and a copy of the bytes)
+    are the session server's rows of a tenant named after ``root``, so reopening ``root`` reopens them.
+    """
+    from homeagent_core.memory.media import MediaStore
+
+    opened: list[MediaStore] = []
+    if request.param == "sqlite":
+
+        def open_sqlite(root: Path, **kw: Any) -> MediaStore:
+            store = MediaStore(root, **kw)
+            opened.append(store)
+            return store
+
+        yield open_sqlite
+    else:
+        from homeagent_core.stores.pg_media import PgMediaIndex
+
+        url = request.getfixturevalue("pg_url")
+        tenant = request.getfixturevalue("pg_tenant")
+
+        def open_pg(root: Path, **kw: Any) -> MediaStore:
+            store = MediaStore(root, index=PgMediaIndex(url, tenant=f"{tenant}:{root.name}"), **kw)
+            opened.append(store)
+            return store
+
+        yield open_pg
+    for store in opened:
+        store.close()

@@ -57,7 +57,8 @@ async def test_put_stores_bytes_under_their_sha256_in_two_level_buckets(store: M
     assert db.execute("SELECT digest, mime FROM media").fetchall() == [(digest, "image/png")]
 
 
-async def test_identical_bytes_are_stored_once(store: MediaStore, tmp_path: Path) -> None:
+async def test_identical_bytes_are_stored_once(open_media, tmp_path: Path) -> None:
+    store = open_media(tmp_path / "media", embedder=FakeEmbedder(32, image=True))
     data = png((0, 255, 0))
     recs = await asyncio.gather(*(store.put(data, "image/png") for _ in range(5)))
     assert len({r.digest for r in recs if r}) == 1
@@ -106,8 +107,8 @@ async def test_short_prefixes_resolve_and_bad_ones_are_explained(store: MediaSto
     assert store.resolve(rec.digest) == rec.digest
 
 
-async def test_size_cap_empty_data_and_bad_mime_are_rejected(tmp_path: Path) -> None:
-    small = MediaStore(tmp_path / "m", max_blob_bytes=1000)
+async def test_size_cap_empty_data_and_bad_mime_are_rejected(open_media, tmp_path: Path) -> None:
+    small = open_media(tmp_path / "m", max_blob_bytes=1000)
     with pytest.raises(MemoryStoreError, match=r"1001 bytes; the per-blob limit is 1000"):
         await small.put(b"x" * 1001, "application/octet-stream")
     with pytest.raises(MemoryStoreError, match="empty media"):
@@ -134,22 +135,21 @@ async def test_an_image_that_is_not_an_image_is_refused_before_storing(tmp_path:
     assert [h[0].digest for h in text_hits] == [rec.digest]
 
 
-async def test_blocks_are_found_by_their_own_vectors_also_after_a_restart(
-    tmp_path: Path,
-) -> None:
+async def test_blocks_are_found_by_their_own_vectors_also_after_a_restart(open_media, tmp_path: Path) -> None:
     embedder = FakeEmbedder(32, image=True)
-    s = MediaStore(tmp_path / "m", embedder=embedder)
+    s = open_media(tmp_path / "m", embedder=embedder)
     images = [png((i * 40, 0, 0)) for i in range(5)]
     recs = [await s.put(d, "image/png") for d in images]
     s.close()
-    reopened = MediaStore(tmp_path / "m", embedder=embedder)
+    reopened = open_media(tmp_path / "m", embedder=embedder)
     hits = await reopened.search(EmbedInput.of_image(images[3]), k=2)
     assert hits[0][0].digest == recs[3].digest  # type: ignore[union-attr]
     assert hits[0][1] == pytest.approx(1.0)
     assert len(hits) == 2
 
 
-async def test_deleting_a_block_deletes_its_bytes_and_its_vector(store: MediaStore, tmp_path: Path) -> None:
+async def test_deleting_a_block_deletes_its_bytes_and_its_vector(open_media, tmp_path: Path) -> None:
+    store = open_media(tmp_path / "media", embedder=FakeEmbedder(32, image=True))
     data = png((5, 5, 250))
     rec = await store.put(data, "image/png")
     assert rec is not None
@@ -172,9 +172,9 @@ async def test_a_disabled_store_degrades_silently_to_text_only(tmp_path: Path) -
         await s.get("0" * 64)
 
 
-async def test_vectors_from_another_space_are_ignored_until_reembedded(tmp_path: Path) -> None:
+async def test_vectors_from_another_space_are_ignored_until_reembedded(open_media, tmp_path: Path) -> None:
     old = FakeEmbedder(16, image=True, name="old")
-    s = MediaStore(tmp_path / "m", embedder=old)
+    s = open_media(tmp_path / "m", embedder=old)
     images = [png((0, i * 30, 0)) for i in range(6)]
     for d in images:
         await s.put(d, "image/png")
@@ -182,7 +182,7 @@ async def test_vectors_from_another_space_are_ignored_until_reembedded(tmp_path:
     s.close()
 
     new = FakeEmbedder(24, image=True, name="new")
-    s2 = MediaStore(tmp_path / "m", embedder=new)
+    s2 = open_media(tmp_path / "m", embedder=new)
     assert await s2.search(EmbedInput.of_image(images[0])) == []  # never mixes spaces
     stats = await s2.reembed_stale(batch_size=4)
     assert stats.reembedded == 6 and stats.batches == 2
@@ -195,15 +195,15 @@ async def test_vectors_from_another_space_are_ignored_until_reembedded(tmp_path:
     assert again.reembedded == 0  # resumable: finished rows are skipped
 
 
-async def test_without_a_multimodal_space_images_are_kept_without_vectors(tmp_path: Path) -> None:
-    s = MediaStore(tmp_path / "m", embedder=FakeEmbedder(8))  # text-only space
+async def test_without_a_multimodal_space_images_are_kept_without_vectors(open_media, tmp_path: Path) -> None:
+    s = open_media(tmp_path / "m", embedder=FakeEmbedder(8))  # text-only space
     rec = await s.put(png((3, 3, 3)), "image/png")
     assert rec is not None and rec.vec_model == "" and rec.dimension == 0
     stats = await s.reembed_stale()
     assert stats.reembedded == 0 and stats.unsupported == 0
     assert await s.search("gray") == []
     s.close()
-    later = MediaStore(tmp_path / "m", embedder=FakeEmbedder(8, image=True, name="mm"))
+    later = open_media(tmp_path / "m", embedder=FakeEmbedder(8, image=True, name="mm"))
     assert (await later.reembed_stale()).reembedded == 1
 
 

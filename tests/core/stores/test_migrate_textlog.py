@@ -1,4 +1,4 @@
-"""``homeagent store migrate`` copies the conversation log to PostgreSQL and back, resumable, verified."""
+"""``homeagent store migrate`` copies the conversation log (and media) to PostgreSQL and back, resumable, verified."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from homeagent_core.cli import app
 from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.media import MediaStore
 from homeagent_core.memory.textlog import TextLog
 from homeagent_core.stores.migrate_textlog import migrate_textlog
 from homeagent_core.stores.pg_textlog import PgTextLog
@@ -74,10 +75,13 @@ def test_a_log_target_with_other_records_fails_verification(tmp_path, pg_url, pg
         migrate_textlog("sqlite", pg_url, data_dir=data, tenant=pg_tenant)
 
 
-def test_the_cli_copies_the_log_with_the_documents(tmp_path, pg_url, pg_tenant):
+async def test_the_cli_copies_the_log_and_the_media_with_the_documents(tmp_path, pg_url, pg_tenant):
     data = tmp_path / "data"
     _file_log(data)
     DocumentStore(data / "memory" / "documents.db").close()
+    media = MediaStore(data / "memory" / "media")
+    await media.put(b"%PDF-1.7 the lease", "application/pdf", name="lease.pdf")
+    media.close()
     result = CliRunner().invoke(
         app, ["store", "migrate", "--to", pg_url, "--tenant", pg_tenant, "--data", str(data), "--json"]
     )
@@ -85,6 +89,8 @@ def test_the_cli_copies_the_log_with_the_documents(tmp_path, pg_url, pg_tenant):
     report = json.loads(result.output)
     assert report["log"]["verified"] and report["log"]["copied"] == 30
     assert report["log"]["source_checksum"] == report["log"]["target_checksum"]
+    assert report["media"]["verified"] and report["media"]["copied"] == 1
     result = CliRunner().invoke(app, ["store", "migrate", "--to", pg_url, "--tenant", pg_tenant, "--data", str(data)])
     assert result.exit_code == 0, result.output
     assert "copied 0 conversation log records (30 already there); verified: 30 records" in result.output
+    assert "copied 0 media blocks with their bytes (1 already there); verified: 1 blocks" in result.output

@@ -1,4 +1,4 @@
-"""``core.memory.store`` picks the document and graph backend; a broken PostgreSQL URL never falls back."""
+"""``core.memory.store`` picks the memory backends; a broken PostgreSQL URL never falls back."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from homeagent_core.memory.graph import GraphStore
 from homeagent_core.memory.system import MemorySystem
 from homeagent_core.stores.pg_documents import PgDocumentStore
 from homeagent_core.stores.pg_graph import PgGraphSQL
+from homeagent_core.stores.pg_media import PgMediaIndex
+from homeagent_core.stores.pg_textlog import PgTextLog
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
@@ -34,6 +36,10 @@ async def test_the_memory_system_keeps_documents_on_postgresql_when_told(tmp_pat
         assert isinstance(memory.graph.sql, PgGraphSQL)
         await memory.graph.acommit([Triple("spare key", "is under", "blue pot")])
         assert not (tmp_path / "data" / "memory" / "graph.db").exists()
+        assert isinstance(memory.textlog, PgTextLog)
+        assert isinstance(memory.media.index, PgMediaIndex)
+        await memory.media.put(b"%PDF-1.7 key receipt", "application/pdf")
+        assert not (tmp_path / "data" / "memory" / "media" / "media.db").exists()
     finally:
         await memory.aclose()
         config.close()
@@ -43,6 +49,9 @@ async def test_the_memory_system_keeps_documents_on_postgresql_when_told(tmp_pat
     graph = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
     assert [r.target for r in graph.recall(["spare key"]).relations] == ["blue pot"]
     graph.close()
+    media = PgMediaIndex(pg_url, tenant=pg_tenant)
+    assert media.count() == 1
+    media.close()
 
 
 async def test_an_unreachable_database_stops_the_start_instead_of_an_empty_sqlite(tmp_path):

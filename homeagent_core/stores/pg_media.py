@@ -1,0 +1,203 @@
+"""Media blocks on PostgreSQL: one set of images for every daemon of a tenant.
+
+Implements :class:`~homeagent_core.memory.media.MediaIndex` over ``ha_media``: each row holds a
+block's metadata, its vector in one embedding space (float32 bytes, as in ``media.db``) and the
+block's bytes, so a daemon can serve an image another daemon stored. The
+:class:`~homeagent_core.memory.media.MediaStore` keeps its ``blobs/`` folder as this daemon's
+verified copy (written when it stores a block, or fetched from the database on first use) and
+re-hashes the bytes on every read, wherever they came from. Writes send ``NOTIFY``; the other
+daemons then reload the vectors of their active space, so an image stored on one daemon is
+found by media search on the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from homeagent_core.memory.media import FullRow, Row
+from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_sdk.errors import UsageError
+
+__all__ = ["PgMediaIndex"]
+
+log = logging.getLogger(__name__)
+
+_COLUMNS = "digest, mime, size, name, created_at, vec_model, dim"
+_FULL = "digest, mime, size, name, created_at, vec, dim, vec_model"
+
+
+def _row(row: Any) -> Row:
+    return (str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), str(row[5]), int(row[6]))
+
+
+class PgMediaIndex:
+    """The media rows (and bytes) of one tenant in a PostgreSQL database.
+
+    Args:
+        db: an open :class:`PgDatabase`, or a ``postgresql://`` URL (then this index owns and
+            closes the connection pool).
+        tenant: whose media these are (an agent or household id).
+
+    Raises:
+        MemoryStoreError: the database cannot be reached or its schema is newer.
+        UsageError: the tenant id is empty.
+    """
+
+    def __init__(self, db: PgDatabase | str, *, tenant: str = "default") -> None:
+        if not tenant.strip():
+            raise UsageError("the PostgreSQL media store needs a non-empty tenant id")
+        self._owns_db = isinstance(db, str)
+        self.db = PgDatabase(db) if isinstance(db, str) else db
+        self.tenant = tenant
+        self._writer = uuid.uuid4().hex[:12]
+        self._on_change: Callable[[], None] | None = None
+        self._follower: ThreadPoolExecutor | None = None
+        self._pending = threading.Event()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PgMediaIndex({self.db.safe_url}, tenant={self.tenant!r})"
+
+    def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async def run() -> list[tuple[Any, ...]]:
+            async with self.db.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return [tuple(r) for r in await cur.fetchall()]
+
+        rows: list[tuple[Any, ...]] = self.db.call(run())
+        return rows
+
+    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
+        """Run ``statements`` in one transaction with a ``NOTIFY``; returns each one's row count."""
+
+        async def run() -> list[int]:
+            counts = []
+            async with self.db.connection() as conn, conn.transaction():
+                for sql, params in statements:
+                    cur = await conn.execute(sql, params)
+                    counts.append(cur.rowcount)
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"media:{self._writer}:{self.tenant}"))
+            return counts
+
+        counts: list[int] = self.db.call(run())
+        return counts
+
+    # -- MediaIndex ---------------------------------------------------------------------------
+
+    def lookup(self, prefix: str, limit: int) -> list[str]:
+        if len(prefix) == 64:
+            rows = self._fetch("SELECT digest FROM ha_media WHERE tenant=%s AND digest=%s", (self.tenant, prefix))
+        else:
+            rows = self._fetch(
+                "SELECT digest FROM ha_media WHERE tenant=%s AND digest LIKE %s ORDER BY digest LIMIT %s",
+                (self.tenant, prefix + "%", limit),
+            )
+        return [str(r[0]) for r in rows]
+
+    def row(self, digest: str) -> Row | None:
+        rows = self._fetch(f"SELECT {_COLUMNS} FROM ha_media WHERE tenant=%s AND digest=%s", (self.tenant, digest))
+        return _row(rows[0]) if rows else None
+
+    def insert(self, row: FullRow, data: bytes) -> None:
+        self._write([(
+            f"INSERT INTO ha_media (tenant, {_FULL}, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (tenant, digest) DO NOTHING",
+            (self.tenant, *row, data),
+        )])
+
+    def set_vectors(self, rows: list[tuple[str, bytes, int, str]]) -> list[str]:
+        counts = self._write([
+            ("UPDATE ha_media SET vec=%s, dim=%s, vec_model=%s WHERE tenant=%s AND digest=%s",
+             (vec, dim, fp, self.tenant, digest))
+            for digest, vec, dim, fp in rows
+        ])
+        return [row[0] for row, count in zip(rows, counts, strict=True) if count]
+
+    def delete(self, digest: str) -> None:
+        self._write([("DELETE FROM ha_media WHERE tenant=%s AND digest=%s", (self.tenant, digest))])
+
+    def page(self, limit: int, offset: int) -> list[Row]:
+        rows = self._fetch(
+            f"SELECT {_COLUMNS} FROM ha_media WHERE tenant=%s ORDER BY created_at, digest LIMIT %s OFFSET %s",
+            (self.tenant, limit, offset),
+        )
+        return [_row(r) for r in rows]
+
+    def full_rows(self, after: str, limit: int) -> list[FullRow]:
+        rows = self._fetch(
+            f'SELECT {_FULL} FROM ha_media WHERE tenant=%s AND digest COLLATE "C" > %s'
+            ' ORDER BY digest COLLATE "C" LIMIT %s',
+            (self.tenant, after, limit),
+        )
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3]), float(r[4]), None if r[5] is None else bytes(r[5]),
+                 int(r[6]), str(r[7])) for r in rows]
+
+    def count(self) -> int:
+        return int(self._fetch("SELECT count(*) FROM ha_media WHERE tenant=%s", (self.tenant,))[0][0])
+
+    def vectors(self, vec_model: str, dim: int) -> list[tuple[str, bytes]]:
+        rows = self._fetch(
+            "SELECT digest, vec FROM ha_media WHERE tenant=%s AND vec_model=%s AND dim=%s AND vec IS NOT NULL",
+            (self.tenant, vec_model, dim),
+        )
+        return [(str(d), bytes(v)) for d, v in rows]
+
+    def stale(self, vec_model: str) -> list[tuple[str, str, str]]:
+        rows = self._fetch(
+            "SELECT digest, mime, vec_model FROM ha_media WHERE tenant=%s AND vec_model != %s"
+            ' ORDER BY digest COLLATE "C"',
+            (self.tenant, vec_model),
+        )
+        return [(str(d), str(m), str(v)) for d, m, v in rows]
+
+    def blob(self, digest: str) -> bytes | None:
+        rows = self._fetch("SELECT data FROM ha_media WHERE tenant=%s AND digest=%s", (self.tenant, digest))
+        return bytes(rows[0][0]) if rows else None
+
+    # -- following other daemons --------------------------------------------------------------
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` (in a worker thread) after another daemon changed this tenant's media."""
+        self._on_change = on_change
+        self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-media:{self.tenant}")
+        self.db.listen(self._on_notify)
+
+    def _on_notify(self, payload: str) -> None:
+        if payload:
+            kind, _, rest = payload.partition(":")
+            writer, _, tenant = rest.partition(":")
+            if kind != "media" or tenant != self.tenant or writer == self._writer:
+                return
+        if self._closed or self._follower is None or self._pending.is_set():
+            return
+        self._pending.set()
+        try:
+            self._follower.submit(self._changed)
+        except RuntimeError:  # shutting down
+            self._pending.clear()
+
+    def _changed(self) -> None:
+        self._pending.clear()
+        if self._closed or self._on_change is None:
+            return
+        try:
+            self._on_change()
+        except Exception:
+            if not self._closed:
+                log.warning("media store %s: cannot follow another daemon's change yet", self, exc_info=True)
+
+    def close(self) -> None:
+        """Stop following; close the pool when this index owns it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._follower is not None:
+            self.db.unlisten(self._on_notify)
+            self._follower.shutdown(wait=True)
+        if self._owns_db:
+            self.db.close()
