@@ -13,6 +13,13 @@ the free-form namespace ``core.llm.sources.<source>.<field>``.
 
 Reads come from an in-memory cache, so they are cheap on the event loop; writes are rare and
 go straight to SQLite.
+
+On a shared PostgreSQL memory store the household's memory settings (:func:`is_shared_key`: the
+media settings and the embedding space, so that every daemon of the tenant stores media the same
+way and embeds in one vector space) live in the database as well: :meth:`ConfigStore.attach_shared`
+reads them from a :class:`SharedSettings` backend, writes go to both, and a change made on one
+daemon reaches the others. Everything else (the listen addresses, API keys of this daemon,
+plugins, local model paths, the store URL itself) stays in ``config.db``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_sdk.errors import ConfigValueError, UnknownConfigKey
@@ -37,7 +44,10 @@ __all__ = [
     "CONFIG_TYPES",
     "CORE_DEFS",
     "LLM_API_KEY_ENV",
+    "SHARED_KEYS",
     "ConfigStore",
+    "SharedSettings",
+    "is_shared_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -156,8 +166,9 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
     _d("core.embeddings.allow_download", "bool", False,
        "Allow fetching model weights from the Hugging Face hub.", category="memory"),
     _d("core.memory.store", "string", "sqlite",
-       "Where documents and the graph live: sqlite (files under <data>/memory) or a "
-       "postgresql://user:password@host/db URL shared by several daemons and agents (docs/SCALE_OUT.md).",
+       "Where memory lives: sqlite (files under <data>/memory) or a postgresql://user:password@host/db "
+       "URL shared by several daemons and agents: documents, graph, conversation log, media and the "
+       "shared memory and embedding settings (docs/SCALE_OUT.md).",
        secret=True, category="memory", restart_required=True),
     _d("core.memory.tenant", "string", "default",
        "This agent's id on a shared PostgreSQL store (rows of other tenants stay invisible).", category="memory",
@@ -204,6 +215,45 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
 )
 
 
+#: Settings shared by every daemon of a tenant on a PostgreSQL memory store: how media are stored,
+#: and the embedding space (daemons embedding in different spaces would keep re-embedding each
+#: other's rows). The store URL, the tenant and machine-bound settings (local model paths,
+#: downloads) stay in each daemon's config.db.
+SHARED_KEYS = frozenset({
+    "core.memory.media.enabled",
+    "core.memory.media.max_blob_bytes",
+    "core.embeddings.provider",
+    "core.embeddings.model",
+    "core.embeddings.base_url",
+    "core.embeddings.api_key",
+    "core.embeddings.dimension",
+    "core.embeddings.languages",
+})
+
+
+def is_shared_key(key: str) -> bool:
+    """Whether ``key`` is one of the household's settings kept in a shared memory store."""
+    return key in SHARED_KEYS
+
+
+class SharedSettings(Protocol):
+    """Where a tenant's shared settings live (the PostgreSQL memory store), as text values."""
+
+    def load(self) -> dict[str, str]:
+        """Every stored shared setting."""
+        ...
+
+    def put(self, key: str, value: str | None) -> None:
+        """Store ``value`` for ``key`` (``None`` = forget it), telling the other daemons."""
+        ...
+
+    def follow(self, callback: Callable[[str, str | None], None]) -> None:
+        """Call ``callback(key, value)`` after another daemon changed a setting."""
+        ...
+
+    def close(self) -> None: ...
+
+
 def _table_for(plugin: str) -> str:
     return "config_" + re.sub(r"[^a-z0-9_]", "_", plugin.lower())
 
@@ -226,6 +276,7 @@ class ConfigStore:
         self._defs: dict[str, ConfigDef] = {}
         self._values: dict[str, str] = {}
         self._listeners: list[Callable[[str], None]] = []
+        self._shared: SharedSettings | None = None
         for definition in defs:
             self.define(definition)
         for key, value in self._db.execute("SELECT key, value FROM config"):
@@ -405,9 +456,10 @@ class ConfigStore:
         return value
 
     def source(self, key: str) -> str:
-        """Where the value comes from: ``set``, ``env`` or ``default``."""
+        """Where the value comes from: ``shared`` (the household's, on a shared store), ``set``, ``env``
+        or ``default``."""
         if key in self._values:
-            return "set"
+            return "shared" if self._shared is not None and is_shared_key(key) else "set"
         if key == "core.llm.api_key" and any(os.environ.get(e) for e in LLM_API_KEY_ENV):
             return "env"
         return "default"
@@ -425,6 +477,8 @@ class ConfigStore:
         match = _PLUGIN_KEY.match(key)
         table = _table_for(match.group(1)) if match else "config"
         with self._lock:
+            if self._shared is not None and is_shared_key(key):
+                self._shared.put(key, text)  # first, so a database error leaves nothing half-set
             self._db.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
             self._db.execute(f'INSERT OR REPLACE INTO "{table}" (key, value) VALUES (?, ?)', (key, text))
             self._values[key] = text
@@ -443,10 +497,66 @@ class ConfigStore:
         match = _PLUGIN_KEY.match(key)
         table = _table_for(match.group(1)) if match else "config"
         with self._lock:
+            if self._shared is not None and is_shared_key(key):
+                self._shared.put(key, None)
             self._db.execute(f'DELETE FROM "{table}" WHERE key = ?', (key,))
-            del self._values[key]
+            self._values.pop(key, None)
         self._notify(key)
         return True
+
+    # ------------------------------------------------------------------ shared settings
+
+    @property
+    def shared(self) -> SharedSettings | None:
+        """The attached shared settings, or None (every setting is local)."""
+        return self._shared
+
+    def attach_shared(self, shared: SharedSettings) -> None:
+        """Read the shared settings (:func:`is_shared_key`) from ``shared`` from now on.
+
+        The database's values win; a shared setting this daemon has set but the database lacks
+        is written there (so the first daemon on a new tenant brings its settings along).
+        ``config.db`` keeps a copy of every value, which applies again without the shared store.
+        The store takes ``shared`` over and closes it with itself.
+        """
+        with self._lock:
+            if self._shared is not None:
+                self._shared.close()
+            remote = shared.load()
+            for key in sorted(k for k in self._values if is_shared_key(k) and k not in remote):
+                shared.put(key, self._values[key])
+                remote[key] = self._values[key]
+            changed = [k for k in remote if self._values.get(k) != remote[k]]
+            for key in changed:
+                self._store_local(key, remote[key])
+            self._shared = shared
+        shared.follow(self._on_shared)
+        for key in changed:
+            self._notify(key)
+
+    def _store_local(self, key: str, text: str | None) -> None:
+        """Mirror a shared value into config.db and the cache (``_lock`` held)."""
+        if text is None:
+            self._db.execute("DELETE FROM config WHERE key = ?", (key,))
+            self._values.pop(key, None)
+        else:
+            self._db.execute("INSERT OR REPLACE INTO config (key, value) VALUES (?, ?)", (key, text))
+            self._values[key] = text
+
+    def _on_shared(self, key: str, text: str | None) -> None:
+        """Another daemon changed a shared setting."""
+        if not is_shared_key(key):
+            return
+        with self._lock:
+            if self._values.get(key) == text:
+                return
+            self._store_local(key, text)
+        self._notify(key)
+
+    def stored(self) -> dict[str, str]:
+        """The values that were set, in their stored text form (no defaults)."""
+        with self._lock:
+            return dict(self._values)
 
     def items(self, prefix: str = "") -> dict[str, Any]:
         """Typed values of every declared or stored key starting with ``prefix``."""
@@ -502,4 +612,7 @@ class ConfigStore:
 
     def close(self) -> None:
         with self._lock:
+            if self._shared is not None:
+                self._shared.close()
+                self._shared = None
             self._db.close()

@@ -26,9 +26,27 @@ def _open(data: object) -> Any:
     return instance
 
 
+def _shared(config: Any, *, required: bool) -> None:
+    """Read the household's shared settings from a PostgreSQL memory store (docs/SCALE_OUT.md).
+
+    When the database cannot be reached, a command that reads settings shows this daemon's copy
+    (saying so on stderr); one that changes a shared setting fails with the database's error.
+    """
+    from homeagent_core.memory.system import attach_shared_settings
+
+    try:
+        attach_shared_settings(config)
+    except HomeAgentError as exc:
+        if required:
+            raise
+        typer.echo(f"warning: {exc}; shared settings show this daemon's copy", err=True)
+
+
 def _store(data: object):  # type: ignore[no-untyped-def]
-    """The config store with every plugin's settings declared."""
-    return _open(data).config
+    """The config store with every plugin's settings declared (and the shared ones attached)."""
+    config = _open(data).config
+    _shared(config, required=False)
+    return config
 
 
 @app.command("get")
@@ -51,6 +69,8 @@ def set_(key: KeyArg, value: Annotated[str, typer.Argument(help="New value.")], 
     set`` in ``homeagent chat`` would), so it takes effect now; otherwise it is written to
     ``config.db`` and applies when the daemon starts.
     """
+    from homeagent_core.config import is_shared_key
+
     instance = _open(data)
     config = instance.config
     config.validate(key, value)
@@ -58,6 +78,8 @@ def set_(key: KeyArg, value: Annotated[str, typer.Argument(help="New value.")], 
     if live is not None:
         typer.echo(f"{live} (applied to the running daemon)")
         return
+    if is_shared_key(key):
+        _shared(config, required=True)
     typed = config.set(key, value)
     definition = config.definition(key)
     shown = "****" if definition is not None and definition.secret else typed
@@ -95,7 +117,11 @@ def _set_through_daemon(config: Any, data_dir: Path, key: str, value: str) -> st
 @handle_errors
 def unset(key: KeyArg, data: DataOption = None) -> None:
     """Forget a stored value so the default applies again."""
-    config = _store(data)
+    from homeagent_core.config import is_shared_key
+
+    config = _open(data).config
+    if is_shared_key(key):
+        _shared(config, required=True)
     if not config.unset(key):
         raise fail(f"{key} was not set; nothing to do", code=0)
     typer.echo(f"{key} reset to its default")

@@ -35,7 +35,7 @@ def serve(
     store: Annotated[
         str | None,
         typer.Option(
-            help="Document and graph store: sqlite, or a postgresql://user:password@host/db URL shared by "
+            help="Memory store: sqlite, or a postgresql://user:password@host/db URL shared by "
             "several daemons (saved as core.memory.store; see docs/SCALE_OUT.md).",
             show_default=False,
         ),

@@ -28,18 +28,20 @@ def migrate(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy documents, graph, conversation log and media, verify counts and checksums; rerun to resume.
+    """Copy documents, graph, conversation log, media and shared settings, verified; rerun to resume.
 
-    Stop the daemons first. Documents, graph rows, log records and media blocks the target already
-    holds (same id or digest) are skipped, so an interrupted copy continues where it stopped. A data
-    directory without a graph.db or media copies what it has. Afterwards set core.memory.store to
-    the target.
+    Stop the daemons first. Documents, graph rows, log records, media blocks and shared settings
+    the target already holds (same id, digest or key) are skipped, so an interrupted copy
+    continues where it stopped. A data directory without a graph.db or media copies what it has.
+    Counts and checksums of both sides are compared at the end. Afterwards set core.memory.store
+    to the target.
     """
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.migrate_graph import migrate_graph
     from homeagent_core.stores.migrate_media import migrate_media
+    from homeagent_core.stores.migrate_settings import migrate_settings
     from homeagent_core.stores.migrate_textlog import migrate_textlog
     from homeagent_core.stores.pg_database import redact_url
 
@@ -58,9 +60,10 @@ def migrate(
     media = None
     if source.strip() not in ("", "sqlite") or (root / "memory" / "media" / "media.db").exists():
         media = migrate_media(source, to, data_dir=root, tenant=tenant, batch=batch)
+    settings = migrate_settings(source, to, data_dir=root, tenant=tenant)
     if as_json:
         echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None, "log": textlog.to_dict(),
-                   "media": media.to_dict() if media else None})
+                   "media": media.to_dict() if media else None, "settings": settings.to_dict()})
         return
     typer.echo(
         f"copied {report.copied} documents from {redact_url(source)} to {redact_url(to)} "
@@ -70,6 +73,10 @@ def migrate(
     typer.echo(
         f"copied {textlog.copied} conversation log records ({textlog.skipped} already there); verified: "
         f"{textlog.target_count} records, sha256 {textlog.source_checksum[:16]} on both sides ({textlog.seconds:.1f} s)"
+    )
+    typer.echo(
+        f"copied {settings.copied} shared settings ({settings.skipped} already there); verified: "
+        f"{settings.target_count} settings on both sides"
     )
     if media is not None:
         typer.echo(

@@ -45,7 +45,14 @@ if TYPE_CHECKING:
     from homeagent_core.memory.tools import GraphBinding
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["MemoryHost", "MemorySystem", "ResidentMemorySeam", "ToolLookup", "embedding_tier_config"]
+__all__ = [
+    "MemoryHost",
+    "MemorySystem",
+    "ResidentMemorySeam",
+    "ToolLookup",
+    "attach_shared_settings",
+    "embedding_tier_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +159,7 @@ class MemorySystem:
 
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(attach_shared_settings, config)
         if embedder is not None:
             status = TierStatus("dense", embedder.info.name, available=True, active=True)
             tiers = TierSelection("dense", embedder, [status], dense=embedder)
@@ -405,6 +413,21 @@ class MemorySystem:
             "knowledge_entries": len(self.knowledge),
             "media_blobs": len(self.media),
         }
+
+
+def attach_shared_settings(config: ConfigStore) -> None:
+    """Read the household's shared settings from a PostgreSQL memory store (once; nothing on SQLite).
+
+    Raises:
+        MemoryStoreError: the database cannot be reached (the message names it without its password).
+    """
+    from homeagent_core.stores.factory import open_shared_settings
+
+    if config.shared is not None:
+        return
+    shared = open_shared_settings(config.get("core.memory.store"), tenant=config.get("core.memory.tenant"))
+    if shared is not None:
+        config.attach_shared(shared)
 
 
 async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) -> int:

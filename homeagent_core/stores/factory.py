@@ -13,12 +13,19 @@ from typing import TYPE_CHECKING, Any
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
+    from homeagent_core.config import SharedSettings
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.media import MediaIndex
     from homeagent_core.memory.textlog import ConversationLog
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["open_conversation_log", "open_document_store", "open_graph_store", "open_media_index"]
+__all__ = [
+    "open_conversation_log",
+    "open_document_store",
+    "open_graph_store",
+    "open_media_index",
+    "open_shared_settings",
+]
 
 
 def open_document_store(
@@ -97,6 +104,23 @@ def open_media_index(store: str, *, tenant: str = "default") -> MediaIndex | Non
         from homeagent_core.stores.pg_media import PgMediaIndex
 
         return PgMediaIndex(choice, tenant=tenant or "default")
+    raise _bad_choice(choice)
+
+
+def open_shared_settings(store: str, *, tenant: str = "default") -> SharedSettings | None:
+    """The tenant's shared settings on PostgreSQL, or ``None`` (SQLite: every setting stays in config.db).
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the database cannot be opened.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        return None
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_settings import PgSharedSettings
+
+        return PgSharedSettings(choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 

@@ -114,6 +114,16 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX ha_media_created ON ha_media (tenant, created_at, digest);
     """,
+    # 4: the settings every daemon of a tenant shares (memory and embedding settings)
+    """
+    CREATE TABLE ha_settings (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (tenant, key)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

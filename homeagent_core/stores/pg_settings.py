@@ -1,0 +1,138 @@
+"""The settings a tenant's daemons share, on PostgreSQL (``ha_settings``).
+
+Implements :class:`~homeagent_core.config.SharedSettings`: the values are the text forms
+``config.db`` stores, one row per key and tenant. A change sends ``NOTIFY``; the other daemons
+then re-read the tenant's rows and report each key whose value differs from what they saw.
+Which keys are shared is decided by :func:`homeagent_core.config.is_shared_key`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_sdk.errors import UsageError
+
+__all__ = ["PgSharedSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class PgSharedSettings:
+    """One tenant's shared settings in a PostgreSQL database.
+
+    Args:
+        db: an open :class:`PgDatabase`, or a ``postgresql://`` URL (then this object owns and
+            closes the connection pool).
+        tenant: whose settings these are.
+
+    Raises:
+        MemoryStoreError: the database cannot be reached or its schema is newer.
+        UsageError: the tenant id is empty.
+    """
+
+    def __init__(self, db: PgDatabase | str, *, tenant: str = "default") -> None:
+        if not tenant.strip():
+            raise UsageError("the PostgreSQL settings need a non-empty tenant id")
+        self._owns_db = isinstance(db, str)
+        self.db = PgDatabase(db) if isinstance(db, str) else db
+        self.tenant = tenant
+        self._writer = uuid.uuid4().hex[:12]
+        self._seen: dict[str, str] = {}
+        self._callback: Callable[[str, str | None], None] | None = None
+        self._follower: ThreadPoolExecutor | None = None
+        self._pending = threading.Event()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PgSharedSettings({self.db.safe_url}, tenant={self.tenant!r})"
+
+    def load(self) -> dict[str, str]:
+        """Every stored shared setting of the tenant."""
+
+        async def run() -> dict[str, str]:
+            async with self.db.connection() as conn:
+                cur = await conn.execute("SELECT key, value FROM ha_settings WHERE tenant=%s", (self.tenant,))
+                return {str(k): str(v) for k, v in await cur.fetchall()}
+
+        values: dict[str, str] = self.db.call(run())
+        with self._lock:
+            self._seen = dict(values)
+        return values
+
+    def put(self, key: str, value: str | None) -> None:
+        """Store (or with ``None`` forget) one setting and tell the other daemons, in one transaction."""
+
+        async def run() -> None:
+            async with self.db.connection() as conn, conn.transaction():
+                if value is None:
+                    await conn.execute("DELETE FROM ha_settings WHERE tenant=%s AND key=%s", (self.tenant, key))
+                else:
+                    await conn.execute(
+                        "INSERT INTO ha_settings (tenant, key, value) VALUES (%s, %s, %s) ON CONFLICT (tenant, key)"
+                        " DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+                        (self.tenant, key, value),
+                    )
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"settings:{self._writer}:{self.tenant}"))
+
+        self.db.call(run())
+        with self._lock:
+            if value is None:
+                self._seen.pop(key, None)
+            else:
+                self._seen[key] = value
+
+    def follow(self, callback: Callable[[str, str | None], None]) -> None:
+        """Call ``callback(key, value)`` (in a worker thread) for each setting another daemon changed."""
+        self._callback = callback
+        self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-settings:{self.tenant}")
+        self.db.listen(self._on_notify)
+
+    def _on_notify(self, payload: str) -> None:
+        if payload:
+            kind, _, rest = payload.partition(":")
+            writer, _, tenant = rest.partition(":")
+            if kind != "settings" or tenant != self.tenant or writer == self._writer:
+                return
+        if self._closed or self._follower is None or self._pending.is_set():
+            return
+        self._pending.set()
+        try:
+            self._follower.submit(self._catch_up)
+        except RuntimeError:  # shutting down
+            self._pending.clear()
+
+    def _catch_up(self) -> None:
+        self._pending.clear()
+        if self._closed or self._callback is None:
+            return
+        with self._lock:
+            before = dict(self._seen)
+        try:
+            now = self.load()
+        except Exception:
+            if not self._closed:
+                log.warning("settings %s: cannot read another daemon's change yet", self, exc_info=True)
+            return
+        for key in sorted(set(before) | set(now)):
+            if before.get(key) != now.get(key):
+                try:
+                    self._callback(key, now.get(key))
+                except Exception:
+                    log.exception("settings %s: applying %s failed", self, key)
+
+    def close(self) -> None:
+        """Stop following; close the pool when this object owns it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._follower is not None:
+            self.db.unlisten(self._on_notify)
+            self._follower.shutdown(wait=True)
+        if self._owns_db:
+            self.db.close()
