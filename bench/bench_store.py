@@ -20,7 +20,13 @@ socket) or on ``--pg-url``. Measured:
   (one distilled turn), into a ``graph.db`` and into a tenant's graph on PostgreSQL (the mirror
   refreshed after each commit, the change log written and notified).
 
-    python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--triples 5000] [--pg-url URL] [--json]
+* ``file_log_append_p50_ms`` / ``pg_log_append_p50_ms``: one conversation-log ``append`` (durable
+  on return: fsync of the JSONL file, or a committed transaction), ``--log-appends`` of them;
+* ``log_visibility_p50_ms``: from calling ``append`` on daemon A until a listener on daemon B has
+  the record (what puts it in B's web UI history).
+
+    python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--triples 5000]
+        [--log-appends 300] [--pg-url URL] [--json]
 """
 
 from __future__ import annotations
@@ -124,6 +130,43 @@ async def visibility(url: str, rounds: int = 50) -> list[float]:
     return samples
 
 
+def log_appends(url: str, folder: Path, n: int) -> tuple[list[float], list[float], list[float]]:
+    """Seconds per durable append to the file log and to the PostgreSQL log, and from append on A
+    to B's listener holding the record."""
+    import threading
+
+    from homeagent_core.memory.textlog import TextLog
+    from homeagent_core.stores.pg_textlog import PgTextLog
+
+    def timed(log: Any) -> list[float]:
+        samples = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            log.append("user", f"message {i}: shall we meet at the bakery at noon?", channel="webui")
+            samples.append(time.perf_counter() - t0)
+        return samples
+
+    files = TextLog(folder / "text")
+    file_samples = timed(files)
+    files.close()
+    tenant = f"bench-log-{uuid.uuid4().hex[:8]}"
+    a, b = PgTextLog(url, tenant=tenant), PgTextLog(url, tenant=tenant)
+    pg_samples = timed(a)
+    heard = threading.Event()
+    b.add_listener(lambda record: heard.set())
+    seen = []
+    for i in range(min(n, 100)):
+        heard.clear()
+        t0 = time.perf_counter()
+        a.append("user", f"visible {i}")
+        if not heard.wait(10):
+            raise SystemExit("daemon B did not hear a log record within 10 s")
+        seen.append(time.perf_counter() - t0)
+    a.close()
+    b.close()
+    return file_samples, pg_samples, seen
+
+
 def triples(n: int, seed: int = 13) -> list[Any]:
     from homeagent_sdk.types import Triple
 
@@ -190,6 +233,10 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
             note("pg_commit_triples_per_s", args.triples / pg_triples_s)
             vis = await visibility(url)
             note("cross_daemon_visibility_p50_ms", statistics.median(vis) * 1e3)
+            file_log, pg_log, log_vis = await asyncio.to_thread(log_appends, url, Path(tmp), args.log_appends)
+            note("file_log_append_p50_ms", statistics.median(file_log) * 1e3)
+            note("pg_log_append_p50_ms", statistics.median(pg_log) * 1e3)
+            note("log_visibility_p50_ms", statistics.median(log_vis) * 1e3)
             started = time.perf_counter()
             report = migrate_documents("sqlite", url, data_dir=data, tenant=f"bench-mig-{uuid.uuid4().hex[:8]}")
             migrate_s = time.perf_counter() - started
@@ -200,6 +247,9 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
         Row.of("sqlite query (fused, top 10)", lite_q),
         Row.of("postgresql query (fused, top 10)", pg_q),
         Row.of("commit on A -> recallable on B", vis),
+        Row.of("conversation log append (files, fsync)", file_log),
+        Row.of("conversation log append (postgresql)", pg_log),
+        Row.of("log append on A -> heard on B", log_vis),
     ]
     figures = {
         "docs": args.docs,
@@ -214,6 +264,10 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
         "cross_daemon_visibility_p50_ms": round(statistics.median(vis) * 1e3, 3),
         "migrate_docs_per_s": round(report.copied / migrate_s, 1),
         "migrate_verified": report.verified,
+        "log_appends": args.log_appends,
+        "file_log_append_p50_ms": round(statistics.median(file_log) * 1e3, 3),
+        "pg_log_append_p50_ms": round(statistics.median(pg_log) * 1e3, 3),
+        "log_visibility_p50_ms": round(statistics.median(log_vis) * 1e3, 3),
     }
     return rows, figures
 
@@ -224,6 +278,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--triples", type=int, default=5000)
+    parser.add_argument("--log-appends", type=int, default=300)
     parser.add_argument("--pg-url", default="", help="an existing PostgreSQL with pgvector (default: a local one)")
     args = parser.parse_args()
     rows, figures = asyncio.run(main_async(args))
