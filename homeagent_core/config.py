@@ -167,8 +167,8 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
        "Allow fetching model weights from the Hugging Face hub.", category="memory"),
     _d("core.memory.store", "string", "sqlite",
        "Where memory lives: sqlite (files under <data>/memory) or a postgresql://user:password@host/db "
-       "URL shared by several daemons and agents: documents, graph, conversation log, media and the "
-       "shared memory and embedding settings (docs/SCALE_OUT.md).",
+       "URL shared by several daemons and agents: documents, graph, conversation log, media, knowledge "
+       "and the shared memory and embedding settings (docs/SCALE_OUT.md).",
        secret=True, category="memory", restart_required=True),
     _d("core.memory.tenant", "string", "default",
        "This agent's id on a shared PostgreSQL store (rows of other tenants stay invisible).", category="memory",

@@ -8,6 +8,11 @@ entry, a 200-character preview, the top-20 terms and the entry's vector with its
 fingerprint, so restarts do not re-embed. Search fuses the dense path (weight 0.5) and the
 TF-IDF lexical path (0.5), each normalised by its own maximum over *all* entries (truncating
 candidates before fusion loses good matches); ties are broken by name.
+
+Entries and the cached index are kept by a :class:`KnowledgeStorage`: :class:`DiskKnowledge`
+(the folder tree above, the default) or the tenant's rows on a shared PostgreSQL memory store
+(:class:`~homeagent_core.stores.pg_knowledge.PgKnowledge`), where an entry written on one daemon
+is listed and searched on the others.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import logging
 import os
 import re
 import shutil
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -36,11 +43,13 @@ if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = [
+    "DiskKnowledge",
     "InvalidKnowledgeName",
     "KnowledgeBase",
     "KnowledgeEntry",
     "KnowledgeHit",
     "KnowledgeNotFound",
+    "KnowledgeStorage",
     "normalize_name",
 ]
 
@@ -115,6 +124,116 @@ class KnowledgeHit:
     score: float
 
 
+class KnowledgeStorage(Protocol):
+    """Where the knowledge entries and their cached index live."""
+
+    def load(self) -> list[tuple[str, str, float]]:
+        """Every entry as ``(name, content, updated_at)``, by name."""
+        ...
+
+    def load_index(self) -> dict[str, Any]:
+        """Cached per-entry index data (``fingerprint``, base64 ``vector``, ``updated_at``) by name."""
+        ...
+
+    def save_index(self, entries: dict[str, Any]) -> None:
+        """Keep the per-entry index data (a cache: losing it only costs re-embedding)."""
+        ...
+
+    def write(self, name: str, content: str) -> float:
+        """Create or replace an entry durably; returns its ``updated_at``."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Delete an entry (and the categories it leaves empty)."""
+        ...
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` after another daemon changed the entries (never, for a local folder)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class DiskKnowledge:
+    """The entries as ``<root>/<category…>/<leaf>/content.md`` files, the index in ``<root>/.index.json``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _dir(self, name: str) -> Path:
+        path = self.root.joinpath(*name.split("/"))
+        if self.root.resolve() not in path.resolve().parents:
+            raise InvalidKnowledgeName(f"knowledge name {name!r} resolves outside {self.root}")
+        return path
+
+    def load(self) -> list[tuple[str, str, float]]:
+        out = []
+        for content_path in sorted(self.root.rglob(CONTENT_FILE)):
+            rel = content_path.parent.relative_to(self.root).as_posix()
+            try:
+                name = normalize_name(rel)
+            except InvalidKnowledgeName:
+                log.warning("knowledge: skipping %s (its folder name is not a valid entry name)", content_path)
+                continue
+            content = content_path.read_text(encoding="utf-8", errors="replace")
+            out.append((name, content, content_path.stat().st_mtime))
+        return out
+
+    def load_index(self) -> dict[str, Any]:
+        index_path = self.root / INDEX_FILE
+        if not index_path.exists():
+            return {}
+        try:
+            entries = json.loads(index_path.read_text(encoding="utf-8")).get("entries", {})
+        except (ValueError, AttributeError) as exc:
+            log.warning("knowledge index %s is unreadable (%s); rebuilding it", index_path, exc)
+            return {}
+        return entries if isinstance(entries, dict) else {}
+
+    def save_index(self, entries: dict[str, Any]) -> None:
+        payload = json.dumps({"version": 1, "entries": entries}, ensure_ascii=False, indent=1)
+        tmp = self.root / (INDEX_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(self.root / INDEX_FILE)
+
+    def write(self, name: str, content: str) -> float:
+        folder = self._dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / (CONTENT_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(folder / CONTENT_FILE)
+        return (folder / CONTENT_FILE).stat().st_mtime
+
+    def remove(self, name: str) -> None:
+        folder = self._dir(name)
+        if folder.resolve() == self.root.resolve():
+            raise InvalidKnowledgeName("refusing to delete the knowledge root")
+        (folder / CONTENT_FILE).unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+        else:
+            leftovers = [p for p in folder.iterdir() if p.name != CONTENT_FILE]
+            if all(p.is_file() for p in leftovers):
+                shutil.rmtree(folder)
+        parent = folder.parent
+        while parent.resolve() != self.root.resolve() and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+
+    def follow(self, on_change: Callable[[], None]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
 class KnowledgeBase:
     """The knowledge tree under ``root`` (``<data>/knowledge``).
 
@@ -122,6 +241,7 @@ class KnowledgeBase:
         root: the knowledge folder; created if missing, never deleted.
         embedder: the active embedding space (``None``: lexical search only).
         dense_weight / lexical_weight: fusion weights (default 0.5 / 0.5).
+        storage: where entries live; ``None`` = the files under ``root``. The base closes it.
     """
 
     def __init__(
@@ -131,9 +251,10 @@ class KnowledgeBase:
         *,
         dense_weight: float = 0.5,
         lexical_weight: float = 0.5,
+        storage: KnowledgeStorage | None = None,
     ) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.storage: KnowledgeStorage = DiskKnowledge(self.root) if storage is None else storage
         self.embedder = embedder
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
@@ -141,33 +262,27 @@ class KnowledgeBase:
         self._vectors: dict[str, np.ndarray] = {}
         self._meta: dict[str, dict[str, Any]] = {}
         self._lexical = TfidfIndex()
+        self._changed = threading.Event()  # set by another daemon's change; applied at the next call
         self._load()
+        self.storage.follow(self._changed.set)
 
-    # -- disk ------------------------------------------------------------------------------
+    # -- storage ---------------------------------------------------------------------------
 
-    def _dir(self, name: str) -> Path:
-        path = self.root.joinpath(*name.split("/"))
-        if self.root.resolve() not in path.resolve().parents:
-            raise InvalidKnowledgeName(f"knowledge name {name!r} resolves outside {self.root}")
-        return path
+    def _sync(self) -> None:
+        """Reload the entries when another daemon changed them (on the caller's thread)."""
+        if not self._changed.is_set():
+            return
+        self._changed.clear()
+        known = {n: (e.updated_at, self._vectors[n]) for n, e in self._entries.items() if n in self._vectors}
+        self._entries, self._meta, self._vectors, self._lexical = {}, {}, {}, TfidfIndex()
+        self._load(known)
 
-    def _load(self) -> None:
-        cached: dict[str, Any] = {}
-        index_path = self.root / INDEX_FILE
-        if index_path.exists():
-            try:
-                cached = json.loads(index_path.read_text(encoding="utf-8")).get("entries", {})
-            except (ValueError, AttributeError) as exc:
-                log.warning("knowledge index %s is unreadable (%s); rebuilding it", index_path, exc)
-        for content_path in sorted(self.root.rglob(CONTENT_FILE)):
-            rel = content_path.parent.relative_to(self.root).as_posix()
-            try:
-                name = normalize_name(rel)
-            except InvalidKnowledgeName:
-                log.warning("knowledge: skipping %s (its folder name is not a valid entry name)", content_path)
-                continue
-            content = content_path.read_text(encoding="utf-8", errors="replace")
-            entry = KnowledgeEntry(name, content, content_path.stat().st_mtime)
+    def _load(self, known: dict[str, tuple[float, np.ndarray]] | None = None) -> None:
+        """Read every entry; a vector comes from the cached index, or from ``known`` (name →
+        (updated_at, vector) of the entries held before a reload) when the entry is unchanged."""
+        cached = self.storage.load_index()
+        for name, content, updated_at in self.storage.load():
+            entry = KnowledgeEntry(name, content, updated_at)
             self._index_entry(entry)
             meta = cached.get(name, {})
             if (
@@ -179,6 +294,8 @@ class KnowledgeBase:
                 vec = np.frombuffer(base64.b64decode(meta["vector"]), dtype="<f4").astype(np.float32)
                 if vec.shape == (self.embedder.info.dimension,):
                     self._vectors[name] = vec
+            elif known is not None and name in known and known[name][0] == updated_at:
+                self._vectors[name] = known[name][1]
 
     def _index_entry(self, entry: KnowledgeEntry) -> None:
         self._entries[entry.name] = entry
@@ -201,13 +318,7 @@ class KnowledgeBase:
                 item["fingerprint"] = self.embedder.info.fingerprint
                 item["vector"] = base64.b64encode(vec.astype("<f4").tobytes()).decode("ascii")
             entries[name] = item
-        payload = json.dumps({"version": 1, "entries": entries}, ensure_ascii=False, indent=1)
-        tmp = self.root / (INDEX_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.root / INDEX_FILE)
+        self.storage.save_index(entries)
 
     async def _ensure_vectors(self) -> None:
         if self.embedder is None:
@@ -224,6 +335,7 @@ class KnowledgeBase:
     # -- API -------------------------------------------------------------------------------
 
     def __len__(self) -> int:
+        self._sync()
         return len(self._entries)
 
     def get(self, name: str) -> KnowledgeEntry:
@@ -241,6 +353,7 @@ class KnowledgeBase:
             InvalidKnowledgeName: the name is not path-safe.
             KnowledgeNotFound: no entry, or several entries share that leaf (names listed).
         """
+        self._sync()
         canon = normalize_name(name)
         if canon in self._entries:
             return canon
@@ -260,6 +373,7 @@ class KnowledgeBase:
             InvalidKnowledgeName: unsafe name, or it would nest under / over an existing entry.
             UsageError: empty content.
         """
+        self._sync()
         canon = normalize_name(name)
         if not content.strip():
             raise UsageError(f"knowledge entry {canon!r} needs non-empty content")
@@ -269,26 +383,15 @@ class KnowledgeBase:
                     f"knowledge name {canon!r} would nest with the existing entry {other!r}; "
                     "an entry cannot also be a category"
                 )
-        folder = self._dir(canon)
         self._vectors.pop(canon, None)
-        await asyncio.to_thread(self._write_content, folder, content)
-        entry = KnowledgeEntry(canon, content, (folder / CONTENT_FILE).stat().st_mtime)
+        updated_at = await asyncio.to_thread(self.storage.write, canon, content)
+        entry = KnowledgeEntry(canon, content, updated_at)
         self._index_entry(entry)
         if self.embedder is not None:
             vec = (await self.embedder.embed_texts([f"{canon.replace('/', ' ')}\n{content}"]))[0]
             self._vectors[canon] = np.ascontiguousarray(vec, dtype=np.float32)
         await asyncio.to_thread(self._save_index)
         return entry
-
-    @staticmethod
-    def _write_content(folder: Path, content: str) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / (CONTENT_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(folder / CONTENT_FILE)
 
     def delete(self, name: str) -> str:
         """Delete an entry by full name or unique leaf; empty categories are removed.
@@ -299,20 +402,7 @@ class KnowledgeBase:
             InvalidKnowledgeName, KnowledgeNotFound.
         """
         full = self.resolve(name)
-        folder = self._dir(full)
-        if folder.resolve() == self.root.resolve():
-            raise InvalidKnowledgeName("refusing to delete the knowledge root")
-        (folder / CONTENT_FILE).unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
-        else:
-            leftovers = [p for p in folder.iterdir() if p.name != CONTENT_FILE]
-            if all(p.is_file() for p in leftovers):
-                shutil.rmtree(folder)
-        parent = folder.parent
-        while parent.resolve() != self.root.resolve() and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
+        self.storage.remove(full)
         self._entries.pop(full, None)
         self._vectors.pop(full, None)
         self._meta.pop(full, None)
@@ -326,11 +416,13 @@ class KnowledgeBase:
         Raises:
             InvalidKnowledgeName: the category is not path-safe.
         """
+        self._sync()
         prefix = normalize_name(category) + "/" if category.strip() else ""
         return [e for n, e in sorted(self._entries.items()) if n.startswith(prefix)]
 
     def categories(self) -> builtins.list[str]:
         """Every category path that holds at least one entry."""
+        self._sync()
         cats: set[str] = set()
         for name in self._entries:
             parts = name.split("/")[:-1]
@@ -339,6 +431,7 @@ class KnowledgeBase:
 
     async def search(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
         """Fused dense + lexical search; ties broken by name."""
+        self._sync()
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
         prefix = normalize_name(category) + "/" if category.strip() else ""
@@ -371,3 +464,7 @@ class KnowledgeBase:
     def search_sync(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
         """:meth:`search` for synchronous callers (refuses to run inside an event loop)."""
         return run_sync(self.search(query, top_k, category=category), "KnowledgeBase.search")
+
+    def close(self) -> None:
+        """Close the storage (a database connection on a shared store)."""
+        self.storage.close()

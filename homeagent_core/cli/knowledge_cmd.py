@@ -1,4 +1,4 @@
-"""``homeagent knowledge``: the knowledge base under ``<data>/knowledge``."""
+"""``homeagent knowledge``: the knowledge base under ``<data>/knowledge`` (or on the shared PostgreSQL store)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,19 @@ app = typer.Typer(help="Manage the knowledge base.", no_args_is_help=True)
 
 
 def _kb(data: Path | None):  # type: ignore[no-untyped-def]
+    """The knowledge base: ``<data>/knowledge``, or the tenant's on a shared PostgreSQL store."""
+    from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
     from homeagent_core.knowledge import KnowledgeBase
+    from homeagent_core.stores.factory import open_knowledge_storage
 
-    return KnowledgeBase(prepare_data_dir(data) / "knowledge")
+    root = prepare_data_dir(data)
+    config = ConfigStore(root / "config.db")
+    try:
+        store, tenant = str(config.get("core.memory.store")), str(config.get("core.memory.tenant"))
+    finally:
+        config.close()
+    return KnowledgeBase(root / "knowledge", storage=open_knowledge_storage(store, tenant=tenant))
 
 
 @app.command("add")

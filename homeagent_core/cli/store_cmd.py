@@ -28,10 +28,10 @@ def migrate(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Copy documents, graph, conversation log, media and shared settings, verified; rerun to resume.
+    """Copy documents, graph, log, media, knowledge and shared settings, verified; rerun to resume.
 
-    Stop the daemons first. Documents, graph rows, log records, media blocks and shared settings
-    the target already holds (same id, digest or key) are skipped, so an interrupted copy
+    Stop the daemons first. Documents, graph rows, log records, media blocks, knowledge entries and
+    shared settings the target already holds (same id, digest, name or key) are skipped, so an interrupted copy
     continues where it stopped. A data directory without a graph.db or media copies what it has.
     Counts and checksums of both sides are compared at the end. Afterwards set core.memory.store
     to the target.
@@ -40,6 +40,7 @@ def migrate(
     from homeagent_core.datadir import prepare_data_dir
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.migrate_graph import migrate_graph
+    from homeagent_core.stores.migrate_knowledge import migrate_knowledge
     from homeagent_core.stores.migrate_media import migrate_media
     from homeagent_core.stores.migrate_settings import migrate_settings
     from homeagent_core.stores.migrate_textlog import migrate_textlog
@@ -61,9 +62,11 @@ def migrate(
     if source.strip() not in ("", "sqlite") or (root / "memory" / "media" / "media.db").exists():
         media = migrate_media(source, to, data_dir=root, tenant=tenant, batch=batch)
     settings = migrate_settings(source, to, data_dir=root, tenant=tenant)
+    knowledge = migrate_knowledge(source, to, data_dir=root, tenant=tenant)
     if as_json:
         echo_json({**report.to_dict(), "graph": graph.to_dict() if graph else None, "log": textlog.to_dict(),
-                   "media": media.to_dict() if media else None, "settings": settings.to_dict()})
+                   "media": media.to_dict() if media else None, "settings": settings.to_dict(),
+                   "knowledge": knowledge.to_dict()})
         return
     typer.echo(
         f"copied {report.copied} documents from {redact_url(source)} to {redact_url(to)} "
@@ -73,6 +76,10 @@ def migrate(
     typer.echo(
         f"copied {textlog.copied} conversation log records ({textlog.skipped} already there); verified: "
         f"{textlog.target_count} records, sha256 {textlog.source_checksum[:16]} on both sides ({textlog.seconds:.1f} s)"
+    )
+    typer.echo(
+        f"copied {knowledge.copied} knowledge entries ({knowledge.skipped} already there); verified: "
+        f"{knowledge.target_count} entries, sha256 {knowledge.source_checksum[:16]} on both sides"
     )
     typer.echo(
         f"copied {settings.copied} shared settings ({settings.skipped} already there); verified: "

@@ -154,6 +154,7 @@ class MemorySystem:
             open_conversation_log,
             open_document_store,
             open_graph_store,
+            open_knowledge_storage,
             open_media_index,
         )
 
@@ -190,7 +191,9 @@ class MemorySystem:
             textlog = open_conversation_log(
                 config.get("core.memory.store"), memory_dir, tenant=config.get("core.memory.tenant")
             )
-            knowledge = KnowledgeBase(data_dir / "knowledge", embedder=active)
+            knowledge = KnowledgeBase(
+                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant)
+            )
             return media, graph, documents, textlog, knowledge
 
         media, graph, documents, textlog, knowledge = await asyncio.to_thread(open_stores)
@@ -253,6 +256,7 @@ class MemorySystem:
         await self.graph.aclose()
         await asyncio.to_thread(self.textlog.close)
         await asyncio.to_thread(self.media.close)
+        await asyncio.to_thread(self.knowledge.close)
         await self.tiers.aclose()
 
     # ------------------------------------------------------------------ tools

@@ -14,6 +14,7 @@ from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
     from homeagent_core.config import SharedSettings
+    from homeagent_core.knowledge import KnowledgeStorage
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.media import MediaIndex
     from homeagent_core.memory.textlog import ConversationLog
@@ -23,6 +24,7 @@ __all__ = [
     "open_conversation_log",
     "open_document_store",
     "open_graph_store",
+    "open_knowledge_storage",
     "open_media_index",
     "open_shared_settings",
 ]
@@ -121,6 +123,23 @@ def open_shared_settings(store: str, *, tenant: str = "default") -> SharedSettin
         from homeagent_core.stores.pg_settings import PgSharedSettings
 
         return PgSharedSettings(choice, tenant=tenant or "default")
+    raise _bad_choice(choice)
+
+
+def open_knowledge_storage(store: str, *, tenant: str = "default") -> KnowledgeStorage | None:
+    """The tenant's knowledge entries on PostgreSQL, or ``None`` (the files under ``<data>/knowledge``).
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the database cannot be opened.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        return None
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_knowledge import PgKnowledge
+
+        return PgKnowledge(choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 

@@ -124,6 +124,18 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, key)
     );
     """,
+    # 5: the knowledge base: entries, and each entry's cached vector (a cache, rebuilt when missing)
+    """
+    CREATE TABLE ha_knowledge (
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        content TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        fingerprint TEXT NOT NULL DEFAULT '',
+        vector TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (tenant, name)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

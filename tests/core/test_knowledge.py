@@ -15,6 +15,30 @@ from homeagent_sdk.errors import SyncInAsyncError, ToolError
 from homeagent_sdk.testing import FakeEmbedder
 
 
+@pytest.fixture(params=["files", "postgresql"])
+def open_kb(request):
+    """``open_kb(root, embedder=None)``: a knowledge base on the test's backend (PostgreSQL: the
+    session server's entries of a tenant named after ``root``, so reopening ``root`` reopens them)."""
+    opened = []
+
+    def open_files(root, embedder=None):
+        kb = KnowledgeBase(root, embedder)
+        opened.append(kb)
+        return kb
+
+    def open_pg(root, embedder=None):
+        from homeagent_core.stores.pg_knowledge import PgKnowledge
+
+        url, tenant = request.getfixturevalue("pg_url"), request.getfixturevalue("pg_tenant")
+        kb = KnowledgeBase(root, embedder, storage=PgKnowledge(url, tenant=f"{tenant}:{root.name}"))
+        opened.append(kb)
+        return kb
+
+    yield open_files if request.param == "files" else open_pg
+    for kb in opened:
+        kb.close()
+
+
 @pytest.mark.parametrize("bad", ["", "  ", "..", "a/../b", ".hidden", "a/.b", "a//b", "a/./b", "/abs", "a/", "a\\b"])
 def test_unsafe_names_are_rejected(bad):
     with pytest.raises(InvalidKnowledgeName):
@@ -46,8 +70,8 @@ async def test_delete_by_unique_leaf_cleans_empty_categories(tmp_path):
     assert root.exists() and not (root / "home").exists()
 
 
-async def test_ambiguous_or_missing_leaf_is_not_found(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k")
+async def test_ambiguous_or_missing_leaf_is_not_found(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k")
     await kb.create("a/notes", "first")
     await kb.create("b/notes", "second")
     with pytest.raises(KnowledgeNotFound, match="ambiguous"):
@@ -59,15 +83,15 @@ async def test_ambiguous_or_missing_leaf_is_not_found(tmp_path):
     assert len(kb) == 2
 
 
-async def test_an_entry_cannot_also_be_a_category(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k")
+async def test_an_entry_cannot_also_be_a_category(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k")
     await kb.create("a/b", "leaf")
     with pytest.raises(InvalidKnowledgeName, match="nest"):
         await kb.create("a/b/c", "deeper")
 
 
-async def test_update_replaces_the_old_vector(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k", FakeEmbedder(64))
+async def test_update_replaces_the_old_vector(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k", FakeEmbedder(64))
     await kb.create("pets/cat", "the cat is called mimi")
     old = kb._vectors["pets/cat"].copy()
     await kb.create("pets/cat", "the dog is called wangcai")
@@ -76,8 +100,8 @@ async def test_update_replaces_the_old_vector(tmp_path):
     assert hits[0].entry.content == "the dog is called wangcai"
 
 
-async def test_equal_scores_are_ordered_by_name(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k")
+async def test_equal_scores_are_ordered_by_name(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k")
     await kb.create("z/alpha", "identical text")
     await kb.create("a/alpha", "identical text")
     await kb.create("m/other", "completely unrelated words")
@@ -87,8 +111,8 @@ async def test_equal_scores_are_ordered_by_name(tmp_path):
     assert [h.entry.name for h in await kb.search("identical", 5, category="z")] == ["z/alpha"]
 
 
-async def test_search_adds_the_normalised_dense_and_lexical_scores(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k", FakeEmbedder(64))
+async def test_search_adds_the_normalised_dense_and_lexical_scores(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k", FakeEmbedder(64))
     await kb.create("pets/cat", "the cat mimi sleeps all day")
     await kb.create("pets/dog", "the dog wangcai runs all day")
     hits = await kb.search("cat mimi sleeps", 2)
@@ -97,11 +121,11 @@ async def test_search_adds_the_normalised_dense_and_lexical_scores(tmp_path):
     assert 0 < hits[1].score < 1.0
 
 
-async def test_names_and_vectors_survive_a_restart(tmp_path):
-    kb = KnowledgeBase(tmp_path / "k", FakeEmbedder(64))
+async def test_names_and_vectors_survive_a_restart(tmp_path, open_kb):
+    kb = open_kb(tmp_path / "k", FakeEmbedder(64))
     await kb.create("Travel/Japan Trip", "Kyoto in April")
     embedder = FakeEmbedder(64)
-    again = KnowledgeBase(tmp_path / "k", embedder)
+    again = open_kb(tmp_path / "k", embedder)
     assert [e.name for e in again.list()] == ["travel/japan_trip"]
     assert (await again.search("kyoto", 1))[0].entry.name == "travel/japan_trip"
     assert all(len(call) == 1 for call in embedder.calls)  # only the query was embedded

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from homeagent_core.cli import app
+from homeagent_core.knowledge import KnowledgeBase
 from homeagent_core.memory.documents import DocumentStore
 from homeagent_core.memory.media import MediaStore
 from homeagent_core.memory.textlog import TextLog
@@ -75,13 +76,14 @@ def test_a_log_target_with_other_records_fails_verification(tmp_path, pg_url, pg
         migrate_textlog("sqlite", pg_url, data_dir=data, tenant=pg_tenant)
 
 
-async def test_the_cli_copies_the_log_and_the_media_with_the_documents(tmp_path, pg_url, pg_tenant):
+async def test_the_cli_copies_the_log_media_and_knowledge_with_the_documents(tmp_path, pg_url, pg_tenant):
     data = tmp_path / "data"
     _file_log(data)
     DocumentStore(data / "memory" / "documents.db").close()
     media = MediaStore(data / "memory" / "media")
     await media.put(b"%PDF-1.7 the lease", "application/pdf", name="lease.pdf")
     media.close()
+    await KnowledgeBase(data / "knowledge").create("home/lease", "ends in March")
     result = CliRunner().invoke(
         app, ["store", "migrate", "--to", pg_url, "--tenant", pg_tenant, "--data", str(data), "--json"]
     )
@@ -90,6 +92,8 @@ async def test_the_cli_copies_the_log_and_the_media_with_the_documents(tmp_path,
     assert report["log"]["verified"] and report["log"]["copied"] == 30
     assert report["log"]["source_checksum"] == report["log"]["target_checksum"]
     assert report["media"]["verified"] and report["media"]["copied"] == 1
+    assert report["knowledge"]["verified"] and report["knowledge"]["copied"] == 1
+    assert report["settings"]["verified"]
     result = CliRunner().invoke(app, ["store", "migrate", "--to", pg_url, "--tenant", pg_tenant, "--data", str(data)])
     assert result.exit_code == 0, result.output
     assert "copied 0 conversation log records (30 already there); verified: 30 records" in result.output

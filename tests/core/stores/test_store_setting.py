@@ -12,6 +12,7 @@ from homeagent_core.memory.graph import GraphStore
 from homeagent_core.memory.system import MemorySystem
 from homeagent_core.stores.pg_documents import PgDocumentStore
 from homeagent_core.stores.pg_graph import PgGraphSQL
+from homeagent_core.stores.pg_knowledge import PgKnowledge
 from homeagent_core.stores.pg_media import PgMediaIndex
 from homeagent_core.stores.pg_textlog import PgTextLog
 from homeagent_sdk.errors import MemoryStoreError, UsageError
@@ -40,6 +41,9 @@ async def test_the_memory_system_keeps_documents_on_postgresql_when_told(tmp_pat
         assert isinstance(memory.media.index, PgMediaIndex)
         await memory.media.put(b"%PDF-1.7 key receipt", "application/pdf")
         assert not (tmp_path / "data" / "memory" / "media" / "media.db").exists()
+        assert isinstance(memory.knowledge.storage, PgKnowledge)
+        await memory.knowledge.create("home/spare_key", "under the blue pot")
+        assert not (tmp_path / "data" / "knowledge").exists()
     finally:
         await memory.aclose()
         config.close()
