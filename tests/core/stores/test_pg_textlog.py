@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from homeagent_core.builtin.webui.history import ChatHistory
@@ -128,3 +134,89 @@ async def test_two_memory_systems_share_the_conversation_and_restore_it_at_start
         await c.aclose()
     for store in (config_a, config_b, config_c):
         store.close()
+
+
+def _drop_connections(pg_url: str) -> int:
+    """Terminate every other connection to the test database (what a server restart does to them)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchall()
+    return len(rows)
+
+
+def test_after_dropped_connections_appends_succeed_and_the_other_daemon_catches_up(pg_url, pg_tenant):
+    a = PgTextLog(pg_url, tenant=pg_tenant)
+    b = PgTextLog(pg_url, tenant=pg_tenant)
+    heard: list[str] = []
+    b.add_listener(lambda r: heard.append(r["content"] if r else "<reread>"))
+    a.append("user", "before the outage")
+    _until(lambda: heard == ["before the outage"])
+    assert _drop_connections(pg_url) >= 4  # both pools and both listeners
+    a.append("user", "after the outage")  # no error: the pool replaced its dead connection
+    _until(lambda: heard[-1:] == ["after the outage"])
+    assert heard == ["before the outage", "after the outage"]
+    a.close()
+    b.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from homeagent_core.stores.pg_textlog import PgTextLog
+
+    log = PgTextLog(sys.argv[1], tenant=sys.argv[2], follow=False)
+    batch = 0
+    while True:
+        batch += 1
+        log.import_records([
+            {"id": f"b{batch}-{i}", "role": "user", "content": f"batch {batch} line {i} " + "words " * 50,
+             "timestamp": batch + i / 1000, "batch": batch}
+            for i in range(400)
+        ])
+    """
+)
+
+
+def test_a_daemon_killed_mid_write_leaves_all_or_nothing(pg_url, pg_tenant, tmp_path):
+    b = PgTextLog(pg_url, tenant=pg_tenant)
+    heard: list[dict] = []
+
+    def hear(record: dict | None) -> None:
+        if record is None:  # far behind: re-read, as the web UI history does
+            heard[:] = list(b.iter_records())
+        else:
+            heard.append(record)
+
+    b.add_listener(hear)
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    writer = subprocess.Popen([sys.executable, str(script), pg_url, pg_tenant], env=env)
+    try:
+        _until(lambda: len(heard) >= 400, within=60)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+
+            def writing() -> bool:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid"
+                    " WHERE s.pid <> pg_backend_pid() AND s.datname = current_database()"
+                    " AND l.locktype = 'transactionid' AND s.xact_start IS NOT NULL"
+                ).fetchone()
+                return bool(row and row[0])
+
+            _until(writing, within=60)
+            os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.kill()
+        writer.wait(timeout=30)
+    with psycopg.connect(pg_url) as conn:
+        per_batch = conn.execute(
+            "SELECT record::json->>'batch', count(*) FROM ha_text_log WHERE tenant=%s GROUP BY 1", (pg_tenant,)
+        ).fetchall()
+    assert per_batch and all(count == 400 for _, count in per_batch)
+    total = 400 * len(per_batch)
+    _until(lambda: len(heard) == total)
+    assert [r["id"] for r in heard] == [r["id"] for r in b.iter_records()]
+    b.close()
