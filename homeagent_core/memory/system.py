@@ -124,6 +124,8 @@ class MemorySystem:
     distiller: RuleDistiller
     #: Tool definitions, which decide how each tool's output is remembered (set by the memory plugin).
     tool_lookup: ToolLookup | None = None
+    #: The PostgreSQL pool the log, media and knowledge share (None on SQLite); closed after them.
+    database: Any = None
     _current: dict[int, str] = field(default_factory=dict)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
 
@@ -152,6 +154,7 @@ class MemorySystem:
         from homeagent_core.memory.social import SocialGraph
         from homeagent_core.stores.factory import (
             open_conversation_log,
+            open_database,
             open_document_store,
             open_graph_store,
             open_knowledge_storage,
@@ -175,12 +178,13 @@ class MemorySystem:
         def open_stores() -> tuple[Any, ...]:
             store, tenant = config.get("core.memory.store"), config.get("core.memory.tenant")
             enabled = config.get("core.memory.media.enabled")
+            db = open_database(store)  # one pool and listener for the log, media and knowledge
             media = MediaStore(
                 memory_dir / "media",
                 embedder=image_space,
                 max_blob_bytes=config.get("core.memory.media.max_blob_bytes"),
                 enabled=enabled,
-                index=open_media_index(store, tenant=tenant) if enabled else None,
+                index=open_media_index(store, tenant=tenant, db=db) if enabled else None,
             )
             graph = open_graph_store(
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
@@ -188,15 +192,13 @@ class MemorySystem:
             documents = open_document_store(
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
             )
-            textlog = open_conversation_log(
-                config.get("core.memory.store"), memory_dir, tenant=config.get("core.memory.tenant")
-            )
+            textlog = open_conversation_log(store, memory_dir, tenant=tenant, db=db)
             knowledge = KnowledgeBase(
-                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant)
+                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant, db=db)
             )
-            return media, graph, documents, textlog, knowledge
+            return media, graph, documents, textlog, knowledge, db
 
-        media, graph, documents, textlog, knowledge = await asyncio.to_thread(open_stores)
+        media, graph, documents, textlog, knowledge, database = await asyncio.to_thread(open_stores)
         context = RelevanceContext(
             memory_dir / "context.json",
             embedder=active,
@@ -220,6 +222,7 @@ class MemorySystem:
             textlog=textlog,
             knowledge=knowledge,
             distiller=distiller,
+            database=database,
         )
 
     def start_reembedding(self) -> None:
@@ -257,6 +260,8 @@ class MemorySystem:
         await asyncio.to_thread(self.textlog.close)
         await asyncio.to_thread(self.media.close)
         await asyncio.to_thread(self.knowledge.close)
+        if self.database is not None:
+            await asyncio.to_thread(self.database.close)
         await self.tiers.aclose()
 
     # ------------------------------------------------------------------ tools

@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.media import MediaIndex
     from homeagent_core.memory.textlog import ConversationLog
+    from homeagent_core.stores.pg_database import PgDatabase
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = [
     "open_conversation_log",
+    "open_database",
     "open_document_store",
     "open_graph_store",
     "open_knowledge_storage",
@@ -72,8 +74,29 @@ def open_graph_store(
     raise _bad_choice(choice)
 
 
-def open_conversation_log(store: str, memory_dir: Path, *, tenant: str = "default") -> ConversationLog:
-    """The conversation log named by ``store``: JSONL files in ``<memory_dir>/text`` or the tenant's log on PostgreSQL.
+def open_database(store: str) -> PgDatabase | None:
+    """One connection pool (and change listener) for the stores of a daemon that take ``db``, or
+    ``None`` on SQLite. The caller closes it after those stores.
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
+        MemoryStoreError: the database cannot be reached.
+    """
+    choice = store.strip()
+    if choice in ("", "sqlite"):
+        return None
+    if choice.startswith(("postgresql://", "postgres://")):
+        from homeagent_core.stores.pg_database import PgDatabase
+
+        return PgDatabase(choice)
+    raise _bad_choice(choice)
+
+
+def open_conversation_log(
+    store: str, memory_dir: Path, *, tenant: str = "default", db: PgDatabase | None = None
+) -> ConversationLog:
+    """The conversation log named by ``store``: JSONL files in ``<memory_dir>/text`` or the tenant's log on
+    PostgreSQL (through ``db`` when given, else its own pool).
 
     Raises:
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
@@ -87,11 +110,11 @@ def open_conversation_log(store: str, memory_dir: Path, *, tenant: str = "defaul
     if choice.startswith(("postgresql://", "postgres://")):
         from homeagent_core.stores.pg_textlog import PgTextLog
 
-        return PgTextLog(choice, tenant=tenant or "default")
+        return PgTextLog(db or choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 
-def open_media_index(store: str, *, tenant: str = "default") -> MediaIndex | None:
+def open_media_index(store: str, *, tenant: str = "default", db: PgDatabase | None = None) -> MediaIndex | None:
     """Where the media rows live: ``None`` for the media store's own ``media.db``, or the tenant's rows
     (and bytes) on PostgreSQL.
 
@@ -105,7 +128,7 @@ def open_media_index(store: str, *, tenant: str = "default") -> MediaIndex | Non
     if choice.startswith(("postgresql://", "postgres://")):
         from homeagent_core.stores.pg_media import PgMediaIndex
 
-        return PgMediaIndex(choice, tenant=tenant or "default")
+        return PgMediaIndex(db or choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 
@@ -126,7 +149,9 @@ def open_shared_settings(store: str, *, tenant: str = "default") -> SharedSettin
     raise _bad_choice(choice)
 
 
-def open_knowledge_storage(store: str, *, tenant: str = "default") -> KnowledgeStorage | None:
+def open_knowledge_storage(
+    store: str, *, tenant: str = "default", db: PgDatabase | None = None
+) -> KnowledgeStorage | None:
     """The tenant's knowledge entries on PostgreSQL, or ``None`` (the files under ``<data>/knowledge``).
 
     Raises:
@@ -139,7 +164,7 @@ def open_knowledge_storage(store: str, *, tenant: str = "default") -> KnowledgeS
     if choice.startswith(("postgresql://", "postgres://")):
         from homeagent_core.stores.pg_knowledge import PgKnowledge
 
-        return PgKnowledge(choice, tenant=tenant or "default")
+        return PgKnowledge(db or choice, tenant=tenant or "default")
     raise _bad_choice(choice)
 
 
