@@ -25,8 +25,11 @@ socket) or on ``--pg-url``. Measured:
 * ``log_visibility_p50_ms``: from calling ``append`` on daemon A until a listener on daemon B has
   the record (what puts it in B's web UI history).
 
+``pg_to_sqlite_commit_time_ratio`` is PostgreSQL's graph commit time over SQLite's in the same run;
+``--graph-only`` measures the graph commits alone.
+
     python bench/bench_store.py [--docs 100000] [--dim 384] [--queries 200] [--triples 5000]
-        [--log-appends 300] [--pg-url URL] [--json]
+        [--log-appends 300] [--graph-only] [--pg-url URL] [--json]
 """
 
 from __future__ import annotations
@@ -186,6 +189,35 @@ def commit_triples_s(store: Any, items: list[Any], per_commit: int = 10) -> floa
     return time.perf_counter() - started
 
 
+def graph_commits(url: str, data: Path, n: int) -> tuple[float, float]:
+    """Seconds to commit ``n`` triples into a SQLite ``graph.db`` and into a tenant's graph on ``url``."""
+    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.stores.pg_graph import PgGraphSQL
+
+    graph_items = triples(n)
+    lite_graph = GraphStore(data / "memory" / "graph.db")
+    lite_s = commit_triples_s(lite_graph, graph_items)
+    lite_graph.close()
+    note("sqlite_commit_triples_per_s", n / lite_s)
+    pg_graph = GraphStore("", sql=PgGraphSQL(url, tenant=f"bench-graph-{uuid.uuid4().hex[:8]}"))
+    pg_s = commit_triples_s(pg_graph, graph_items)
+    pg_graph.close()
+    note("pg_commit_triples_per_s", n / pg_s)
+    return lite_s, pg_s
+
+
+def graph_only(url: str, n: int) -> tuple[list[Row], dict[str, Any]]:
+    """The graph commit figures alone (``--graph-only``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lite_s, pg_s = graph_commits(url, Path(tmp) / "data", n)
+    return [], {
+        "triples": n,
+        "sqlite_commit_triples_per_s": round(n / lite_s, 1),
+        "pg_commit_triples_per_s": round(n / pg_s, 1),
+        "pg_to_sqlite_commit_time_ratio": round(pg_s / lite_s, 2),
+    }
+
+
 async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
     from homeagent_core.stores.migrate import migrate_documents
     from homeagent_core.stores.pg_documents import PgDocumentStore
@@ -200,6 +232,12 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
         server = LocalPostgres(Path(tempfile.mkdtemp(prefix="ha-pg-")), bindir)
         await asyncio.to_thread(server.start)
         url = server.url
+    if args.graph_only:
+        try:
+            return await asyncio.to_thread(graph_only, url, args.triples)
+        finally:
+            if server is not None:
+                server.stop()
     docs = corpus(args.docs)
     texts = queries(args.queries)
     embedder = FakeEmbedder(args.dim)
@@ -219,18 +257,7 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
             pg.close()
             note("pg_commit_docs_per_s", args.docs / pg_load)
             note("pg_query_p50_ms", statistics.median(pg_q) * 1e3)
-            from homeagent_core.memory.graph import GraphStore
-            from homeagent_core.stores.pg_graph import PgGraphSQL
-
-            graph_items = triples(args.triples)
-            lite_graph = GraphStore(data / "memory" / "graph.db")
-            lite_triples_s = commit_triples_s(lite_graph, graph_items)
-            lite_graph.close()
-            note("sqlite_commit_triples_per_s", args.triples / lite_triples_s)
-            pg_graph = GraphStore("", sql=PgGraphSQL(url, tenant=f"bench-graph-{uuid.uuid4().hex[:8]}"))
-            pg_triples_s = commit_triples_s(pg_graph, graph_items)
-            pg_graph.close()
-            note("pg_commit_triples_per_s", args.triples / pg_triples_s)
+            lite_triples_s, pg_triples_s = graph_commits(url, data, args.triples)
             vis = await visibility(url)
             note("cross_daemon_visibility_p50_ms", statistics.median(vis) * 1e3)
             file_log, pg_log, log_vis = await asyncio.to_thread(log_appends, url, Path(tmp), args.log_appends)
@@ -261,6 +288,7 @@ async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
         "triples": args.triples,
         "sqlite_commit_triples_per_s": round(args.triples / lite_triples_s, 1),
         "pg_commit_triples_per_s": round(args.triples / pg_triples_s, 1),
+        "pg_to_sqlite_commit_time_ratio": round(pg_triples_s / lite_triples_s, 2),
         "cross_daemon_visibility_p50_ms": round(statistics.median(vis) * 1e3, 3),
         "migrate_docs_per_s": round(report.copied / migrate_s, 1),
         "migrate_verified": report.verified,
@@ -279,6 +307,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--triples", type=int, default=5000)
     parser.add_argument("--log-appends", type=int, default=300)
+    parser.add_argument("--graph-only", action="store_true", help="measure the graph commits only")
     parser.add_argument("--pg-url", default="", help="an existing PostgreSQL with pgvector (default: a local one)")
     args = parser.parse_args()
     rows, figures = asyncio.run(main_async(args))

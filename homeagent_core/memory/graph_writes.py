@@ -24,7 +24,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from homeagent_core.memory.graph_schema import DEFAULT_TYPE, NAME_MAX, check_name, check_relation, marks
 from homeagent_core.memory.graph_types import Changes
@@ -34,12 +34,15 @@ from homeagent_sdk.types import Triple
 __all__ = [
     "Changes",
     "CommitResult",
+    "PlannedTriple",
+    "TripleWriter",
     "commit",
     "commit_triples",
     "delete_entity",
     "edit",
     "merge",
     "merge_blocks",
+    "plan_triples",
     "prune_batches",
     "purge",
 ]
@@ -101,17 +104,39 @@ def prune_batches(conn: sqlite3.Connection, older_than_s: float, clock: Callable
     return len(gone.fetchall())
 
 
-def commit_triples(
-    conn: sqlite3.Connection,
-    ch: Changes,
-    triples: list[Triple],
-    session: str,
-    mimes: Mapping[str, str],
-    clock: Callable[[], float],
-) -> CommitResult:
-    """Upsert each valid triple's entities, sentence, relation and media links (the body of a commit)."""
-    now = clock()
-    res = CommitResult()
+@dataclass(frozen=True, slots=True)
+class PlannedTriple:
+    """A triple that passed the checks, trimmed, with its sentence and usable media digests."""
+
+    subject: str
+    subject_type: str
+    object: str
+    object_type: str
+    relation: str
+    confidence: float
+    sentence: str
+    """The sentence text ("" for none)."""
+    digests: tuple[str, ...]
+    """Full sha256 digests to link to the sentence (empty without a sentence)."""
+
+
+@runtime_checkable
+class TripleWriter(Protocol):
+    """A connection that writes a commit's planned triples its own way (a few set-based statements).
+
+    It must leave the same rows, :class:`Changes` and :class:`CommitResult` (``skipped`` aside)
+    as the statement-by-statement writes of :func:`commit_triples` on SQLite.
+    """
+
+    def write_triples(
+        self, ch: Changes, planned: list[PlannedTriple], session: str, mimes: Mapping[str, str], now: float
+    ) -> CommitResult: ...
+
+
+def plan_triples(triples: list[Triple]) -> tuple[list[PlannedTriple], list[str]]:
+    """The valid triples, and the reasons for what is skipped (in triple order)."""
+    planned: list[PlannedTriple] = []
+    skipped: list[str] = []
     for t in triples:
         subject, relation, obj = t.subject.strip(), t.relation.strip(), t.object.strip()
         reason = (
@@ -123,47 +148,98 @@ def commit_triples(
         if reason is None and not (isinstance(conf, int | float) and 0.0 <= conf <= 1.0):
             reason = f"confidence must be a number from 0 to 1, got {conf!r}"
         if reason is not None:
-            res.skipped.append(f"{t.subject!r} -{t.relation}-> {t.object!r}: {reason}")
+            skipped.append(f"{t.subject!r} -{t.relation}-> {t.object!r}: {reason}")
             continue
-        sid = _upsert_entity(conn, subject, t.subject_type, now)
-        oid = _upsert_entity(conn, obj, t.object_type, now)
+        text = t.sentence_text.strip()
+        if not text and t.media_digests:
+            text = f"{subject}{relation}{obj}。"
+        digests = []
+        for digest in t.media_digests:
+            if not text or not _DIGEST.match(digest):
+                skipped.append(f"media digest {digest!r}: not a full sha256 digest")
+            else:
+                digests.append(digest)
+        planned.append(
+            PlannedTriple(
+                subject, _entity_type(t.subject_type), obj, _entity_type(t.object_type), relation, float(conf),
+                text, tuple(digests),
+            )
+        )
+    return planned, skipped
+
+
+def _entity_type(etype: str) -> str:
+    return etype.strip()[:NAME_MAX] or DEFAULT_TYPE
+
+
+def commit_triples(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    triples: list[Triple],
+    session: str,
+    mimes: Mapping[str, str],
+    clock: Callable[[], float],
+) -> CommitResult:
+    """Upsert each valid triple's entities, sentence, relation and media links (the body of a commit).
+
+    A connection that is a :class:`TripleWriter` writes them itself (PostgreSQL: a few
+    statements per commit instead of several per triple).
+    """
+    now = clock()
+    planned, skipped = plan_triples(triples)
+    if isinstance(conn, TripleWriter):
+        res = conn.write_triples(ch, planned, session, mimes, now)
+    else:
+        res = _write_each(conn, ch, planned, session, mimes, now)
+    res.skipped = skipped
+    return res
+
+
+def _write_each(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    planned: list[PlannedTriple],
+    session: str,
+    mimes: Mapping[str, str],
+    now: float,
+) -> CommitResult:
+    """Write the planned triples one statement at a time (SQLite: no round trips)."""
+    res = CommitResult()
+    for t in planned:
+        sid = _upsert_entity(conn, t.subject, t.subject_type, now)
+        oid = _upsert_entity(conn, t.object, t.object_type, now)
         for eid in (sid, oid):
             if eid not in ch.entities:
                 res.entity_ids.append(eid)
                 ch.entities.add(eid)
-        text = t.sentence_text.strip()
-        if not text and t.media_digests:
-            text = f"{subject}{relation}{obj}。"
-        sentence_id = _upsert_sentence(conn, text, session, now) if text else None
+        sentence_id = _upsert_sentence(conn, t.sentence, session, now) if t.sentence else None
         if sentence_id is not None:
             ch.sentences.add(sentence_id)
             res.sentence_ids.append(sentence_id)
         row = conn.execute(
             "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ? AND session = ?",
-            (sid, oid, relation, session),
+            (sid, oid, t.relation, session),
         ).fetchone()
         if row is not None:
             rid = row[0]
             conn.execute(
                 "UPDATE relations SET confidence = ?, updated_at = ?, status = 'active',"
                 " sentence_id = COALESCE(?, sentence_id) WHERE id = ?",
-                (float(conf), now, sentence_id, rid),
+                (t.confidence, now, sentence_id, rid),
             )
             res.refreshed += 1
         else:
             rid = conn.execute(
                 "INSERT INTO relations (source_id, target_id, type, confidence, session,"
                 " sentence_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (sid, oid, relation, float(conf), session, sentence_id, now, now),
+                (sid, oid, t.relation, t.confidence, session, sentence_id, now, now),
             ).lastrowid
             assert rid is not None
             res.added += 1
         ch.relations.add(rid)
         res.relation_ids.append(rid)
-        for digest in t.media_digests:
-            if sentence_id is None or not _DIGEST.match(digest):
-                res.skipped.append(f"media digest {digest!r}: not a full sha256 digest")
-                continue
+        for digest in t.digests:
+            assert sentence_id is not None
             _link_block(conn, ch, sentence_id, digest, mimes.get(digest, ""), now)
             if digest not in res.block_digests:
                 res.block_digests.append(digest)
@@ -171,7 +247,6 @@ def commit_triples(
 
 
 def _upsert_entity(conn: sqlite3.Connection, name: str, etype: str, now: float) -> int:
-    etype = etype.strip()[:NAME_MAX] or DEFAULT_TYPE
     row = conn.execute(
         "INSERT INTO entities (name, type, mention_count, created_at, updated_at)"
         " VALUES (?, ?, 1, ?, ?) ON CONFLICT (name) DO UPDATE SET"

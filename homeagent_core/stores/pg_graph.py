@@ -8,32 +8,30 @@ follow the SQLite schema of :mod:`~homeagent_core.memory.graph_schema` version f
 (the version is recorded in the tenant schema's ``schema_version``; a newer one is refused).
 
 The write operations of :mod:`~homeagent_core.memory.graph_writes` (and the social layer's and
-review heartbeat's transaction bodies) run unchanged on :class:`PgGraphConnection`, which
-speaks the small part of the ``sqlite3`` connection API they use (``execute``/``executemany``
-with ``?`` parameters, ``fetchone``/``fetchall``/iteration, ``lastrowid``). SQLite-only SQL
-(``PRAGMA``, ``INSERT OR …``/``UPDATE OR …``, ``changes()``, ``sqlite_master``) is refused with
-an error naming the statement, never emulated silently. A failing ``UPDATE`` rolls back alone
-(a savepoint), as a failing statement does in SQLite, and a uniqueness or foreign-key error
-surfaces as :class:`sqlite3.IntegrityError`, so callers that catch it keep working.
+review heartbeat's transaction bodies) run unchanged on the ``sqlite3``-like
+:class:`~homeagent_core.stores.pg_graph_conn.PgGraphConnection`; a commit's triples go to the
+server in a few set-based statements (:mod:`~homeagent_core.stores.pg_graph_writes`).
 
 Writes are serialised per tenant (a transaction-scoped advisory lock, SQLite's one writer)
 and log the ids they touched in ``graph_changes`` with ``NOTIFY`` in the same transaction.
 Each store catches up with the other daemons' logged changes when notified and at the start
 of each of its own writes, so a fact committed on one daemon is recalled on the other.
+
+A write whose connection the server drops (a restart, a failover, a terminated backend) runs
+again on a new connection, and one whose ``COMMIT`` lost its answer is looked up by transaction
+id instead of being run twice (:mod:`~homeagent_core.stores.pg_retry`); a commit is
+acknowledged only once it is known to be durable.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
-import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from homeagent_core.memory.graph_cache import GraphCache
@@ -49,6 +47,8 @@ from homeagent_core.memory.graph_types import (
     RelationRow,
 )
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_graph_conn import ID_TABLES, PgGraphConnection
+from homeagent_core.stores.pg_retry import RETRY_FOR_S, TXID_STATUS, Backoff, is_lost
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
@@ -59,9 +59,6 @@ __all__ = ["PgGraphConnection", "PgGraphSQL", "graph_schema_name"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_ID_TABLES = ("entities", "sentences", "relations", "memory_blocks", "memory_block_edges")
-_INSERT_WITH_ID = re.compile(r"^\s*INSERT\s+INTO\s+(" + "|".join(_ID_TABLES) + r")\b", re.IGNORECASE)
-_SQLITE_ONLY = re.compile(r"\bPRAGMA\b|\b(INSERT|UPDATE|REPLACE)\s+OR\s+\w+|\bchanges\s*\(\s*\)|\bsqlite_\w+", re.I)
 _KINDS = {"e": "entities", "r": "relations", "s": "sentences", "b": "blocks", "x": "block_edges"}
 KEEP_CHANGES = 100_000
 """Change-log rows kept per tenant; a daemon further behind loads its mirror again."""
@@ -156,95 +153,6 @@ def graph_schema_name(tenant: str) -> str:
     return "hag_" + hashlib.sha1(tenant.encode("utf-8")).hexdigest()[:20]
 
 
-@lru_cache(maxsize=512)
-def _translate(sql: str) -> tuple[str, bool]:
-    """``sql`` with ``?`` parameters as psycopg's ``%s``, and whether ``RETURNING id`` was added.
-
-    Raises:
-        MemoryStoreError: the statement uses SQL only SQLite understands.
-    """
-    found = _SQLITE_ONLY.search(sql)
-    if found:
-        raise MemoryStoreError(
-            f"the graph store on PostgreSQL cannot run SQLite-only SQL ({found.group(0)!r} in "
-            f"{' '.join(sql.split())[:120]!r}); write the statement in SQL both databases understand"
-        )
-    text = sql.replace("%", "%%").replace("?", "%s")
-    add_id = bool(_INSERT_WITH_ID.match(text)) and "RETURNING" not in text.upper()
-    return (text + " RETURNING id" if add_id else text), add_id
-
-
-class _Cursor:
-    """The ``sqlite3.Cursor`` surface the graph's SQL code reads: rows, iteration, ``lastrowid``."""
-
-    def __init__(self, rows: list[tuple[Any, ...]], lastrowid: int | None) -> None:
-        self._rows = rows
-        self._next = 0
-        self.lastrowid = lastrowid
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        if self._next >= len(self._rows):
-            return None
-        self._next += 1
-        return self._rows[self._next - 1]
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        rest, self._next = self._rows[self._next :], len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.fetchall())
-
-
-class PgGraphConnection:
-    """A psycopg connection speaking the ``sqlite3`` connection API the graph's transaction bodies use."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.raw = conn
-
-    def __getattr__(self, name: str) -> Any:
-        """Refuse the rest of ``sqlite3.Connection`` by name (``cursor``, ``create_function``, ``backup``...)."""
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(
-            f"the graph store on PostgreSQL offers execute() and executemany() only, not sqlite3's {name!r}; "
-            "this code works only with the SQLite graph (core.memory.store = sqlite)"
-        )
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
-        """Run one statement (``?`` parameters); an ``UPDATE`` that fails rolls back alone.
-
-        Raises:
-            sqlite3.IntegrityError: a uniqueness, foreign-key or check constraint was violated.
-            MemoryStoreError: the statement is SQLite-only SQL.
-        """
-        import psycopg
-
-        text, add_id = _translate(sql)
-        savepoint = text.lstrip()[:6].upper() == "UPDATE" and self.raw.info.transaction_status != 0
-        try:
-            if savepoint:
-                with self.raw.transaction():
-                    cur = self.raw.execute(text, tuple(params))
-            else:
-                cur = self.raw.execute(text, tuple(params))
-        except psycopg.errors.IntegrityError as exc:
-            raise sqlite3.IntegrityError(str(exc).strip()) from exc
-        rows = cur.fetchall() if cur.description is not None else []
-        return _Cursor(rows, int(rows[0][0]) if add_id and rows else None)
-
-    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
-        """Run one statement for each parameter tuple of ``seq``."""
-        import psycopg
-
-        text, _ = _translate(sql)
-        try:
-            with self.raw.cursor() as cur:
-                cur.executemany(text, [tuple(p) for p in seq])
-        except psycopg.errors.IntegrityError as exc:
-            raise sqlite3.IntegrityError(str(exc).strip()) from exc
-
-
 class PgGraphSQL:
     """One tenant's graph rows in a PostgreSQL database (see the module text).
 
@@ -252,13 +160,14 @@ class PgGraphSQL:
         db: an open :class:`PgDatabase` (its change listener is shared), or a ``postgresql://``
             URL (this object then owns and closes the pool).
         tenant: whose graph this is (an agent or household id).
+        retry_for: seconds a write or read keeps retrying after the server dropped its connection.
 
     Raises:
         UsageError: the tenant id is empty.
         MemoryStoreError: the server cannot be reached, or the tenant's graph schema is newer.
     """
 
-    def __init__(self, db: PgDatabase | str, *, tenant: str = "default") -> None:
+    def __init__(self, db: PgDatabase | str, *, tenant: str = "default", retry_for: float = RETRY_FOR_S) -> None:
         if not tenant.strip():
             raise UsageError("the PostgreSQL graph store needs a non-empty tenant id")
         self._owns_db = isinstance(db, str)
@@ -266,6 +175,8 @@ class PgGraphSQL:
         self.tenant = tenant
         self.schema = graph_schema_name(tenant)
         self.path = f"{self.db.safe_url} (graph of tenant {tenant!r})"
+        self.retry_for = retry_for
+        self._rows_read: tuple[Changes, ChangedRows] | None = None  # rows of the last commit, read before COMMIT
         self._lock = threading.RLock()
         self._applied = 0
         self._conn: psycopg.Connection[Any] | None = None
@@ -287,48 +198,125 @@ class PgGraphSQL:
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        """The store's connection, opened again when the server dropped it."""
+        """The store's connection, opened again when the server dropped it (driver errors raised as they are)."""
         import psycopg
 
         if self._closed:
             raise MemoryStoreError(f"graph memory {self.path} is closed")
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
-        try:
-            conn = psycopg.connect(self.db.url, autocommit=True, connect_timeout=max(1, int(self.db.timeout)))
-        except psycopg.Error as exc:
-            raise self.db._translate(exc) from None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        conn = psycopg.connect(self.db.url, autocommit=True, connect_timeout=max(1, int(self.db.timeout)))
         conn.execute(f"SET search_path TO {self.schema}")
         self._conn = conn
         return conn
 
+    def _broken(self) -> bool:
+        return self._conn is None or self._conn.closed or self._conn.broken
+
     @contextmanager
     def _tx(self) -> Iterator[PgGraphConnection]:
-        """One transaction holding the tenant's writer lock; driver errors as :class:`MemoryStoreError`."""
+        """One transaction holding the tenant's writer lock, not retried; driver errors as :class:`MemoryStoreError`."""
         import psycopg
 
         with self._lock:
-            for attempt in (1, 2):
+            try:
                 conn = self._connect()
-                begun = False
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
+                    yield PgGraphConnection(conn)
+            except psycopg.Error as exc:
+                raise self.db._translate(exc) from exc
+
+    def _write(self, body: Callable[[PgGraphConnection, Changes | None], T], *, follow: bool = False) -> T:
+        """Run ``body`` in one transaction under the tenant's writer lock, retried when the connection is lost.
+
+        ``follow``: read the other daemons' changes first (in the same round trip as the lock)
+        and hand them to ``body``. A transaction whose ``COMMIT`` lost its answer is looked up
+        by its transaction id (:mod:`~homeagent_core.stores.pg_retry`) and not run twice.
+
+        Raises:
+            MemoryStoreError: the server stayed away for :data:`~homeagent_core.stores.pg_retry.RETRY_FOR_S`
+                seconds (the change was not stored, or it is unknown whether it was), or a driver error.
+        """
+        import psycopg
+
+        backoff = Backoff(self.retry_for)
+        while True:
+            with self._lock:
+                seen = self._applied
+                xid: int | None = None
+                committing = False
                 try:
+                    conn = self._connect()
                     with conn.transaction():
-                        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
-                        begun = True
-                        yield PgGraphConnection(conn)
-                    return
-                except psycopg.OperationalError as exc:
-                    if begun or attempt == 2 or not conn.broken:
-                        raise self.db._translate(exc) from exc
-                    # the server dropped the idle connection (a restart, a failover): once more on a new one
-                    log.info("graph memory %s: connection lost, reconnecting", self.path)
+                        pc = PgGraphConnection(conn)
+                        with conn.pipeline():
+                            locked = conn.execute(
+                                "SELECT txid_current() FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) lock",
+                                (self.schema,),
+                            )
+                            queued = self._remote_queue(pc) if follow else None
+                            row = locked.fetchone()
+                            remote = queued() if queued is not None else None
+                        xid = int(row[0]) if row else None
+                        result = body(pc, remote)
+                        committing = True
+                    return result
                 except psycopg.Error as exc:
-                    raise self.db._translate(exc) from exc
+                    if not is_lost(exc, self._broken()):
+                        self._applied = seen
+                        raise self.db._translate(exc) from exc
+                    done = committing and xid is not None and self._committed(xid, backoff)
+                    if done:
+                        log.warning("graph memory %s: connection lost while committing; the commit went through",
+                                    self.path)
+                        return result
+                    self._applied = seen  # rolled back: the other daemons' changes are read again
+                    if committing and done is None:
+                        raise MemoryStoreError(
+                            f"graph memory {self.path}: the PostgreSQL server {self.db.safe_url} went away while"
+                            f" committing and did not come back within {self.retry_for:g} s, so whether the change"
+                            " was stored is unknown; it was not acknowledged (retry when the server is back)"
+                        ) from exc
+                    log.warning("graph memory %s: connection lost (%s); retrying the write", self.path,
+                                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                except BaseException:
+                    self._applied = seen
+                    raise
+            if not backoff.wait():
+                raise MemoryStoreError(
+                    f"graph memory {self.path}: the PostgreSQL server {self.db.safe_url} did not answer for"
+                    f" {self.retry_for:g} s; the change was not stored (retry when the server is back)"
+                )
+
+    def _committed(self, xid: int, backoff: Backoff) -> bool | None:
+        """Whether transaction ``xid`` committed, asked on a new connection; None when the server stays away."""
+        import psycopg
+
+        while True:
+            try:
+                row = self._connect().execute(TXID_STATUS, (xid,)).fetchone()
+                status = row[0] if row else None
+                if status != "in progress":
+                    return status == "committed"
+            except psycopg.Error as exc:
+                if not is_lost(exc, self._broken()):
+                    raise
+            if not backoff.wait():
+                return None
 
     def _migrate(self) -> None:
         """Create or upgrade the tenant's schema, one transaction per version; refuse a newer one."""
+        import psycopg
+
         with self._lock:
-            conn = self._connect()
+            try:
+                conn = self._connect()
+            except psycopg.Error as exc:
+                raise self.db._translate(exc) from None
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
@@ -354,23 +342,36 @@ class PgGraphSQL:
     # -- GraphSQL -----------------------------------------------------------------------------
 
     def transaction(self, fn: Callable[[Any, Changes], T]) -> tuple[T, Changes]:
-        """Run ``fn`` in one transaction; the changes returned include other daemons' commits since the last."""
-        changes = Changes()
-        seen = self._applied
-        try:
-            with self._tx() as conn:
-                remote = self._remote(conn)
-                result = fn(conn, changes)
-                if changes.entities:
-                    backfill_terms(conn, sorted(changes.entities))  # type: ignore[arg-type]
-                self._log(conn, changes)
-        except BaseException:
-            self._applied = seen  # rolled back: the other daemons' changes are read again next time
-            raise
+        """Run ``fn`` in one transaction; the changes returned include other daemons' commits since the last.
+
+        The change log entry and the rows :meth:`changed_rows` will be asked for are written and
+        read in one round trip before ``COMMIT``. Retried from the start on a new connection when
+        the server drops the connection (``fn`` may run more than once; only one run commits).
+        """
+
+        def body(conn: PgGraphConnection, remote: Changes | None) -> tuple[T, Changes, Changes | None, ChangedRows]:
+            changes = Changes()
+            result = fn(conn, changes)
+            if changes.entities:
+                todo = sorted(changes.entities - conn.terms_written)
+                if todo:
+                    backfill_terms(conn, todo)  # type: ignore[arg-type]
+            touched = Changes()
+            _merge(touched, changes)
+            if remote is not None:
+                _merge(touched, remote)
+            with conn.raw.pipeline():
+                logged = self._log_queue(conn, changes)
+                rows = _rows_queue(conn, touched)
+                logged()
+                return result, changes, remote, rows()
+
+        result, changes, remote, rows = self._write(body, follow=True)
         if remote is None:  # too far behind to replay: the follower loads the mirror again
             self._on_notify("")
         else:
             _merge(changes, remote)
+            self._rows_read = (changes, rows)
         return result, changes
 
     def remote_changes(self) -> Changes | None:
@@ -379,111 +380,107 @@ class PgGraphSQL:
         None when the change log was pruned past this store's position: the mirror must be loaded
         again (:meth:`load_mirror`).
         """
-        with self._tx() as conn:
-            return self._remote(conn)
+        return self._write(lambda _conn, remote: remote, follow=True)
 
-    def _remote(self, conn: PgGraphConnection) -> Changes | None:
-        """Read (and mark as seen) the change log after this store's last position; under the writer lock."""
-        if not self._behind:
-            row = conn.execute("SELECT value FROM graph_meta WHERE key = 'changes_pruned_to'").fetchone()
-            self._behind = row is not None and int(row[0]) > self._applied
-        if self._behind:
-            return None
-        changes = Changes()
-        rows = conn.execute(
-            "SELECT seq, kind, row_id FROM graph_changes WHERE seq > ? ORDER BY seq", (self._applied,)
-        ).fetchall()
-        for _seq, kind, rid in rows:
-            getattr(changes, _KINDS[kind]).add(int(rid))
-        if rows:
-            self._applied = int(rows[-1][0])
-        return changes
+    def _remote_queue(self, conn: PgGraphConnection) -> Callable[[], Changes | None]:
+        """Queue the reads of the change log after this store's position; the returned call applies them.
 
-    def _log(self, conn: PgGraphConnection, ch: Changes) -> None:
-        entries = [(code, rid) for code, attr in _KINDS.items() for rid in sorted(getattr(ch, attr))]
-        if not entries:
-            return
-        raw = conn.raw
-        with raw.cursor() as cur:
-            cur.executemany("INSERT INTO graph_changes (kind, row_id) VALUES (%s, %s)", entries)
-            cur.execute("SELECT max(seq) FROM graph_changes")
-            top = cur.fetchone()
-        raw.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"graph:{self._writer}:{self.tenant}"))
-        if not top or top[0] is None:
-            return
-        if not self._behind:
-            self._applied = int(top[0])
-        cut = (int(top[0]) - KEEP_CHANGES) // PRUNE_STEP * PRUNE_STEP
-        if cut > self._pruned:
-            raw.execute("DELETE FROM graph_changes WHERE seq <= %s", (cut,))
-            raw.execute(
-                "INSERT INTO graph_meta (key, value) VALUES ('changes_pruned_to', %s) ON CONFLICT (key) DO UPDATE"
-                " SET value = GREATEST(graph_meta.value::BIGINT, excluded.value::BIGINT)::TEXT",
-                (str(cut),),
-            )
-            self._pruned = cut
-
-    def changed_rows(self, ch: Changes) -> ChangedRows:
-        def rows(sql: str, ids: set[int]) -> dict[int, tuple[Any, ...]]:
-            if not ids:
-                return {}
-            found = self.read(lambda c: c.raw.execute(sql, (sorted(ids),)).fetchall())
-            return {row[0]: row for row in found}
-
-        entities = rows(f"SELECT {ENTITY_COLUMNS}, terms FROM entities WHERE id = ANY(%s)", ch.entities)
-        return ChangedRows(
-            entities={eid: (EntityRow(*row[:-1]), decode_terms(row[-1])) for eid, row in entities.items()},
-            relations={
-                rid: RelationRow(*row)
-                for rid, row in rows(
-                    f"SELECT {RELATION_COLUMNS} FROM relations WHERE id = ANY(%s)", ch.relations
-                ).items()
-            },
-            sentences={sid: row[1] for sid, row in rows("SELECT id, text FROM sentences WHERE id = ANY(%s)",
-                                                         ch.sentences).items()},
-            blocks={
-                bid: BlockRow(*row)
-                for bid, row in rows(
-                    f"SELECT {BLOCK_COLUMNS} FROM memory_blocks WHERE id = ANY(%s)", ch.blocks
-                ).items()
-            },
-            block_edges={
-                eid: (row[1], row[2], row[3])
-                for eid, row in rows(
-                    "SELECT id, sentence_id, block_id, type FROM memory_block_edges WHERE id = ANY(%s)", ch.block_edges
-                ).items()
-            },
+        Under the writer lock. The result marks those changes as seen; None: the log was pruned
+        past this store's position.
+        """
+        pruned = conn.raw.execute("SELECT value FROM graph_meta WHERE key = 'changes_pruned_to'")
+        logged = conn.raw.execute(
+            "SELECT seq, kind, row_id FROM graph_changes WHERE seq > %s ORDER BY seq", (self._applied,)
         )
 
+        def finish() -> Changes | None:
+            row = pruned.fetchone()
+            rows = logged.fetchall()
+            if not self._behind:
+                self._behind = row is not None and int(row[0]) > self._applied
+            if self._behind:
+                return None
+            changes = Changes()
+            for _seq, kind, rid in rows:
+                getattr(changes, _KINDS[kind]).add(int(rid))
+            if rows:
+                self._applied = int(rows[-1][0])
+            return changes
+
+        return finish
+
+    def _log_queue(self, conn: PgGraphConnection, ch: Changes) -> Callable[[], None]:
+        """Queue logging the ids ``ch`` touched and notifying the other daemons; the returned call finishes it."""
+        entries = [(code, rid) for code, attr in _KINDS.items() for rid in sorted(getattr(ch, attr))]
+        if not entries:
+            return lambda: None
+        raw = conn.raw
+        cur = raw.execute(
+            "WITH logged AS (INSERT INTO graph_changes (kind, row_id) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+            " RETURNING seq) SELECT max(seq), pg_notify(%s, %s) FROM logged",
+            ([e[0] for e in entries], [e[1] for e in entries], CHANNEL, f"graph:{self._writer}:{self.tenant}"),
+        )
+
+        def finish() -> None:
+            row = cur.fetchone()
+            if not row or row[0] is None:
+                return
+            top = int(row[0])
+            if not self._behind:
+                self._applied = top
+            cut = (top - KEEP_CHANGES) // PRUNE_STEP * PRUNE_STEP
+            if cut > self._pruned:
+                raw.execute("DELETE FROM graph_changes WHERE seq <= %s", (cut,))
+                raw.execute(
+                    "INSERT INTO graph_meta (key, value) VALUES ('changes_pruned_to', %s) ON CONFLICT (key) DO UPDATE"
+                    " SET value = GREATEST(graph_meta.value::BIGINT, excluded.value::BIGINT)::TEXT",
+                    (str(cut),),
+                )
+                self._pruned = cut
+
+        return finish
+
+    def changed_rows(self, ch: Changes) -> ChangedRows:
+        """The rows of ``ch``'s ids: those read before the last commit when ``ch`` is what it returned."""
+        done = self._rows_read
+        self._rows_read = None
+        if done is not None and done[0] is ch:
+            return done[1]
+
+        def run(c: PgGraphConnection) -> ChangedRows:
+            with c.raw.pipeline():
+                return _rows_queue(c, ch)()
+
+        return self.read(run)
+
     def read(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn`` for a read; retried on a new connection while the server is away (a read has no effects)."""
         import psycopg
 
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connect()
+        backoff = Backoff(self.retry_for)
+        while True:
+            with self._lock:
                 try:
-                    return fn(PgGraphConnection(conn))
-                except psycopg.OperationalError as exc:
-                    if attempt == 2 or not conn.broken:  # a read has no effects: retried once on a new connection
-                        raise self.db._translate(exc) from exc
+                    return fn(PgGraphConnection(self._connect()))
                 except psycopg.Error as exc:
-                    raise self.db._translate(exc) from exc
-            raise AssertionError("unreachable")
+                    if not is_lost(exc, self._broken()):
+                        raise self.db._translate(exc) from exc
+                    failure = exc
+            if not backoff.wait():
+                raise self.db._translate(failure) from failure
 
     def load_mirror(self) -> GraphCache:
         """The mirror from one consistent snapshot; the change log position is taken in the same one."""
-        import psycopg
+
+        def run(c: PgGraphConnection) -> tuple[int, GraphCache]:
+            with c.raw.transaction():
+                c.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                row = c.raw.execute("SELECT coalesce(max(seq), 0) FROM graph_changes").fetchone()
+                return (int(row[0]) if row else 0), GraphCache.load(c)  # type: ignore[arg-type]
 
         with self._lock:
-            conn = self._connect()
-            try:
-                with conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                    row = conn.execute("SELECT coalesce(max(seq), 0) FROM graph_changes").fetchone()
-                    cache = GraphCache.load(PgGraphConnection(conn))  # type: ignore[arg-type]
-            except psycopg.Error as exc:
-                raise self.db._translate(exc) from exc
-            self._applied = int(row[0]) if row else 0
+            applied, cache = self.read(run)
+            self._applied = applied
             self._behind = False
             return cache
 
@@ -531,7 +528,7 @@ class PgGraphSQL:
         with self._tx() as conn:
             with conn.raw.cursor() as cur:
                 cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
-            if table in _ID_TABLES:
+            if table in ID_TABLES:
                 conn.raw.execute(
                     f"SELECT setval(pg_get_serial_sequence('{self.schema}.{table}', 'id'),"
                     f" greatest((SELECT max(id) FROM {table}), 1))"
@@ -602,6 +599,32 @@ class PgGraphSQL:
                 self._conn.close()
         if self._owns_db:
             self.db.close()
+
+
+def _rows_queue(conn: PgGraphConnection, ch: Changes) -> Callable[[], ChangedRows]:
+    """Queue the reads of ``ch``'s rows (in pipeline mode: one round trip); the returned call collects them."""
+    queries = [
+        (f"SELECT {ENTITY_COLUMNS}, terms FROM entities WHERE id = ANY(%s)", ch.entities),
+        (f"SELECT {RELATION_COLUMNS} FROM relations WHERE id = ANY(%s)", ch.relations),
+        ("SELECT id, text FROM sentences WHERE id = ANY(%s)", ch.sentences),
+        (f"SELECT {BLOCK_COLUMNS} FROM memory_blocks WHERE id = ANY(%s)", ch.blocks),
+        ("SELECT id, sentence_id, block_id, type FROM memory_block_edges WHERE id = ANY(%s)", ch.block_edges),
+    ]
+    cursors = [conn.raw.execute(sql, (sorted(ids),)) if ids else None for sql, ids in queries]
+
+    def collect() -> ChangedRows:
+        entities, relations, sentences, blocks, edges = (
+            {r[0]: r for r in cur.fetchall()} if cur is not None else {} for cur in cursors
+        )
+        return ChangedRows(
+            entities={eid: (EntityRow(*row[:-1]), decode_terms(row[-1])) for eid, row in entities.items()},
+            relations={rid: RelationRow(*row) for rid, row in relations.items()},
+            sentences={sid: row[1] for sid, row in sentences.items()},
+            blocks={bid: BlockRow(*row) for bid, row in blocks.items()},
+            block_edges={eid: (row[1], row[2], row[3]) for eid, row in edges.items()},
+        )
+
+    return collect
 
 
 def _merge(into: Changes, other: Changes) -> None:
