@@ -23,10 +23,11 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from homeagent_core.stores.pg_retry import RETRY_FOR_S, TXID_STATUS, Backoff, is_lost
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
@@ -171,13 +172,15 @@ class PgDatabase:
         url: a ``postgresql://`` URL (libpq syntax; ``?host=/path`` for a Unix socket).
         max_size: connections in the pool.
         timeout: seconds to wait for the server at open and for a pooled connection.
+        retry_for: seconds a write (:meth:`transact`) keeps retrying after the server dropped
+            its connection.
 
     Raises:
         UsageError: ``url`` is not a PostgreSQL URL.
         MemoryStoreError: the server cannot be reached, or its schema is newer than this code.
     """
 
-    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, max_size: int = 4, timeout: float = 5.0, retry_for: float = RETRY_FOR_S) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
             raise UsageError(
                 f"not a PostgreSQL URL: {redact_url(url)!r}; use postgresql://user:password@host/dbname"
@@ -185,6 +188,7 @@ class PgDatabase:
         self.url = url
         self.safe_url = redact_url(url)
         self.timeout = timeout
+        self.retry_for = retry_for
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="postgres-pool", daemon=True)
         self._thread.start()
@@ -260,6 +264,77 @@ class PgDatabase:
             yield conn
         finally:
             await self._pool.putconn(conn)
+
+    async def transact(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]], *, write: bool = True) -> T:
+        """Run ``body(conn)`` in one transaction (use on the pool's loop), retried when the connection is lost.
+
+        A write whose ``COMMIT`` lost its answer is looked up by its transaction id and not run
+        twice (:mod:`~homeagent_core.stores.pg_retry`); ``body`` may run more than once, only
+        one run commits. ``write=False``: a read, run outside a transaction and simply retried.
+
+        Raises:
+            MemoryStoreError: the server stayed away for ``retry_for`` seconds (the change was not
+                stored, or it is unknown whether it was).
+        """
+        import psycopg
+
+        backoff = Backoff(self.retry_for)
+        while True:
+            lent: AsyncConnection[Any] | None = None
+            xid: int | None = None
+            committing = False
+            try:
+                async with self.connection() as conn:
+                    lent = conn
+                    if not write:
+                        return await body(conn)
+                    async with conn.transaction():
+                        row = await (await conn.execute("SELECT txid_current()")).fetchone()
+                        xid = int(row[0]) if row else None
+                        result = await body(conn)
+                        committing = True
+                    return result
+            except psycopg.Error as exc:
+                if not is_lost(exc, lent is None or lent.broken or lent.closed):
+                    raise
+                if committing and xid is not None:
+                    done = await self._committed(xid, backoff)
+                    if done:
+                        log.warning("PostgreSQL store %s: connection lost while committing; the commit went through",
+                                    self.safe_url)
+                        return result
+                    if done is None:
+                        raise MemoryStoreError(
+                            f"the PostgreSQL server {self.safe_url} went away while committing and did not come"
+                            f" back within {self.retry_for:g} s, so whether the change was stored is unknown; it"
+                            " was not acknowledged (retry when the server is back)"
+                        ) from exc
+                failure = exc
+                log.warning("PostgreSQL store %s: connection lost (%s); retrying", self.safe_url,
+                            _scrub(str(exc).strip(), self.url).split("\n")[0] or type(exc).__name__)
+            if not await backoff.await_next():
+                raise MemoryStoreError(
+                    f"the PostgreSQL database {self.safe_url} did not answer for {self.retry_for:g} s"
+                    f" ({_scrub(str(failure).strip(), self.url).splitlines()[0] if str(failure).strip() else ''});"
+                    " the change was not stored (retry when the server is back)"
+                ) from failure
+
+    async def _committed(self, xid: int, backoff: Backoff) -> bool | None:
+        """Whether transaction ``xid`` committed, asked on another connection; None when the server stays away."""
+        import psycopg
+
+        while True:
+            try:
+                async with self.connection() as conn:
+                    row = await (await conn.execute(TXID_STATUS, (xid,))).fetchone()
+                status = row[0] if row else None
+                if status != "in progress":
+                    return status == "committed"
+            except psycopg.Error as exc:
+                if not is_lost(exc, True):
+                    raise
+            if not await backoff.await_next():
+                return None
 
     # -- opening ------------------------------------------------------------------------------
 

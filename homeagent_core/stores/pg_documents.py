@@ -43,6 +43,7 @@ from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    from psycopg import AsyncConnection
 
     from homeagent_sdk.embeddings import EmbeddingProvider
 
@@ -332,9 +333,11 @@ class PgDocumentStore:
         return stored
 
     async def _ids_taken(self, ids: list[str]) -> list[str]:
-        async with self.db.connection() as conn:
+        async def body(conn: AsyncConnection[Any]) -> list[str]:
             cur = await conn.execute("SELECT id FROM ha_documents WHERE tenant=%s AND id = ANY(%s)", (self.tenant, ids))
             return [r[0] for r in await cur.fetchall()]
+
+        return await self.db.transact(body, write=False)
 
     async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
         """Store documents in one transaction (embedding them first); durable on return.
@@ -367,41 +370,42 @@ class PgDocumentStore:
 
     async def _write_records(self, records: list[tuple[Any, ...]]) -> int:
         """Insert rows ``(id, title, content, source, created_at, last_access, access_count,
-        media_digests_json, meta, vector, vec_model, lex, lex_len)`` in one transaction."""
+        media_digests_json, meta, vector, vec_model, lex, lex_len)`` in one transaction (retried
+        when the connection is lost, :meth:`PgDatabase.transact`); returns the first slot."""
         import psycopg
         from psycopg.types.json import Jsonb
 
         n = len(records)
-        async with self.db.connection() as conn:
-            try:
-                async with conn.transaction():
-                    cur = await conn.execute(
-                        "UPDATE ha_tenants SET next_slot = next_slot + %s, change_seq = change_seq + 1"
-                        " WHERE tenant=%s RETURNING next_slot, change_seq",
-                        (n, self.tenant),
-                    )
-                    top, seq = await cur.fetchone() or (0, 0)
-                    first = int(top) - n + 1
-                    params = [
-                        (self.tenant, first + i, *r[:8], Jsonb(r[8]), *r[9:]) for i, r in enumerate(records)
-                    ]
-                    async with conn.cursor() as wc:
-                        await wc.executemany(
-                            "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
-                            " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
-                            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                            params,
-                        )
-                        await wc.executemany(
-                            "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'add',%s)",
-                            [(self.tenant, seq, first + i) for i in range(n)],
-                        )
-                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
-            except psycopg.errors.UniqueViolation as exc:
-                raise UsageError(f"a document id already exists: {exc.diag.message_detail or exc}") from None
-            except psycopg.Error as exc:
-                raise MemoryStoreError(f"document store {self._where()}: insert failed: {exc}") from exc
-        return first
+
+        async def body(conn: AsyncConnection[Any]) -> int:
+            cur = await conn.execute(
+                "UPDATE ha_tenants SET next_slot = next_slot + %s, change_seq = change_seq + 1"
+                " WHERE tenant=%s RETURNING next_slot, change_seq",
+                (n, self.tenant),
+            )
+            top, seq = await cur.fetchone() or (0, 0)
+            first = int(top) - n + 1
+            params = [(self.tenant, first + i, *r[:8], Jsonb(r[8]), *r[9:]) for i, r in enumerate(records)]
+            async with conn.cursor() as wc:
+                await wc.executemany(
+                    "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
+                    " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    params,
+                )
+                await wc.executemany(
+                    "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'add',%s)",
+                    [(self.tenant, seq, first + i) for i in range(n)],
+                )
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+            return first
+
+        try:
+            return await self.db.transact(body)
+        except psycopg.errors.UniqueViolation as exc:
+            raise UsageError(f"a document id already exists: {exc.diag.message_detail or exc}") from None
+        except psycopg.Error as exc:
+            raise MemoryStoreError(f"document store {self._where()}: insert failed: {exc}") from exc
 
     def _insert(self, docs: list[Document], vectors: npt.NDArray[np.float32] | None) -> None:
         records = []
@@ -436,26 +440,28 @@ class PgDocumentStore:
             })
 
     async def _delete_rows(self, ids: list[str]) -> int:
-        async with self.db.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
-                (self.tenant,),
+        return await self.db.transact(lambda conn: self._delete_body(conn, ids))
+
+    async def _delete_body(self, conn: AsyncConnection[Any], ids: list[str]) -> int:
+        cur = await conn.execute(
+            "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
+            (self.tenant,),
+        )
+        (seq,) = await cur.fetchone() or (0,)
+        cur = await conn.execute(
+            "DELETE FROM ha_documents WHERE tenant=%s AND id = ANY(%s) RETURNING slot, lex",
+            (self.tenant, ids),
+        )
+        gone = await cur.fetchall()
+        if not gone:
+            raise _NothingToDo
+        async with conn.cursor() as wc:
+            await wc.executemany(
+                "INSERT INTO ha_changes (tenant, seq, kind, slot, lex) VALUES (%s,%s,'del',%s,%s)",
+                [(self.tenant, seq, slot, lex) for slot, lex in gone],
             )
-            (seq,) = await cur.fetchone() or (0,)
-            cur = await conn.execute(
-                "DELETE FROM ha_documents WHERE tenant=%s AND id = ANY(%s) RETURNING slot, lex",
-                (self.tenant, ids),
-            )
-            gone = await cur.fetchall()
-            if not gone:
-                raise _NothingToDo
-            async with conn.cursor() as wc:
-                await wc.executemany(
-                    "INSERT INTO ha_changes (tenant, seq, kind, slot, lex) VALUES (%s,%s,'del',%s,%s)",
-                    [(self.tenant, seq, slot, lex) for slot, lex in gone],
-                )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
-            return len(gone)
+        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+        return len(gone)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents by id; returns how many existed. Durable on return."""
@@ -643,27 +649,26 @@ class PgDocumentStore:
             done += len(rows)
 
     def _store_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
-        async def run() -> None:
-            async with self.db.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
-                    (self.tenant,),
+        async def body(conn: AsyncConnection[Any]) -> None:
+            cur = await conn.execute(
+                "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
+                (self.tenant,),
+            )
+            (seq,) = await cur.fetchone() or (0,)
+            async with conn.cursor() as wc:
+                await wc.executemany(
+                    "UPDATE ha_documents SET vector=%s, vec_model=%s WHERE tenant=%s AND slot=%s",
+                    [(v, self._fingerprint, self.tenant, s) for s, v in zip(slots, vectors, strict=True)],
                 )
-                (seq,) = await cur.fetchone() or (0,)
-                async with conn.cursor() as wc:
-                    await wc.executemany(
-                        "UPDATE ha_documents SET vector=%s, vec_model=%s WHERE tenant=%s AND slot=%s",
-                        [(v, self._fingerprint, self.tenant, s) for s, v in zip(slots, vectors, strict=True)],
-                    )
-                    await wc.executemany(
-                        "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'vec',%s)",
-                        [(self.tenant, seq, s) for s in slots],
-                    )
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
+                await wc.executemany(
+                    "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'vec',%s)",
+                    [(self.tenant, seq, s) for s in slots],
+                )
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
 
         with self._lock:
             self._check_open()
-            self.db.call(run())
+            self.db.call(self.db.transact(body))
             self._catch_up()
 
     # -- lifecycle ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from homeagent_core.memory.graph_types import (
 )
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_core.stores.pg_graph_conn import ID_TABLES, PgGraphConnection
-from homeagent_core.stores.pg_retry import RETRY_FOR_S, TXID_STATUS, Backoff, is_lost
+from homeagent_core.stores.pg_retry import TXID_STATUS, Backoff, is_lost
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
@@ -160,14 +160,15 @@ class PgGraphSQL:
         db: an open :class:`PgDatabase` (its change listener is shared), or a ``postgresql://``
             URL (this object then owns and closes the pool).
         tenant: whose graph this is (an agent or household id).
-        retry_for: seconds a write or read keeps retrying after the server dropped its connection.
+        retry_for: seconds a write or read keeps retrying after the server dropped its connection
+            (default: the database's ``retry_for``).
 
     Raises:
         UsageError: the tenant id is empty.
         MemoryStoreError: the server cannot be reached, or the tenant's graph schema is newer.
     """
 
-    def __init__(self, db: PgDatabase | str, *, tenant: str = "default", retry_for: float = RETRY_FOR_S) -> None:
+    def __init__(self, db: PgDatabase | str, *, tenant: str = "default", retry_for: float | None = None) -> None:
         if not tenant.strip():
             raise UsageError("the PostgreSQL graph store needs a non-empty tenant id")
         self._owns_db = isinstance(db, str)
@@ -175,7 +176,7 @@ class PgGraphSQL:
         self.tenant = tenant
         self.schema = graph_schema_name(tenant)
         self.path = f"{self.db.safe_url} (graph of tenant {tenant!r})"
-        self.retry_for = retry_for
+        self.retry_for = self.db.retry_for if retry_for is None else retry_for
         self._rows_read: tuple[Changes, ChangedRows] | None = None  # rows of the last commit, read before COMMIT
         self._lock = threading.RLock()
         self._applied = 0

@@ -157,7 +157,8 @@ async def test_a_write_while_the_server_is_down_is_reported_and_nothing_acknowle
     server.start()
     try:
         url = server.url.replace("postgres@", "postgres:hush-hush@")
-        store = PgDocumentStore(url, tenant="home")
+        db = PgDatabase(url, retry_for=1.0)  # retries for a second, then reports
+        store = PgDocumentStore(db, tenant="home")
         acknowledged = await store.add("the boiler was serviced in May")
         server.stop()
         try:
@@ -174,6 +175,7 @@ async def test_a_write_while_the_server_is_down_is_reported_and_nothing_acknowle
         ]
         reopened.close()
         store.close()
+        db.close()
     finally:
         server.stop()
         shutil.rmtree(server.folder, ignore_errors=True)
