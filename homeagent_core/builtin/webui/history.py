@@ -1,8 +1,10 @@
 """Chat history for the web UI, read from the durable conversation log.
 
-The conversation log (``<data>/memory/text``) is the one source of truth: a message is in the
-history exactly when its record is on disk, which happens before the agent acknowledges it, so
-a ``kill -9`` cannot lose an acknowledged message from the history or show one twice. At start
+The conversation log (``<data>/memory/text``, or the tenant's log on a shared PostgreSQL store,
+where the messages of the household's other daemons arrive too) is the one source of truth: a
+message is in the history exactly when its record is durable, which happens before the agent
+acknowledges it, so a ``kill -9`` cannot lose an acknowledged message from the history or show
+one twice. At start
 the newest ``limit`` (200) visible records are read backwards from the end of the log (bounded,
 never the whole log); after that each record is added when the log reports it durable, so a
 request costs no disk access. ``edit``/``purge`` of the log make the next request re-read the
