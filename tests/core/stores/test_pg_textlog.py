@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -220,3 +221,29 @@ def test_a_daemon_killed_mid_write_leaves_all_or_nothing(pg_url, pg_tenant, tmp_
     _until(lambda: len(heard) == total)
     assert [r["id"] for r in heard] == [r["id"] for r in b.iter_records()]
     b.close()
+
+
+def test_memory_export_and_knowledge_commands_read_the_shared_store(tmp_path, pg_url, pg_tenant):
+    from typer.testing import CliRunner
+
+    from homeagent_core.cli import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    config.set("core.memory.store", pg_url)
+    config.set("core.memory.tenant", pg_tenant)
+    config.close()
+    other = PgTextLog(pg_url, tenant=pg_tenant)
+    other.append("user", "logged by the laptop", channel="webui")
+    other.close()
+    runner = CliRunner()
+    exported = runner.invoke(app, ["memory", "export", "--data", str(data)])
+    assert exported.exit_code == 0, exported.output
+    assert [json.loads(line)["content"] for line in exported.stdout.splitlines()] == ["logged by the laptop"]
+    added = runner.invoke(app, ["knowledge", "add", "home/wifi", "--text", "homenet", "--data", str(data)])
+    assert added.exit_code == 0, added.output
+    assert not (data / "knowledge" / "home").exists()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT content FROM ha_knowledge WHERE tenant=%s", (pg_tenant,)).fetchall() == [
+            ("homenet",)]
