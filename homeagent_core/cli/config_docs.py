@@ -73,9 +73,13 @@ _WHERE = """\
   `$HOMEAGENT_HOME`, else `~/.homeagent`. `core.*` values are in the table `config`, each
   plugin's in its own table `config_<plugin>`. Only values you set are stored: a default you
   never overrode follows the code when you upgrade.
+* **A shared PostgreSQL memory store** — when `core.memory.store` is a `postgresql://` URL, the
+  household's media and embedding settings (`core.memory.media.*` and `core.embeddings.*` except
+  `allow_download`) are shared by every daemon of the tenant and kept in the database as well;
+  everything else stays in `config.db` (docs/SCALE_OUT.md).
 * **The command line** — `homeagent config get KEY`, `homeagent config set KEY VALUE`,
-  `homeagent config list [PREFIX] [--json]` (value and where it comes from: `set`, `env` or
-  `default`) and `homeagent config unset KEY` (back to the default). A wrong type, an
+  `homeagent config list [PREFIX] [--json]` (value and where it comes from: `set`, `shared`,
+  `env` or `default`) and `homeagent config unset KEY` (back to the default). A wrong type, an
   out-of-range number or an unknown option is refused with a message naming the key and what
   it expects; an unknown key gets suggestions.
 * **The web UI** — the *Settings* page (设置) of the web UI (`plugin.webui.addr`, by default
