@@ -12,10 +12,13 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_sdk.errors import UsageError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["PgKnowledge"]
 
@@ -49,21 +52,23 @@ class PgKnowledge:
         return f"PgKnowledge({self.db.safe_url}, tenant={self.tenant!r})"
 
     def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        async def run() -> list[tuple[Any, ...]]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(sql, params)
-                return [tuple(r) for r in await cur.fetchall()]
+        """The rows of a read (retried when the connection is lost)."""
 
-        rows: list[tuple[Any, ...]] = self.db.call(run())
+        async def body(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(sql, params)
+            return [tuple(r) for r in await cur.fetchall()]
+
+        rows: list[tuple[Any, ...]] = self.db.call(self.db.transact(body, write=False))
         return rows
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        async def run() -> None:
-            async with self.db.connection() as conn, conn.transaction():
-                await conn.execute(sql, params)
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"knowledge:{self._writer}:{self.tenant}"))
+        """Run ``sql`` and a ``NOTIFY`` in one transaction (retried when the connection is lost)."""
 
-        self.db.call(run())
+        async def body(conn: AsyncConnection[Any]) -> None:
+            await conn.execute(sql, params)
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"knowledge:{self._writer}:{self.tenant}"))
+
+        self.db.call(self.db.transact(body))
 
     def load(self) -> list[tuple[str, str, float]]:
         rows = self._fetch(
@@ -86,15 +91,15 @@ class PgKnowledge:
         if not rows:
             return
 
-        async def run() -> None:
-            async with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async def body(conn: AsyncConnection[Any]) -> None:
+            async with conn.cursor() as cur:
                 await cur.executemany(
                     "UPDATE ha_knowledge SET fingerprint=%s, vector=%s WHERE tenant=%s AND name=%s"
                     " AND updated_at=%s AND (fingerprint <> %s OR vector <> %s)",
                     [(*row, row[0], row[1]) for row in rows],
                 )
 
-        self.db.call(run())
+        self.db.call(self.db.transact(body))
 
     def write(self, name: str, content: str) -> float:
         updated_at = time.time()

@@ -17,11 +17,14 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.memory.media import FullRow, Row
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_sdk.errors import UsageError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["PgMediaIndex"]
 
@@ -64,27 +67,28 @@ class PgMediaIndex:
         return f"PgMediaIndex({self.db.safe_url}, tenant={self.tenant!r})"
 
     def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        async def run() -> list[tuple[Any, ...]]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(sql, params)
-                return [tuple(r) for r in await cur.fetchall()]
+        """The rows of a read (retried when the connection is lost)."""
 
-        rows: list[tuple[Any, ...]] = self.db.call(run())
+        async def body(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(sql, params)
+            return [tuple(r) for r in await cur.fetchall()]
+
+        rows: list[tuple[Any, ...]] = self.db.call(self.db.transact(body, write=False))
         return rows
 
     def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[int]:
-        """Run ``statements`` in one transaction with a ``NOTIFY``; returns each one's row count."""
+        """Run ``statements`` in one transaction with a ``NOTIFY`` (retried when the connection is lost,
+        never applied twice: :meth:`PgDatabase.transact`); returns each one's row count."""
 
-        async def run() -> list[int]:
+        async def body(conn: AsyncConnection[Any]) -> list[int]:
             counts = []
-            async with self.db.connection() as conn, conn.transaction():
-                for sql, params in statements:
-                    cur = await conn.execute(sql, params)
-                    counts.append(cur.rowcount)
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"media:{self._writer}:{self.tenant}"))
+            for sql, params in statements:
+                cur = await conn.execute(sql, params)
+                counts.append(cur.rowcount)
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"media:{self._writer}:{self.tenant}"))
             return counts
 
-        counts: list[int] = self.db.call(run())
+        counts: list[int] = self.db.call(self.db.transact(body))
         return counts
 
     # -- MediaIndex ---------------------------------------------------------------------------

@@ -13,9 +13,13 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_sdk.errors import UsageError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["PgSharedSettings"]
 
@@ -55,32 +59,31 @@ class PgSharedSettings:
     def load(self) -> dict[str, str]:
         """Every stored shared setting of the tenant."""
 
-        async def run() -> dict[str, str]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute("SELECT key, value FROM ha_settings WHERE tenant=%s", (self.tenant,))
-                return {str(k): str(v) for k, v in await cur.fetchall()}
+        async def body(conn: AsyncConnection[Any]) -> dict[str, str]:
+            cur = await conn.execute("SELECT key, value FROM ha_settings WHERE tenant=%s", (self.tenant,))
+            return {str(k): str(v) for k, v in await cur.fetchall()}
 
-        values: dict[str, str] = self.db.call(run())
+        values: dict[str, str] = self.db.call(self.db.transact(body, write=False))
         with self._lock:
             self._seen = dict(values)
         return values
 
     def put(self, key: str, value: str | None) -> None:
-        """Store (or with ``None`` forget) one setting and tell the other daemons, in one transaction."""
+        """Store (or with ``None`` forget) one setting and tell the other daemons, in one transaction
+        (retried when the connection is lost)."""
 
-        async def run() -> None:
-            async with self.db.connection() as conn, conn.transaction():
-                if value is None:
-                    await conn.execute("DELETE FROM ha_settings WHERE tenant=%s AND key=%s", (self.tenant, key))
-                else:
-                    await conn.execute(
-                        "INSERT INTO ha_settings (tenant, key, value) VALUES (%s, %s, %s) ON CONFLICT (tenant, key)"
-                        " DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
-                        (self.tenant, key, value),
-                    )
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"settings:{self._writer}:{self.tenant}"))
+        async def body(conn: AsyncConnection[Any]) -> None:
+            if value is None:
+                await conn.execute("DELETE FROM ha_settings WHERE tenant=%s AND key=%s", (self.tenant, key))
+            else:
+                await conn.execute(
+                    "INSERT INTO ha_settings (tenant, key, value) VALUES (%s, %s, %s) ON CONFLICT (tenant, key)"
+                    " DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+                    (self.tenant, key, value),
+                )
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"settings:{self._writer}:{self.tenant}"))
 
-        self.db.call(run())
+        self.db.call(self.db.transact(body))
         with self._lock:
             if value is None:
                 self._seen.pop(key, None)

@@ -24,12 +24,15 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from homeagent_core.memory.textlog import Listener, edit_change, new_record, purge_change
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
 
 __all__ = ["PgTextLog"]
 
@@ -81,14 +84,18 @@ class PgTextLog:
     # -- writes -------------------------------------------------------------------------------
 
     async def _head(self) -> tuple[int, int]:
-        async with self.db.connection() as conn:
+        async def body(conn: AsyncConnection[Any]) -> tuple[int, int]:
             cur = await conn.execute("SELECT seq, rewrites FROM ha_log_heads WHERE tenant=%s", (self.tenant,))
             row = await cur.fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+            return (int(row[0]), int(row[1])) if row else (0, 0)
+
+        return await self.db.transact(body, write=False)
 
     async def _insert(self, records: list[dict[str, Any]]) -> tuple[int, int]:
-        """Insert ``records`` in one transaction; returns the last seq and the rewrite count."""
-        async with self.db.connection() as conn, conn.transaction():
+        """Insert ``records`` in one transaction (retried when the connection is lost, never applied
+        twice: :meth:`PgDatabase.transact`); returns the last seq and the rewrite count."""
+
+        async def body(conn: AsyncConnection[Any]) -> tuple[int, int]:
             cur = await conn.execute(
                 "INSERT INTO ha_log_heads AS h (tenant, seq) VALUES (%s, %s) ON CONFLICT (tenant)"
                 " DO UPDATE SET seq = h.seq + EXCLUDED.seq RETURNING seq, rewrites",
@@ -105,7 +112,9 @@ class PgTextLog:
                      for i, r in enumerate(records)],
                 )
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"log:{self._writer}:{self.tenant}"))
-        return last, rewrites
+            return last, rewrites
+
+        return await self.db.transact(body)
 
     def append(
         self,
@@ -162,55 +171,55 @@ class PgTextLog:
                                 exc_info=True)
 
     def _rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
-        """Apply ``change`` to every record of the tenant in one transaction (None = delete)."""
+        """Apply ``change`` to every record of the tenant in one transaction (None = delete), retried
+        when the connection is lost (:meth:`PgDatabase.transact`)."""
         self._check_open()
 
-        async def run() -> tuple[int, int, int]:
+        async def run(conn: AsyncConnection[Any]) -> tuple[int, int, int]:
             changed = 0
-            async with self.db.connection() as conn, conn.transaction():
-                await conn.execute(
-                    "INSERT INTO ha_log_heads (tenant) VALUES (%s) ON CONFLICT DO NOTHING", (self.tenant,)
-                )
-                await conn.execute("SELECT 1 FROM ha_log_heads WHERE tenant=%s FOR UPDATE", (self.tenant,))
-                updates: list[tuple[str, float, str, int]] = []
-                deletes: list[tuple[str, int]] = []
-                after = 0
-                while True:
-                    cur = await conn.execute(
-                        "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s ORDER BY seq LIMIT %s",
-                        (self.tenant, after, _BATCH),
-                    )
-                    rows = await cur.fetchall()
-                    if not rows:
-                        break
-                    after = rows[-1][0]
-                    for seq, text in rows:
-                        rec = json.loads(text)
-                        new = change(json.loads(text))
-                        if new is None:
-                            deletes.append((self.tenant, seq))
-                        elif new != rec:
-                            updates.append((json.dumps(new, ensure_ascii=False), float(new["timestamp"]),
-                                            self.tenant, seq))
-                changed = len(updates) + len(deletes)
-                async with conn.cursor() as cur:
-                    if updates:
-                        await cur.executemany(
-                            "UPDATE ha_text_log SET record=%s, ts=%s WHERE tenant=%s AND seq=%s", updates
-                        )
-                    if deletes:
-                        await cur.executemany("DELETE FROM ha_text_log WHERE tenant=%s AND seq=%s", deletes)
+            await conn.execute(
+                "INSERT INTO ha_log_heads (tenant) VALUES (%s) ON CONFLICT DO NOTHING", (self.tenant,)
+            )
+            await conn.execute("SELECT 1 FROM ha_log_heads WHERE tenant=%s FOR UPDATE", (self.tenant,))
+            updates: list[tuple[str, float, str, int]] = []
+            deletes: list[tuple[str, int]] = []
+            after = 0
+            while True:
                 cur = await conn.execute(
-                    "UPDATE ha_log_heads SET rewrites = rewrites + %s WHERE tenant=%s RETURNING seq, rewrites",
-                    (1 if changed else 0, self.tenant),
+                    "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s ORDER BY seq LIMIT %s",
+                    (self.tenant, after, _BATCH),
                 )
-                head = await cur.fetchone()
-                assert head is not None
-                if changed:
-                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"log:{self._writer}:{self.tenant}"))
+                rows = await cur.fetchall()
+                if not rows:
+                    break
+                after = rows[-1][0]
+                for seq, text in rows:
+                    rec = json.loads(text)
+                    new = change(json.loads(text))
+                    if new is None:
+                        deletes.append((self.tenant, seq))
+                    elif new != rec:
+                        updates.append((json.dumps(new, ensure_ascii=False), float(new["timestamp"]),
+                                        self.tenant, seq))
+            changed = len(updates) + len(deletes)
+            async with conn.cursor() as cur:
+                if updates:
+                    await cur.executemany(
+                        "UPDATE ha_text_log SET record=%s, ts=%s WHERE tenant=%s AND seq=%s", updates
+                    )
+                if deletes:
+                    await cur.executemany("DELETE FROM ha_text_log WHERE tenant=%s AND seq=%s", deletes)
+            cur = await conn.execute(
+                "UPDATE ha_log_heads SET rewrites = rewrites + %s WHERE tenant=%s RETURNING seq, rewrites",
+                (1 if changed else 0, self.tenant),
+            )
+            head = await cur.fetchone()
+            assert head is not None
+            if changed:
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"log:{self._writer}:{self.tenant}"))
             return changed, int(head[0]), int(head[1])
 
-        changed, seq, rewrites = self.db.call(run())
+        changed, seq, rewrites = self.db.call(self.db.transact(run))
         if changed:
             with self._lock:
                 self._seen, self._rewrites = seq, rewrites
@@ -298,12 +307,19 @@ class PgTextLog:
         self._seen = max(self._seen, seq)
 
     async def _rows_after(self, after: int, limit: int) -> list[tuple[int, str]]:
-        async with self.db.connection() as conn:
-            cur = await conn.execute(
-                "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s ORDER BY seq LIMIT %s",
-                (self.tenant, after, limit),
-            )
+        return await self._select(
+            "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s ORDER BY seq LIMIT %s",
+            (self.tenant, after, limit),
+        )
+
+    async def _select(self, sql: str, params: tuple[Any, ...]) -> list[tuple[int, str]]:
+        """``(seq, record)`` rows of a read (retried when the connection is lost)."""
+
+        async def body(conn: AsyncConnection[Any]) -> list[tuple[int, str]]:
+            cur = await conn.execute(sql, params)
             return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+
+        return await self.db.transact(body, write=False)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -318,13 +334,10 @@ class PgTextLog:
             where, bounds = where + " AND ts <= %s", [*bounds, float(until)]
 
         async def batch(after: int) -> list[tuple[int, str]]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s" + where
-                    + " ORDER BY seq LIMIT %s",
-                    (self.tenant, after, *bounds, _BATCH),
-                )
-                return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+            return await self._select(
+                "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq > %s" + where + " ORDER BY seq LIMIT %s",
+                (self.tenant, after, *bounds, _BATCH),
+            )
 
         after = 0
         while True:
@@ -352,12 +365,10 @@ class PgTextLog:
             return out
 
         async def batch(before: int | None, size: int) -> list[tuple[int, str]]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq < %s ORDER BY seq DESC LIMIT %s",
-                    (self.tenant, before if before is not None else 2**62, size),
-                )
-                return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+            return await self._select(
+                "SELECT seq, record FROM ha_text_log WHERE tenant=%s AND seq < %s ORDER BY seq DESC LIMIT %s",
+                (self.tenant, before if before is not None else 2**62, size),
+            )
 
         scanned = 0
         before: int | None = None
@@ -386,13 +397,12 @@ class PgTextLog:
             yield TextEvent.from_dict(rec)
 
     def __len__(self) -> int:
-        async def count() -> int:
-            async with self.db.connection() as conn:
-                cur = await conn.execute("SELECT count(*) FROM ha_text_log WHERE tenant=%s", (self.tenant,))
-                row = await cur.fetchone()
+        async def count(conn: AsyncConnection[Any]) -> int:
+            cur = await conn.execute("SELECT count(*) FROM ha_text_log WHERE tenant=%s", (self.tenant,))
+            row = await cur.fetchone()
             return int(row[0]) if row else 0
 
-        return self.db.call(count())
+        return self.db.call(self.db.transact(count, write=False))
 
     # -- closing ------------------------------------------------------------------------------
 
