@@ -248,10 +248,13 @@ async def test_a_500_mb_voice_note_is_refused_by_its_size_before_any_byte_is_rea
     blob.parent.mkdir(parents=True, exist_ok=True)
     with blob.open("wb") as fh:
         fh.truncate(size)
-    with store._lock:
-        store._conn().execute("INSERT INTO media (digest, mime, size, name, created_at) VALUES (?, ?, ?, ?, ?)",
-                              (digest, "audio/wav", size, "huge.wav", 0.0))
-        store._conn().commit()
+    import sqlite3
+
+    index = sqlite3.connect(store.root / "media.db")  # registered by hand, beside the store's own connection
+    with index:
+        index.execute("INSERT INTO media (digest, mime, size, name, created_at) VALUES (?, ?, ?, ?, ?)",
+                      (digest, "audio/wav", size, "huge.wav", 0.0))
+    index.close()
     refused = await app.kernel.tools.execute(
         ToolCall(id="1", name="transcribe_audio", arguments={"media_id": digest[:12]}))
     assert not refused.success
