@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,9 +49,11 @@ def test_latin_words_keep_their_padded_grams() -> None:
     ]
 
 
-async def test_a_traditional_question_finds_a_simplified_memory(tmp_path: Path) -> None:
+async def test_a_traditional_question_finds_a_simplified_memory(
+    tmp_path: Path, open_documents: Callable[..., Any]
+) -> None:
     pytest.importorskip("opencc")
-    store = DocumentStore(tmp_path / "docs.db")
+    store = open_documents(tmp_path / "docs.db")
     await store.add_many(
         [
             Document(content="我妹妹在台湾的银行上班。", source="chat", created_at=1.0),
@@ -86,8 +90,8 @@ def test_text_language_counts_chinese_characters_against_latin_letters() -> None
     assert text_language("Melanie 的画") == "en"  # mostly Latin letters
 
 
-async def _store_with(tmp_path: Path, embedder: FakeEmbedder) -> DocumentStore:
-    store = DocumentStore(tmp_path / f"{embedder.info.name}.db", embedder)
+async def _store_with(open_documents: Callable[..., Any], tmp_path: Path, embedder: FakeEmbedder) -> DocumentStore:
+    store = open_documents(tmp_path / f"{embedder.info.name}.db", embedder)
     await store.add_many(
         [
             Document(content="我妹妹在华为上班。", source="chat", created_at=1.0),
@@ -98,10 +102,12 @@ async def _store_with(tmp_path: Path, embedder: FakeEmbedder) -> DocumentStore:
     return store
 
 
-async def test_an_english_only_model_is_not_asked_about_a_chinese_question(tmp_path: Path) -> None:
+async def test_an_english_only_model_is_not_asked_about_a_chinese_question(
+    tmp_path: Path, open_documents: Callable[..., Any]
+) -> None:
     english = FakeEmbedder(16, name="english", languages=frozenset({"en"}))
-    store = await _store_with(tmp_path, english)
-    lexical_only = DocumentStore(tmp_path / "lexical.db")
+    store = await _store_with(open_documents, tmp_path, english)
+    lexical_only = open_documents(tmp_path / "lexical.db")
     await lexical_only.add_many([Document(content=d.content, source="chat", created_at=d.created_at)
                                  for d in store.all()])
     hits = await store.query("我妹妹在哪工作？", 2)
@@ -116,9 +122,11 @@ async def test_an_english_only_model_is_not_asked_about_a_chinese_question(tmp_p
     lexical_only.close()
 
 
-async def test_a_multilingual_model_is_fused_for_chinese_questions(tmp_path: Path) -> None:
+async def test_a_multilingual_model_is_fused_for_chinese_questions(
+    tmp_path: Path, open_documents: Callable[..., Any]
+) -> None:
     anyone = FakeEmbedder(16, name="anyone")
-    store = await _store_with(tmp_path, anyone)
+    store = await _store_with(open_documents, tmp_path, anyone)
     await store.query("我妹妹在哪工作？", 2)
     assert len(anyone.calls) == 1
     store.close()

@@ -55,8 +55,8 @@ async def test_events_are_kept_in_timestamp_order():
     assert [e.input for e in ctx.timeline(max_chars=2)] == ["b", "c"]
 
 
-async def _filled(tmp_path, embedder, sources=None) -> tuple[RelevanceContext, DocumentStore]:
-    store = DocumentStore(tmp_path / "documents.db")
+async def _filled(open_documents, tmp_path, embedder, sources=None) -> tuple[RelevanceContext, DocumentStore]:
+    store = open_documents(tmp_path / "documents.db")
     ctx = RelevanceContext(embedder=embedder, documents=store, max_context_size=14, protected=10)
     topics = ["猫咪 吃 鱼", "股票 市场 下跌", "猫咪 睡觉", "天气 晴朗", "猫咪 玩 毛线", "足球 比赛"]
     for i in range(20):
@@ -66,8 +66,8 @@ async def _filled(tmp_path, embedder, sources=None) -> tuple[RelevanceContext, D
 
 
 @pytest.mark.parametrize("embedder", [None, FakeEmbedder(64)], ids=["lexical", "dense"])
-async def test_prune_keeps_newest_ten_and_the_most_relevant_rest(tmp_path, embedder):
-    ctx, store = await _filled(tmp_path, embedder)
+async def test_prune_keeps_newest_ten_and_the_most_relevant_rest(tmp_path, embedder, open_documents):
+    ctx, store = await _filled(open_documents, tmp_path, embedder)
     pruned = await ctx.prune("猫咪")
     kept = ctx.events
     assert len(kept) == 14 and len(pruned) == 6
@@ -79,8 +79,8 @@ async def test_prune_keeps_newest_ten_and_the_most_relevant_rest(tmp_path, embed
     store.close()
 
 
-async def test_pruned_events_are_archived_with_original_timestamps(tmp_path):
-    ctx, store = await _filled(tmp_path, FakeEmbedder(64))
+async def test_pruned_events_are_archived_with_original_timestamps(tmp_path, open_documents):
+    ctx, store = await _filled(open_documents, tmp_path, FakeEmbedder(64))
     pruned = await ctx.prune("猫咪")
     docs = store.all()
     assert sorted((d.created_at, d.content) for d in docs) == sorted(
@@ -91,9 +91,9 @@ async def test_pruned_events_are_archived_with_original_timestamps(tmp_path):
     store.close()
 
 
-async def test_agentcli_and_terminal_events_are_not_archived(tmp_path):
+async def test_agentcli_and_terminal_events_are_not_archived(tmp_path, open_documents):
     sources = ["terminal", "agentcli", "webui", "webui"] * 5
-    ctx, store = await _filled(tmp_path, None, sources)
+    ctx, store = await _filled(open_documents, tmp_path, None, sources)
     pruned = await ctx.prune("猫咪")
     archived = {d.meta["event_id"] for d in store.all()}
     assert archived == {e.id for e in pruned if e.source == "webui"}

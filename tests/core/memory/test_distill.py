@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,10 @@ def test_patterns_extract_personal_facts(text: str, expected: list[tuple[str, st
     assert all(t.subject == "用户" and t.sentence_text == text.strip() for t in triples)
 
 
-def test_records_are_persisted_atomically_and_distilled_in_batches(tmp_path: Path) -> None:
-    graph = GraphStore(tmp_path / "graph.db")
+def test_records_are_persisted_atomically_and_distilled_in_batches(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
+    graph = open_graph(tmp_path / "graph.db")
     raw = tmp_path / "raw"
     distiller = RuleDistiller(raw, graph, batch_size=2)
     for text in ["我叫小王", "我住在杭州", "今天\t下雨\n了", "我的工作是医生"]:
@@ -47,8 +50,8 @@ def test_records_are_persisted_atomically_and_distilled_in_batches(tmp_path: Pat
     graph.close()
 
 
-def test_a_restart_never_distills_a_record_twice(tmp_path: Path) -> None:
-    graph = GraphStore(tmp_path / "graph.db")
+def test_a_restart_never_distills_a_record_twice(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> None:
+    graph = open_graph(tmp_path / "graph.db")
     raw = tmp_path / "raw"
     first = RuleDistiller(raw, graph)
     first.add("我叫小王")
@@ -79,8 +82,8 @@ def test_unflushed_records_are_not_acknowledged_and_leftover_tmp_files_are_ignor
     graph.close()
 
 
-def test_records_older_than_retention_are_dropped(tmp_path: Path) -> None:
-    graph = GraphStore(tmp_path / "graph.db")
+def test_records_older_than_retention_are_dropped(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> None:
+    graph = open_graph(tmp_path / "graph.db")
     now = [1_000_000.0]
     d = RuleDistiller(tmp_path / "raw", graph, retention_s=100, clock=lambda: now[0])
     d.add("我叫小王", ts=now[0] - 500)
@@ -103,9 +106,9 @@ def test_startup_loads_only_the_newest_records(tmp_path: Path) -> None:
 
 
 def test_a_batch_replayed_after_a_crash_before_the_raw_rewrite_counts_mentions_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_graph: Callable[..., GraphStore]
 ) -> None:
-    graph = GraphStore(tmp_path / "graph.db")
+    graph = open_graph(tmp_path / "graph.db")
     raw = tmp_path / "raw"
     first = RuleDistiller(raw, graph)
     first.add("我叫小王", session="s")

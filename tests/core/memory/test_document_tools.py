@@ -13,8 +13,8 @@ def _tools(store, ctx):
     return {t.name: t for t in document_tools(store, ctx)}
 
 
-async def test_doc_query_consumes_and_reinserts_at_the_original_time(tmp_path):
-    store = DocumentStore(tmp_path / "documents.db", FakeEmbedder(64))
+async def test_doc_query_consumes_and_reinserts_at_the_original_time(tmp_path, open_documents):
+    store = open_documents(tmp_path / "documents.db", FakeEmbedder(64))
     ctx = RelevanceContext(embedder=FakeEmbedder(64), documents=store, max_context_size=12, protected=10)
     for i in range(13):
         text = "我 的 猫 叫 咪咪" if i == 0 else f"闲聊 话题 {i}"
@@ -35,8 +35,8 @@ async def test_doc_query_consumes_and_reinserts_at_the_original_time(tmp_path):
     store.close()
 
 
-async def test_doc_commit_stores_a_searchable_note(tmp_path):
-    store = DocumentStore(tmp_path / "documents.db")
+async def test_doc_commit_stores_a_searchable_note(tmp_path, open_documents):
+    store = open_documents(tmp_path / "documents.db")
     tools = _tools(store, None)
     out = await tools["doc_commit"].handler(content="Wi-Fi password is on the fridge", title="wifi")
     assert out["stored"] and store.get(out["id"]).title == "wifi"
@@ -45,8 +45,8 @@ async def test_doc_commit_stores_a_searchable_note(tmp_path):
     store.close()
 
 
-async def test_bad_tool_arguments_raise_tool_errors(tmp_path):
-    store = DocumentStore(tmp_path / "documents.db")
+async def test_bad_tool_arguments_raise_tool_errors(tmp_path, open_documents):
+    store = open_documents(tmp_path / "documents.db")
     tools = _tools(store, None)
     with pytest.raises(ToolError, match="query"):
         await tools["doc_query"].handler(query="  ")
@@ -68,10 +68,10 @@ def test_tool_schemas_are_openai_functions(tmp_path):
     store.close()
 
 
-async def test_settle_moves_keeps_each_document_once_after_an_interrupted_move_or_archive(tmp_path):
+async def test_settle_moves_keeps_each_document_once_after_an_interrupted_move_or_archive(tmp_path, open_documents):
     from homeagent_core.memory.document_tools import settle_moves
 
-    store = DocumentStore(tmp_path / "documents.db")
+    store = open_documents(tmp_path / "documents.db")
     ctx = RelevanceContext(tmp_path / "context.json", documents=store)
     moved = await store.add("咪咪 喜欢 晒太阳", source="context_archived")
     await ctx.append(ContextEvent(input=moved.content, kind="cold_storage", meta={"doc_id": moved.id}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,8 @@ from homeagent_sdk.types import Triple
 
 
 @pytest.fixture
-def graph(tmp_path: Path) -> GraphStore:
-    g = GraphStore(tmp_path / "graph.db")
+def graph(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> GraphStore:
+    g = open_graph(tmp_path / "graph.db")
     g.commit(
         [
             Triple("小王", "住在", "杭州", subject_type="person"),
@@ -79,12 +80,12 @@ async def test_mark_recalled_keeps_fetched_entities_out_of_the_next_injection_on
     assert "小王(person)" in await indexer.build_context("小王最近怎么样")
 
 
-async def test_vector_seeds_find_entities_keywords_miss(tmp_path: Path) -> None:
-    graph = GraphStore(tmp_path / "g.db", embedder=FakeEmbedder(64))
+async def test_vector_seeds_find_entities_keywords_miss(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> None:
+    graph = open_graph(tmp_path / "g.db", embedder=FakeEmbedder(64))
     await graph.acommit([Triple("寺庙灵隐", "位于", "山林深处")])
     query = "灵隐寺庙"
     assert graph.recall(extract_keywords(query)).entities == []  # no keyword overlap
     line = await MemoryIndexer(graph).build_context(query)
     assert "寺庙灵隐" in line and "山林深处" in line
-    assert await MemoryIndexer(GraphStore(tmp_path / "plain.db")).build_context(query) == ""
+    assert await MemoryIndexer(open_graph(tmp_path / "plain.db")).build_context(query) == ""
     graph.close()

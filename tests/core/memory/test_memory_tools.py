@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,8 @@ NAMES = [
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Any:
-    graph = GraphStore(tmp_path / "graph.db")
+def env(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> Any:
+    graph = open_graph(tmp_path / "graph.db")
     indexer = MemoryIndexer(graph)
     purged: list[str] = []
 
