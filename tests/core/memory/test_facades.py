@@ -19,9 +19,12 @@ from homeagent_sdk.testing import FakeEmbedder, FakeModel
 from homeagent_sdk.types import Doc, Entity, Relation, TextEvent, Triple
 
 
-@pytest.fixture
-async def system(tmp_path: Path) -> AsyncIterator[MemorySystem]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def system(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[MemorySystem]:
     config = ConfigStore(":memory:")
+    if request.param == "postgresql":  # documents and graph on the session's server, a tenant of their own
+        config.set("core.memory.store", request.getfixturevalue("pg_url"))
+        config.set("core.memory.tenant", request.getfixturevalue("pg_tenant"))
     opened = await MemorySystem.open(tmp_path, config, embedder=FakeEmbedder(dimension=32))
     yield opened
     await opened.aclose()
