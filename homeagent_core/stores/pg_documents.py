@@ -14,7 +14,8 @@ has no ``pg_trgm``; the n-gram index also serves Chinese and mixed text.)
 
 Every write takes the tenant's row in ``ha_tenants`` (serialising the tenant's writers, so
 slots and change numbers commit in order), writes its rows and ``ha_changes`` entries and
-sends ``NOTIFY`` in one transaction. The mirror is only ever changed by replaying
+sends ``NOTIFY`` in one transaction (:mod:`~homeagent_core.stores.pg_doc_writes`), retried on
+a new connection when the server drops the one it runs on. The mirror is only ever changed by replaying
 ``ha_changes`` in order, for this store's own writes too, so several daemons on one database
 converge: another daemon's commit becomes searchable here when its notification arrives
 (or at the next write here), and an interrupted transaction leaves nothing behind.
@@ -37,7 +38,8 @@ import numpy as np
 from homeagent_core.memory.documents import DocHit, Document
 from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
 from homeagent_core.stores.doc_mirror import DocMirror
-from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_database import PgDatabase
+from homeagent_core.stores.pg_doc_writes import NothingToDo, delete_rows, insert_records, store_vectors
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
@@ -369,39 +371,11 @@ class PgDocumentStore:
         return list(docs)
 
     async def _write_records(self, records: list[tuple[Any, ...]]) -> int:
-        """Insert rows ``(id, title, content, source, created_at, last_access, access_count,
-        media_digests_json, meta, vector, vec_model, lex, lex_len)`` in one transaction (retried
-        when the connection is lost, :meth:`PgDatabase.transact`); returns the first slot."""
+        """Insert complete rows in one transaction (retried when the connection is lost); the first slot."""
         import psycopg
-        from psycopg.types.json import Jsonb
-
-        n = len(records)
-
-        async def body(conn: AsyncConnection[Any]) -> int:
-            cur = await conn.execute(
-                "UPDATE ha_tenants SET next_slot = next_slot + %s, change_seq = change_seq + 1"
-                " WHERE tenant=%s RETURNING next_slot, change_seq",
-                (n, self.tenant),
-            )
-            top, seq = await cur.fetchone() or (0, 0)
-            first = int(top) - n + 1
-            params = [(self.tenant, first + i, *r[:8], Jsonb(r[8]), *r[9:]) for i, r in enumerate(records)]
-            async with conn.cursor() as wc:
-                await wc.executemany(
-                    "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
-                    " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
-                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    params,
-                )
-                await wc.executemany(
-                    "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'add',%s)",
-                    [(self.tenant, seq, first + i) for i in range(n)],
-                )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
-            return first
 
         try:
-            return await self.db.transact(body)
+            return await self.db.transact(lambda conn: insert_records(conn, self.tenant, records))
         except psycopg.errors.UniqueViolation as exc:
             raise UsageError(f"a document id already exists: {exc.diag.message_detail or exc}") from None
         except psycopg.Error as exc:
@@ -440,28 +414,7 @@ class PgDocumentStore:
             })
 
     async def _delete_rows(self, ids: list[str]) -> int:
-        return await self.db.transact(lambda conn: self._delete_body(conn, ids))
-
-    async def _delete_body(self, conn: AsyncConnection[Any], ids: list[str]) -> int:
-        cur = await conn.execute(
-            "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
-            (self.tenant,),
-        )
-        (seq,) = await cur.fetchone() or (0,)
-        cur = await conn.execute(
-            "DELETE FROM ha_documents WHERE tenant=%s AND id = ANY(%s) RETURNING slot, lex",
-            (self.tenant, ids),
-        )
-        gone = await cur.fetchall()
-        if not gone:
-            raise _NothingToDo
-        async with conn.cursor() as wc:
-            await wc.executemany(
-                "INSERT INTO ha_changes (tenant, seq, kind, slot, lex) VALUES (%s,%s,'del',%s,%s)",
-                [(self.tenant, seq, slot, lex) for slot, lex in gone],
-            )
-        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
-        return len(gone)
+        return await self.db.transact(lambda conn: delete_rows(conn, self.tenant, ids))
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents by id; returns how many existed. Durable on return."""
@@ -472,7 +425,7 @@ class PgDocumentStore:
                 return 0
             try:
                 count = self.db.call(self._delete_rows(ids))
-            except _NothingToDo:
+            except NothingToDo:
                 return 0
             self._catch_up()
             return count
@@ -649,26 +602,10 @@ class PgDocumentStore:
             done += len(rows)
 
     def _store_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
-        async def body(conn: AsyncConnection[Any]) -> None:
-            cur = await conn.execute(
-                "UPDATE ha_tenants SET change_seq = change_seq + 1 WHERE tenant=%s RETURNING change_seq",
-                (self.tenant,),
-            )
-            (seq,) = await cur.fetchone() or (0,)
-            async with conn.cursor() as wc:
-                await wc.executemany(
-                    "UPDATE ha_documents SET vector=%s, vec_model=%s WHERE tenant=%s AND slot=%s",
-                    [(v, self._fingerprint, self.tenant, s) for s, v in zip(slots, vectors, strict=True)],
-                )
-                await wc.executemany(
-                    "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'vec',%s)",
-                    [(self.tenant, seq, s) for s in slots],
-                )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.tenant))
-
         with self._lock:
             self._check_open()
-            self.db.call(self.db.transact(body))
+            space = self._fingerprint
+            self.db.call(self.db.transact(lambda conn: store_vectors(conn, self.tenant, slots, vectors, space)))
             self._catch_up()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -699,7 +636,3 @@ class PgDocumentStore:
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
-
-
-class _NothingToDo(Exception):
-    """Raised inside a transaction to roll it back when it found nothing to change."""
