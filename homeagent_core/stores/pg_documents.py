@@ -219,7 +219,9 @@ class PgDocumentStore:
     async def _read_changes(
         self, after: int, known: frozenset[int] = frozenset()
     ) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
-        async with self.db.connection() as conn:
+        """The change-log entries after ``after`` and the rows they need (retried while the server is away)."""
+
+        async def body(conn: AsyncConnection[Any]) -> tuple[list[tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
             cur = conn.cursor(binary=True)
             await cur.execute(
                 "SELECT seq, kind, slot, lex FROM ha_changes WHERE tenant=%s AND seq > %s ORDER BY seq, slot",
@@ -236,6 +238,8 @@ class PgDocumentStore:
                 )
                 rows = {int(r[0]): r for r in await cur.fetchall()}
             return changes, rows
+
+        return await self.db.transact(body, write=False)
 
     def _catch_up(self, known: dict[int, tuple[Any, ...]] | None = None) -> None:
         """Apply every committed change after the last applied one, in order (``_lock`` held).
