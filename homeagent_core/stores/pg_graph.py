@@ -231,11 +231,14 @@ class PgGraphSQL:
             except psycopg.Error as exc:
                 raise self.db._translate(exc) from exc
 
-    def _write(self, body: Callable[[PgGraphConnection, Changes | None], T], *, follow: bool = False) -> T:
+    def _write(
+        self, body: Callable[[PgGraphConnection, Changes | None], T], *, follow: bool = False, write: bool = True
+    ) -> T:
         """Run ``body`` in one transaction under the tenant's writer lock, retried when the connection is lost.
 
         ``follow``: read the other daemons' changes first (in the same round trip as the lock)
-        and hand them to ``body``. A transaction whose ``COMMIT`` lost its answer is looked up
+        and hand them to ``body``. ``write=False``: ``body`` only reads (no transaction id is taken,
+        which would cost the server a commit record). A transaction whose ``COMMIT`` lost its answer is looked up
         by its transaction id (:mod:`~homeagent_core.stores.pg_retry`) and not run twice.
 
         Raises:
@@ -256,13 +259,14 @@ class PgGraphSQL:
                         pc = PgGraphConnection(conn)
                         with conn.pipeline():
                             locked = conn.execute(
-                                "SELECT txid_current() FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) lock",
+                                "SELECT txid_current() FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) lock"
+                                if write else "SELECT NULL FROM (SELECT pg_advisory_xact_lock(hashtext(%s))) lock",
                                 (self.schema,),
                             )
                             queued = self._remote_queue(pc) if follow else None
                             row = locked.fetchone()
                             remote = queued() if queued is not None else None
-                        xid = int(row[0]) if row else None
+                        xid = int(row[0]) if row and row[0] is not None else None
                         result = body(pc, remote)
                         committing = True
                     return result
@@ -381,7 +385,7 @@ class PgGraphSQL:
         None when the change log was pruned past this store's position: the mirror must be loaded
         again (:meth:`load_mirror`).
         """
-        return self._write(lambda _conn, remote: remote, follow=True)
+        return self._write(lambda _conn, remote: remote, follow=True, write=False)
 
     def _remote_queue(self, conn: PgGraphConnection) -> Callable[[], Changes | None]:
         """Queue the reads of the change log after this store's position; the returned call applies them.
