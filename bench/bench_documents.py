@@ -26,7 +26,9 @@ lists and evidence recall@10 of the planted original conversations in the 100k-d
 (skipped at 1M, where exact BM25 over every posting takes minutes). Last, a fresh process opens
 the store from the files beside the database and answers the same queries fused
 (``serve_query_fused_p50_ms``); its resident memory afterwards is ``rss_mb`` (the ``--json``
-headline ``rss_mb_<size>``): what a restarted daemon holds, the posting arrays mapped.
+headline ``rss_mb_<size>``): what a restarted daemon holds, split into ``serve_rss_anon_mb``
+(memory the process allocated) and ``serve_rss_file_mb`` (pages of the mapped vector file; the
+lexical snapshot is read, not mapped).
 ``rss_mb_bench_process`` is the benchmark process itself after rebuilding the index in memory.
 The dense leg alone (the scan the fused ranking makes for a query vector) is timed per query
 too: ``query_dense_p50_ms`` (the ``--json`` headline ``dense_p50_ms_<size>``) and
@@ -269,11 +271,11 @@ def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> N
         raise SystemExit(f"the writer process failed before acknowledging: {line!r}")
 
 
-def _rss_mb() -> float:
-    """This process's resident set (MiB), from /proc."""
+def _rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident set (MiB), from /proc; ``field`` RssAnon / RssFile splits it."""
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -305,7 +307,7 @@ def serve_probe(path: str, dim: int, queries_file: str) -> None:
             dense.append(_dense_leg_ms(store, qvecs[i]))
     print(json.dumps({
         "query_p50_ms": statistics.median(times), "dense_p50_ms": statistics.median(dense) if dense else 0.0,
-        "rss_mb": _rss_mb(),
+        "rss_mb": _rss_mb(), "rss_anon_mb": _rss_mb("RssAnon"), "rss_file_mb": _rss_mb("RssFile"),
     }))
     _abandon(store)
 
@@ -480,6 +482,8 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         result["serve_query_fused_p50_ms"] = round(served["query_p50_ms"], 2)
         result["serve_query_dense_p50_ms"] = round(served["dense_p50_ms"], 3)
         result["rss_mb"] = round(served["rss_mb"], 1)
+        result["serve_rss_anon_mb"] = round(served["rss_anon_mb"], 1)  # allocated by the process
+        result["serve_rss_file_mb"] = round(served["rss_file_mb"], 1)  # pages of mapped files
     return result
 
 
