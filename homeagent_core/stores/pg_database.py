@@ -265,16 +265,21 @@ class PgDatabase:
         finally:
             await self._pool.putconn(conn)
 
-    async def transact(self, body: Callable[[AsyncConnection[Any]], Awaitable[T]], *, write: bool = True) -> T:
+    async def transact(
+        self, body: Callable[[AsyncConnection[Any]], Awaitable[T]], *, write: bool = True, outcome: str = ""
+    ) -> T:
         """Run ``body(conn)`` in one transaction (use on the pool's loop), retried when the connection is lost.
 
         A write whose ``COMMIT`` lost its answer is looked up by its transaction id and not run
         twice (:mod:`~homeagent_core.stores.pg_retry`); ``body`` may run more than once, only
         one run commits. ``write=False``: a read, run outside a transaction and simply retried.
+        ``outcome``: what the error says when the server stays away (default: "the change was not
+        stored" for a write, "the memory could not be read" for a read; a read checking a write
+        says the former).
 
         Raises:
             MemoryStoreError: the server stayed away for ``retry_for`` seconds (the change was not
-                stored, or it is unknown whether it was).
+                stored, or it is unknown whether it was; for a read: nothing could be read).
         """
         import psycopg
 
@@ -313,10 +318,11 @@ class PgDatabase:
                 log.warning("PostgreSQL store %s: connection lost (%s); retrying", self.safe_url,
                             _scrub(str(exc).strip(), self.url).split("\n")[0] or type(exc).__name__)
             if not await backoff.await_next():
+                detail = _scrub(str(failure).strip(), self.url).splitlines()[0] if str(failure).strip() else ""
+                said = outcome or ("the change was not stored" if write else "the memory could not be read")
                 raise MemoryStoreError(
-                    f"the PostgreSQL database {self.safe_url} did not answer for {self.retry_for:g} s"
-                    f" ({_scrub(str(failure).strip(), self.url).splitlines()[0] if str(failure).strip() else ''});"
-                    " the change was not stored (retry when the server is back)"
+                    f"the PostgreSQL database {self.safe_url} did not answer for {self.retry_for:g} s ({detail});"
+                    f" {said} (retry when the server is back)"
                 ) from failure
 
     async def _committed(self, xid: int, backoff: Backoff) -> bool | None:

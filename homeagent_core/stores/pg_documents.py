@@ -15,7 +15,9 @@ has no ``pg_trgm``; the n-gram index also serves Chinese and mixed text.)
 Every write takes the tenant's row in ``ha_tenants`` (serialising the tenant's writers, so
 slots and change numbers commit in order), writes its rows and ``ha_changes`` entries and
 sends ``NOTIFY`` in one transaction (:mod:`~homeagent_core.stores.pg_doc_writes`), retried on
-a new connection when the server drops the one it runs on. The mirror is only ever changed by replaying
+a new connection when the server drops the one it runs on. Reads are retried the same way;
+counting a read (:meth:`~PgDocumentStore.touch`, ``query(touch=True)``) is a transaction of its
+own, retried like a write, so it is counted once. The mirror is only ever changed by replaying
 ``ha_changes`` in order, for this store's own writes too, so several daemons on one database
 converge: another daemon's commit becomes searchable here when its notification arrives
 (or at the next write here), and an interrupted transaction leaves nothing behind.
@@ -146,8 +148,12 @@ class PgDocumentStore:
         return "ha_documents_hnsw_" + hashlib.sha1(f"{self._fingerprint}/{self._dim}".encode()).hexdigest()[:12]
 
     async def _prepare(self) -> None:
-        """The tenant's counter row, and an HNSW index for the active space (shared by tenants)."""
-        async with self.db.connection() as conn:
+        """The tenant's counter row, and an HNSW index for the active space (shared by tenants).
+
+        Both statements change nothing when run again, so they are simply retried.
+        """
+
+        async def body(conn: AsyncConnection[Any]) -> None:
             await conn.execute("INSERT INTO ha_tenants (tenant) VALUES (%s) ON CONFLICT DO NOTHING", (self.tenant,))
             if self._fingerprint and self._dim:
                 fp = self._fingerprint.replace("'", "''")
@@ -156,18 +162,33 @@ class PgDocumentStore:
                     f"((vector::vector({self._dim})) vector_ip_ops) WHERE vec_model = '{fp}'"
                 )
 
+        await self.db.transact(body, write=False)
+
     async def _read_all(self) -> tuple[int, list[tuple[Any, ...]]]:
-        async with self.db.connection() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cur = conn.cursor(binary=True)
-            await cur.execute("SELECT change_seq FROM ha_tenants WHERE tenant=%s", (self.tenant,))
-            seq = (await cur.fetchone() or (0,))[0]
-            await cur.execute(
-                "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
-                " WHERE tenant=%s ORDER BY slot",
-                (self.tenant,),
-            )
-            return int(seq), await cur.fetchall()
+        """The change position and every mirror row of the tenant, from one snapshot (retried)."""
+
+        async def body(conn: AsyncConnection[Any]) -> tuple[int, list[tuple[Any, ...]]]:
+            async with conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur = conn.cursor(binary=True)
+                await cur.execute("SELECT change_seq FROM ha_tenants WHERE tenant=%s", (self.tenant,))
+                seq = (await cur.fetchone() or (0,))[0]
+                await cur.execute(
+                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
+                    " WHERE tenant=%s ORDER BY slot",
+                    (self.tenant,),
+                )
+                return int(seq), await cur.fetchall()
+
+        return await self.db.transact(body, write=False)
+
+    async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of one read, retried on a new connection while the server is away."""
+
+        async def body(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self.db.transact(body, write=False)
 
     def _reload(self) -> None:
         """Rebuild the mirror from every row of the tenant (called with ``_lock`` held)."""
@@ -338,12 +359,14 @@ class PgDocumentStore:
         (stored,) = await self.add_many([doc])
         return stored
 
-    async def _ids_taken(self, ids: list[str]) -> list[str]:
+    async def _ids_taken(self, ids: list[str], *, outcome: str = "") -> list[str]:
+        """Which of ``ids`` are stored (retried); ``outcome``: what a failure says (see :meth:`PgDatabase.transact`)."""
+
         async def body(conn: AsyncConnection[Any]) -> list[str]:
             cur = await conn.execute("SELECT id FROM ha_documents WHERE tenant=%s AND id = ANY(%s)", (self.tenant, ids))
             return [r[0] for r in await cur.fetchall()]
 
-        return await self.db.transact(body, write=False)
+        return await self.db.transact(body, write=False, outcome=outcome)
 
     async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
         """Store documents in one transaction (embedding them first); durable on return.
@@ -361,7 +384,7 @@ class PgDocumentStore:
             seen.add(doc.id)
         if not docs:
             return []
-        taken = await self.db.acall(self._ids_taken(list(seen)))
+        taken = await self.db.acall(self._ids_taken(list(seen), outcome="the change was not stored"))
         if taken:
             raise UsageError(f"document id {taken[0]!r} already exists")
         vectors = None
@@ -435,37 +458,34 @@ class PgDocumentStore:
             return count
 
     def touch(self, doc_ids: Iterable[str], *, now: float | None = None) -> int:
-        """Count one read of each document (last access, access count); durable on return."""
+        """Count one read of each document (last access, access count); durable on return.
+
+        A transaction of its own, retried like a write: a read is counted once, even when the
+        connection was lost before or during its commit.
+        """
         when = time.time() if now is None else now
         ids = list(doc_ids)
         self._check_open()
 
-        async def run() -> int:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    "UPDATE ha_documents SET last_access=%s, access_count = access_count + 1"
-                    " WHERE tenant=%s AND id = ANY(%s)",
-                    (when, self.tenant, ids),
-                )
-                return cur.rowcount
+        async def body(conn: AsyncConnection[Any]) -> int:
+            cur = await conn.execute(
+                "UPDATE ha_documents SET last_access=%s, access_count = access_count + 1"
+                " WHERE tenant=%s AND id = ANY(%s)",
+                (when, self.tenant, ids),
+            )
+            return cur.rowcount
 
-        return self.db.call(run()) if ids else 0
+        return self.db.call(self.db.transact(body)) if ids else 0
 
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, doc_id: str) -> Document | None:
         """The document with this id, or ``None``."""
         self._check_open()
-
-        async def run() -> Any:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND id=%s", (self.tenant, doc_id)
-                )
-                return await cur.fetchone()
-
-        row = self.db.call(run())
-        return _row_to_document(row) if row else None
+        rows = self.db.call(
+            self._rows(f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND id=%s", (self.tenant, doc_id))
+        )
+        return _row_to_document(rows[0]) if rows else None
 
     def all(self, *, limit: int | None = None) -> list[Document]:
         """Documents in time order (oldest first)."""
@@ -473,12 +493,7 @@ class PgDocumentStore:
         sql = f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s ORDER BY created_at, slot"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-
-        async def run() -> list[Any]:
-            async with self.db.connection() as conn:
-                return await (await conn.execute(sql, (self.tenant,))).fetchall()
-
-        return [_row_to_document(r) for r in self.db.call(run())]
+        return [_row_to_document(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
     async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
         """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
@@ -508,22 +523,31 @@ class PgDocumentStore:
         )
 
     async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:
+        """The ranked slots' documents, retried while the server is away.
+
+        ``touch``: the read is counted in the same statement, in a transaction retried like a
+        write (:meth:`PgDatabase.transact`), so a retried read is counted once.
+        """
         if not ranked:
             return []
         slots = [s for s, _ in ranked]
-        async with self.db.connection() as conn:
-            if touch:
+        if touch:
+            when = time.time()
+
+            async def counted(conn: AsyncConnection[Any]) -> list[tuple[Any, ...]]:
                 cur = await conn.execute(
                     f"UPDATE ha_documents SET last_access=%s, access_count = access_count + 1"
                     f" WHERE tenant=%s AND slot = ANY(%s) RETURNING slot, {_COLUMNS}",
-                    (time.time(), self.tenant, slots),
+                    (when, self.tenant, slots),
                 )
-            else:
-                cur = await conn.execute(
-                    f"SELECT slot, {_COLUMNS} FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)",
-                    (self.tenant, slots),
-                )
-            rows = {r[0]: r[1:] for r in await cur.fetchall()}
+                return await cur.fetchall()
+
+            found = await self.db.transact(counted)
+        else:
+            found = await self._rows(
+                f"SELECT slot, {_COLUMNS} FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)", (self.tenant, slots)
+            )
+        rows = {r[0]: r[1:] for r in found}
         return [DocHit(_row_to_document(rows[slot]), score) for slot, score in ranked if slot in rows]
 
     def search(
@@ -545,16 +569,11 @@ class PgDocumentStore:
         wanted = list(set(event_ids))
         if not wanted:
             return set()
-
-        async def run() -> set[str]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT meta->>'event_id' FROM ha_documents WHERE tenant=%s AND meta->>'event_id' = ANY(%s)",
-                    (self.tenant, wanted),
-                )
-                return {r[0] for r in await cur.fetchall()}
-
-        return self.db.call(run())
+        rows = self.db.call(self._rows(
+            "SELECT meta->>'event_id' FROM ha_documents WHERE tenant=%s AND meta->>'event_id' = ANY(%s)",
+            (self.tenant, wanted),
+        ))
+        return {r[0] for r in rows}
 
     async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
         """Search, then delete every hit from the store (consume-on-read) and return them."""
@@ -569,17 +588,12 @@ class PgDocumentStore:
         """Documents not read for ``older_than`` seconds and read at most ``max_reads`` times."""
         cutoff = (time.time() if now is None else now) - older_than
         self._check_open()
-
-        async def run() -> list[Any]:
-            async with self.db.connection() as conn:
-                cur = await conn.execute(
-                    f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND last_access <= %s"
-                    " AND access_count <= %s ORDER BY last_access LIMIT %s",
-                    (self.tenant, cutoff, max_reads, limit),
-                )
-                return await cur.fetchall()
-
-        return [_row_to_document(r) for r in self.db.call(run())]
+        rows = self.db.call(self._rows(
+            f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND last_access <= %s"
+            " AND access_count <= %s ORDER BY last_access LIMIT %s",
+            (self.tenant, cutoff, max_reads, limit),
+        ))
+        return [_row_to_document(r) for r in rows]
 
     async def reembed_stale(self, *, batch_size: int = 64) -> int:
         """Embed documents whose vector is missing or from another space; returns how many."""
@@ -587,17 +601,11 @@ class PgDocumentStore:
             return 0
         done = 0
         while True:
-
-            async def batch() -> list[Any]:
-                async with self.db.connection() as conn:
-                    cur = await conn.execute(
-                        "SELECT slot, title, content FROM ha_documents WHERE tenant=%s AND vec_model != %s"
-                        " ORDER BY slot LIMIT %s",
-                        (self.tenant, self._fingerprint, batch_size),
-                    )
-                    return await cur.fetchall()
-
-            rows = await self.db.acall(batch())
+            rows = await self.db.acall(self._rows(
+                "SELECT slot, title, content FROM ha_documents WHERE tenant=%s AND vec_model != %s"
+                " ORDER BY slot LIMIT %s",
+                (self.tenant, self._fingerprint, batch_size),
+            ))
             if not rows:
                 return done
             texts = [f"{t}\n{c}" if t else c for _, t, c in rows]
@@ -615,17 +623,18 @@ class PgDocumentStore:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Drop change-log rows no follower needs any more (older than the last 100k changes)."""
+        """Drop change-log rows no follower needs any more (older than the last 100k changes).
+
+        Retried while the server is away (deleting the same rows again changes nothing).
+        """
         if self._closed:
             return
+        cut = self._applied - _KEEP_CHANGES
 
-        async def run() -> None:
-            async with self.db.connection() as conn:
-                await conn.execute(
-                    "DELETE FROM ha_changes WHERE tenant=%s AND seq < %s", (self.tenant, self._applied - _KEEP_CHANGES)
-                )
+        async def body(conn: AsyncConnection[Any]) -> None:
+            await conn.execute("DELETE FROM ha_changes WHERE tenant=%s AND seq < %s", (self.tenant, cut))
 
-        self.db.call(run())
+        self.db.call(self.db.transact(body, write=False))
 
     def close(self) -> None:
         """Stop following and close (the pool too when this store opened it)."""

@@ -46,7 +46,7 @@ from homeagent_core.memory.graph_types import (
     EntityRow,
     RelationRow,
 )
-from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_database import CHANNEL, PgDatabase, _scrub
 from homeagent_core.stores.pg_graph_conn import ID_TABLES, PgGraphConnection
 from homeagent_core.stores.pg_retry import TXID_STATUS, Backoff, is_lost
 from homeagent_sdk.errors import MemoryStoreError, UsageError
@@ -459,7 +459,12 @@ class PgGraphSQL:
         return self.read(run)
 
     def read(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn`` for a read; retried on a new connection while the server is away (a read has no effects)."""
+        """Run ``fn`` for a read; retried on a new connection while the server is away (a read has no effects).
+
+        Raises:
+            MemoryStoreError: the server stayed away for ``retry_for`` seconds (nothing was read),
+                or a driver error.
+        """
         import psycopg
 
         backoff = Backoff(self.retry_for)
@@ -472,7 +477,11 @@ class PgGraphSQL:
                         raise self.db._translate(exc) from exc
                     failure = exc
             if not backoff.wait():
-                raise self.db._translate(failure) from failure
+                detail = _scrub(str(failure).strip(), self.db.url).split("\n")[0] or type(failure).__name__
+                raise MemoryStoreError(
+                    f"graph memory {self.path}: the PostgreSQL server {self.db.safe_url} did not answer for"
+                    f" {self.retry_for:g} s ({detail}); the memory could not be read (retry when the server is back)"
+                ) from failure
 
     def load_mirror(self) -> GraphCache:
         """The mirror from one consistent snapshot; the change log position is taken in the same one."""
@@ -525,12 +534,14 @@ class PgGraphSQL:
     def import_rows(self, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
         """Insert copied rows with their ids in one transaction, skipping keys already present.
 
-        Used by ``homeagent store migrate``; the id counters move past the copied ids.
+        Used by ``homeagent store migrate``; the id counters move past the copied ids. Retried
+        like a write when the connection is lost.
         """
         if not rows:
             return
         marks = ", ".join(["%s"] * len(rows[0]))
-        with self._tx() as conn:
+
+        def body(conn: PgGraphConnection, _remote: Changes | None) -> None:
             with conn.raw.cursor() as cur:
                 cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
             if table in ID_TABLES:
@@ -538,6 +549,8 @@ class PgGraphSQL:
                     f"SELECT setval(pg_get_serial_sequence('{self.schema}.{table}', 'id'),"
                     f" greatest((SELECT max(id) FROM {table}), 1))"
                 )
+
+        self._write(body)
 
     def snapshot(self) -> dict[str, Any]:
         def run(c: PgGraphConnection) -> dict[str, Any]:

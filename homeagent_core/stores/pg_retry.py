@@ -13,7 +13,8 @@ connection a write runs on. What to do then depends on where the write was:
 Retries back off from 50 ms to 1 s and stop after :data:`RETRY_FOR_S` seconds; the write then
 fails with a :class:`~homeagent_sdk.errors.MemoryStoreError` saying the change was not stored
 (or that whether it was is unknown, when the server never came back to say). A write is only
-reported done after its commit was confirmed.
+reported done after its commit was confirmed. A read is simply run again; when the server stays
+away, it fails with an error saying the memory could not be read.
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ class AnswerSwallower:
     The relay reads the protocol's framing (a length-prefixed startup message, then typed
     messages both ways). Once a client message holding ``COMMIT`` was passed on, it reads the
     server's replies up to ``ReadyForQuery`` (the commit is done) without passing them on, then
-    closes both ends.
+    closes both ends. ``cut_on``: the same for the next client message holding these bytes
+    (upper case), whatever the statement (its answer is lost after the server ran it).
     """
 
     def __init__(self, upstream: Path, folder: Path) -> None:
@@ -75,6 +76,7 @@ class AnswerSwallower:
         self.listener.bind(str(folder / ".s.PGSQL.5432"))
         self.listener.listen(16)
         self.armed = 0
+        self.cut_on: bytes | None = None
         self.swallowed = 0
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -125,11 +127,14 @@ class AnswerSwallower:
                 kind = _recv(client, 1)
                 raw_len = _recv(client, 4)
                 body = _recv(client, struct.unpack("!I", raw_len)[0] - 4)
-                if b"COMMIT" in body.upper():
-                    with self.lock:
-                        if self.armed:
-                            self.armed -= 1
-                            doomed.set()
+                upper = body.upper()
+                with self.lock:
+                    if self.armed and b"COMMIT" in upper:
+                        self.armed -= 1
+                        doomed.set()
+                    elif self.cut_on is not None and self.cut_on in upper:
+                        self.cut_on = None
+                        doomed.set()
                 server.sendall(kind + raw_len + body)
         except OSError:
             pass
