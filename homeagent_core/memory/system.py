@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
@@ -345,24 +346,45 @@ class MemorySystem:
             await self.context.prune(ctx.raw_message)
 
     async def recall(self, ctx: StageContext) -> list[str]:
-        """System-prompt blocks: the graph index, related documents, knowledge hits."""
+        """System-prompt blocks: the graph index, related documents, knowledge hits.
+
+        Recall only adds context: a store that cannot be read (a PostgreSQL server away longer
+        than its retry window, a damaged file) leaves its block out for this turn, says so in
+        ``ctx.errors`` and the log, and the turn is answered without it.
+        """
         text = ctx.raw_message
         blocks: list[str] = []
-        index = await self.indexer.build_context(text)
-        if index:
-            blocks.append(index)
-        hits = await self.documents.query(text, 3, touch=False)  # read-only injection
-        if hits:
-            from homeagent_core.memory.documents import format_related
-
-            blocks.append(format_related(hits))
-        if len(self.knowledge):
-            found = await self.knowledge.search(text, 2)
-            good = [h for h in found if h.score > 0.2]
-            if good:
-                lines = [f"- {h.entry.name}: {h.entry.content[:120]}" for h in good]
-                blocks.append("[相关知识]\n" + "\n".join(lines) + "\n（完整内容用 knowledge_search 查询）")
+        for what, block in (("graph index", self._index_block), ("related documents", self._documents_block),
+                            ("knowledge", self._knowledge_block)):
+            try:
+                found = await block(text)
+            except MemoryStoreError as exc:
+                log.warning("recall: %s left out of this turn: %s", what, exc)
+                ctx.errors.append(f"memory recall: {what} left out: {exc}")
+                continue
+            if found:
+                blocks.append(found)
         return blocks
+
+    async def _index_block(self, text: str) -> str:
+        return await self.indexer.build_context(text)
+
+    async def _documents_block(self, text: str) -> str:
+        hits = await self.documents.query(text, 3, touch=False)  # read-only injection
+        if not hits:
+            return ""
+        from homeagent_core.memory.documents import format_related
+
+        return format_related(hits)
+
+    async def _knowledge_block(self, text: str) -> str:
+        if not len(self.knowledge):
+            return ""
+        good = [h for h in await self.knowledge.search(text, 2) if h.score > 0.2]
+        if not good:
+            return ""
+        lines = [f"- {h.entry.name}: {h.entry.content[:120]}" for h in good]
+        return "[相关知识]\n" + "\n".join(lines) + "\n（完整内容用 knowledge_search 查询）"
 
     async def record_output(self, ctx: StageContext) -> None:
         """Log the reply durably and add it (with remembered tool outputs) to the context."""
