@@ -510,7 +510,9 @@ class LexicalIndex:
         Slots in the delta are skipped: the delta is already scored in full.
         """
         k = min(self.rescore, len(out))
-        top = np.argpartition(out, len(out) - k)[len(out) - k :] if k < len(out) else np.arange(len(out))
+        # a partition near the start of the negated scores: with kth near the end instead, numpy's
+        # introselect took 40x as long on scores that are mostly zero (82 vs 2 ms at 1M slots)
+        top = np.argpartition(-out, k - 1)[:k] if k < len(out) else np.arange(len(out))
         top = top[out[top] > 0].astype(np.int64)
         if extra is not None and len(extra):
             top = np.concatenate([top, extra.astype(np.int64)])
