@@ -77,13 +77,15 @@ class ForwardLists:
 
     # -- term ids --------------------------------------------------------------------------
 
-    def ids(self, buckets: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+    def ids(self, buckets: npt.NDArray[np.integer]) -> npt.NDArray[np.int32]:
         """Term ids of ``buckets``, giving new ids (commonest bucket of this batch first) to unseen ones."""
-        buckets = np.asarray(buckets, dtype=np.int64)
         found = self.term_of[buckets]
-        if (found < 0).any():
-            fresh, freq = np.unique(buckets[found < 0], return_counts=True)
-            fresh = fresh[np.argsort(-freq, kind="stable")]
+        missing = found < 0
+        if missing.any():
+            # counted, not sorted: a rebuild passes every posting of the store here at once
+            freq = np.bincount(buckets if missing.all() else buckets[missing], minlength=BUCKETS)
+            fresh = np.flatnonzero(freq)
+            fresh = fresh[np.argsort(-freq[fresh], kind="stable")]
             need = self.n_terms + len(fresh)
             if need > len(self.bucket_of):
                 size = len(self.bucket_of)
@@ -98,7 +100,7 @@ class ForwardLists:
             if need > 1 << 16 and self.mem_terms.dtype != np.uint32:
                 self.mem_terms = self.mem_terms.astype(np.uint32)  # ids no longer fit two bytes
             found = self.term_of[buckets]
-        ids: npt.NDArray[np.int64] = found.astype(np.int64)
+        ids: npt.NDArray[np.int32] = found
         return ids
 
     def set_terms(self, bucket_of: npt.NDArray[np.uint32]) -> None:
