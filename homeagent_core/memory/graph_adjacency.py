@@ -283,17 +283,19 @@ class CompactGraph:
     def export(self) -> tuple[dict[str, npt.NDArray[Any]], dict[str, npt.NDArray[Any]]]:
         """Copies of the relation columns, CSR and rank orders, for the mirror file.
 
-        Merges the delta and recomputes the ranks first, so the CSR holds every live relation.
+        Merges the delta and recomputes the ranks first (also when only removals happened since),
+        so the CSR holds every live relation and the orders only present ids.
         Returns the numeric arrays and the two string columns (relation type, session) as
         object arrays, which :func:`encode_strings` turns into codes outside the caller's lock.
         """
         if self.delta or self.n_dead:
             self.merge()
-        if self.n_unranked:
-            self.rerank()
         present = np.flatnonzero(self.present)
-        ne = int(present[-1]) + 1 if len(present) else 0
         rids = self.live_relations()
+        # a removal leaves its id in the orders (ranks at -1, uncounted): the file holds present ids only
+        if self.n_unranked or len(self.eorder) != len(present) or len(self.rorder) != len(rids):
+            self.rerank()
+        ne = int(present[-1]) + 1 if len(present) else 0
         nr = int(rids[-1]) + 1 if len(rids) else 0
         numeric = {
             "live": self.live[:nr],

@@ -4,7 +4,7 @@
 directions, rank orders, recalled rows kept for later recalls, keyword postings and the terms
 stored per entity, vector indexes) against the rows, so each comparison below covers them;
 after the reopen the keyword terms come from the ``entities.terms`` column instead of the
-tokenizer.
+tokenizer, and the compact form from the mirror file the close wrote.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "graph.db"
-        store = GraphStore(path)
+        store = GraphStore(path, save_mirror_from=0)  # the close writes the mirror file, the reopen reads it
         # a low floor merges the write delta into the CSR arrays every few changes, so the
         # sequences cover edges in the CSR, in the delta, and removed from the CSR since a merge
         store.cache.compact.merge_floor = merge_floor
@@ -147,8 +147,9 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
             assert all(terms for terms in stored.values()), "every entity row carries its keyword terms"
         finally:
             store.close()
-        reopened = GraphStore(path)
+        reopened = GraphStore(path, save_mirror_from=0)
         try:
+            assert reopened.mirror_loaded_from == "file", reopened.cache.file_refused
             assert reopened.cache.snapshot() == before
         finally:
             reopened.close()
