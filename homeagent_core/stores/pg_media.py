@@ -13,14 +13,12 @@ found by media search on the others.
 from __future__ import annotations
 
 import logging
-import threading
-import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.memory.media import FullRow, Row
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_follow import ChangeFollower
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -57,11 +55,7 @@ class PgMediaIndex:
         self._owns_db = isinstance(db, str)
         self.db = PgDatabase(db) if isinstance(db, str) else db
         self.tenant = tenant
-        self._writer = uuid.uuid4().hex[:12]
-        self._on_change: Callable[[], None] | None = None
-        self._follower: ThreadPoolExecutor | None = None
-        self._pending = threading.Event()
-        self._closed = False
+        self._changes = ChangeFollower(self.db, "media", tenant, f"media store {self!r}")
 
     def __repr__(self) -> str:
         return f"PgMediaIndex({self.db.safe_url}, tenant={self.tenant!r})"
@@ -85,7 +79,7 @@ class PgMediaIndex:
             for sql, params in statements:
                 cur = await conn.execute(sql, params)
                 counts.append(cur.rowcount)
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"media:{self._writer}:{self.tenant}"))
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self._changes.announcement))
             return counts
 
         counts: list[int] = self.db.call(self.db.transact(body))
@@ -167,41 +161,12 @@ class PgMediaIndex:
 
     def follow(self, on_change: Callable[[], None]) -> None:
         """Call ``on_change()`` (in a worker thread) after another daemon changed this tenant's media."""
-        self._on_change = on_change
-        self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-media:{self.tenant}")
-        self.db.listen(self._on_notify)
-
-    def _on_notify(self, payload: str) -> None:
-        if payload:
-            kind, _, rest = payload.partition(":")
-            writer, _, tenant = rest.partition(":")
-            if kind != "media" or tenant != self.tenant or writer == self._writer:
-                return
-        if self._closed or self._follower is None or self._pending.is_set():
-            return
-        self._pending.set()
-        try:
-            self._follower.submit(self._changed)
-        except RuntimeError:  # shutting down
-            self._pending.clear()
-
-    def _changed(self) -> None:
-        self._pending.clear()
-        if self._closed or self._on_change is None:
-            return
-        try:
-            self._on_change()
-        except Exception:
-            if not self._closed:
-                log.warning("media store %s: cannot follow another daemon's change yet", self, exc_info=True)
+        self._changes.follow(on_change)
 
     def close(self) -> None:
         """Stop following; close the pool when this index owns it."""
-        if self._closed:
+        if self._changes.closed:
             return
-        self._closed = True
-        if self._follower is not None:
-            self.db.unlisten(self._on_notify)
-            self._follower.shutdown(wait=True)
+        self._changes.close()
         if self._owns_db:
             self.db.close()

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_follow import ChangeFollower
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,13 +44,10 @@ class PgSharedSettings:
         self._owns_db = isinstance(db, str)
         self.db = PgDatabase(db) if isinstance(db, str) else db
         self.tenant = tenant
-        self._writer = uuid.uuid4().hex[:12]
         self._seen: dict[str, str] = {}
         self._callback: Callable[[str, str | None], None] | None = None
-        self._follower: ThreadPoolExecutor | None = None
-        self._pending = threading.Event()
         self._lock = threading.Lock()
-        self._closed = False
+        self._changes = ChangeFollower(self.db, "settings", tenant, f"settings {self!r}")
 
     def __repr__(self) -> str:
         return f"PgSharedSettings({self.db.safe_url}, tenant={self.tenant!r})"
@@ -81,7 +77,7 @@ class PgSharedSettings:
                     " DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
                     (self.tenant, key, value),
                 )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"settings:{self._writer}:{self.tenant}"))
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self._changes.announcement))
 
         self.db.call(self.db.transact(body))
         with self._lock:
@@ -93,33 +89,17 @@ class PgSharedSettings:
     def follow(self, callback: Callable[[str, str | None], None]) -> None:
         """Call ``callback(key, value)`` (in a worker thread) for each setting another daemon changed."""
         self._callback = callback
-        self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-settings:{self.tenant}")
-        self.db.listen(self._on_notify)
-
-    def _on_notify(self, payload: str) -> None:
-        if payload:
-            kind, _, rest = payload.partition(":")
-            writer, _, tenant = rest.partition(":")
-            if kind != "settings" or tenant != self.tenant or writer == self._writer:
-                return
-        if self._closed or self._follower is None or self._pending.is_set():
-            return
-        self._pending.set()
-        try:
-            self._follower.submit(self._catch_up)
-        except RuntimeError:  # shutting down
-            self._pending.clear()
+        self._changes.follow(self._catch_up)
 
     def _catch_up(self) -> None:
-        self._pending.clear()
-        if self._closed or self._callback is None:
+        if self._callback is None:
             return
         with self._lock:
             before = dict(self._seen)
         try:
             now = self.load()
         except Exception:
-            if not self._closed:
+            if not self._changes.closed:
                 log.warning("settings %s: cannot read another daemon's change yet", self, exc_info=True)
             return
         for key in sorted(set(before) | set(now)):
@@ -131,11 +111,8 @@ class PgSharedSettings:
 
     def close(self) -> None:
         """Stop following; close the pool when this object owns it."""
-        if self._closed:
+        if self._changes.closed:
             return
-        self._closed = True
-        if self._follower is not None:
-            self.db.unlisten(self._on_notify)
-            self._follower.shutdown(wait=True)
+        self._changes.close()
         if self._owns_db:
             self.db.close()

@@ -21,13 +21,12 @@ import asyncio
 import json
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.memory.textlog import Listener, edit_change, new_record, purge_change
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
+from homeagent_core.stores.pg_follow import ChangeFollower
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
@@ -62,12 +61,9 @@ class PgTextLog:
         self._owns_db = isinstance(db, str)
         self.db = PgDatabase(db) if isinstance(db, str) else db
         self.tenant = tenant
-        self._writer = uuid.uuid4().hex[:12]
         self._lock = threading.RLock()  # orders listener calls; guards _seen and _rewrites
         self._listeners: list[Listener] = []
-        self._closed = False
-        self._pending = threading.Event()
-        self._follower: ThreadPoolExecutor | None = None
+        self._changes = ChangeFollower(self.db, "log", tenant, f"conversation log {self!r}")
         try:
             self._seen, self._rewrites = self.db.call(self._head())
         except BaseException:
@@ -75,8 +71,7 @@ class PgTextLog:
                 self.db.close()
             raise
         if follow:
-            self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-log:{tenant}")
-            self.db.listen(self._on_notify)
+            self._changes.follow(self._follow_once)
 
     def __repr__(self) -> str:
         return f"PgTextLog({self.db.safe_url}, tenant={self.tenant!r})"
@@ -111,7 +106,7 @@ class PgTextLog:
                     [(self.tenant, first + i, str(r["id"]), float(r["timestamp"]), json.dumps(r, ensure_ascii=False))
                      for i, r in enumerate(records)],
                 )
-            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"log:{self._writer}:{self.tenant}"))
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self._changes.announcement))
             return last, rewrites
 
         return await self.db.transact(body)
@@ -216,7 +211,7 @@ class PgTextLog:
             head = await cur.fetchone()
             assert head is not None
             if changed:
-                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"log:{self._writer}:{self.tenant}"))
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self._changes.announcement))
             return changed, int(head[0]), int(head[1])
 
         changed, seq, rewrites = self.db.call(self.db.transact(run))
@@ -264,31 +259,10 @@ class PgTextLog:
             except Exception:  # a reader must never fail a write that is already durable
                 log.exception("conversation log listener %r failed", listener)
 
-    def _on_notify(self, payload: str) -> None:
-        """A commit was announced (on the pool's thread): catch up in the follower thread."""
-        if payload:
-            kind, _, rest = payload.partition(":")
-            writer, _, tenant = rest.partition(":")
-            if kind != "log" or tenant != self.tenant or writer == self._writer:
-                return
-        if self._closed or self._follower is None or self._pending.is_set():
-            return
-        self._pending.set()
-        try:
-            self._follower.submit(self._follow_once)
-        except RuntimeError:  # shutting down
-            self._pending.clear()
-
     def _follow_once(self) -> None:
-        self._pending.clear()
-        if self._closed:
-            return
-        try:
-            with self._lock:
-                self._catch_up_locked()
-        except Exception:
-            if not self._closed:
-                log.warning("conversation log %s: cannot follow other daemons' messages yet", self, exc_info=True)
+        """Catch up with other daemons' messages (in the follower's thread)."""
+        with self._lock:
+            self._catch_up_locked()
 
     def _catch_up_locked(self) -> None:
         """Tell listeners about every record committed since the last one they saw (``_lock`` held)."""
@@ -407,16 +381,13 @@ class PgTextLog:
     # -- closing ------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._changes.closed:
             raise UsageError(f"the conversation log {self} is closed")
 
     def close(self) -> None:
         """Stop following; close the pool when this log owns it."""
-        if self._closed:
+        if self._changes.closed:
             return
-        self._closed = True
-        if self._follower is not None:
-            self.db.unlisten(self._on_notify)
-            self._follower.shutdown(wait=True)
+        self._changes.close()
         if self._owns_db:
             self.db.close()
