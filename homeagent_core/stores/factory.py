@@ -29,6 +29,7 @@ __all__ = [
     "open_knowledge_storage",
     "open_media_index",
     "open_shared_settings",
+    "postgres_url",
 ]
 
 
@@ -41,16 +42,14 @@ def open_document_store(
         UsageError: ``store`` is neither.
         MemoryStoreError: the database cannot be opened.
     """
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         from homeagent_core.memory.documents import DocumentStore
 
         return DocumentStore(memory_dir / "documents.db", embedder=embedder)
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_documents import PgDocumentStore
+    from homeagent_core.stores.pg_documents import PgDocumentStore
 
-        return PgDocumentStore(choice, embedder, tenant=tenant or "default")
-    raise _bad_choice(choice)
+    return PgDocumentStore(url, embedder, tenant=tenant or "default")
 
 
 def open_graph_store(
@@ -64,14 +63,12 @@ def open_graph_store(
     """
     from homeagent_core.memory.graph import GraphStore
 
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         return GraphStore(memory_dir / "graph.db", embedder=embedder)
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_core.stores.pg_graph import PgGraphSQL
 
-        return GraphStore("", embedder=embedder, sql=PgGraphSQL(choice, tenant=tenant or "default"))
-    raise _bad_choice(choice)
+    return GraphStore("", embedder=embedder, sql=PgGraphSQL(url, tenant=tenant or "default"))
 
 
 def open_database(store: str) -> PgDatabase | None:
@@ -82,14 +79,12 @@ def open_database(store: str) -> PgDatabase | None:
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
         MemoryStoreError: the database cannot be reached.
     """
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         return None
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_database import PgDatabase
+    from homeagent_core.stores.pg_database import PgDatabase
 
-        return PgDatabase(choice)
-    raise _bad_choice(choice)
+    return PgDatabase(url)
 
 
 def open_conversation_log(
@@ -102,16 +97,14 @@ def open_conversation_log(
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
         MemoryStoreError: the log cannot be opened.
     """
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         from homeagent_core.memory.textlog import TextLog
 
         return TextLog(memory_dir / "text")
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_textlog import PgTextLog
+    from homeagent_core.stores.pg_textlog import PgTextLog
 
-        return PgTextLog(db or choice, tenant=tenant or "default")
-    raise _bad_choice(choice)
+    return PgTextLog(db or url, tenant=tenant or "default")
 
 
 def open_media_index(store: str, *, tenant: str = "default", db: PgDatabase | None = None) -> MediaIndex | None:
@@ -122,14 +115,12 @@ def open_media_index(store: str, *, tenant: str = "default", db: PgDatabase | No
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
         MemoryStoreError: the database cannot be opened.
     """
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         return None
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_media import PgMediaIndex
+    from homeagent_core.stores.pg_media import PgMediaIndex
 
-        return PgMediaIndex(db or choice, tenant=tenant or "default")
-    raise _bad_choice(choice)
+    return PgMediaIndex(db or url, tenant=tenant or "default")
 
 
 def open_shared_settings(store: str, *, tenant: str = "default") -> SharedSettings | None:
@@ -139,14 +130,12 @@ def open_shared_settings(store: str, *, tenant: str = "default") -> SharedSettin
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
         MemoryStoreError: the database cannot be opened.
     """
-    choice = store.strip()
-    if choice in ("", "sqlite"):
+    url = postgres_url(store)
+    if url is None:
         return None
-    if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_settings import PgSharedSettings
+    from homeagent_core.stores.pg_settings import PgSharedSettings
 
-        return PgSharedSettings(choice, tenant=tenant or "default")
-    raise _bad_choice(choice)
+    return PgSharedSettings(url, tenant=tenant or "default")
 
 
 def open_knowledge_storage(
@@ -158,19 +147,27 @@ def open_knowledge_storage(
         UsageError: ``store`` is neither ``sqlite`` nor a PostgreSQL URL.
         MemoryStoreError: the database cannot be opened.
     """
+    url = postgres_url(store)
+    if url is None:
+        return None
+    from homeagent_core.stores.pg_knowledge import PgKnowledge
+
+    return PgKnowledge(db or url, tenant=tenant or "default")
+
+
+def postgres_url(store: str) -> str | None:
+    """The PostgreSQL URL ``core.memory.store`` names, or ``None`` for the embedded SQLite stores.
+
+    Raises:
+        UsageError: ``store`` is neither ``sqlite`` (or empty) nor a ``postgresql://`` URL.
+    """
     choice = store.strip()
     if choice in ("", "sqlite"):
         return None
     if choice.startswith(("postgresql://", "postgres://")):
-        from homeagent_core.stores.pg_knowledge import PgKnowledge
-
-        return PgKnowledge(db or choice, tenant=tenant or "default")
-    raise _bad_choice(choice)
-
-
-def _bad_choice(choice: str) -> UsageError:
+        return choice
     from homeagent_core.stores.pg_database import redact_url
 
-    return UsageError(
+    raise UsageError(
         f"core.memory.store is {redact_url(choice)!r}; use 'sqlite' or a postgresql://user:password@host/db URL"
     )
