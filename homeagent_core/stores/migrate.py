@@ -27,7 +27,7 @@ import numpy as np
 
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
-__all__ = ["MigrationReport", "document_checksum", "migrate_documents"]
+__all__ = ["MigrationReport", "document_checksum", "migrate_documents", "migration_kinds"]
 
 _SQLITE_COLUMNS = (
     "id, title, content, source, created_at, last_access, access_count, media_digests, meta, vector, vec_model,"
@@ -184,6 +184,20 @@ def _pg_ids(store: Any) -> set[str]:
     return {r[0] for r in _pg_rows(store, "SELECT id FROM ha_documents WHERE tenant=%s", (store.tenant,))}
 
 
+def migration_kinds(source: str, target: str) -> list[str]:
+    """``["sqlite", "postgresql"]`` or the reverse: the kinds of a migration's two sides.
+
+    Raises:
+        UsageError: both sides are the same kind, or a side is neither ``sqlite`` nor a
+            ``postgresql://`` URL.
+    """
+    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
+        ("postgresql://", "postgres://")) else "") for side in (source, target)]
+    if "" in kinds or kinds[0] == kinds[1]:
+        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    return kinds
+
+
 # -- the copy -------------------------------------------------------------------------------------
 
 
@@ -204,10 +218,7 @@ def migrate_documents(
     """
     from homeagent_core.stores.pg_documents import PgDocumentStore
 
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     path = data_dir / "memory" / "documents.db"
     started = time.perf_counter()
     pg = PgDocumentStore(source if kinds[0] == "postgresql" else target, tenant=tenant, follow=False)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from homeagent_core.stores.migrate import migration_kinds
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 __all__ = ["GraphMigrationReport", "migrate_graph"]
@@ -154,10 +155,7 @@ def migrate_graph(
         UsageError: both sides are the same kind, a side is neither, or the SQLite source is missing.
         MemoryStoreError: a side cannot be opened, or the verification failed.
     """
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     started = time.perf_counter()
     path = data_dir / "memory" / "graph.db"
     lite, close_lite = _sqlite_side(path, create=kinds[1] == "sqlite")

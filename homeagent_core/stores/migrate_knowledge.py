@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from homeagent_core.knowledge import DiskKnowledge, KnowledgeStorage
-from homeagent_core.stores.migrate import MigrationReport
-from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_core.stores.migrate import MigrationReport, migration_kinds
+from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["knowledge_checksum", "migrate_knowledge"]
 
@@ -39,10 +39,7 @@ def migrate_knowledge(source: str, target: str, *, data_dir: Path, tenant: str =
     """
     from homeagent_core.stores.pg_knowledge import PgKnowledge
 
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     started = time.perf_counter()
     pg = PgKnowledge(source if kinds[0] == "postgresql" else target, tenant=tenant)
     files = DiskKnowledge(data_dir / "knowledge")

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from homeagent_core.memory.media import FullRow, MediaIndex, MediaStore
-from homeagent_core.stores.migrate import MigrationReport
-from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_core.stores.migrate import MigrationReport, migration_kinds
+from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["media_checksum", "migrate_media"]
 
@@ -63,10 +63,7 @@ def migrate_media(
     """
     from homeagent_core.stores.pg_media import PgMediaIndex
 
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     root = data_dir / "memory" / "media"
     started = time.perf_counter()
     files = MediaStore(root)

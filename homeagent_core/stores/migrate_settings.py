@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from homeagent_core.config import ConfigStore, is_shared_key
-from homeagent_core.stores.migrate import MigrationReport
-from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_core.stores.migrate import MigrationReport, migration_kinds
+from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["migrate_settings", "settings_checksum"]
 
@@ -36,10 +36,7 @@ def migrate_settings(source: str, target: str, *, data_dir: Path, tenant: str = 
     """
     from homeagent_core.stores.pg_settings import PgSharedSettings
 
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     started = time.perf_counter()
     pg = PgSharedSettings(source if kinds[0] == "postgresql" else target, tenant=tenant)
     config = ConfigStore(data_dir / "config.db")

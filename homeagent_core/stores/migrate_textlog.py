@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from homeagent_core.stores.migrate import MigrationReport
-from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_core.stores.migrate import MigrationReport, migration_kinds
+from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["log_checksum", "migrate_textlog"]
 
@@ -62,10 +62,7 @@ def migrate_textlog(
     from homeagent_core.memory.textlog import TextLog
     from homeagent_core.stores.pg_textlog import PgTextLog
 
-    kinds = [("sqlite" if side.strip() in ("", "sqlite") else "postgresql" if side.startswith(
-        ("postgresql://", "postgres://")) else "") for side in (source, target)]
-    if "" in kinds or kinds[0] == kinds[1]:
-        raise UsageError("store migrate copies between 'sqlite' and a postgresql:// URL (one of each)")
+    kinds = migration_kinds(source, target)
     started = time.perf_counter()
     pg = PgTextLog(source if kinds[0] == "postgresql" else target, tenant=tenant, follow=False)
     try:
