@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.doc_vectors import top_indices
+from homeagent_core.memory.top_k import top_indices
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -25,12 +25,15 @@ if TYPE_CHECKING:
     from homeagent_core.memory.lexical import LexicalIndex
     from homeagent_core.memory.time_order import TimeOrder
 
-__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FUSED_EXACT", "FusionWeights", "rank"]
+__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FUSED_EXACT", "SMOOTH_POOL", "FusionWeights", "best_fused", "rank"]
 
 DENSE_CANDIDATES = 64
 """The dense path's best documents, which also get exact lexical scores."""
 DENSE_PREFILTER = 512
 """Rows of a projected vector base scored with their full rows (the projection's best)."""
+SMOOTH_POOL = 512
+"""The best fused documents (before the neighbour share) whose smoothed scores are computed alone
+(:meth:`~homeagent_core.memory.time_order.TimeOrder.top_smoothed`)."""
 FUSED_EXACT = 64
 """The fused ranking's best documents whose dense share is made exact when the dense leg approximated it."""
 
@@ -80,7 +83,7 @@ def rank(
             dense_slots = np.concatenate([p[0] for p in parts])
             scores_all = np.concatenate([p[1] for p in parts])
             k = min(DENSE_CANDIDATES, len(scores_all))
-            rows = np.argpartition(-scores_all, k - 1)[:k] if k < len(scores_all) else np.arange(len(scores_all))
+            rows = top_indices(scores_all, k)
             best_dense = dense_slots[rows[scores_all[rows] > 0]]
     if weights.lexical > 0:
         scores = lex.scores(text, candidates=best_dense, expand=expand)
@@ -89,16 +92,37 @@ def rank(
             total[: len(scores)] += (weights.lexical / peak) * scores[:cap]
     if dense_added is not None and qvec is not None:
         _exact_head(total, dense_added, dense, qvec, scale)
-    if weights.neighbour > 0:
-        total = order.smooth(total, weights.neighbour)
-    total *= table.alive
-    k = min(top_k, table.count)
+    return best_fused(total, table.alive, min(top_k, table.count), order, weights.neighbour)
+
+
+def best_fused(
+    total: npt.NDArray[np.float32],
+    alive: npt.NDArray[np.bool_],
+    k: int,
+    order: TimeOrder,
+    neighbour: float,
+) -> list[tuple[int, float]]:
+    """The ``k`` best live slots of ``total`` after the neighbour share, best first.
+
+    ``total`` is modified. When the best few can be proven from a pool of the best scores
+    (:meth:`~homeagent_core.memory.time_order.TimeOrder.top_smoothed`) only they are smoothed.
+    """
+    total *= alive
     if k <= 0:
         return []
-    cand = np.argpartition(-total, k - 1)[:k] if k < cap else np.arange(cap)
-    cand = cand[total[cand] > 0]
-    best = np.lexsort((cand, -total[cand]))
-    return [(int(cand[i]), float(total[cand[i]])) for i in best[:k]]
+    found = None
+    if neighbour > 0:
+        found = order.top_smoothed(total, neighbour, k, max(SMOOTH_POOL, 4 * k))
+        if found is None:
+            total = order.smooth(total, neighbour)
+    if found is None:
+        cand = top_indices(total, k)
+        found = cand, total[cand]
+    cand, scores = found
+    keep = scores > 0
+    cand, scores = cand[keep], scores[keep]
+    best = np.lexsort((cand, -scores))
+    return [(int(cand[i]), float(scores[i])) for i in best[:k]]
 
 
 def _exact_head(
@@ -121,6 +145,7 @@ def _exact_head(
         return
     head = top_indices(total, k)
     head = head[dense_added[head] > 0]
+    head = head[~np.isin(head, dense.exact_slots)]  # the dense leg's own best are exact already
     found, exact = dense.exact(head, qvec)
     if len(found):
         fixed = head[found]

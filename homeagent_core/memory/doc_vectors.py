@@ -22,17 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory.top_k import top_indices
 from homeagent_core.memory.vector_snapshot import QuantRows, quantize, read_vectors, remove_partial, write_vectors
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["RESCORE", "DenseRows", "VectorParts", "top_indices"]
+__all__ = ["RESCORE", "DenseRows", "VectorParts"]
 
 RESCORE = 64
 """Base rows of a query rescored exactly with their float32 vectors from SQLite (the int8 best)."""
-_SAMPLE_STEP = 8
-"""Top-``k`` selection over a large scan: a threshold from every ``n // (_SAMPLE_STEP · k)``-th score."""
 
 log = logging.getLogger("homeagent_core.memory.documents")  # the store's log: one logger for its messages
 
@@ -49,27 +48,6 @@ def _dot_i8(matrix: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArr
 
     out = simsimd.cdist(matrix, q8.reshape(1, -1), metric="dot", out_dtype="float32")
     return np.asarray(out, dtype=np.float32).reshape(-1)
-
-
-def top_indices(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
-    """Indices of ``k`` largest scores (any order).
-
-    Over a long scan a threshold from an evenly spread sample (about ``_SAMPLE_STEP · k``
-    scores, its ``2k · sample / n``-th best) keeps about ``2k`` candidates, so only those are
-    partitioned; when fewer than ``k`` pass, every score is.
-    """
-    n = len(scores)
-    if k >= n:
-        return np.arange(n, dtype=np.int64)
-    step = n // (_SAMPLE_STEP * k)
-    if step >= 4:
-        sample = scores[::step]
-        rank = max(1, (2 * k * len(sample)) // n)
-        threshold = np.partition(sample, len(sample) - rank)[len(sample) - rank]
-        cand = np.flatnonzero(scores >= threshold)
-        if len(cand) >= k:
-            return cand[np.argpartition(-scores[cand], k - 1)[:k]].astype(np.int64)
-    return np.argpartition(-scores, k - 1)[:k].astype(np.int64)
 
 
 class _Rows:
@@ -101,6 +79,8 @@ class DenseRows:
         """Where base rows' float32 vectors are read for rescoring (``None``: int8 scores stay)."""
         self.approximate = False
         """Whether the last :meth:`scores` gave int8 approximations (beyond the ``RESCORE`` best)."""
+        self.exact_slots = np.zeros(0, dtype=np.int64)
+        """Slots whose score from the last :meth:`scores` is already the exact float32 one."""
         self.rows = np.zeros((64, width), dtype=np.float32)
         self.row_slot = np.zeros(64, dtype=np.int64)
         self.n = 0
@@ -249,6 +229,7 @@ class DenseRows:
         """
         parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = []
         self.approximate = False
+        self.exact_slots = np.zeros(0, dtype=np.int64)
         nb = len(self.base_slot)
         if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
             cand = self._prescan(q, prefilter)
@@ -287,6 +268,7 @@ class DenseRows:
         top = top_indices(approx, RESCORE)
         found, exact = self.exact(slots[top], q)
         approx[top[found]] = exact
+        self.exact_slots = slots[top[found]]
         return slots, approx
 
     def exact(

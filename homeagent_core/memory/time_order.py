@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.top_k import top_indices
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -104,6 +106,52 @@ class TimeOrder:
         out = total.copy()
         out[order] = seq + weight * share
         return out
+
+    def smoothed_at(
+        self, total: npt.NDArray[np.float32], slots: npt.NDArray[np.int64], weight: float
+    ) -> npt.NDArray[np.float32]:
+        """What :meth:`smooth` would give ``slots`` (the same arithmetic), for those slots only."""
+        own = total[slots]
+        order = self._order
+        if order is None or len(order) < 2 or not len(slots):
+            return own.copy()
+        inside = slots < len(self._pos)
+        pos = np.full(len(slots), -1, dtype=np.int64)
+        pos[inside] = self._pos[slots[inside]]
+        last = len(order) - 1
+        share = np.zeros(len(slots), dtype=total.dtype)
+        after = np.flatnonzero((pos >= 0) & (pos < last))
+        share[after] += self._link[pos[after]] * total[order[pos[after] + 1]]
+        before = np.flatnonzero(pos > 0)
+        share[before] += self._link[pos[before] - 1] * total[order[pos[before] - 1]]
+        out: npt.NDArray[np.float32] = own + weight * share
+        return out
+
+    def top_smoothed(
+        self, total: npt.NDArray[np.float32], weight: float, k: int, pool: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """The ``k`` best slots of :meth:`smooth` (``total``, ``weight``) and their scores, or ``None``.
+
+        Smoothing a million scores means gathering and scattering all of them, yet only the
+        best few are wanted. A slot outside the ``pool`` best of ``total`` and not linked to one
+        of them scores at most ``t·(1 + 2·weight)`` after smoothing (``t`` the ``pool``-th best
+        score: its own score and both neighbours' are at most ``t``; scores are not negative).
+        So the smoothed scores of the pool and its neighbours are computed alone, and when the
+        ``k``-th best of them is above that bound it is the answer; otherwise ``None`` tells
+        the caller to smooth everything.
+        """
+        if k <= 0 or pool >= len(total) or weight < 0:
+            return None
+        cand = top_indices(total, pool)
+        bound = float(total[cand].min()) * (1.0 + 2.0 * weight)
+        ext = np.unique(np.concatenate([cand, self.neighbours(cand)]))
+        scores = self.smoothed_at(total, ext, weight)
+        if len(ext) < k:
+            return None
+        best = top_indices(scores, k)
+        if float(scores[best].min()) <= bound:
+            return None
+        return ext[best], scores[best]
 
     def neighbours(self, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The linked neighbours of ``slots`` (not including ``slots`` themselves)."""

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.doc_ranking import best_fused
 from homeagent_core.memory.lexical import LexicalIndex
 from homeagent_core.memory.time_order import TimeOrder
+from homeagent_core.memory.top_k import top_indices
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -136,20 +138,11 @@ class DocMirror:
             if peak > 0:
                 total[self.row_slot[: self.n]] += (dense_weight / peak) * np.maximum(dense, 0.0)
                 k = min(_DENSE_CANDIDATES, len(dense))
-                rows = np.argpartition(-dense, k - 1)[:k] if k < len(dense) else np.arange(len(dense))
+                rows = top_indices(dense, k)
                 best_dense = self.row_slot[: self.n][rows[dense[rows] > 0]]
         if lexical_weight > 0:
             lex = self.lex.scores(text, candidates=best_dense, expand=expand)
             peak = float(lex.max()) if len(lex) else 0.0
             if peak > 0:
                 total[: len(lex)] += (lexical_weight / peak) * lex[:cap]
-        if neighbour_weight > 0:
-            total = self.time.smooth(total, neighbour_weight)
-        total *= self.alive
-        k = min(top_k, self.count)
-        if k <= 0:
-            return []
-        cand = np.argpartition(-total, k - 1)[:k] if k < cap else np.arange(cap)
-        cand = cand[total[cand] > 0]
-        order = np.lexsort((cand, -total[cand]))
-        return [(int(cand[i]), float(total[cand[i]])) for i in order[:k]]
+        return best_fused(total, self.alive, min(top_k, self.count), self.time, neighbour_weight)

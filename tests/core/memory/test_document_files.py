@@ -341,7 +341,7 @@ async def test_the_vector_file_holds_int8_rows_and_queries_rescore_the_best_exac
 
 
 def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
-    from homeagent_core.memory.doc_vectors import top_indices
+    from homeagent_core.memory.top_k import top_indices
 
     rng = np.random.default_rng(3)
     for n, k in ((200_000, 512), (50_000, 64), (1_000, 64), (40, 64)):
@@ -353,6 +353,16 @@ def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
     scores = np.zeros(200_000, dtype=np.float32)
     scores[-600:] = np.arange(1, 601, dtype=np.float32)
     assert np.array_equal(np.sort(scores[top_indices(scores, 512)]), np.arange(89, 601, dtype=np.float32))
+    # mostly zeros (a lexical score array): the sample's threshold is 0, so the positives are taken
+    scores = np.zeros(300_000, dtype=np.float32)
+    where = rng.choice(300_000, 700, replace=False)
+    scores[where] = rng.random(700).astype(np.float32) + 0.5
+    got = top_indices(scores, 256)
+    assert np.array_equal(np.sort(scores[got]), np.sort(scores[where])[-256:])
+    # fewer positives than k: all of them, the rest ties at 0
+    scores[where[100:]] = 0.0
+    got = top_indices(scores, 256)
+    assert len(got) == 256 and set(where[:100].tolist()) <= set(got.tolist())
 
 
 async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tmp_path, monkeypatch):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from homeagent_core.memory.documents import Document, DocumentStore, format_related
@@ -165,3 +167,39 @@ async def test_empty_documents_and_duplicate_ids_are_rejected(tmp_path, open_doc
 
 def test_related_block_is_empty_without_hits():
     assert format_related([]) == ""
+
+
+async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives(tmp_path, open_documents, monkeypatch):
+    """Past ``SMOOTH_POOL`` documents only the best are smoothed, when that provably changes nothing."""
+    from homeagent_core.memory import doc_ranking, time_order
+
+    store = open_documents(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
+    rng = random.Random(4)
+    words = (
+        "paint lake camping adoption sunrise mountain support kids group trip stories research "
+        "garden piano recipe dog marathon library concert beach pottery novel bicycle museum"
+    ).split()
+    docs = [
+        Document(
+            content=f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choices(words, k=rng.randint(4, 12))),
+            source=f"chat{i // 50}",
+            created_at=1000.0 + i,
+        )
+        for i in range(1500)
+    ]
+    await store.add_many(docs)
+    queries = ["sunrise over the lake", "camping trip with the kids", "adoption research", "support group stories"]
+    pooled = [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries]
+    calls = []
+    real = time_order.TimeOrder.top_smoothed
+
+    def counted(self, *args, **kwargs):
+        calls.append(found := real(self, *args, **kwargs))
+        return found
+
+    monkeypatch.setattr(time_order.TimeOrder, "top_smoothed", counted)
+    assert [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries] == pooled
+    assert any(c is not None for c in calls)  # the pool answered at least once...
+    monkeypatch.setattr(doc_ranking, "SMOOTH_POOL", 10**9)  # ...and smoothing everything agrees
+    assert [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries] == pooled
+    store.close()

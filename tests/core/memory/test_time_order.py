@@ -61,3 +61,40 @@ def test_neighbours_of_unknown_or_isolated_slots_are_empty():
     order = TimeOrder(window=60)
     order.ensure(alive, created, source)
     assert order.neighbours(np.array([1, 2, 9, 40])).tolist() == []
+
+
+def _conversations(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    alive = rng.random(n) < 0.95
+    alive[0] = False
+    created = np.cumsum(rng.random(n) * 100)
+    source = rng.integers(0, 4, n).astype(np.int32)
+    order = TimeOrder(window=150)
+    order.ensure(alive, created, source)
+    return rng, alive, order
+
+
+def test_smoothed_scores_of_a_few_slots_equal_the_full_pass_bit_for_bit():
+    rng, alive, order = _conversations(20_000, 5)
+    total = (rng.random(20_000).astype(np.float32) * alive).astype(np.float32)
+    full = order.smooth(total, 0.2)
+    some = np.concatenate([rng.choice(20_000, 500, replace=False), [0, 19_999]])
+    assert np.array_equal(order.smoothed_at(total, some, 0.2), full[some])
+
+
+def test_the_best_smoothed_slots_come_from_the_pool_only_when_that_is_provably_the_answer():
+    rng, alive, order = _conversations(50_000, 6)
+    # a few strong matches over a flat background: the pool's bound proves the answer
+    total = (rng.random(50_000).astype(np.float32) * 0.1) * alive
+    strong = rng.choice(np.flatnonzero(alive), 40, replace=False)
+    total[strong] = rng.random(40).astype(np.float32) + 1.0
+    total = total.astype(np.float32)
+    full = order.smooth(total, 0.2)
+    found = order.top_smoothed(total, 0.2, 10, 256)
+    assert found is not None
+    slots, scores = found
+    assert np.array_equal(np.sort(scores), np.sort(full)[-10:])
+    assert np.array_equal(full[slots], scores)
+    # uniform scores: a slot outside the pool could still win, so no answer is claimed
+    flat = (rng.random(50_000).astype(np.float32) * alive).astype(np.float32)
+    assert order.top_smoothed(flat, 0.2, 10, 256) is None
