@@ -9,6 +9,8 @@ scores (:class:`~homeagent_core.memory.time_order.TimeOrder`).
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,12 +27,24 @@ if TYPE_CHECKING:
     from homeagent_core.memory.lexical import LexicalIndex
     from homeagent_core.memory.time_order import TimeOrder
 
-__all__ = ["DENSE_CANDIDATES", "DENSE_PREFILTER", "FUSED_EXACT", "SMOOTH_POOL", "FusionWeights", "best_fused", "rank"]
+__all__ = [
+    "DENSE_CANDIDATES",
+    "DENSE_PREFILTER",
+    "FUSED_EXACT",
+    "PARALLEL_MIN",
+    "SMOOTH_POOL",
+    "FusionWeights",
+    "best_fused",
+    "rank",
+]
 
 DENSE_CANDIDATES = 64
 """The dense path's best documents, which also get exact lexical scores."""
 DENSE_PREFILTER = 512
 """Rows of a projected vector base scored with their full rows (the projection's best)."""
+PARALLEL_MIN = 20_000
+"""Vectors a store holds before a query's dense leg runs on its own thread (below that, handing
+the leg over costs more than it saves)."""
 SMOOTH_POOL = 512
 """The best fused documents (before the neighbour share) whose smoothed scores are computed alone
 (:meth:`~homeagent_core.memory.time_order.TimeOrder.top_smoothed`)."""
@@ -47,6 +61,42 @@ class FusionWeights:
     neighbour: float = 0.2
 
 
+@dataclass(slots=True)
+class _DenseLeg:
+    """What the dense leg of one query found: its score parts, their peak and its best slots."""
+
+    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+    peak: float
+    best: npt.NDArray[np.int64] | None
+    approximate: bool
+
+
+def _dense_leg(dense: DenseRows, qvec: npt.NDArray[np.float32]) -> _DenseLeg:
+    """Score ``qvec`` against the store's vectors (the dense half of :func:`rank`)."""
+    parts = dense.scores(qvec, DENSE_PREFILTER)
+    peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
+    best = None
+    if peak > 0:
+        dense_slots = np.concatenate([p[0] for p in parts])
+        scores_all = np.concatenate([p[1] for p in parts])
+        rows = top_indices(scores_all, min(DENSE_CANDIDATES, len(scores_all)))
+        best = dense_slots[rows[scores_all[rows] > 0]]
+    return _DenseLeg(parts, peak, best, dense.approximate)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _dense_pool() -> ThreadPoolExecutor:
+    """The threads that run dense legs beside their lexical legs (made on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="homeagent-dense")
+        return _pool
+
+
 def rank(
     text: str,
     top_k: int,
@@ -58,38 +108,54 @@ def rank(
     lex: LexicalIndex,
     order: TimeOrder,
 ) -> list[tuple[int, float]]:
-    """The ``top_k`` (slot, fused score) pairs for ``text`` (and its vector, when given), best first."""
+    """The ``top_k`` (slot, fused score) pairs for ``text`` (and its vector, when given), best first.
+
+    In a store of :data:`PARALLEL_MIN` vectors or more, the dense leg runs on another thread
+    while this one scores the lexical head (both mostly outside the GIL: SIMD scans, SQLite
+    reads, numpy passes); the lexical leg waits for it only where it needs the dense best
+    documents, and the sums are formed in the same order either way (the same scores).
+    """
     cap = table.capacity
     total = np.zeros(cap, dtype=np.float32)
     expand = None
     if weights.neighbour > 0:
         order.ensure(table.alive, table.created, table.source)
         expand = order.neighbours
-    best_dense: npt.NDArray[np.int64] | None = None
-    dense_added: npt.NDArray[np.float32] | None = None
-    scale = 0.0
+    leg: _DenseLeg | None = None
+    pending: Future[_DenseLeg] | None = None
     if qvec is not None and len(dense) and weights.dense > 0:
         if qvec.shape != (dense.dim,):
             raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {dense.dim}-d")
         qvec = qvec.astype(np.float32)
-        parts = dense.scores(qvec, DENSE_PREFILTER)
-        peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
+        if weights.lexical > 0 and len(dense) >= PARALLEL_MIN:
+            pending = _dense_pool().submit(_dense_leg, dense, qvec)
+        else:
+            leg = _dense_leg(dense, qvec)
+
+    def dense_best() -> npt.NDArray[np.int64] | None:
+        nonlocal leg
+        if pending is not None and leg is None:
+            leg = pending.result()
+        return leg.best if leg is not None else None
+
+    lexical: npt.NDArray[np.float32] | None = None
+    try:
+        if weights.lexical > 0:
+            lexical = lex.scores(text, candidates=dense_best, expand=expand)
+    finally:
+        dense_best()  # never leave the other thread working on the store after returning
+    dense_added: npt.NDArray[np.float32] | None = None
+    scale = 0.0
+    if leg is not None and leg.peak > 0:
+        scale = weights.dense / leg.peak
+        for slots_part, scores in leg.parts:  # one add per part: a slot is in a part once
+            total[slots_part] += scale * np.maximum(scores, 0.0)
+        if leg.approximate:
+            dense_added = total.copy()
+    if lexical is not None:
+        peak = float(lexical.max()) if len(lexical) else 0.0
         if peak > 0:
-            scale = weights.dense / peak
-            for slots_part, scores in parts:  # one add per part: a slot is in a part once
-                total[slots_part] += scale * np.maximum(scores, 0.0)
-            if dense.approximate:
-                dense_added = total.copy()
-            dense_slots = np.concatenate([p[0] for p in parts])
-            scores_all = np.concatenate([p[1] for p in parts])
-            k = min(DENSE_CANDIDATES, len(scores_all))
-            rows = top_indices(scores_all, k)
-            best_dense = dense_slots[rows[scores_all[rows] > 0]]
-    if weights.lexical > 0:
-        scores = lex.scores(text, candidates=best_dense, expand=expand)
-        peak = float(scores.max()) if len(scores) else 0.0
-        if peak > 0:
-            total[: len(scores)] += (weights.lexical / peak) * scores[:cap]
+            total[: len(lexical)] += (weights.lexical / peak) * lexical[:cap]
     if dense_added is not None and qvec is not None:
         _exact_head(total, dense_added, dense, qvec, scale)
     return best_fused(total, table.alive, min(top_k, table.count), order, weights.neighbour)

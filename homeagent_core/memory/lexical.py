@@ -28,8 +28,9 @@ it shares. The buckets over budget (common, low idf) are then added exactly to t
 ``rescore`` documents and to any the caller names (the dense path's best), from those
 documents' forward lists (:mod:`homeagent_core.memory.lexical_forward`). A document outside
 that set keeps a partial score no higher than those of the ``rescore`` best, so the top of the
-ranking is exact BM25 whenever the true best documents are among the candidates (97% of top-10
-hits at 100k documents, ``bench/bench_documents.py``).
+ranking is exact BM25 whenever the true best documents are among the candidates (95% of top-10
+hits at 100k documents with the default budget of ``2**18`` postings, where ``2**19`` gave 97%
+for 40% more query time and no better recall of the planted answers; ``bench/bench_documents.py``).
 Stores whose query postings fit the budget (a conversation's worth of turns) are scored
 exactly. The delta is always scored in full through a bucket→weight table. Snapshots
 (:mod:`homeagent_core.memory.lexical_snapshot`) let start-up skip the sort; an index opened
@@ -73,7 +74,7 @@ __all__ = [
 
 DELTA_MAX = 1 << 17
 """Postings the delta holds before it is folded into the base."""
-QUERY_POSTINGS = 1 << 19
+QUERY_POSTINGS = 1 << 18
 """Postings a query scores for every document before it switches to candidate rescoring."""
 RESCORE = 256
 """Candidates that receive the exact contribution of a query's common buckets."""
@@ -378,7 +379,7 @@ class LexicalIndex:
         self,
         query: str,
         *,
-        candidates: npt.NDArray[np.int64] | None = None,
+        candidates: npt.NDArray[np.int64] | Callable[[], npt.NDArray[np.int64] | None] | None = None,
         expand: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
     ) -> npt.NDArray[np.float32]:
         """BM25 score of every slot (length :attr:`capacity`); removed slots score 0.
@@ -386,7 +387,8 @@ class LexicalIndex:
         Exact for the rarest buckets and, over the posting budget, for the best ``rescore``
         documents and the ``candidates``, and for what ``expand`` returns for that set (the
         document store adds their conversation neighbours, whose scores it blends in); other
-        documents miss only common-bucket contributions.
+        documents miss only common-bucket contributions. ``candidates`` may be a function,
+        called once the fully scored part is done (the fused ranking computes them meanwhile).
         """
         out = np.zeros(len(self._alive), dtype=np.float32)
         if self._count == 0:
@@ -421,6 +423,8 @@ class LexicalIndex:
             self._qw[buckets] = 0.0
             hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
             self._accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit])
+        if callable(candidates):
+            candidates = candidates()
         if len(tail):
             self._rescore(out, buckets[tail], idf[tail], candidates, expand)
         out *= self._alive

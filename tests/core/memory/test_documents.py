@@ -203,3 +203,34 @@ async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives
     monkeypatch.setattr(doc_ranking, "SMOOTH_POOL", 10**9)  # ...and smoothing everything agrees
     assert [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries] == pooled
     store.close()
+
+
+async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tmp_path, monkeypatch):
+    """Large stores score the dense leg beside the lexical one; the fused scores are the same bits."""
+    import threading
+
+    from homeagent_core.memory import doc_ranking
+
+    store = DocumentStore(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
+    rng = random.Random(9)
+    words = "paint lake camping adoption sunrise mountain support kids group trip stories research".split()
+    await store.add_many(
+        [
+            Document(content=" ".join(rng.choices(words, k=rng.randint(3, 9))), source="chat", created_at=1000.0 + i)
+            for i in range(400)
+        ]
+    )
+    queries = ["sunrise over the lake", "camping trip with the kids", "adoption research"]
+    inline = [[(h.document.id, h.score) for h in await store.query(q, 6)] for q in queries]
+    threads: set[str] = set()
+    real = doc_ranking._dense_leg
+
+    def leg(*args, **kwargs):
+        threads.add(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(doc_ranking, "_dense_leg", leg)
+    monkeypatch.setattr(doc_ranking, "PARALLEL_MIN", 1)
+    assert [[(h.document.id, h.score) for h in await store.query(q, 6)] for q in queries] == inline
+    assert threads and all(name.startswith("homeagent-dense") for name in threads)
+    store.close()
