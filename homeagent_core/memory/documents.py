@@ -90,6 +90,12 @@ class DocumentStore:
     """Documents added since the last snapshot before a background one is written ..."""
     snapshot_fraction: float = 0.05
     """... and the share of the store they must also reach."""
+    resident_forward_bytes: int = 192 << 20
+    """Forward lists (each document's own terms, read to rescore a query's candidates) up to this
+    size are kept in memory once the background check of the snapshot has read them: a query
+    then gathers its candidates' lists in one pass instead of a read per list (about 1 ms of a
+    query at 100k documents, whose lists take 77 MB). Larger ones (770 MB at 1M documents) stay
+    in the file, read per query."""
 
     def __init__(
         self,
@@ -178,8 +184,9 @@ class DocumentStore:
             return
         with contextlib.suppress(OSError, AttributeError):  # idle priority: the first queries come first
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        resident = index.forward_file_bytes <= self.resident_forward_bytes
         try:
-            verify_arrays(arrays)
+            kept = verify_arrays(arrays, keep=frozenset({"fwd_terms", "fwd_tfs"}) if resident else frozenset())
         except ValueError as exc:
             with self._lock:
                 if self._closed or self._lex is not index:
@@ -193,6 +200,10 @@ class DocumentStore:
                 self._files.lex_saved = -1
             return
         index.unchecked = None
+        if "fwd_terms" in kept and "fwd_tfs" in kept:
+            with self._lock:
+                if not self._closed and self._lex is index:
+                    index.hold_forward(kept["fwd_terms"], kept["fwd_tfs"])
 
     def _upgrade_terms(self) -> None:
         """Re-derive every document's stored lexical terms when the term scheme changed.

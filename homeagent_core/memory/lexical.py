@@ -529,6 +529,15 @@ class LexicalIndex:
         if len(owner):
             self._accumulate(out, cand[owner].astype(np.int32), tfs, weights, (owner, cand))
 
+    @property
+    def forward_file_bytes(self) -> int:
+        """Bytes of forward lists this index reads from its snapshot file per query (0: all in memory)."""
+        return self._forward.base_file_bytes
+
+    def hold_forward(self, terms: npt.NDArray[np.integer], tfs: npt.NDArray[np.uint8]) -> bool:
+        """Keep the snapshot's forward lists (checked copies of them) in memory from now on."""
+        return self._forward.hold_base(terms, tfs)
+
     # -- snapshots -------------------------------------------------------------------------
 
     def snapshot_arrays(self, *, tag: str, merge: bool = True) -> SnapshotArrays:

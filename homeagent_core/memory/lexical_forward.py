@@ -165,6 +165,25 @@ class ForwardLists:
         self.start[1:n] = np.cumsum(counts[:-1], dtype=np.int64)
         self.base_terms, self.base_tfs = terms, tfs
 
+    def hold_base(self, terms: npt.NDArray[np.integer], tfs: npt.NDArray[np.uint8]) -> bool:
+        """Swap the base part read from a snapshot file for the same lists in memory.
+
+        Returns whether it was swapped: only a base still read from a file, of the same length.
+        """
+        if not isinstance(self.base_terms, FileArray) or not isinstance(self.base_tfs, FileArray):
+            return False
+        if len(terms) != len(self.base_terms) or len(tfs) != len(self.base_tfs):
+            return False
+        self.base_terms, self.base_tfs = terms, tfs
+        return True
+
+    @property
+    def base_file_bytes(self) -> int:
+        """Bytes of the base part still read from a snapshot file (0 when it is in memory)."""
+        if not isinstance(self.base_terms, FileArray):
+            return 0
+        return len(self.base_terms) * (self.base_terms.dtype.itemsize + 1)
+
     # -- reads -----------------------------------------------------------------------------
 
     def weigh(

@@ -303,17 +303,23 @@ def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:
     )
 
 
-def _source_crc(source: IO[bytes], name: str, offset: int, size: int, watermark: int) -> int:
-    """crc32 of ``size`` bytes at ``offset`` of ``source``, read in chunks; posting slots are range-checked too."""
+def _source_crc(
+    source: IO[bytes], name: str, offset: int, size: int, watermark: int, into: bytearray | None = None
+) -> int:
+    """crc32 of ``size`` bytes at ``offset`` of ``source``, read in chunks; posting slots are range-checked too.
+
+    With ``into`` (``size`` bytes) the bytes are read there, so the caller keeps them.
+    """
     buf = bytearray(_CHUNK)  # one reused buffer: no allocation per chunk
-    view = memoryview(buf)
     found, done = 0, 0
     while done < size:
-        got = os.preadv(source.fileno(), [view[: min(_CHUNK, size - done)]], offset + done)
+        want = min(_CHUNK, size - done)
+        view = memoryview(into)[done : done + want] if into is not None else memoryview(buf)[:want]
+        got = os.preadv(source.fileno(), [view], offset + done)
         if not got:
             raise ValueError(f"snapshot is truncated in {name}")
         if name == "slots":
-            part = np.frombuffer(buf, dtype="<i4", count=got // 4)
+            part = np.frombuffer(view, dtype="<i4", count=got // 4)
             if len(part) and (int(part.min()) < 0 or int(part.max()) > watermark):
                 raise ValueError(f"snapshot postings name slots outside 0..{watermark}")
         found = zlib.crc32(view[:got], found)
@@ -321,25 +327,32 @@ def _source_crc(source: IO[bytes], name: str, offset: int, size: int, watermark:
     return found
 
 
-def verify_arrays(arrays: SnapshotArrays) -> None:
-    """Check the crc32 of the arrays :func:`read_snapshot` mapped unchecked (a full read).
+def verify_arrays(arrays: SnapshotArrays, keep: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+    """Check the crc32 of the arrays :func:`read_snapshot` left in the file unchecked (a full read).
 
-    The mapped file is read with plain reads through the descriptor opened with the mapping,
-    not through the mapping: a pass over the mapping would make every page of the snapshot
-    resident in this process (and fault it in while the first queries run), while queries
-    touch only a small part of it. The descriptor is closed afterwards.
+    The file is read with plain reads through the descriptor opened with the arrays, into one
+    reused buffer: the process holds none of it afterwards, while queries read only the small
+    parts they need. The arrays named in ``keep`` are read into arrays of their own instead
+    and returned, checked, by name (the document store keeps a small store's forward lists in
+    memory that way, at no second read). The descriptor is closed afterwards.
 
     Raises:
-        ValueError: an array's checksum does not match, or posting slots lie outside the watermark.
+        ValueError: an array's checksum does not match, posting slots lie outside the
+            watermark, or a kept forward list names a term id the snapshot does not have.
     """
     source = arrays.source
+    kept: dict[str, np.ndarray] = {}
     try:
         for name, crc, offset, size in arrays.unchecked:
             if source is not None:
+                into = bytearray(size) if name in keep else None
                 try:
-                    found = _source_crc(source, name, offset, size, arrays.watermark)
+                    found = _source_crc(source, name, offset, size, arrays.watermark, into)
                 except OSError as exc:
                     raise ValueError(f"cannot read the snapshot: {exc}") from exc
+                if into is not None:
+                    value = getattr(arrays, name)
+                    kept[name] = np.frombuffer(into, dtype=(value[0] if isinstance(value, list) else value).dtype)
             else:
                 value = getattr(arrays, name)
                 found = zlib.crc32(np.asarray(value[0] if isinstance(value, list) else value).data)
@@ -352,3 +365,7 @@ def verify_arrays(arrays: SnapshotArrays) -> None:
         slots = np.asarray(arrays.slots)
         if len(slots) and (int(slots.min()) < 0 or int(slots.max()) > arrays.watermark):
             raise ValueError(f"snapshot postings name slots outside 0..{arrays.watermark}")
+    terms = kept.get("fwd_terms")
+    if terms is not None and len(terms) and int(terms.max()) >= len(arrays.term_buckets):
+        raise ValueError(f"snapshot forward lists name term ids beyond its {len(arrays.term_buckets)} terms")
+    return kept

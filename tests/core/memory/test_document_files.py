@@ -385,3 +385,27 @@ async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tm
         exact = dict(want[q])  # equal scores (documents of the same words) may come in either order
         assert all(i in exact and abs(exact[i] - s) < 1e-6 for i, s in got[:-1])
     reopened.close()
+
+
+async def test_a_small_store_holds_its_forward_lists_in_memory_once_the_snapshot_is_checked(tmp_path):
+    store = DocumentStore(tmp_path / "d.db")
+    await store.add_many(docs(0, 80))
+    want = await ranked(store, "note 7 museum lake")
+    store.close()
+
+    reopened = DocumentStore(tmp_path / "d.db")
+    assert reopened._verify_thread is not None
+    reopened._verify_thread.join(timeout=60)
+    assert reopened._lex.unchecked is None and reopened._lex.forward_file_bytes == 0
+    assert await ranked(reopened, "note 7 museum lake") == want
+    reopened.close()
+
+    class Tight(DocumentStore):
+        resident_forward_bytes = 16  # smaller than these lists: they stay in the file
+
+    tight = Tight(tmp_path / "d.db")
+    assert tight._verify_thread is not None
+    tight._verify_thread.join(timeout=60)
+    assert tight._lex.unchecked is None and tight._lex.forward_file_bytes > 0
+    assert await ranked(tight, "note 7 museum lake") == want
+    tight.close()

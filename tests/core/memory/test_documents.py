@@ -175,10 +175,11 @@ async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives
 
     store = open_documents(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
     rng = random.Random(4)
-    words = (
-        "paint lake camping adoption sunrise mountain support kids group trip stories research "
-        "garden piano recipe dog marathon library concert beach pottery novel bicycle museum"
-    ).split()
+    words = [
+        "paint", "lake", "camping", "adoption", "sunrise", "mountain", "support", "kids", "group", "trip",
+        "stories", "research", "garden", "piano", "recipe", "dog", "marathon", "library", "concert", "beach",
+        "pottery", "novel", "bicycle", "museum",
+    ]
     docs = [
         Document(
             content=f"{rng.choice(['Caroline', 'Melanie'])}: " + " ".join(rng.choices(words, k=rng.randint(4, 12))),
@@ -213,7 +214,10 @@ async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tm
 
     store = DocumentStore(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
     rng = random.Random(9)
-    words = "paint lake camping adoption sunrise mountain support kids group trip stories research".split()
+    words = [
+        "paint", "lake", "camping", "adoption", "sunrise", "mountain", "support", "kids", "group", "trip",
+        "stories", "research",
+    ]
     await store.add_many(
         [
             Document(content=" ".join(rng.choices(words, k=rng.randint(3, 9))), source="chat", created_at=1000.0 + i)

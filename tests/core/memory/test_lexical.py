@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -355,3 +357,41 @@ def test_queries_on_an_index_opened_from_its_snapshot_read_the_file_without_maki
     assert file_mb > 8 and _rss_file_mb() - before < file_mb / 4  # read, not mapped into this process
     assert loaded.unchecked is not None
     verify_arrays(loaded.unchecked)  # and the check reads the same file (it closes its descriptor)
+
+
+def test_a_check_that_keeps_the_forward_lists_returns_them_as_written(tmp_path):
+    texts = random_texts(32, 3_000)
+    counted = [term_counts(t) for t in texts]
+    slots = np.arange(1, len(texts) + 1, dtype=np.int64)
+    lengths = np.array([c[2] for c in counted])
+    args = (
+        np.array([len(c[0]) for c in counted]), np.concatenate([c[0] for c in counted]),
+        np.concatenate([c[1] for c in counted]), lengths,
+    )
+    in_memory = LexicalIndex.build(slots, *args, max_postings=5_000, rescore=300)
+    path = tmp_path / "lex"
+    in_memory.save(path, tag="t")
+    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=5_000, rescore=300)
+    assert loaded.forward_file_bytes > 0
+    kept = verify_arrays(loaded.unchecked, keep=frozenset({"fwd_terms", "fwd_tfs"}))
+    snap = read_snapshot(path)
+    assert np.array_equal(kept["fwd_terms"], snap.fwd_terms[0]) and np.array_equal(kept["fwd_tfs"], snap.fwd_tfs[0])
+    assert loaded.hold_forward(kept["fwd_terms"], kept["fwd_tfs"]) and loaded.forward_file_bytes == 0
+    for query in ("pottery bowl for the guitar", "melanie painted a sunrise at the lake"):
+        spread = slots[::7]
+        assert np.array_equal(loaded.scores(query, candidates=spread), in_memory.scores(query, candidates=spread))
+    assert not loaded.hold_forward(kept["fwd_terms"], kept["fwd_tfs"])  # already in memory
+
+    # a kept list naming a term id the snapshot lacks is refused, even with a matching checksum
+    damaged = LexicalIndex.load(path, slots, lengths, tag="t", verify=False)
+    bad = damaged.unchecked
+    assert bad is not None
+    terms = kept["fwd_terms"].copy()
+    terms[5] = len(snap.term_buckets) + 3
+    with open(path, "r+b") as fh:
+        offset = next(u[2] for u in bad.unchecked if u[0] == "fwd_terms")
+        fh.seek(offset)
+        fh.write(terms.tobytes())
+    forged = tuple((n, zlib.crc32(terms.tobytes()) if n == "fwd_terms" else c, o, s) for n, c, o, s in bad.unchecked)
+    with pytest.raises(ValueError, match="term ids beyond"):
+        verify_arrays(dataclasses.replace(bad, unchecked=forged), keep=frozenset({"fwd_terms", "fwd_tfs"}))
