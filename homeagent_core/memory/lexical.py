@@ -480,7 +480,7 @@ class LexicalIndex:
         ids, size = (slots, len(out)) if group is None else (group[0], len(group[1]))
         if len(slots) < len(out) // 2:
             tf = tfs.astype(np.float32)
-            contrib = weights * tf * (self.k1 + 1.0) / (tf + norm[slots])
+            contrib = weights * tf * (self.k1 + 1.0) / (tf + norm.take(slots))
             summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
         else:
             # many postings: most have tf = 1, whose factor depends on the document only, so
@@ -489,10 +489,10 @@ class LexicalIndex:
             scaled = weights.astype(np.float64)  # bincount works in float64 anyway
             many = np.flatnonzero(tfs > 1)
             if len(many):
-                hit, tf = slots[many], tfs[many].astype(np.float32)
-                scaled[many] *= tf * (self.k1 + 1.0) / (tf + norm[hit]) / unit[hit]
+                hit, tf = slots.take(many), tfs.take(many).astype(np.float32)
+                scaled[many] *= tf * (self.k1 + 1.0) / (tf + norm.take(hit)) / unit.take(hit)
             total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
-            total *= unit[: len(out)] if group is None else unit[group[1]]
+            total *= unit[: len(out)] if group is None else unit.take(group[1])
             summed = total.astype(np.float32)
         if group is None:
             out += summed

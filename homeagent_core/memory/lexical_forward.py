@@ -231,17 +231,18 @@ class ForwardLists:
         lens64 = lens.astype(np.int64)
         base = starts[0] < nb
         terms, tfs = (self.base_terms, self.base_tfs) if base else (self.mem_terms, self.mem_tfs)
+        # np.take, not fancy indexing: twice as fast for these 1-d gathers (no index conversion)
         if isinstance(terms, FileArray) or isinstance(tfs, FileArray):  # a snapshot's lists: read their ranges
-            weights = table[take_ranges(terms, starts, lens64)]
+            weights = table.take(take_ranges(terms, starts, lens64))
             hit = np.flatnonzero(weights != 0)
-            got_tfs = take_ranges(tfs, starts, lens64)[hit]
+            got_tfs = take_ranges(tfs, starts, lens64).take(hit)
         else:
             idx = range_index(starts if base else starts - nb, lens64)
-            weights = table[terms[idx]]
+            weights = table.take(terms.take(idx))
             hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
-            got_tfs = tfs[idx[hit]]
-        owner = np.repeat(which, lens64)[hit]
-        return owner, got_tfs, weights[hit]
+            got_tfs = tfs.take(idx.take(hit))
+        owner = np.repeat(which, lens64).take(hit)
+        return owner, got_tfs, weights.take(hit)
 
     def snapshot_parts(
         self, top: int

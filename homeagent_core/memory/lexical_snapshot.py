@@ -136,7 +136,7 @@ def take_ranges(
     ends = np.cumsum(lens)
     idx = np.repeat(starts - (ends - lens), lens)
     idx += np.arange(total, dtype=np.int64)
-    taken: np.ndarray = array[idx]
+    taken: np.ndarray = array.take(idx)
     return taken
 
 
