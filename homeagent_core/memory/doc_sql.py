@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL
 """
 _COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
 _PART = 500  # ids or slots per IN (...) list
+CACHE_KIB = 16384
+"""SQLite page cache of the document database (KiB): room for the interior pages of a million documents."""
 
 
 def _row_to_document(row: Sequence[Any]) -> Document:
@@ -157,6 +159,11 @@ class SqliteRecords:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
+            # a query reads its best documents' stored vectors by slot; at 1M documents the
+            # table's interior B-tree pages alone take about 13 MB, and with SQLite's default
+            # 2 MB cache every such read walked them from the file again (64 rows: 2.5 ms
+            # against 0.37 ms with them cached). The cache fills only as pages are read.
+            self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self.db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise MemoryStoreError(
