@@ -409,3 +409,33 @@ async def test_a_small_store_holds_its_forward_lists_in_memory_once_the_snapshot
     assert tight._lex.unchecked is None and tight._lex.forward_file_bytes > 0
     assert await ranked(tight, "note 7 museum lake") == want
     tight.close()
+
+
+async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_scored_exactly(tmp_path, monkeypatch):
+    """Past MEMORY_SCAN in-memory rows an int8 scan picks the best, whose scores stay the float32 ones."""
+    from homeagent_core.memory import doc_vectors
+
+    embedder = FakeEmbedder(32)
+    store = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
+    await store.add_many(docs(0, 300))
+    assert store._dense.n == 300 and len(store._dense.base_slot) == 0  # none in a file yet
+    rows = store._sql.db.execute("SELECT slot, vector FROM documents").fetchall()
+    queries = ["note 17: guitar yoga", "museum lake 40", "note 250 pottery"]
+    qvecs = await embedder.embed_texts(queries)
+    full = [[h.score for h in store.search(q, 8, query_vector=v)] for q, v in zip(queries, qvecs, strict=True)]
+
+    monkeypatch.setattr(doc_vectors, "MEMORY_SCAN", 64)
+    monkeypatch.setattr("homeagent_core.memory.doc_ranking.DENSE_PREFILTER", 100)
+    for q, v, want in zip(queries, qvecs, full, strict=True):
+        parts = store._dense.scores(v, 100)
+        assert len(parts) == 1 and len(parts[0][0]) == 100  # only the int8 scan's best 100 are scored
+        exact = {int(s): float(np.frombuffer(b, dtype=np.float32) @ v) for s, b in rows}
+        assert all(abs(exact[int(s)] - float(x)) < 1e-6 for s, x in zip(*parts[0], strict=True))
+        assert [h.score for h in store.search(q, 8, query_vector=v)] == want  # (this space has ties)
+    # the int8 copy follows deletions (the last row is swapped into the deleted one's place)
+    slot = int(store._dense.row_slot[5])
+    store._dense.drop(slot)
+    q8, scale = quantize(store._dense.rows[: store._dense.n])
+    assert np.array_equal(q8, store._dense.rows_q[: store._dense.n])
+    assert np.array_equal(scale, store._dense.rows_scale[: store._dense.n])
+    store.close()
