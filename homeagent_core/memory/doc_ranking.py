@@ -168,7 +168,8 @@ def best_fused(
     order: TimeOrder,
     neighbour: float,
 ) -> list[tuple[int, float]]:
-    """The ``k`` best live slots of ``total`` after the neighbour share, best first.
+    """The ``k`` best live slots of ``total`` after the neighbour share, best first; of equal
+    scores the lower slot (the older document) comes first, also across the ``k``-th place.
 
     ``total`` is modified. When the best few can be proven from a pool of the best scores
     (:meth:`~homeagent_core.memory.time_order.TimeOrder.top_smoothed`) only they are smoothed.
@@ -182,7 +183,8 @@ def best_fused(
         if found is None:
             total = order.smooth(total, neighbour)
     if found is None:
-        cand = top_indices(total, k)
+        kth = float(total[top_indices(total, k)].min())
+        cand = np.flatnonzero(total >= kth) if kth > 0 else np.flatnonzero(total > 0)  # every tie of the k-th
         found = cand, total[cand]
     cand, scores = found
     keep = scores > 0

@@ -34,7 +34,8 @@ for 40% more query time and no better recall of the planted answers; ``bench/ben
 Stores whose query postings fit the budget (a conversation's worth of turns) are scored
 exactly. The delta is always scored in full through a bucket→weight table. Snapshots
 (:mod:`homeagent_core.memory.lexical_snapshot`) let start-up skip the sort; an index opened
-from one reads its postings and forward lists from the file as queries need them.
+from one reads its postings and forward lists from the file as queries need them (the document
+store swaps in checked in-memory copies of small stores' forward lists, :meth:`LexicalIndex.hold_forward`).
 """
 
 from __future__ import annotations

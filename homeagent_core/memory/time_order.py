@@ -138,18 +138,19 @@ class TimeOrder:
         score: its own score and both neighbours' are at most ``t``; scores are not negative).
         So the smoothed scores of the pool and its neighbours are computed alone, and when the
         ``k``-th best of them is above that bound it is the answer; otherwise ``None`` tells
-        the caller to smooth everything.
+        the caller to smooth everything. Every slot tied with the ``k``-th best is then among
+        them, so ties go to the lower slot, best first.
         """
         if k <= 0 or pool >= len(total) or weight < 0:
             return None
         cand = top_indices(total, pool)
         bound = float(total[cand].min()) * (1.0 + 2.0 * weight)
         ext = np.unique(np.concatenate([cand, self.neighbours(cand)]))
-        scores = self.smoothed_at(total, ext, weight)
         if len(ext) < k:
             return None
-        best = top_indices(scores, k)
-        if float(scores[best].min()) <= bound:
+        scores = self.smoothed_at(total, ext, weight)
+        best = np.lexsort((ext, -scores))[:k]
+        if float(scores[best[-1]]) <= bound:
             return None
         return ext[best], scores[best]
 

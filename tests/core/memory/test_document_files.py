@@ -422,7 +422,10 @@ async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_
     rows = store._sql.db.execute("SELECT slot, vector FROM documents").fetchall()
     queries = ["note 17: guitar yoga", "museum lake 40", "note 250 pottery"]
     qvecs = await embedder.embed_texts(queries)
-    full = [[h.score for h in store.search(q, 8, query_vector=v)] for q, v in zip(queries, qvecs, strict=True)]
+    full = [
+        [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v)]
+        for q, v in zip(queries, qvecs, strict=True)
+    ]
 
     monkeypatch.setattr(doc_vectors, "MEMORY_SCAN", 64)
     monkeypatch.setattr("homeagent_core.memory.doc_ranking.DENSE_PREFILTER", 100)
@@ -431,7 +434,7 @@ async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_
         assert len(parts) == 1 and len(parts[0][0]) == 100  # only the int8 scan's best 100 are scored
         exact = {int(s): float(np.frombuffer(b, dtype=np.float32) @ v) for s, b in rows}
         assert all(abs(exact[int(s)] - float(x)) < 1e-6 for s, x in zip(*parts[0], strict=True))
-        assert [h.score for h in store.search(q, 8, query_vector=v)] == want  # (this space has ties)
+        assert [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v)] == want
     # the int8 copy follows deletions (the last row is swapped into the deleted one's place)
     slot = int(store._dense.row_slot[5])
     store._dense.drop(slot)

@@ -98,3 +98,21 @@ def test_the_best_smoothed_slots_come_from_the_pool_only_when_that_is_provably_t
     # uniform scores: a slot outside the pool could still win, so no answer is claimed
     flat = (rng.random(50_000).astype(np.float32) * alive).astype(np.float32)
     assert order.top_smoothed(flat, 0.2, 10, 256) is None
+
+
+def test_ties_at_the_last_place_go_to_the_lower_slot_with_or_without_the_pool():
+    from homeagent_core.memory.doc_ranking import best_fused
+
+    _, alive, order = _conversations(30_000, 8)
+    total = np.zeros(30_000, dtype=np.float32)
+    strong = np.flatnonzero(alive)[::1000][:12]
+    total[strong[:4]] = 2.0
+    total[strong[4:]] = 1.0  # eight documents tie for the last six places
+    live = alive.copy()
+    pooled = best_fused(total.copy(), live, 10, order, 0.2)
+    assert order.top_smoothed(total * live, 0.2, 10, 512) is not None  # the pool answered
+    plain = best_fused(total.copy(), live, 10, order, 0.0)
+    full = sorted(range(30_000), key=lambda s: (-float(order.smooth(total * live, 0.2)[s]), s))[:10]
+    assert [s for s, _ in pooled] == full
+    assert [s for s, _ in plain][:4] == sorted(int(s) for s in strong[:4])
+    assert [s for s, _ in plain][4:] == sorted(int(s) for s in strong[4:])[:6]
