@@ -336,6 +336,10 @@ class PgDatabase:
                 status = row[0] if row else None
                 if status != "in progress":
                     return status == "committed"
+            except psycopg.errors.InvalidParameterValue:
+                # "transaction ID ... is in the future": a server restarted since never recorded
+                # that id (a commit record would have), so the transaction did not commit
+                return False
             except psycopg.Error as exc:
                 if not is_lost(exc, True):
                     raise

@@ -307,6 +307,8 @@ class PgGraphSQL:
                 status = row[0] if row else None
                 if status != "in progress":
                     return status == "committed"
+            except psycopg.errors.InvalidParameterValue:
+                return False  # "in the future": a restarted server never recorded it (see pg_retry)
             except psycopg.Error as exc:
                 if not is_lost(exc, self._broken()):
                     raise

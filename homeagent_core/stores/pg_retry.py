@@ -8,7 +8,9 @@ connection a write runs on. What to do then depends on where the write was:
 * during ``COMMIT`` the outcome is unknown: the transaction may have committed just before the
   connection went. Every write reads its transaction id first (``txid_current()``), and after
   reconnecting, ``txid_status()`` says whether that transaction committed (the write is done,
-  and is not run a second time) or not (it runs again).
+  and is not run a second time) or not (it runs again). A server stopped before it logged the
+  id answers that the id "is in the future" once restarted: it never saw a commit of it, so
+  the write runs again too.
 
 Retries back off from 50 ms to 1 s and stop after :data:`RETRY_FOR_S` seconds; the write then
 fails with a :class:`~homeagent_sdk.errors.MemoryStoreError` saying the change was not stored

@@ -262,6 +262,39 @@ def test_a_graph_write_while_the_server_stays_down_is_reported_not_acknowledged(
         _close(store)
 
 
+def test_a_transaction_id_a_restarted_server_never_recorded_reads_as_not_committed(server: LocalPostgres) -> None:
+    """A server stopped before it logged a transaction's id reports that id as "in the future"
+    after its restart; the commit check must call that not committed at once (the write then
+    runs again) instead of retrying the question until the retry window closes."""
+    from homeagent_core.stores.pg_retry import Backoff
+
+    db = PgDatabase(server.url, retry_for=PATIENCE)
+    try:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            row = conn.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        future = int(row[0]) + 1_000_000
+
+        async def ask() -> tuple[bool | None, float]:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            answer = await db._committed(future, Backoff(PATIENCE))
+            return answer, loop.time() - started
+
+        answer, took = db.call(ask())
+        assert answer is False and took < 5.0
+    finally:
+        db.close()
+    graph = _graph(server.url, "future-xid")  # the graph's own (synchronous) check, the same
+    try:
+        sql = graph.sql
+        assert isinstance(sql, PgGraphSQL)
+        with sql._lock:
+            assert sql._committed(future, Backoff(PATIENCE)) is False
+    finally:
+        _close(graph)
+
+
 def _contents(url: str, tenant: str) -> list[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT content FROM ha_documents WHERE tenant=%s", (tenant,)).fetchall()
