@@ -335,20 +335,25 @@ def test_checking_a_mapped_snapshot_checks_the_mapped_file_when_a_newer_one_repl
         verify_arrays(damaged)
 
 
-def test_queries_on_an_index_opened_from_its_snapshot_read_the_file_without_making_it_resident(tmp_path):
-    texts = random_texts(31, 20_000)
-    counted = [term_counts(t) for t in texts]
-    slots = np.arange(1, len(texts) + 1, dtype=np.int64)
+def _saved_and_loaded(tmp_path, seed: int, count: int, **kw):
+    """An index built from ``count`` random texts, saved, and loaded back unchecked: (built, loaded, slots, path)."""
+    counted = [term_counts(t) for t in random_texts(seed, count)]
+    slots = np.arange(1, count + 1, dtype=np.int64)
     lengths = np.array([c[2] for c in counted])
     args = (
         np.array([len(c[0]) for c in counted]), np.concatenate([c[0] for c in counted]),
         np.concatenate([c[1] for c in counted]), lengths,
     )
-    in_memory = LexicalIndex.build(slots, *args, max_postings=20_000, rescore=3000)
+    in_memory = LexicalIndex.build(slots, *args, **kw)
     path = tmp_path / "lex"
     in_memory.save(path, tag="t")
+    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, **kw)
+    return in_memory, loaded, slots, path
+
+
+def test_queries_on_an_index_opened_from_its_snapshot_read_the_file_without_making_it_resident(tmp_path):
+    in_memory, loaded, slots, path = _saved_and_loaded(tmp_path, 31, 20_000, max_postings=20_000, rescore=3000)
     file_mb = path.stat().st_size / 2**20
-    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=20_000, rescore=3000)
     spread = slots[::5]  # candidates all over the forward lists
     before = _rss_file_mb()
     for query in ("pottery bowl for the guitar", "melanie painted a sunrise at the lake", "小王 你好 museum"):
@@ -360,18 +365,7 @@ def test_queries_on_an_index_opened_from_its_snapshot_read_the_file_without_maki
 
 
 def test_a_check_that_keeps_the_forward_lists_returns_them_as_written(tmp_path):
-    texts = random_texts(32, 3_000)
-    counted = [term_counts(t) for t in texts]
-    slots = np.arange(1, len(texts) + 1, dtype=np.int64)
-    lengths = np.array([c[2] for c in counted])
-    args = (
-        np.array([len(c[0]) for c in counted]), np.concatenate([c[0] for c in counted]),
-        np.concatenate([c[1] for c in counted]), lengths,
-    )
-    in_memory = LexicalIndex.build(slots, *args, max_postings=5_000, rescore=300)
-    path = tmp_path / "lex"
-    in_memory.save(path, tag="t")
-    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=5_000, rescore=300)
+    in_memory, loaded, slots, path = _saved_and_loaded(tmp_path, 32, 3_000, max_postings=5_000, rescore=300)
     assert loaded.forward_file_bytes > 0
     kept = verify_arrays(loaded.unchecked, keep=frozenset({"fwd_terms", "fwd_tfs"}))
     snap = read_snapshot(path)
@@ -383,7 +377,7 @@ def test_a_check_that_keeps_the_forward_lists_returns_them_as_written(tmp_path):
     assert not loaded.hold_forward(kept["fwd_terms"], kept["fwd_tfs"])  # already in memory
 
     # a kept list naming a term id the snapshot lacks is refused, even with a matching checksum
-    damaged = LexicalIndex.load(path, slots, lengths, tag="t", verify=False)
+    damaged = LexicalIndex.load(path, slots, in_memory.lengths(slots), tag="t", verify=False)
     bad = damaged.unchecked
     assert bad is not None
     terms = kept["fwd_terms"].copy()
