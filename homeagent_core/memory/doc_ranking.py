@@ -10,6 +10,7 @@ scores (:class:`~homeagent_core.memory.time_order.TimeOrder`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -156,9 +157,12 @@ def rank(
         peak = float(lexical.max()) if len(lexical) else 0.0
         if peak > 0:
             total[: len(lexical)] += (weights.lexical / peak) * lexical[:cap]
-    if dense_added is not None and qvec is not None:
-        _exact_head(total, dense_added, dense, qvec, scale)
-    return best_fused(total, table.alive, min(top_k, table.count), order, weights.neighbour)
+    refine = _exact_head(dense_added, dense, qvec, scale) if dense_added is not None and qvec is not None else None
+    return best_fused(total, table.alive, min(top_k, table.count), order, weights.neighbour, refine=refine)
+
+
+Refine = Callable[["npt.NDArray[np.float32]", "npt.NDArray[np.int64]"], None]
+"""Corrects scores of the best fused slots in place, given the scores and the best slots (ascending)."""
 
 
 def best_fused(
@@ -167,19 +171,31 @@ def best_fused(
     k: int,
     order: TimeOrder,
     neighbour: float,
+    *,
+    refine: Refine | None = None,
 ) -> list[tuple[int, float]]:
     """The ``k`` best live slots of ``total`` after the neighbour share, best first; of equal
     scores the lower slot (the older document) comes first, also across the ``k``-th place.
 
-    ``total`` is modified. When the best few can be proven from a pool of the best scores
+    ``total`` is modified. The best :data:`SMOOTH_POOL` slots are selected once: ``refine``
+    (if any) corrects scores among them, and when the best few can be proven from that pool
     (:meth:`~homeagent_core.memory.time_order.TimeOrder.top_smoothed`) only they are smoothed.
     """
     total *= alive
     if k <= 0:
         return []
+    size = max(SMOOTH_POOL, 4 * k)
+    chosen = None
+    if size < len(total):
+        pool = np.sort(top_indices(total, size))
+        chosen = pool, float(total[pool].min())
+    else:
+        pool = np.arange(len(total), dtype=np.int64)
+    if refine is not None:
+        refine(total, pool)
     found = None
     if neighbour > 0:
-        found = order.top_smoothed(total, neighbour, k, max(SMOOTH_POOL, 4 * k))
+        found = order.top_smoothed(total, neighbour, k, size, chosen=chosen) if chosen else None
         if found is None:
             total = order.smooth(total, neighbour)
     if found is None:
@@ -194,28 +210,30 @@ def best_fused(
 
 
 def _exact_head(
-    total: npt.NDArray[np.float32],
-    dense_added: npt.NDArray[np.float32],
-    dense: DenseRows,
-    qvec: npt.NDArray[np.float32],
-    scale: float,
-) -> None:
-    """Make the dense share of the ``FUSED_EXACT`` best fused documents exact, in place.
+    dense_added: npt.NDArray[np.float32], dense: DenseRows, qvec: npt.NDArray[np.float32], scale: float
+) -> Refine:
+    """A :data:`Refine` that makes the dense share of the ``FUSED_EXACT`` best fused documents exact.
 
     The dense leg's int8 scores are close (about 1e-3) but not equal to the float32 ones, which
     reorders documents whose fused scores are that close; the best documents are few, so
     their stored vectors are read and their dense share replaced before the neighbour pass.
-    Only documents the dense leg scored are touched (a document outside a projected scan's
-    prefilter keeps no dense share, as with exact vectors).
+    ``dense_added`` holds each slot's approximate dense share. Only documents the dense leg
+    scored are touched (a document outside a projected scan's prefilter keeps no dense share,
+    as with exact vectors).
     """
-    k = min(FUSED_EXACT, len(total))
-    if k <= 0:
-        return
-    head = top_indices(total, k)
-    head = head[dense_added[head] > 0]
-    head = head[~np.isin(head, dense.exact_slots)]  # the dense leg's own best are exact already
-    found, exact = dense.exact(head, qvec)
-    if len(found):
-        fixed = head[found]
-        total[fixed] += scale * np.maximum(exact, 0.0) - dense_added[fixed]
 
+    def refine(total: npt.NDArray[np.float32], pool: npt.NDArray[np.int64]) -> None:
+        k = min(FUSED_EXACT, len(pool))
+        if k <= 0:
+            return
+        head = pool[top_indices(total[pool], k)]
+        head = head[dense_added[head] > 0]
+        done = np.sort(dense.exact_slots)  # the dense leg's own best are exact already
+        if len(done) and len(head):
+            head = head[done[np.minimum(np.searchsorted(done, head), len(done) - 1)] != head]
+        found, exact = dense.exact(head, qvec)
+        if len(found):
+            fixed = head[found]
+            total[fixed] += scale * np.maximum(exact, 0.0) - dense_added[fixed]
+
+    return refine

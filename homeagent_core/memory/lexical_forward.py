@@ -26,13 +26,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from homeagent_core.memory.lexical_buckets import BUCKETS
-from homeagent_core.memory.lexical_snapshot import FileArray, take_ranges
+from homeagent_core.memory.lexical_snapshot import FileArray, take_ranges, touching_runs
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["TF_MAX", "ForwardLists", "range_index"]
+__all__ = ["RUN_SLICES", "TF_MAX", "ForwardLists", "range_index"]
 
+RUN_SLICES = 64
+"""Entries a run of touching lists must average before a query copies runs as slices rather
+than gathering entry by entry (a slice costs about as much as gathering 64 entries)."""
 TF_MAX = 255
 """Largest term count the index keeps; higher counts saturate (BM25's tf factor is flat there)."""
 
@@ -237,11 +240,21 @@ class ForwardLists:
             hit = np.flatnonzero(weights != 0)
             got_tfs = take_ranges(tfs, starts, lens64).take(hit)
         else:
-            idx = range_index(starts if base else starts - nb, lens64)
-            weights = table.take(terms.take(idx))
-            hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
-            got_tfs = tfs.take(idx.take(hit))
-        owner = np.repeat(which, lens64).take(hit)
+            local = starts if base else starts - nb
+            lo, hi = touching_runs(local, lens64)
+            if len(lo) * RUN_SLICES <= int(lens64.sum()):
+                # candidates come in runs of consecutive slots (a match and its conversation
+                # neighbours), whose lists touch: a slice per run beats an index per entry
+                bounds = list(zip(lo.tolist(), hi.tolist(), strict=True))
+                weights = table.take(np.concatenate([terms[a:b] for a, b in bounds]))
+                hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
+                got_tfs = np.concatenate([tfs[a:b] for a, b in bounds]).take(hit)
+            else:
+                idx = range_index(local, lens64)
+                weights = table.take(terms.take(idx))
+                hit = np.flatnonzero(weights != 0)
+                got_tfs = tfs.take(idx.take(hit))
+        owner = which.take(np.searchsorted(np.cumsum(lens64), hit, side="right"))
         return owner, got_tfs, weights.take(hit)
 
     def snapshot_parts(

@@ -39,6 +39,7 @@ __all__ = [
     "remove_partial",
     "take_ranges",
     "tmp_path",
+    "touching_runs",
     "verify_arrays",
     "write_snapshot",
 ]
@@ -98,10 +99,8 @@ class FileArray:
         if not total:
             return out
         size = self.dtype.itemsize
-        ends = starts + lens
-        cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1
-        run_starts = starts[np.concatenate([[0], cut])].tolist()
-        run_ends = ends[np.concatenate([cut - 1, [len(starts) - 1]])].tolist()
+        run_lo, run_hi = touching_runs(starts, lens)
+        run_starts, run_ends = run_lo.tolist(), run_hi.tolist()
         view = memoryview(out.data).cast("B")
         pos = 0
         for lo, hi in zip(run_starts, run_ends, strict=True):
@@ -122,6 +121,16 @@ class FileArray:
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         whole = self.read()
         return whole if dtype is None else whole.astype(dtype)
+
+
+def touching_runs(
+    starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Ascending ranges ``starts[i] .. starts[i] + lens[i]`` merged where one ends at the next's
+    start: the (start, end) of each run. At least one range."""
+    ends = starts + lens
+    cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+    return starts[np.concatenate([[0], cut])], ends[np.concatenate([cut - 1, [len(starts) - 1]])]
 
 
 def take_ranges(

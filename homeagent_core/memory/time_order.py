@@ -128,7 +128,13 @@ class TimeOrder:
         return out
 
     def top_smoothed(
-        self, total: npt.NDArray[np.float32], weight: float, k: int, pool: int
+        self,
+        total: npt.NDArray[np.float32],
+        weight: float,
+        k: int,
+        pool: int,
+        *,
+        chosen: tuple[npt.NDArray[np.int64], float] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """The ``k`` best slots of :meth:`smooth` (``total``, ``weight``) and their scores, or ``None``.
 
@@ -140,12 +146,21 @@ class TimeOrder:
         ``k``-th best of them is above that bound it is the answer; otherwise ``None`` tells
         the caller to smooth everything. Every slot tied with the ``k``-th best is then among
         them, so ties go to the lower slot, best first.
+
+        ``chosen`` = (pool slots, ``t``) when the caller selected the pool already; scores of
+        pool slots may have changed since (outside the pool none may), ``t`` is the pool's
+        lowest score as selected.
         """
         if k <= 0 or pool >= len(total) or weight < 0:
             return None
-        cand = top_indices(total, pool)
-        bound = float(total[cand].min()) * (1.0 + 2.0 * weight)
-        ext = np.unique(np.concatenate([cand, self.neighbours(cand)]))
+        if chosen is None:
+            cand = top_indices(total, pool)
+            floor = float(total[cand].min())
+        else:
+            cand, floor = chosen
+        bound = floor * (1.0 + 2.0 * weight)
+        ext = np.sort(np.concatenate([cand, self.neighbours(cand)]))
+        ext = ext[np.concatenate([[True], ext[1:] != ext[:-1]])] if len(ext) else ext  # np.unique hashes: slower here
         if len(ext) < k:
             return None
         scores = self.smoothed_at(total, ext, weight)

@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from homeagent_core.memory.documents import Document, DocumentStore
 from homeagent_core.memory.lexical_snapshot import read_snapshot
@@ -365,10 +366,13 @@ def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
     assert len(got) == 256 and set(where[:100].tolist()) <= set(got.tolist())
 
 
-async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tmp_path, monkeypatch):
-    from homeagent_core.memory import doc_vectors
+@pytest.mark.parametrize("pool", [None, 100])
+async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tmp_path, monkeypatch, pool):
+    from homeagent_core.memory import doc_ranking, doc_vectors
 
     monkeypatch.setattr(doc_vectors, "RESCORE", 4)  # the dense leg alone makes only its four best scores exact
+    if pool is not None:  # the best fused slots come from a pool smaller than the store (as in a large one)
+        monkeypatch.setattr(doc_ranking, "SMOOTH_POOL", pool)
     embedder = FakeEmbedder(32)
     store = DocumentStore(tmp_path / "d.db", embedder, neighbour_weight=0.0)
     await store.add_many(docs(0, 300))

@@ -167,6 +167,30 @@ def test_budgeted_scores_are_exact_for_the_best_documents_and_never_too_high():
     assert named[other] == pytest.approx(full[other], rel=1e-5)  # added by expand
 
 
+def test_candidate_lists_copied_as_runs_or_gathered_entry_by_entry_give_the_same_scores(monkeypatch):
+    from homeagent_core.memory import lexical_forward
+
+    texts = {slot: text for slot, text in enumerate(random_texts(29, 2500), start=1)}
+    exact = LexicalIndex(max_postings=None)
+    budget = LexicalIndex(max_postings=5000, rescore=80)
+    for slot, text in texts.items():
+        exact.add(slot, text)
+        budget.add(slot, text)
+    exact.merge()
+    budget.merge()
+    query = "pottery bowl for the guitar marathon at the lake"
+    # runs of consecutive slots (a match and its neighbours) and lone slots
+    picked = np.array([7, 8, 9, 10, 400, 1200, 1201, 2499, 2500], dtype=np.int64)
+    got = {}
+    for label, slices in (("runs", 0), ("entries", 10**9)):
+        monkeypatch.setattr(lexical_forward, "RUN_SLICES", slices)
+        got[label] = budget.scores(query, candidates=picked, expand=lambda c: c[c < 2500] + 1)
+    assert np.array_equal(got["runs"], got["entries"])
+    full = exact.scores(query)
+    assert np.allclose(got["runs"][picked], full[picked], rtol=1e-5)
+    assert np.allclose(got["runs"][picked[:-1] + 1], full[picked[:-1] + 1], rtol=1e-5)  # the expanded ones
+
+
 def test_over_budget_buckets_are_rescored_from_forward_lists_on_both_sides_of_a_snapshot(tmp_path, monkeypatch):
     monkeypatch.setattr(lexical, "DELTA_MAX", 3000)
     texts = {slot: text for slot, text in enumerate(random_texts(23, 1600), start=1)}
