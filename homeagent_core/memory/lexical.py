@@ -490,8 +490,8 @@ class LexicalIndex:
             scaled = weights.astype(np.float64)  # bincount works in float64 anyway
             many = np.flatnonzero(tfs > 1)
             if len(many):
-                hit, tf = slots.take(many), tfs.take(many).astype(np.float32)
-                scaled[many] *= tf * (self.k1 + 1.0) / (tf + norm.take(hit)) / unit.take(hit)
+                tf, near = tfs.take(many).astype(np.float32), norm.take(slots.take(many))
+                scaled[many] *= tf * (1.0 + near) / (tf + near)  # = tf·(k1+1)/(tf+norm) ÷ unit
             total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
             total *= unit[: len(out)] if group is None else unit.take(group[1])
             summed = total.astype(np.float32)
