@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.top_k import top_indices
-from homeagent_core.memory.vector_snapshot import QuantRows, quantize, read_vectors, remove_partial, write_vectors
+from homeagent_core.memory.vector_snapshot import (
+    QuantRows,
+    VectorFile,
+    quantize,
+    read_vectors,
+    remove_partial,
+    write_vectors,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -166,6 +173,37 @@ class DenseRows:
         if len(need):
             self.saved_changes = -1
         return bad
+
+    def adopt(self, vf: VectorFile) -> bool:
+        """Serve every row from ``vf``, a vector file written from these rows, and free the in-memory ones.
+
+        A running store otherwise keeps each vector added since it opened as a float32 row in
+        memory (scanned in full per query) until it reopens. Taken only when nothing changed
+        since the file was captured (:attr:`saved_changes` is :attr:`changes`) and the file
+        lists exactly the live rows in :meth:`live_rows` order; returns whether it was taken.
+        The in-memory rows were quantized as the file holds them; from now on they are scanned
+        as int8 rows and the best of them rescored from the stored vectors, as after a reopen.
+        """
+        live = np.flatnonzero(self.base_live)
+        if not self.n or self.saved_changes != self.changes or vf.dim != self.dim:
+            return False
+        if len(vf.slots) != len(live) + self.n or not (
+            np.array_equal(vf.slots[: len(live)], self.base_slot[live])
+            and np.array_equal(vf.slots[len(live) :], self.row_slot[: self.n])
+        ):
+            return False
+        self.base_q, self.base_scale, self.base_slot = vf.q, vf.scale, vf.slots
+        self.base_proj, self.base_low_scale, self.base_low = vf.projection, vf.low_scale, vf.projected
+        self.base_live = np.ones(len(vf.slots), dtype=bool)
+        self.base_dead = 0
+        self.row_of[vf.slots] = np.arange(len(vf.slots), dtype=np.int64)
+        width = self.rows.shape[1]
+        self.rows = np.zeros((64, width), dtype=np.float32)
+        self.rows_q = np.zeros((64, width), dtype=np.int8)
+        self.rows_scale = np.zeros(64, dtype=np.float32)
+        self.row_slot = np.zeros(64, dtype=np.int64)
+        self.n = 0
+        return True
 
     # -- changes ---------------------------------------------------------------------------
 

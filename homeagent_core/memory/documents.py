@@ -39,6 +39,7 @@ from homeagent_core.memory.lexical import decode_terms, encode_terms, term_count
 from homeagent_core.memory.lexical_snapshot import verify_arrays
 from homeagent_core.memory.lexical_terms import TERMS_VERSION
 from homeagent_core.memory.time_order import TimeOrder
+from homeagent_core.memory.vector_snapshot import read_vectors
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
@@ -143,6 +144,7 @@ class DocumentStore:
         slots, _, _, wanted, lengths = columns
         self._table = SlotTable(columns)
         self._dense = DenseRows(self._dim, self._table.capacity)
+        self._adopt_tried = -1
         self._stale = 0
         if self._fingerprint:
             want = np.zeros(self._table.capacity, dtype=bool)
@@ -403,6 +405,7 @@ class DocumentStore:
     ) -> list[DocHit]:
         """Rank with an already computed query vector (or lexical only); memory-only work."""
         with self._lock:
+            self._adopt_vectors()
             ranked = self._rank(text, top_k, query_vector)
             if not ranked:
                 return []
@@ -494,6 +497,23 @@ class DocumentStore:
         self._sql.write_access(self._dirty_access)
         self._dirty_access.clear()
 
+    def _adopt_vectors(self) -> None:
+        """Once the vector file holds every vector, serve them from it and free the in-memory copies.
+
+        Called with ``_lock`` held (queries, flush); tried once per state of the vectors.
+        """
+        dense = self._dense
+        if not dense.n or dense.saved_changes != dense.changes or self._adopt_tried == dense.changes:
+            return
+        self._adopt_tried = dense.changes
+        try:
+            vf = read_vectors(self._files.vec_path)
+        except (OSError, ValueError) as exc:
+            log.info("document store %s: vectors stay in memory: %s", self.path, exc)
+            return
+        if vf.tag == self._store_id and vf.fingerprint == self._fingerprint:
+            dense.adopt(vf)
+
     def _vector_parts(self) -> VectorParts | None:
         return self._dense.parts(self._sql.max_slot()) if self._fingerprint else None
 
@@ -542,6 +562,7 @@ class DocumentStore:
                         f"document store {self.path}: cannot write the vector file: {exc}; "
                         "check the folder's free space and permissions (documents are not affected)"
                     ) from exc
+            self._adopt_vectors()
             if self._files.lex_saved == self._lex_changes and self._files.lex_path.exists():
                 return
             self._files.write_lexical(self._lex.snapshot_arrays(tag=self._store_id), self._lex_changes)

@@ -57,6 +57,52 @@ async def ranked(store: DocumentStore, query: str) -> list[str]:
     return [h.document.content for h in await store.query(query, 8, touch=False)]
 
 
+async def test_a_running_store_serves_its_new_vectors_from_the_file_once_written(tmp_path):
+    """Vectors added since opening live in memory as float32 rows until a vector file holds them."""
+    embedder = FakeEmbedder(16)
+    store = DocumentStore(tmp_path / "d.db", embedder)
+    await store.add_many(docs(0, 60))
+    store.close()
+    store = DocumentStore(tmp_path / "d.db", embedder)
+    added = await store.add_many(docs(60, 40))
+    assert store._dense.n == 40  # in memory since the file was written
+    store.flush()
+    assert store._dense.n == 0 and len(store._dense.base_slot) == 100  # served from the new file
+    assert dense_vectors(store) == sqlite_vectors(store)
+    queries = ["note 70 guitar lake", "pottery museum", "note 12 yoga"]
+    got = {q: [(h.document.id, h.score) for h in await store.query(q, 8, touch=False)] for q in queries}
+    reopened = DocumentStore(tmp_path / "d.db", embedder)
+    assert reopened._dense.n == 0
+    for q in queries:  # the same scores a store opened from the files gives
+        assert [(h.document.id, h.score) for h in await reopened.query(q, 8, touch=False)] == got[q]
+    reopened.close()
+
+    # rows of the adopted file are masked on delete, and new rows go to memory again
+    store.delete([added[10].id])
+    assert added[10].id not in {h.document.id for h in await store.query(added[10].content, 8, touch=False)}
+    more = await store.add_many(docs(100, 3))
+    assert store._dense.n == 3
+    assert more[0].id in {h.document.id for h in await store.query(more[0].content, 8, touch=False)}
+    assert dense_vectors(store) == sqlite_vectors(store)
+    store.close()
+
+
+async def test_a_vector_file_captured_before_later_changes_is_not_served(tmp_path):
+    embedder = FakeEmbedder(16)
+    store = DocumentStore(tmp_path / "d.db", embedder)
+    await store.add_many(docs(0, 30))
+    parts = store._vector_parts()
+    assert parts is not None
+    await store.add_many(docs(30, 2))  # after the capture: the file will miss these rows
+    store._files.save_vectors(store._dense, parts)  # as the background writer saves a capture
+    await store.query("note 31 guitar", 8, touch=False)
+    assert store._dense.n == 32  # not adopted: the file is not the current rows
+    assert dense_vectors(store) == sqlite_vectors(store)
+    store.flush()  # a current file
+    assert store._dense.n == 0 and dense_vectors(store) == sqlite_vectors(store)
+    store.close()
+
+
 async def test_reopening_maps_the_saved_vectors_and_reads_only_what_they_lack(tmp_path):
     store = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
     added = await store.add_many(docs(0, 40))
