@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory import bm25_kernel
 from homeagent_core.memory.lexical_buckets import (
     BUCKETS,
     char_ngrams,
@@ -412,12 +413,7 @@ class LexicalIndex:
         head, tail = order[:full], order[full:]
         head, tail = head[lens[head] > 0], tail[lens[tail] > 0]
         if len(head):
-            self._accumulate(
-                out,
-                take_ranges(self._slots, starts[head], lens[head]),
-                take_ranges(self._tfs, starts[head], lens[head]),
-                np.repeat(idf[head], lens[head]),
-            )
+            self._score_head(out, starts[head], lens[head], idf[head])
         if self._d_n:
             self._qw[buckets] = idf
             weights = self._qw[self._d_buckets[: self._d_n]]
@@ -430,6 +426,27 @@ class LexicalIndex:
             self._rescore(out, buckets[tail], idf[tail], candidates, expand)
         out *= self._alive
         return out
+
+    def _score_head(
+        self,
+        out: npt.NDArray[np.float32],
+        starts: npt.NDArray[np.int64],
+        lens: npt.NDArray[np.int64],
+        idf: npt.NDArray[np.float32],
+    ) -> None:
+        """Add the postings of the fully scored buckets (``lens[i]`` from ``starts[i]``, weighted ``idf[i]``)."""
+        kernel = bm25_kernel.library()
+        if kernel is None:
+            slots, tfs = take_ranges(self._slots, starts, lens), take_ranges(self._tfs, starts, lens)
+            self._accumulate(out, slots, tfs, np.repeat(idf, lens))
+            return
+        if isinstance(self._slots, FileArray) or isinstance(self._tfs, FileArray):
+            slots, tfs = take_ranges(self._slots, starts, lens), take_ranges(self._tfs, starts, lens)
+            starts = np.cumsum(lens) - lens  # the ranges' places in what was read
+        else:
+            slots, tfs = self._slots, self._tfs
+        norm, unit = self._doc_factors()
+        bm25_kernel.add_ranges(kernel, slots, tfs, starts, lens, idf, norm, unit, self.k1, out)
 
     def _budget_order(self, lens: npt.NDArray[np.int64], words: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The order in which buckets spend the posting budget: round robin over query words.
@@ -526,9 +543,41 @@ class LexicalIndex:
         top.sort()
         cand = top[np.concatenate([[True], top[1:] != top[:-1]])] if len(top) else top
         cand = cand[cand <= self._base_top]
+        kernel = bm25_kernel.library()
+        if kernel is not None:
+            self._rescore_compiled(kernel, out, cand, buckets, idf)
+            return
         owner, tfs, weights = self._forward.weigh(cand, buckets, idf)
         if len(owner):
             self._accumulate(out, cand[owner].astype(np.int32), tfs, weights, (owner, cand))
+
+    def _rescore_compiled(
+        self,
+        kernel: bm25_kernel.Bm25Library,
+        out: npt.NDArray[np.float32],
+        cand: npt.NDArray[np.int64],
+        buckets: npt.NDArray[np.int64],
+        idf: npt.NDArray[np.float32],
+    ) -> None:
+        """:meth:`_rescore`'s sums for ``cand`` (ascending, unique) in the compiled kernel, with
+        the arithmetic of :meth:`_accumulate` for the same entries (so the same scores)."""
+        norm, unit = self._doc_factors()
+        few = np.zeros(len(cand), dtype=np.float64)
+        many = np.zeros(len(cand), dtype=np.float64)
+        hits = 0
+        with self._forward.weights_of(buckets, idf) as table:
+            if table is None:
+                return
+            for which, terms, tfs, starts, lens in self._forward.lists(cand):
+                f, m, n = bm25_kernel.rescore_sums(kernel, terms, tfs, starts, lens, cand[which], table, norm, self.k1)
+                few[which], many[which] = f, m
+                hits += n
+        if not hits:
+            return
+        if hits < len(out) // 2:
+            out[cand] += few.astype(np.float32)
+        else:
+            out[cand] += (many * unit.take(cand)).astype(np.float32)
 
     @property
     def forward_file_bytes(self) -> int:

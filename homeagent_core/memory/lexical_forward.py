@@ -21,6 +21,8 @@ run in slot order and a slot's entries are contiguous.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +32,10 @@ from homeagent_core.memory.lexical_snapshot import FileArray, take_ranges, touch
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    Ints = npt.NDArray[np.int64]
+    ListsPart = tuple[Ints, np.ndarray, npt.NDArray[np.uint8], Ints, Ints]
+    """What :meth:`ForwardLists.lists` yields per part: candidates (indexes), term ids, counts, starts, lengths."""
 
 __all__ = ["RUN_SLICES", "TF_MAX", "ForwardLists", "range_index"]
 
@@ -189,6 +195,46 @@ class ForwardLists:
 
     # -- reads -----------------------------------------------------------------------------
 
+    @contextmanager
+    def weights_of(
+        self, buckets: npt.NDArray[np.int64], weights: npt.NDArray[np.float32]
+    ) -> Iterator[npt.NDArray[np.float32] | None]:
+        """A table of one weight per term id: ``weights[i]`` for the term of ``buckets[i]``, 0 for
+        every other term (``None`` when no document uses any of the buckets). Cleared on exit."""
+        ids = self.term_of[buckets]
+        known = ids >= 0
+        if not known.any():
+            yield None
+            return
+        if len(self._table) < self.n_terms:
+            self._table = np.zeros(max(self.n_terms, 2 * len(self._table)), dtype=np.float32)
+        table = self._table
+        table[ids[known]] = weights[known]
+        try:
+            yield table
+        finally:
+            table[ids[known]] = 0.0
+
+    def lists(self, cand: npt.NDArray[np.int64]) -> Iterator[ListsPart]:
+        """The forward lists of ``cand`` (ascending slots), per part holding some of them: which
+        candidates (indexes into ``cand``), term ids and counts in memory, and each one's start
+        and length there (lists read from a snapshot file come back as one copy, in order)."""
+        nb = len(self.base_terms)
+        starts = self.start[cand]
+        for part in (starts < nb, starts >= nb):
+            if not part.any():
+                continue
+            which = np.flatnonzero(part)
+            first, lens = starts[which], self.length[cand[which]].astype(np.int64)
+            if first[0] < nb:
+                terms, tfs = self.base_terms, self.base_tfs
+            else:
+                terms, tfs, first = self.mem_terms, self.mem_tfs, first - nb
+            if isinstance(terms, FileArray) or isinstance(tfs, FileArray):
+                terms, tfs = take_ranges(terms, first, lens), take_ranges(tfs, first, lens)
+                first = np.cumsum(lens) - lens
+            yield which, terms, tfs, first, lens
+
     def weigh(
         self, cand: npt.NDArray[np.int64], buckets: npt.NDArray[np.int64], weights: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
@@ -197,23 +243,15 @@ class ForwardLists:
         Returns, per matching entry: the index into ``cand``, its count, and the weight given
         to its bucket in ``weights``.
         """
-        ids = self.term_of[buckets]
-        known = ids >= 0
-        if not known.any() or not len(cand):
-            return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.float32)
-        if len(self._table) < self.n_terms:
-            self._table = np.zeros(max(self.n_terms, 2 * len(self._table)), dtype=np.float32)
-        table = self._table
-        table[ids[known]] = weights[known]
-        try:
+        with self.weights_of(buckets, weights) as table:
+            if table is None or not len(cand):
+                return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.float32)
             nb = len(self.base_terms)
             starts = self.start[cand]
             out = []
             for part in (starts < nb, starts >= nb):
                 if part.any():
                     out.append(self._weigh_part(np.flatnonzero(part), starts[part], self.length[cand[part]], nb, table))
-        finally:
-            table[ids[known]] = 0.0
         if len(out) == 1:
             return out[0]
         return (

@@ -1,0 +1,185 @@
+"""The compiled BM25 sums of the lexical index (``_bm25.c``), loaded with ctypes when built.
+
+A query of the lexical index spends most of its time in two loops: adding the postings of its
+fully scored buckets to every slot, and looking its over-budget buckets up in the candidates'
+forward lists. In numpy each takes about ten passes over a few hundred thousand entries; in C,
+one. The wheel's build compiles ``_bm25.c`` into ``_bm25.so`` beside this module (the
+``hatch_build.py`` hook, with the C compiler Python was built with); where that failed or the
+library is out of date, :func:`library` answers ``None`` and the index runs the same arithmetic
+in numpy, with the same scores bit for bit (``tests/core/memory/test_bm25_kernel.py``).
+
+The C code trusts no index it is given: a slot or term id outside its table makes it stop and
+this module raise :class:`IndexError`, as numpy's indexing would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+__all__ = ["ABI", "LIBRARY", "Bm25Library", "add_ranges", "library", "rescore_sums", "set_enabled"]
+
+log = logging.getLogger(__name__)
+
+ABI = 1
+"""The interface version this module speaks; a library reporting another one is not used."""
+LIBRARY = Path(__file__).with_name("_bm25.dll" if sys.platform == "win32" else "_bm25.so")
+"""Where the build puts the compiled library."""
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+
+
+class Bm25Library:
+    """The loaded library's functions, with their C signatures declared."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.ranges = lib.ha_bm25_ranges
+        self.ranges.restype = _I64
+        self.ranges.argtypes = [_P, _P, _I64, _P, _P, _P, _I64, _P, _P, ctypes.c_float, ctypes.c_int, _P, _P, _I64]
+        rescore_args = [_P, _P, _I64, _P, _P, _P, _I64, _P, _I64, _P, ctypes.c_float, _P, _P]
+        self.rescore = {}
+        for width, name in ((2, "ha_bm25_rescore_u16"), (4, "ha_bm25_rescore_u32")):
+            fn = getattr(lib, name)
+            fn.restype = _I64
+            fn.argtypes = rescore_args
+            self.rescore[width] = fn
+
+
+_lock = threading.Lock()
+_loaded: Bm25Library | None = None
+_tried = False
+_enabled = os.environ.get("HOMEAGENT_BM25_KERNEL", "1") != "0"
+
+
+def _load() -> Bm25Library | None:
+    """Open :data:`LIBRARY` if it exists and speaks :data:`ABI`; say once why not otherwise."""
+    if not LIBRARY.exists():
+        log.info("lexical index: no compiled BM25 kernel at %s; scoring in numpy", LIBRARY)
+        return None
+    try:
+        lib = ctypes.CDLL(str(LIBRARY))  # CDLL calls release the GIL: a dense leg runs meanwhile
+        lib.ha_bm25_abi.restype = ctypes.c_int
+        abi = int(lib.ha_bm25_abi())
+    except (OSError, AttributeError) as exc:
+        log.warning("lexical index: the BM25 kernel %s cannot be loaded (%s); scoring in numpy", LIBRARY, exc)
+        return None
+    if abi != ABI:
+        log.warning(
+            "lexical index: the BM25 kernel %s is version %d, this code needs %d (reinstall the package "
+            "to rebuild it); scoring in numpy",
+            LIBRARY, abi, ABI,
+        )
+        return None
+    return Bm25Library(lib)
+
+
+def library() -> Bm25Library | None:
+    """The compiled kernel, or ``None`` when it is not built, out of date or switched off."""
+    global _loaded, _tried
+    if not _enabled:
+        return None
+    if not _tried:
+        with _lock:
+            if not _tried:
+                _loaded = _load()
+                _tried = True
+    return _loaded
+
+
+def set_enabled(enabled: bool) -> bool:
+    """Use the kernel (when built) or numpy from now on; returns the previous setting.
+
+    ``HOMEAGENT_BM25_KERNEL=0`` in the environment starts a process with it off.
+    """
+    global _enabled
+    previous, _enabled = _enabled, enabled
+    return previous
+
+
+def _ptr(array: np.ndarray, dtype: type[np.generic]) -> int:
+    if array.dtype != dtype or not array.flags.c_contiguous:
+        raise TypeError(f"BM25 kernel: expected a contiguous {np.dtype(dtype)} array, got {array.dtype}")
+    return int(array.ctypes.data)
+
+
+def _check_ranges(starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], size: int) -> None:
+    if len(starts) and (int(starts.min()) < 0 or int((starts + lens).max()) > size):
+        raise IndexError(f"BM25 kernel: a range reaches past an array of {size}")
+
+
+def add_ranges(
+    lib: Bm25Library,
+    slots: npt.NDArray[np.int32],
+    tfs: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lens: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float32],
+    norm: npt.NDArray[np.float32],
+    unit: npt.NDArray[np.float32],
+    k1: float,
+    out: npt.NDArray[np.float32],
+) -> None:
+    """Add the BM25 contribution of postings ``slots/tfs[starts[r] : starts[r] + lens[r]]``,
+    weighted by ``weights[r]``, to ``out`` (one score per slot): what
+    ``LexicalIndex._accumulate`` does with the same postings concatenated."""
+    size = len(out)
+    if len(norm) < size or len(unit) < size:
+        raise ValueError("BM25 kernel: length factors shorter than the scores")
+    if len(slots) != len(tfs):
+        raise ValueError("BM25 kernel: slots and counts differ in length")
+    _check_ranges(starts, lens, len(slots))
+    many = int(lens.sum()) >= size // 2
+    acc = np.zeros(size, dtype=np.float64)
+    bad = lib.ranges(
+        _ptr(slots, np.int32), _ptr(tfs, np.uint8), len(slots), _ptr(starts, np.int64), _ptr(lens, np.int64),
+        _ptr(weights, np.float32), len(starts), _ptr(norm, np.float32), _ptr(unit, np.float32),
+        float(np.float32(k1 + 1.0)), int(many), _ptr(acc, np.float64), _ptr(out, np.float32), size,
+    )
+    if bad >= 0:
+        raise IndexError(f"BM25 kernel: posting {bad} names a slot outside {size} slots")
+
+
+def rescore_sums(
+    lib: Bm25Library,
+    terms: npt.NDArray[np.integer],
+    tfs: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lens: npt.NDArray[np.int64],
+    slots: npt.NDArray[np.int64],
+    table: npt.NDArray[np.float32],
+    norm: npt.NDArray[np.float32],
+    k1: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
+    """Per candidate (slot ``slots[i]``, forward entries ``terms/tfs[starts[i] : starts[i] + lens[i]]``):
+    the float64 sums of its entries whose term has a non-zero weight in ``table``, under the
+    few-postings and the many-postings formula of ``LexicalIndex._accumulate``, and how many
+    entries matched in all."""
+    width = terms.dtype.itemsize
+    if terms.dtype not in (np.uint16, np.uint32) or not terms.flags.c_contiguous:
+        raise TypeError(f"BM25 kernel: term ids must be contiguous uint16 or uint32, not {terms.dtype}")
+    if len(terms) != len(tfs):
+        raise ValueError("BM25 kernel: term ids and counts differ in length")
+    if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= len(norm)):
+        raise IndexError("BM25 kernel: a candidate slot is outside the length factors")
+    _check_ranges(starts, lens, len(terms))
+    few = np.empty(len(slots), dtype=np.float64)
+    many = np.empty(len(slots), dtype=np.float64)
+    hits = lib.rescore[width](
+        int(terms.ctypes.data), _ptr(tfs, np.uint8), len(terms), _ptr(starts, np.int64), _ptr(lens, np.int64),
+        _ptr(slots, np.int64), len(slots), _ptr(table, np.float32), len(table), _ptr(norm, np.float32),
+        float(np.float32(k1 + 1.0)), _ptr(few, np.float64), _ptr(many, np.float64),
+    )
+    if hits < 0:
+        raise IndexError(f"BM25 kernel: forward entry {-hits - 1} names a term outside a table of {len(table)}")
+    return few, many, int(hits)

@@ -1,0 +1,226 @@
+"""The compiled BM25 kernel gives the numpy path's scores bit for bit, and refuses bad indexes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import string
+import subprocess
+
+import numpy as np
+import pytest
+
+from homeagent_core.memory import bm25_kernel, lexical
+from homeagent_core.memory.lexical import LexicalIndex, term_counts
+
+_WORD_TEXT = (
+    "i painted a sunrise at the lake last weekend melanie caroline went to the support group "
+    "yesterday we talked about adoption and pottery class my kids love the beach camping trip "
+    "小王 你好 museum pottery bowl guitar concert marathon yoga recipe dumplings"
+)
+WORDS = _WORD_TEXT.split()
+QUERIES = (
+    "pottery bowl for the guitar marathon at the lake",
+    "melanie painted a sunrise",
+    "小王 你好 museum",
+    "the the the support group",
+    "zzz unknown words only",
+)
+
+
+def texts(seed: int, count: int) -> list[str]:
+    """Random texts; repeated words give term counts above one."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(1, 14))]
+        if rng.random() < 0.3:
+            words += [rng.choice(words)] * rng.randint(1, 4)
+        out.append(" ".join(words))
+    return out
+
+
+@pytest.fixture
+def kernel() -> bm25_kernel.Bm25Library:
+    if os.environ.get("HOMEAGENT_BUILD_KERNEL") == "0":
+        pytest.skip("installed with HOMEAGENT_BUILD_KERNEL=0: no compiled kernel to compare")
+    lib = bm25_kernel.library()
+    assert lib is not None, f"the install did not build {bm25_kernel.LIBRARY} (hatch_build.py)"
+    return lib
+
+
+def spied(monkeypatch: pytest.MonkeyPatch, lib: bm25_kernel.Bm25Library) -> dict[str, list[int]]:
+    """Record which kernel functions ran (and with which formula / term width)."""
+    seen: dict[str, list[int]] = {"ranges": [], "rescore": []}
+    ranges = lib.ranges
+
+    def spy_ranges(*args: object) -> int:
+        seen["ranges"].append(int(args[10]))  # type: ignore[call-overload]
+        return int(ranges(*args))
+
+    monkeypatch.setattr(lib, "ranges", spy_ranges)
+    for width, fn in list(lib.rescore.items()):
+        def spy_rescore(*args: object, _fn=fn, _width=width) -> int:
+            seen["rescore"].append(_width)
+            return int(_fn(*args))
+
+        monkeypatch.setitem(lib.rescore, width, spy_rescore)
+    return seen
+
+
+def both_ways(index: LexicalIndex, query: str, **kw: object) -> tuple[np.ndarray, np.ndarray]:
+    previous = bm25_kernel.set_enabled(True)
+    try:
+        compiled = index.scores(query, **kw)  # type: ignore[arg-type]
+        bm25_kernel.set_enabled(False)
+        plain = index.scores(query, **kw)  # type: ignore[arg-type]
+    finally:
+        bm25_kernel.set_enabled(previous)
+    return compiled, plain
+
+
+@pytest.mark.parametrize("budget", [300, 4_000, None])
+def test_compiled_scores_equal_the_numpy_scores_bit_for_bit(kernel, monkeypatch, budget):
+    monkeypatch.setattr(lexical, "DELTA_MAX", 500)
+    seen = spied(monkeypatch, kernel)
+    index = LexicalIndex(max_postings=budget, rescore=80)
+    written = texts(5, 2400)
+    for slot, text in enumerate(written[:2000], start=1):
+        index.add(slot, text)
+    index.merge()
+    for slot, text in enumerate(written[2000:], start=2001):  # some merged, the rest in the delta
+        index.add(slot, text)
+    index.remove(7, term_counts(written[6])[0])
+    picked = np.array([3, 4, 5, 900, 2399], dtype=np.int64)
+    for query in QUERIES:
+        compiled, plain = both_ways(index, query, candidates=picked, expand=lambda c: c[c < 2400] + 1)
+        assert compiled.dtype == plain.dtype == np.float32
+        assert np.array_equal(compiled, plain), query
+    assert seen["ranges"]
+    if budget is None:
+        assert 1 in seen["ranges"]  # postings for over half the slots: the "many" formula
+        assert not seen["rescore"]  # nothing over budget
+    else:
+        assert seen["rescore"] and set(seen["rescore"]) == {2}  # over-budget buckets, two-byte term ids
+    if budget == 300:
+        assert 0 in seen["ranges"]  # few postings: the "few" formula
+
+
+def test_compiled_scores_equal_the_numpy_scores_on_an_index_read_from_its_snapshot(kernel, tmp_path, monkeypatch):
+    seen = spied(monkeypatch, kernel)
+    written = texts(9, 3000)
+    counted = [term_counts(t) for t in written[:2500]]
+    slots = np.arange(1, 2501, dtype=np.int64)
+    lengths = np.array([c[2] for c in counted])
+    built = LexicalIndex.build(
+        slots, np.array([len(c[0]) for c in counted]), np.concatenate([c[0] for c in counted]),
+        np.concatenate([c[1] for c in counted]), lengths, max_postings=3_000, rescore=200,
+    )
+    path = tmp_path / "lex"
+    built.save(path, tag="t")
+    loaded = LexicalIndex.load(path, slots, lengths, tag="t", verify=False, max_postings=3_000, rescore=200)
+    assert loaded.unchecked is not None and loaded.unchecked.source is not None
+    try:
+        assert loaded.forward_file_bytes > 0  # postings and forward lists read from the file
+        for slot, text in enumerate(written[2500:], start=2501):  # forward lists in memory too
+            loaded.add(slot, text)
+        spread = np.arange(1, 3001, 7, dtype=np.int64)
+        for query in QUERIES:
+            compiled, plain = both_ways(loaded, query, candidates=spread)
+            assert np.array_equal(compiled, plain), query
+        assert seen["ranges"] and seen["rescore"]
+    finally:
+        loaded.unchecked.source.close()
+
+
+def test_term_ids_past_two_bytes_take_the_wide_kernel(kernel, monkeypatch):
+    seen = spied(monkeypatch, kernel)
+    rng = random.Random(4)
+    index = LexicalIndex(max_postings=2_000, rescore=50)
+    for slot in range(1, 2501):
+        noise = " ".join("".join(rng.choices(string.ascii_lowercase, k=9)) for _ in range(6))
+        index.add(slot, f"{rng.choice(WORDS)} {rng.choice(WORDS)} {noise}")
+    index.merge()
+    assert index._forward.n_terms > 1 << 16
+    for query in QUERIES[:3]:
+        compiled, plain = both_ways(index, query, candidates=np.array([10, 11, 2000], dtype=np.int64))
+        assert np.array_equal(compiled, plain), query
+    assert 4 in seen["rescore"]
+
+
+def test_indexes_outside_the_tables_raise_instead_of_reaching_past_them(kernel):
+    norm = np.ones(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    args = (np.array([0], np.int64), np.array([3], np.int64), np.array([1.0], np.float32), norm, norm, 1.2, out)
+    with pytest.raises(IndexError, match="names a slot outside 10 slots"):
+        bm25_kernel.add_ranges(kernel, np.array([1, 2, 10], np.int32), np.ones(3, np.uint8), *args)
+    with pytest.raises(IndexError, match="names a slot outside"):
+        bm25_kernel.add_ranges(kernel, np.array([1, -5, 2], np.int32), np.ones(3, np.uint8), *args)
+    assert not out.any()  # nothing was added
+    with pytest.raises(IndexError, match="range reaches past"):
+        bm25_kernel.add_ranges(kernel, np.array([1, 2], np.int32), np.ones(2, np.uint8), *args)
+    with pytest.raises(TypeError, match="contiguous int32"):
+        bm25_kernel.add_ranges(kernel, np.array([1, 2, 3], np.int64), np.ones(3, np.uint8), *args)
+    table = np.zeros(4, dtype=np.float32)
+    table[2] = 1.5
+    starts, lens, cand = np.array([0], np.int64), np.array([3], np.int64), np.array([1], np.int64)
+    few, many, hits = bm25_kernel.rescore_sums(
+        kernel, np.array([0, 2, 3], np.uint16), np.array([1, 2, 1], np.uint8), starts, lens, cand, table, norm, 1.2
+    )
+    assert hits == 1 and few[0] > 0 and many[0] > 0
+    with pytest.raises(IndexError, match="forward entry 1 names a term outside a table of 4"):
+        bm25_kernel.rescore_sums(
+            kernel, np.array([0, 4, 3], np.uint16), np.ones(3, np.uint8), starts, lens, cand, table, norm, 1.2
+        )
+    with pytest.raises(IndexError, match="candidate slot"):
+        bm25_kernel.rescore_sums(
+            kernel, np.array([0, 2, 3], np.uint16), np.ones(3, np.uint8), starts, lens,
+            np.array([10], np.int64), table, norm, 1.2,
+        )
+    with pytest.raises(TypeError, match="uint16 or uint32"):
+        bm25_kernel.rescore_sums(
+            kernel, np.array([0, 2, 3], np.int64), np.ones(3, np.uint8), starts, lens, cand, table, norm, 1.2
+        )
+
+
+def _reload(monkeypatch: pytest.MonkeyPatch, path: object) -> bm25_kernel.Bm25Library | None:
+    monkeypatch.setattr(bm25_kernel, "LIBRARY", path)
+    monkeypatch.setattr(bm25_kernel, "_tried", False)
+    monkeypatch.setattr(bm25_kernel, "_loaded", None)
+    monkeypatch.setattr(bm25_kernel, "_enabled", True)
+    return bm25_kernel.library()
+
+
+def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path, monkeypatch, caplog):
+    index = LexicalIndex(max_postings=500, rescore=40)
+    for slot, text in enumerate(texts(2, 800), start=1):
+        index.add(slot, text)
+    index.merge()
+    bm25_kernel.set_enabled(False)
+    try:
+        expected = index.scores(QUERIES[0])
+    finally:
+        bm25_kernel.set_enabled(True)
+    caplog.set_level(logging.INFO, logger="homeagent_core.memory.bm25_kernel")
+    assert _reload(monkeypatch, tmp_path / "absent.so") is None
+    assert "no compiled BM25 kernel at" in caplog.text
+    assert np.array_equal(index.scores(QUERIES[0]), expected)
+
+    damaged = tmp_path / "damaged.so"
+    damaged.write_bytes(b"\x7fELF not really a library")
+    assert _reload(monkeypatch, damaged) is None
+    assert f"the BM25 kernel {damaged} cannot be loaded" in caplog.text
+    assert np.array_equal(index.scores(QUERIES[0]), expected)
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return  # no compiler to build an outdated library with; the two cases above still ran
+    source = tmp_path / "old.c"
+    source.write_text("int ha_bm25_abi(void) { return 0; }\n")
+    old = tmp_path / "old.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(old), str(source)], check=True)
+    assert _reload(monkeypatch, old) is None
+    assert "is version 0, this code needs 1" in caplog.text
+    assert np.array_equal(index.scores(QUERIES[0]), expected)
