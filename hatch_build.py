@@ -1,9 +1,9 @@
-"""Wheel build hook: compile the lexical index's BM25 kernel (``homeagent_core/memory/_bm25.c``).
+"""Wheel build hook: compile the lexical index's BM25 loops (``homeagent_core/memory/_native.c``).
 
-The kernel is a plain C shared library loaded with ctypes (no Python headers needed), built
+The loops are a plain C shared library loaded with ctypes (no Python headers needed), built
 with the C compiler Python itself was built with (``CC``, else ``cc``). Where no compiler
 works, the wheel is built without it and the index scores in numpy — the same scores, slower
-(``homeagent_core/memory/bm25_kernel.py``); the build says so. ``HOMEAGENT_BUILD_KERNEL=0``
+(``homeagent_core/memory/native.py``); the build says so. ``HOMEAGENT_BUILD_NATIVE=0``
 skips it on purpose.
 """
 
@@ -19,17 +19,17 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "homeagent_core/memory/_bm25.c"
-LIBRARY = "homeagent_core/memory/" + ("_bm25.dll" if sys.platform == "win32" else "_bm25.so")
+SOURCE = "homeagent_core/memory/_native.c"
+LIBRARY = "homeagent_core/memory/" + ("_native.dll" if sys.platform == "win32" else "_native.so")
 # -ffp-contract=off: no fused multiply-add, so every step rounds as numpy's does
 FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-std=c99"]
 
 
 class CustomBuildHook(BuildHookInterface):
-    """Compiles the kernel next to its source, and ships it in a (platform-tagged) wheel."""
+    """Compiles the kernels next to their source, and ships it in a (platform-tagged) wheel."""
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        if self.target_name != "wheel" or os.environ.get("HOMEAGENT_BUILD_KERNEL", "1") == "0":
+        if self.target_name != "wheel" or os.environ.get("HOMEAGENT_BUILD_NATIVE", "1") == "0":
             return
         root = Path(self.root)
         source, library = root / SOURCE, root / LIBRARY
@@ -40,7 +40,7 @@ class CustomBuildHook(BuildHookInterface):
         except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             detail = getattr(exc, "stderr", "") or str(exc)
             self.app.display_warning(
-                f"homeagent: the BM25 kernel was not compiled ({' '.join(command)}): {detail.strip()}\n"
+                f"homeagent: the compiled BM25 loops were not built ({' '.join(command)}): {detail.strip()}\n"
                 "The lexical index will score in numpy (same results, slower)."
             )
             return

@@ -196,15 +196,15 @@ def _check_runtime(app: Any) -> list[Finding]:
     for module, why in (("uvloop", "faster event loop"), ("orjson", "faster JSON on hot paths")):
         if importlib.util.find_spec(module) is None:
             found.append(Finding("runtime", "warn", f"{module} is not installed ({why})", f"pip install {module}"))
-    from homeagent_core.memory import bm25_kernel
+    from homeagent_core.memory import native
 
-    if bm25_kernel.library() is None:
+    if native.library() is None:
         found.append(Finding(
             "runtime", "warn",
-            f"the lexical index scores in numpy: no usable compiled BM25 kernel at {bm25_kernel.LIBRARY} "
+            f"the lexical index scores in numpy: no usable compiled BM25 loops at {native.LIBRARY} "
             "(same results, about half as fast)",
             "reinstall with a C compiler present (pip install --force-reinstall homeagent), and do not set "
-            "HOMEAGENT_BM25_KERNEL=0",
+            "HOMEAGENT_NATIVE=0",
         ))
     if os.environ.get("HOMEAGENT_TRACE_PLUGINS"):
         found.append(Finding("runtime", "warn", "HOMEAGENT_TRACE_PLUGINS is set: every hook call is printed"))

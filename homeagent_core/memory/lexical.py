@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory import bm25_kernel
+from homeagent_core.memory import native
 from homeagent_core.memory.lexical_buckets import (
     BUCKETS,
     char_ngrams,
@@ -435,7 +435,7 @@ class LexicalIndex:
         idf: npt.NDArray[np.float32],
     ) -> None:
         """Add the postings of the fully scored buckets (``lens[i]`` from ``starts[i]``, weighted ``idf[i]``)."""
-        kernel = bm25_kernel.library()
+        kernel = native.library()
         if kernel is None:
             slots, tfs = take_ranges(self._slots, starts, lens), take_ranges(self._tfs, starts, lens)
             self._accumulate(out, slots, tfs, np.repeat(idf, lens))
@@ -446,7 +446,7 @@ class LexicalIndex:
         else:
             slots, tfs = self._slots, self._tfs
         norm, unit = self._doc_factors()
-        bm25_kernel.add_ranges(kernel, slots, tfs, starts, lens, idf, norm, unit, self.k1, out)
+        native.add_ranges(kernel, slots, tfs, starts, lens, idf, norm, unit, self.k1, out)
 
     def _budget_order(self, lens: npt.NDArray[np.int64], words: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The order in which buckets spend the posting budget: round robin over query words.
@@ -543,7 +543,7 @@ class LexicalIndex:
         top.sort()
         cand = top[np.concatenate([[True], top[1:] != top[:-1]])] if len(top) else top
         cand = cand[cand <= self._base_top]
-        kernel = bm25_kernel.library()
+        kernel = native.library()
         if kernel is not None:
             self._rescore_compiled(kernel, out, cand, buckets, idf)
             return
@@ -553,7 +553,7 @@ class LexicalIndex:
 
     def _rescore_compiled(
         self,
-        kernel: bm25_kernel.Bm25Library,
+        kernel: native.NativeLibrary,
         out: npt.NDArray[np.float32],
         cand: npt.NDArray[np.int64],
         buckets: npt.NDArray[np.int64],
@@ -569,7 +569,7 @@ class LexicalIndex:
             if table is None:
                 return
             for which, terms, tfs, starts, lens in self._forward.lists(cand):
-                f, m, n = bm25_kernel.rescore_sums(kernel, terms, tfs, starts, lens, cand[which], table, norm, self.k1)
+                f, m, n = native.rescore_sums(kernel, terms, tfs, starts, lens, cand[which], table, norm, self.k1)
                 few[which], many[which] = f, m
                 hits += n
         if not hits:

@@ -121,20 +121,20 @@ def test_doctor_reports_missing_api_key_with_a_fix(tmp_path: Path):
     assert result.exit_code == 0
 
 
-def test_doctor_says_when_the_lexical_index_scores_without_its_compiled_kernel(tmp_path: Path):
-    from homeagent_core.memory import bm25_kernel
+def test_doctor_says_when_the_lexical_index_scores_without_its_compiled_loops(tmp_path: Path):
+    from homeagent_core.memory import native
 
     def kernel_lines() -> list[dict[str, str]]:
         findings = json.loads(invoke("doctor", "--json", "--data", str(tmp_path / "d")).output)
-        return [f for f in findings if "BM25 kernel" in f["message"]]
+        return [f for f in findings if "compiled BM25 loops" in f["message"]]
 
-    if bm25_kernel.library() is not None:
+    if native.library() is not None:
         assert kernel_lines() == []  # built by the install: nothing to report
-    previous = bm25_kernel.set_enabled(False)
+    previous = native.set_enabled(False)
     try:
         (line,) = kernel_lines()
     finally:
-        bm25_kernel.set_enabled(previous)
+        native.set_enabled(previous)
     assert line["status"] == "warn" and "scores in numpy" in line["message"]
     assert "C compiler" in line["fix"]
 

@@ -1,12 +1,12 @@
-"""The compiled BM25 sums of the lexical index (``_bm25.c``), loaded with ctypes when built.
+"""The compiled loops of document queries (``_native.c``), loaded with ctypes when built.
 
-A query of the lexical index spends most of its time in two loops: adding the postings of its
+The lexical leg of a query spends most of its time in two loops: adding the postings of its
 fully scored buckets to every slot, and looking its over-budget buckets up in the candidates'
 forward lists. In numpy each takes about ten passes over a few hundred thousand entries; in C,
-one. The wheel's build compiles ``_bm25.c`` into ``_bm25.so`` beside this module (the
+one. The wheel's build compiles ``_native.c`` into ``_native.so`` beside this module (the
 ``hatch_build.py`` hook, with the C compiler Python was built with); where that failed or the
-library is out of date, :func:`library` answers ``None`` and the index runs the same arithmetic
-in numpy, with the same scores bit for bit (``tests/core/memory/test_bm25_kernel.py``).
+library is out of date, :func:`library` answers ``None`` and the same arithmetic runs in numpy,
+with the same scores bit for bit (``tests/core/memory/test_native.py``).
 
 The C code trusts no index it is given: a slot or term id outside its table makes it stop and
 this module raise :class:`IndexError`, as numpy's indexing would.
@@ -27,20 +27,20 @@ import numpy as np
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["ABI", "LIBRARY", "Bm25Library", "add_ranges", "library", "rescore_sums", "set_enabled"]
+__all__ = ["ABI", "LIBRARY", "NativeLibrary", "add_ranges", "library", "rescore_sums", "set_enabled"]
 
 log = logging.getLogger(__name__)
 
 ABI = 1
 """The interface version this module speaks; a library reporting another one is not used."""
-LIBRARY = Path(__file__).with_name("_bm25.dll" if sys.platform == "win32" else "_bm25.so")
+LIBRARY = Path(__file__).with_name("_native.dll" if sys.platform == "win32" else "_native.so")
 """Where the build puts the compiled library."""
 
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 
 
-class Bm25Library:
+class NativeLibrary:
     """The loaded library's functions, with their C signatures declared."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
@@ -48,7 +48,7 @@ class Bm25Library:
         self.ranges.restype = _I64
         self.ranges.argtypes = [_P, _P, _I64, _P, _P, _P, _I64, _P, _P, ctypes.c_float, ctypes.c_int, _P, _P, _I64]
         rescore_args = [_P, _P, _I64, _P, _P, _P, _I64, _P, _I64, _P, ctypes.c_float, _P, _P]
-        self.rescore = {}
+        self.rescore: dict[int, ctypes._NamedFuncPointer] = {}
         for width, name in ((2, "ha_bm25_rescore_u16"), (4, "ha_bm25_rescore_u32")):
             fn = getattr(lib, name)
             fn.restype = _I64
@@ -57,35 +57,38 @@ class Bm25Library:
 
 
 _lock = threading.Lock()
-_loaded: Bm25Library | None = None
+_loaded: NativeLibrary | None = None
 _tried = False
-_enabled = os.environ.get("HOMEAGENT_BM25_KERNEL", "1") != "0"
+_enabled = os.environ.get("HOMEAGENT_NATIVE", "1") != "0"
 
 
-def _load() -> Bm25Library | None:
+def _load() -> NativeLibrary | None:
     """Open :data:`LIBRARY` if it exists and speaks :data:`ABI`; say once why not otherwise."""
     if not LIBRARY.exists():
-        log.info("lexical index: no compiled BM25 kernel at %s; scoring in numpy", LIBRARY)
+        log.info("document queries: no compiled BM25 loops at %s; scoring in numpy", LIBRARY)
         return None
     try:
         lib = ctypes.CDLL(str(LIBRARY))  # CDLL calls release the GIL: a dense leg runs meanwhile
-        lib.ha_bm25_abi.restype = ctypes.c_int
-        abi = int(lib.ha_bm25_abi())
+        lib.ha_native_abi.restype = ctypes.c_int
+        abi = int(lib.ha_native_abi())
     except (OSError, AttributeError) as exc:
-        log.warning("lexical index: the BM25 kernel %s cannot be loaded (%s); scoring in numpy", LIBRARY, exc)
+        log.warning(
+            "document queries: the compiled BM25 loops %s cannot be loaded (%s); scoring in numpy",
+            LIBRARY, exc,
+        )
         return None
     if abi != ABI:
         log.warning(
-            "lexical index: the BM25 kernel %s is version %d, this code needs %d (reinstall the package "
-            "to rebuild it); scoring in numpy",
+            "document queries: the compiled BM25 loops %s are version %d, this code needs %d (reinstall the "
+            "package to rebuild them); scoring in numpy",
             LIBRARY, abi, ABI,
         )
         return None
-    return Bm25Library(lib)
+    return NativeLibrary(lib)
 
 
-def library() -> Bm25Library | None:
-    """The compiled kernel, or ``None`` when it is not built, out of date or switched off."""
+def library() -> NativeLibrary | None:
+    """The compiled BM25 loops, or ``None`` when they are not built, out of date or switched off."""
     global _loaded, _tried
     if not _enabled:
         return None
@@ -98,9 +101,9 @@ def library() -> Bm25Library | None:
 
 
 def set_enabled(enabled: bool) -> bool:
-    """Use the kernel (when built) or numpy from now on; returns the previous setting.
+    """Use the compiled BM25 loops (when built) or numpy from now on; returns the previous setting.
 
-    ``HOMEAGENT_BM25_KERNEL=0`` in the environment starts a process with it off.
+    ``HOMEAGENT_NATIVE=0`` in the environment starts a process with them off.
     """
     global _enabled
     previous, _enabled = _enabled, enabled
@@ -109,17 +112,17 @@ def set_enabled(enabled: bool) -> bool:
 
 def _ptr(array: np.ndarray, dtype: type[np.generic]) -> int:
     if array.dtype != dtype or not array.flags.c_contiguous:
-        raise TypeError(f"BM25 kernel: expected a contiguous {np.dtype(dtype)} array, got {array.dtype}")
+        raise TypeError(f"BM25 loops: expected a contiguous {np.dtype(dtype)} array, got {array.dtype}")
     return int(array.ctypes.data)
 
 
 def _check_ranges(starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], size: int) -> None:
     if len(starts) and (int(starts.min()) < 0 or int((starts + lens).max()) > size):
-        raise IndexError(f"BM25 kernel: a range reaches past an array of {size}")
+        raise IndexError(f"BM25 loops: a range reaches past an array of {size}")
 
 
 def add_ranges(
-    lib: Bm25Library,
+    lib: NativeLibrary,
     slots: npt.NDArray[np.int32],
     tfs: npt.NDArray[np.uint8],
     starts: npt.NDArray[np.int64],
@@ -135,9 +138,9 @@ def add_ranges(
     ``LexicalIndex._accumulate`` does with the same postings concatenated."""
     size = len(out)
     if len(norm) < size or len(unit) < size:
-        raise ValueError("BM25 kernel: length factors shorter than the scores")
+        raise ValueError("BM25 loops: length factors shorter than the scores")
     if len(slots) != len(tfs):
-        raise ValueError("BM25 kernel: slots and counts differ in length")
+        raise ValueError("BM25 loops: slots and counts differ in length")
     _check_ranges(starts, lens, len(slots))
     many = int(lens.sum()) >= size // 2
     acc = np.zeros(size, dtype=np.float64)
@@ -147,11 +150,11 @@ def add_ranges(
         float(np.float32(k1 + 1.0)), int(many), _ptr(acc, np.float64), _ptr(out, np.float32), size,
     )
     if bad >= 0:
-        raise IndexError(f"BM25 kernel: posting {bad} names a slot outside {size} slots")
+        raise IndexError(f"BM25 loops: posting {bad} names a slot outside {size} slots")
 
 
 def rescore_sums(
-    lib: Bm25Library,
+    lib: NativeLibrary,
     terms: npt.NDArray[np.integer],
     tfs: npt.NDArray[np.uint8],
     starts: npt.NDArray[np.int64],
@@ -167,11 +170,11 @@ def rescore_sums(
     entries matched in all."""
     width = terms.dtype.itemsize
     if terms.dtype not in (np.uint16, np.uint32) or not terms.flags.c_contiguous:
-        raise TypeError(f"BM25 kernel: term ids must be contiguous uint16 or uint32, not {terms.dtype}")
+        raise TypeError(f"BM25 loops: term ids must be contiguous uint16 or uint32, not {terms.dtype}")
     if len(terms) != len(tfs):
-        raise ValueError("BM25 kernel: term ids and counts differ in length")
+        raise ValueError("BM25 loops: term ids and counts differ in length")
     if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= len(norm)):
-        raise IndexError("BM25 kernel: a candidate slot is outside the length factors")
+        raise IndexError("BM25 loops: a candidate slot is outside the length factors")
     _check_ranges(starts, lens, len(terms))
     few = np.empty(len(slots), dtype=np.float64)
     many = np.empty(len(slots), dtype=np.float64)
@@ -181,5 +184,6 @@ def rescore_sums(
         float(np.float32(k1 + 1.0)), _ptr(few, np.float64), _ptr(many, np.float64),
     )
     if hits < 0:
-        raise IndexError(f"BM25 kernel: forward entry {-hits - 1} names a term outside a table of {len(table)}")
+        raise IndexError(f"BM25 loops: forward entry {-hits - 1} names a term outside a table of {len(table)}")
     return few, many, int(hits)
+

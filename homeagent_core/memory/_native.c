@@ -1,7 +1,8 @@
-/* BM25 sums of the lexical index, compiled: the two loops a query spends most of its time in.
+/* The loops a document query spends most of its time in, compiled: the BM25 sums of the
+ * lexical index.
  *
- * homeagent_core/memory/bm25_kernel.py loads this file's shared library with ctypes; where it
- * was not built, the index runs the same arithmetic in numpy (LexicalIndex._accumulate and
+ * homeagent_core/memory/native.py loads this file's shared library with ctypes; where it
+ * was not built, the same arithmetic runs in numpy (LexicalIndex._accumulate and
  * ForwardLists.weigh). Both give the same scores bit for bit: every step below is the float32
  * or float64 operation numpy performs, in the same order, and the library is compiled with
  * -ffp-contract=off so no step is fused into another.
@@ -33,7 +34,7 @@ static inline double bm25_many(float w, uint8_t tf, float norm) {
     return s;
 }
 
-int ha_bm25_abi(void) { return 1; }
+int ha_native_abi(void) { return 1; }
 
 /* Postings of `nranges` ranges of one posting array of `n` (range r: `lens[r]` postings from
  * `starts[r]`, weighted by `weights[r]`; the caller checked the ranges lie inside), summed per
@@ -108,3 +109,4 @@ int64_t ha_bm25_ranges(const int32_t *slots, const uint8_t *tfs, int64_t n, cons
 
 HA_RESCORE(ha_bm25_rescore_u16, uint16_t)
 HA_RESCORE(ha_bm25_rescore_u32, uint32_t)
+

@@ -1,4 +1,4 @@
-"""The compiled BM25 kernel gives the numpy path's scores bit for bit, and refuses bad indexes."""
+"""The compiled BM25 loops give the numpy path's scores bit for bit, and refuse bad indexes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from homeagent_core.memory import bm25_kernel, lexical
+from homeagent_core.memory import lexical, native
 from homeagent_core.memory.lexical import LexicalIndex, term_counts
 
 _WORD_TEXT = (
@@ -43,16 +43,16 @@ def texts(seed: int, count: int) -> list[str]:
 
 
 @pytest.fixture
-def kernel() -> bm25_kernel.Bm25Library:
-    if os.environ.get("HOMEAGENT_BUILD_KERNEL") == "0":
-        pytest.skip("installed with HOMEAGENT_BUILD_KERNEL=0: no compiled kernel to compare")
-    lib = bm25_kernel.library()
-    assert lib is not None, f"the install did not build {bm25_kernel.LIBRARY} (hatch_build.py)"
+def kernel() -> native.NativeLibrary:
+    if os.environ.get("HOMEAGENT_BUILD_NATIVE") == "0":
+        pytest.skip("installed with HOMEAGENT_BUILD_NATIVE=0: no compiled loops to compare")
+    lib = native.library()
+    assert lib is not None, f"the install did not build {native.LIBRARY} (hatch_build.py)"
     return lib
 
 
-def spied(monkeypatch: pytest.MonkeyPatch, lib: bm25_kernel.Bm25Library) -> dict[str, list[int]]:
-    """Record which kernel functions ran (and with which formula / term width)."""
+def spied(monkeypatch: pytest.MonkeyPatch, lib: native.NativeLibrary) -> dict[str, list[int]]:
+    """Record which compiled functions ran (and with which formula / term width)."""
     seen: dict[str, list[int]] = {"ranges": [], "rescore": []}
     ranges = lib.ranges
 
@@ -71,13 +71,13 @@ def spied(monkeypatch: pytest.MonkeyPatch, lib: bm25_kernel.Bm25Library) -> dict
 
 
 def both_ways(index: LexicalIndex, query: str, **kw: object) -> tuple[np.ndarray, np.ndarray]:
-    previous = bm25_kernel.set_enabled(True)
+    previous = native.set_enabled(True)
     try:
         compiled = index.scores(query, **kw)  # type: ignore[arg-type]
-        bm25_kernel.set_enabled(False)
+        native.set_enabled(False)
         plain = index.scores(query, **kw)  # type: ignore[arg-type]
     finally:
-        bm25_kernel.set_enabled(previous)
+        native.set_enabled(previous)
     return compiled, plain
 
 
@@ -155,42 +155,42 @@ def test_indexes_outside_the_tables_raise_instead_of_reaching_past_them(kernel):
     out = np.zeros(10, dtype=np.float32)
     args = (np.array([0], np.int64), np.array([3], np.int64), np.array([1.0], np.float32), norm, norm, 1.2, out)
     with pytest.raises(IndexError, match="names a slot outside 10 slots"):
-        bm25_kernel.add_ranges(kernel, np.array([1, 2, 10], np.int32), np.ones(3, np.uint8), *args)
+        native.add_ranges(kernel, np.array([1, 2, 10], np.int32), np.ones(3, np.uint8), *args)
     with pytest.raises(IndexError, match="names a slot outside"):
-        bm25_kernel.add_ranges(kernel, np.array([1, -5, 2], np.int32), np.ones(3, np.uint8), *args)
+        native.add_ranges(kernel, np.array([1, -5, 2], np.int32), np.ones(3, np.uint8), *args)
     assert not out.any()  # nothing was added
     with pytest.raises(IndexError, match="range reaches past"):
-        bm25_kernel.add_ranges(kernel, np.array([1, 2], np.int32), np.ones(2, np.uint8), *args)
+        native.add_ranges(kernel, np.array([1, 2], np.int32), np.ones(2, np.uint8), *args)
     with pytest.raises(TypeError, match="contiguous int32"):
-        bm25_kernel.add_ranges(kernel, np.array([1, 2, 3], np.int64), np.ones(3, np.uint8), *args)
+        native.add_ranges(kernel, np.array([1, 2, 3], np.int64), np.ones(3, np.uint8), *args)
     table = np.zeros(4, dtype=np.float32)
     table[2] = 1.5
     starts, lens, cand = np.array([0], np.int64), np.array([3], np.int64), np.array([1], np.int64)
-    few, many, hits = bm25_kernel.rescore_sums(
+    few, many, hits = native.rescore_sums(
         kernel, np.array([0, 2, 3], np.uint16), np.array([1, 2, 1], np.uint8), starts, lens, cand, table, norm, 1.2
     )
     assert hits == 1 and few[0] > 0 and many[0] > 0
     with pytest.raises(IndexError, match="forward entry 1 names a term outside a table of 4"):
-        bm25_kernel.rescore_sums(
+        native.rescore_sums(
             kernel, np.array([0, 4, 3], np.uint16), np.ones(3, np.uint8), starts, lens, cand, table, norm, 1.2
         )
     with pytest.raises(IndexError, match="candidate slot"):
-        bm25_kernel.rescore_sums(
+        native.rescore_sums(
             kernel, np.array([0, 2, 3], np.uint16), np.ones(3, np.uint8), starts, lens,
             np.array([10], np.int64), table, norm, 1.2,
         )
     with pytest.raises(TypeError, match="uint16 or uint32"):
-        bm25_kernel.rescore_sums(
+        native.rescore_sums(
             kernel, np.array([0, 2, 3], np.int64), np.ones(3, np.uint8), starts, lens, cand, table, norm, 1.2
         )
 
 
-def _reload(monkeypatch: pytest.MonkeyPatch, path: object) -> bm25_kernel.Bm25Library | None:
-    monkeypatch.setattr(bm25_kernel, "LIBRARY", path)
-    monkeypatch.setattr(bm25_kernel, "_tried", False)
-    monkeypatch.setattr(bm25_kernel, "_loaded", None)
-    monkeypatch.setattr(bm25_kernel, "_enabled", True)
-    return bm25_kernel.library()
+def _reload(monkeypatch: pytest.MonkeyPatch, path: object) -> native.NativeLibrary | None:
+    monkeypatch.setattr(native, "LIBRARY", path)
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_loaded", None)
+    monkeypatch.setattr(native, "_enabled", True)
+    return native.library()
 
 
 def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path, monkeypatch, caplog):
@@ -198,29 +198,29 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
     for slot, text in enumerate(texts(2, 800), start=1):
         index.add(slot, text)
     index.merge()
-    bm25_kernel.set_enabled(False)
+    native.set_enabled(False)
     try:
         expected = index.scores(QUERIES[0])
     finally:
-        bm25_kernel.set_enabled(True)
-    caplog.set_level(logging.INFO, logger="homeagent_core.memory.bm25_kernel")
+        native.set_enabled(True)
+    caplog.set_level(logging.INFO, logger="homeagent_core.memory.native")
     assert _reload(monkeypatch, tmp_path / "absent.so") is None
-    assert "no compiled BM25 kernel at" in caplog.text
+    assert "no compiled BM25 loops at" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
 
     damaged = tmp_path / "damaged.so"
     damaged.write_bytes(b"\x7fELF not really a library")
     assert _reload(monkeypatch, damaged) is None
-    assert f"the BM25 kernel {damaged} cannot be loaded" in caplog.text
+    assert f"the compiled BM25 loops {damaged} cannot be loaded" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
 
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return  # no compiler to build an outdated library with; the two cases above still ran
     source = tmp_path / "old.c"
-    source.write_text("int ha_bm25_abi(void) { return 0; }\n")
+    source.write_text("int ha_native_abi(void) { return 0; }\n")
     old = tmp_path / "old.so"
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(old), str(source)], check=True)
     assert _reload(monkeypatch, old) is None
-    assert "is version 0, this code needs 1" in caplog.text
+    assert "are version 0, this code needs 1" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
