@@ -1,5 +1,5 @@
 /* The loops a document query spends most of its time in, compiled: the BM25 sums of the
- * lexical index.
+ * lexical index, and the int8 dot products of the dense leg's scans (at the end).
  *
  * homeagent_core/memory/native.py loads this file's shared library with ctypes; where it
  * was not built, the same arithmetic runs in numpy (LexicalIndex._accumulate and
@@ -16,6 +16,11 @@
  */
 
 #include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HA_X86 1
+#endif
 
 /* One posting's contribution under either formula (see above). */
 static inline double bm25_few(float w, uint8_t tf, float norm, float k1p1) {
@@ -34,7 +39,7 @@ static inline double bm25_many(float w, uint8_t tf, float norm) {
     return s;
 }
 
-int ha_native_abi(void) { return 1; }
+int ha_native_abi(void) { return 2; }
 
 /* Postings of `nranges` ranges of one posting array of `n` (range r: `lens[r]` postings from
  * `starts[r]`, weighted by `weights[r]`; the caller checked the ranges lie inside), summed per
@@ -110,3 +115,67 @@ int64_t ha_bm25_ranges(const int32_t *slots, const uint8_t *tfs, int64_t n, cons
 HA_RESCORE(ha_bm25_rescore_u16, uint16_t)
 HA_RESCORE(ha_bm25_rescore_u32, uint32_t)
 
+
+/* Int8 dot products, the dense leg's scans: out[i] = sum_j rows[i * dim + j] * q[j] for `n` rows
+ * of `dim`, summed exactly in int32 and converted to float, as simsimd's int8 "dot" does (the
+ * fallback where this library is not built): the same scores bit for bit. Values are in
+ * [-127, 127], as the quantizer writes them (the AVX2 path relies on it: it multiplies |q| by
+ * the row's values with q's sign, in 16-bit pairs that cannot overflow in that range). */
+static void i8_dots_plain(const int8_t *rows, int64_t n, int64_t dim, const int8_t *q, float *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const int8_t *r = rows + i * dim;
+        int32_t sum = 0;
+        for (int64_t j = 0; j < dim; j++) sum += (int32_t)r[j] * (int32_t)q[j];
+        out[i] = (float)sum;
+    }
+}
+
+#ifdef HA_X86
+/* acc + the 32 products row[0..32) * q, as 8 int32 partial sums: |q| (unsigned) times the row's
+ * values with q's sign, summed in pairs (|pair| <= 2 * 127 * 127, no 16-bit overflow), then in
+ * fours. `qa` = |q|, `qv` = q. */
+__attribute__((target("avx2"))) static inline __m256i i8_step(__m256i acc, const int8_t *row, __m256i qa, __m256i qv,
+                                                              __m256i ones) {
+    const __m256i signed_row = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)row), qv);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, signed_row), ones));
+}
+
+/* Four rows at a time, 32 values per step; the four sums are reduced together. */
+__attribute__((target("avx2"))) static void i8_dots_avx2(const int8_t *rows, int64_t n, int64_t dim,
+                                                         const int8_t *q, float *out) {
+    const int64_t body = dim & ~(int64_t)31;
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const int8_t *r = rows + i * dim;
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t j = 0; j < body; j += 32) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(q + j));
+            const __m256i qa = _mm256_abs_epi8(qv);
+            a0 = i8_step(a0, r + j, qa, qv, ones);
+            a1 = i8_step(a1, r + dim + j, qa, qv, ones);
+            a2 = i8_step(a2, r + 2 * dim + j, qa, qv, ones);
+            a3 = i8_step(a3, r + 3 * dim + j, qa, qv, ones);
+        }
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+        int32_t sums[4];
+        _mm_storeu_si128((__m128i *)sums, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        for (int k = 0; k < 4; k++) {
+            const int8_t *row = r + k * dim;
+            for (int64_t j = body; j < dim; j++) sums[k] += (int32_t)row[j] * (int32_t)q[j];
+            out[i + k] = (float)sums[k];
+        }
+    }
+    i8_dots_plain(rows + i * dim, n - i, dim, q, out + i);
+}
+#endif
+
+void ha_i8_dots(const int8_t *rows, int64_t n, int64_t dim, const int8_t *q, float *out) {
+#ifdef HA_X86
+    if (__builtin_cpu_supports("avx2")) {
+        i8_dots_avx2(rows, n, dim, q, out);
+        return;
+    }
+#endif
+    i8_dots_plain(rows, n, dim, q, out);
+}

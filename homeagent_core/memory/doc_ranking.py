@@ -9,14 +9,14 @@ scores (:class:`~homeagent_core.memory.time_order.TimeOrder`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.query_pool import query_pool
 from homeagent_core.memory.top_k import top_indices
 from homeagent_sdk.errors import UsageError
 
@@ -85,19 +85,6 @@ def _dense_leg(dense: DenseRows, qvec: npt.NDArray[np.float32]) -> _DenseLeg:
     return _DenseLeg(parts, peak, best, dense.approximate)
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _dense_pool() -> ThreadPoolExecutor:
-    """The threads that run dense legs beside their lexical legs (made on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="homeagent-dense")
-        return _pool
-
-
 def rank(
     text: str,
     top_k: int,
@@ -129,7 +116,7 @@ def rank(
             raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {dense.dim}-d")
         qvec = qvec.astype(np.float32)
         if weights.lexical > 0 and len(dense) >= PARALLEL_MIN:
-            pending = _dense_pool().submit(_dense_leg, dense, qvec)
+            pending = query_pool().submit(_dense_leg, dense, qvec)
         else:
             leg = _dense_leg(dense, qvec)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory import native
 from homeagent_core.memory.top_k import top_indices
 from homeagent_core.memory.vector_snapshot import (
     QuantRows,
@@ -52,7 +53,13 @@ ReadVectors = Callable[[Sequence[int]], list[tuple[int, bytes | None]]]
 
 
 def _dot_i8(matrix: npt.NDArray[np.int8], q8: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
-    """``matrix @ q8`` for int8 rows, exact (integer sums, as float32), one SIMD pass over ``matrix``."""
+    """``matrix @ q8`` for int8 rows, exact (integer sums, as float32), one SIMD pass over ``matrix``.
+
+    In the compiled loops when built (faster, and without the GIL), else in simsimd.
+    """
+    kernel = native.library()
+    if kernel is not None:
+        return native.i8_dots(kernel, matrix, q8)
     import simsimd
 
     out = simsimd.cdist(matrix, q8.reshape(1, -1), metric="dot", out_dtype="float32")

@@ -58,6 +58,7 @@ from homeagent_core.memory.lexical_buckets import (
 )
 from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
 from homeagent_core.memory.lexical_postings import fold_postings
+from homeagent_core.memory.lexical_scoring import accumulate, budget_order, rescore_compiled, rescore_numpy
 from homeagent_core.memory.lexical_snapshot import FileArray, SnapshotArrays, read_snapshot, take_ranges, write_snapshot
 from homeagent_core.memory.top_k import top_indices
 
@@ -405,7 +406,7 @@ class LexicalIndex:
         idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         starts = self._indptr[buckets]
         lens = self._indptr[buckets + 1] - starts
-        order = self._budget_order(lens, words)
+        order = budget_order(lens, words, self.cover_words)
         if self.max_postings is None:
             full = len(order)
         else:
@@ -419,7 +420,7 @@ class LexicalIndex:
             weights = self._qw[self._d_buckets[: self._d_n]]
             self._qw[buckets] = 0.0
             hit = np.flatnonzero(weights != 0)  # a bool mask: nonzero() of floats is several times slower
-            self._accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit])
+            accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit], self._doc_factors(), self.k1)
         if callable(candidates):
             candidates = candidates()
         if len(tail):
@@ -438,7 +439,7 @@ class LexicalIndex:
         kernel = native.library()
         if kernel is None:
             slots, tfs = take_ranges(self._slots, starts, lens), take_ranges(self._tfs, starts, lens)
-            self._accumulate(out, slots, tfs, np.repeat(idf, lens))
+            accumulate(out, slots, tfs, np.repeat(idf, lens), self._doc_factors(), self.k1)
             return
         if isinstance(self._slots, FileArray) or isinstance(self._tfs, FileArray):
             slots, tfs = take_ranges(self._slots, starts, lens), take_ranges(self._tfs, starts, lens)
@@ -447,23 +448,6 @@ class LexicalIndex:
             slots, tfs = self._slots, self._tfs
         norm, unit = self._doc_factors()
         native.add_ranges(kernel, slots, tfs, starts, lens, idf, norm, unit, self.k1, out)
-
-    def _budget_order(self, lens: npt.NDArray[np.int64], words: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """The order in which buckets spend the posting budget: round robin over query words.
-
-        Round one takes the rarest bucket of every word, round two the second rarest, and
-        so on; within a round, rarer buckets first. Every query word thus weighs in the
-        fully scored part, so it ranks documents by how many query *words* they share
-        instead of by several grams of one rare word.
-        """
-        if not self.cover_words:
-            return np.argsort(lens, kind="stable")
-        by_word = np.lexsort((lens, words))
-        first = np.concatenate([[True], words[by_word][1:] != words[by_word][:-1]])
-        starts = np.flatnonzero(first)
-        rank = np.empty(len(lens), dtype=np.int64)
-        rank[by_word] = np.arange(len(lens)) - np.repeat(starts, np.diff(np.append(starts, len(lens))))
-        return np.lexsort((lens, rank))
 
     def _doc_factors(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """Per slot: BM25's length norm ``k1·(1-b+b·dl/avgdl)`` and the tf=1 factor.
@@ -477,45 +461,6 @@ class LexicalIndex:
             self._factors = (norm, ((self.k1 + 1.0) / (1.0 + norm)).astype(np.float32))
             self._factors_key = key
         return self._factors
-
-    def _accumulate(
-        self,
-        out: npt.NDArray[np.float32],
-        slots: npt.NDArray[np.int32],
-        tfs: npt.NDArray[np.uint8],
-        weights: npt.NDArray[np.float32],
-        group: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
-    ) -> None:
-        """Add ``weight · tf·(k1+1)/(tf+norm)`` of each posting to its slot's score.
-
-        ``group`` = (ids, cand) says the postings belong to a few slots only (``slots[i] ==
-        cand[ids[i]]``, ``cand`` unique): sums are then formed per candidate instead of over
-        every slot, with the same arithmetic in the same order (so the same scores).
-        """
-        if not len(slots):
-            return
-        norm, unit = self._doc_factors()
-        ids, size = (slots, len(out)) if group is None else (group[0], len(group[1]))
-        if len(slots) < len(out) // 2:
-            tf = tfs.astype(np.float32)
-            contrib = weights * tf * (self.k1 + 1.0) / (tf + norm.take(slots))
-            summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
-        else:
-            # many postings: most have tf = 1, whose factor depends on the document only, so
-            # sum the idf weights per document once and scale; the few tf > 1 are weighted by
-            # their factor over the tf = 1 one first (one pass over every slot, not two)
-            scaled = weights.astype(np.float64)  # bincount works in float64 anyway
-            many = np.flatnonzero(tfs > 1)
-            if len(many):
-                tf, near = tfs.take(many).astype(np.float32), norm.take(slots.take(many))
-                scaled[many] *= tf * (1.0 + near) / (tf + near)  # = tf·(k1+1)/(tf+norm) ÷ unit
-            total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
-            total *= unit[: len(out)] if group is None else unit.take(group[1])
-            summed = total.astype(np.float32)
-        if group is None:
-            out += summed
-        else:
-            out[group[1]] += summed
 
     def _rescore(
         self,
@@ -545,39 +490,9 @@ class LexicalIndex:
         cand = cand[cand <= self._base_top]
         kernel = native.library()
         if kernel is not None:
-            self._rescore_compiled(kernel, out, cand, buckets, idf)
-            return
-        owner, tfs, weights = self._forward.weigh(cand, buckets, idf)
-        if len(owner):
-            self._accumulate(out, cand[owner].astype(np.int32), tfs, weights, (owner, cand))
-
-    def _rescore_compiled(
-        self,
-        kernel: native.NativeLibrary,
-        out: npt.NDArray[np.float32],
-        cand: npt.NDArray[np.int64],
-        buckets: npt.NDArray[np.int64],
-        idf: npt.NDArray[np.float32],
-    ) -> None:
-        """:meth:`_rescore`'s sums for ``cand`` (ascending, unique) in the compiled kernel, with
-        the arithmetic of :meth:`_accumulate` for the same entries (so the same scores)."""
-        norm, unit = self._doc_factors()
-        few = np.zeros(len(cand), dtype=np.float64)
-        many = np.zeros(len(cand), dtype=np.float64)
-        hits = 0
-        with self._forward.weights_of(buckets, idf) as table:
-            if table is None:
-                return
-            for which, terms, tfs, starts, lens in self._forward.lists(cand):
-                f, m, n = native.rescore_sums(kernel, terms, tfs, starts, lens, cand[which], table, norm, self.k1)
-                few[which], many[which] = f, m
-                hits += n
-        if not hits:
-            return
-        if hits < len(out) // 2:
-            out[cand] += few.astype(np.float32)
+            rescore_compiled(kernel, self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
         else:
-            out[cand] += (many * unit.take(cand)).astype(np.float32)
+            rescore_numpy(self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
 
     @property
     def forward_file_bytes(self) -> int:

@@ -14,7 +14,7 @@ same terms. It is then cut into *words*, each of which yields character grams:
   gram belongs to: the word it starts in.
 
 Why the words matter: a query spends its posting budget round robin over its words
-(:meth:`~homeagent_core.memory.lexical.LexicalIndex._budget_order`). With a whole clause as
+(:func:`~homeagent_core.memory.lexical_scoring.budget_order`). With a whole clause as
 one word, one clause's rarest grams stood for the whole question; with jieba words each
 name and content word gets its turn.
 

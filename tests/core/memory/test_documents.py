@@ -236,5 +236,5 @@ async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tm
     monkeypatch.setattr(doc_ranking, "_dense_leg", leg)
     monkeypatch.setattr(doc_ranking, "PARALLEL_MIN", 1)
     assert [[(h.document.id, h.score) for h in await store.query(q, 6)] for q in queries] == inline
-    assert threads and all(name.startswith("homeagent-dense") for name in threads)
+    assert threads and all(name.startswith("homeagent-query") for name in threads)
     store.close()

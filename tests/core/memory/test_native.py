@@ -1,4 +1,4 @@
-"""The compiled BM25 loops give the numpy path's scores bit for bit, and refuse bad indexes."""
+"""The compiled loops give the numpy and simsimd paths' scores bit for bit, and refuse bad indexes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import random
 import shutil
 import string
 import subprocess
+import threading
 
 import numpy as np
 import pytest
 
-from homeagent_core.memory import lexical, native
+from homeagent_core.memory import lexical, lexical_scoring, native
 from homeagent_core.memory.lexical import LexicalIndex, term_counts
 
 _WORD_TEXT = (
@@ -106,6 +107,58 @@ def test_compiled_scores_equal_the_numpy_scores_bit_for_bit(kernel, monkeypatch,
         assert seen["rescore"] and set(seen["rescore"]) == {2}  # over-budget buckets, two-byte term ids
     if budget == 300:
         assert 0 in seen["ranges"]  # few postings: the "few" formula
+
+
+@pytest.mark.parametrize("split", [1, 2_000])
+def test_rescoring_split_over_two_threads_gives_the_same_scores(kernel, monkeypatch, split):
+    """Past SPLIT_ENTRIES forward entries, half the candidates are summed on a pool thread."""
+    index = LexicalIndex(max_postings=300, rescore=120)
+    for slot, text in enumerate(texts(7, 2000), start=1):
+        index.add(slot, text)
+    index.merge()
+    threads: list[str] = []
+    real = native.rescore_sums
+
+    def sums(*args: object) -> object:
+        threads.append(threading.current_thread().name)
+        return real(*args)  # type: ignore[arg-type]
+
+    picked = np.arange(1, 2001, 9, dtype=np.int64)
+    for query in QUERIES:
+        whole = index.scores(query, candidates=picked)
+        monkeypatch.setattr(lexical_scoring, "SPLIT_ENTRIES", split)
+        monkeypatch.setattr(native, "rescore_sums", sums)
+        halves = index.scores(query, candidates=picked)
+        monkeypatch.undo()
+        assert np.array_equal(whole, halves), query
+        compiled, plain = both_ways(index, query, candidates=picked)
+        assert np.array_equal(compiled, plain), query
+    pooled = [name for name in threads if name.startswith("homeagent-query")]
+    assert pooled and len(threads) == 2 * len(pooled)  # every split call: one half here, one there
+
+
+def test_int8_dot_products_equal_simsimd_and_the_plain_loop(kernel):
+    """The dense leg's compiled int8 scan gives simsimd's scores exactly, for any width and row count."""
+    import simsimd
+
+    rng = np.random.default_rng(3)
+    for rows, dim in ((0, 64), (1, 64), (7, 33), (1_003, 64), (259, 384), (64, 31), (5, 1)):
+        matrix = rng.integers(-127, 128, (rows, dim), dtype=np.int8)
+        q = rng.integers(-127, 128, dim, dtype=np.int8)
+        got = native.i8_dots(kernel, matrix, q)
+        assert got.dtype == np.float32 and got.shape == (rows,)
+        if rows:  # simsimd refuses an empty matrix
+            want = np.asarray(simsimd.cdist(matrix, q.reshape(1, -1), metric="dot", out_dtype="float32")).reshape(-1)
+            assert np.array_equal(got, want), (rows, dim)
+        assert np.array_equal(got, (matrix.astype(np.int64) @ q.astype(np.int64)).astype(np.float32))
+    extreme = np.full((9, 64), 127, dtype=np.int8)
+    extreme[::2] = -127
+    q = np.full(64, -127, dtype=np.int8)
+    assert np.array_equal(native.i8_dots(kernel, extreme, q), (extreme.astype(np.int64) @ q).astype(np.float32))
+    with pytest.raises(ValueError, match="do not match"):
+        native.i8_dots(kernel, np.zeros((3, 8), np.int8), np.zeros(9, np.int8))
+    with pytest.raises(TypeError, match="contiguous int8"):
+        native.i8_dots(kernel, np.zeros((3, 16), np.int8)[:, ::2], np.zeros(8, np.int8))
 
 
 def test_compiled_scores_equal_the_numpy_scores_on_an_index_read_from_its_snapshot(kernel, tmp_path, monkeypatch):
@@ -222,5 +275,5 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
     old = tmp_path / "old.so"
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(old), str(source)], check=True)
     assert _reload(monkeypatch, old) is None
-    assert "are version 0, this code needs 1" in caplog.text
+    assert f"are version 0, this code needs {native.ABI}" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
