@@ -1,8 +1,9 @@
-"""Wheel build hook: compile the lexical index's BM25 loops (``homeagent_core/memory/_native.c``).
+"""Wheel build hook: compile the document queries' loops (``homeagent_core/memory/_native.c``).
 
-The loops are a plain C shared library loaded with ctypes (no Python headers needed), built
-with the C compiler Python itself was built with (``CC``, else ``cc``). Where no compiler
-works, the wheel is built without it and the index scores in numpy — the same scores, slower
+The lexical index's BM25 loops and the dense leg's int8 scans are a plain C shared library
+loaded with ctypes (no Python headers needed), built with the C compiler Python itself was
+built with (``CC``, else ``cc``). Where no compiler works, the wheel is built without it and
+queries score in numpy and simsimd — the same scores, slower
 (``homeagent_core/memory/native.py``); the build says so. ``HOMEAGENT_BUILD_NATIVE=0``
 skips it on purpose.
 """

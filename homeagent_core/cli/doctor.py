@@ -201,8 +201,8 @@ def _check_runtime(app: Any) -> list[Finding]:
     if native.library() is None:
         found.append(Finding(
             "runtime", "warn",
-            f"the lexical index scores in numpy: no usable compiled BM25 loops at {native.LIBRARY} "
-            "(same results, about half as fast)",
+            f"document queries score in numpy and simsimd: no usable compiled BM25 loops at {native.LIBRARY} "
+            "(same results, slower)",
             "reinstall with a C compiler present (pip install --force-reinstall homeagent), and do not set "
             "HOMEAGENT_NATIVE=0",
         ))

@@ -71,7 +71,7 @@ _enabled = os.environ.get("HOMEAGENT_NATIVE", "1") != "0"
 def _load() -> NativeLibrary | None:
     """Open :data:`LIBRARY` if it exists and speaks :data:`ABI`; say once why not otherwise."""
     if not LIBRARY.exists():
-        log.info("document queries: no compiled BM25 loops at %s; scoring in numpy", LIBRARY)
+        log.info("document queries: no compiled BM25 loops at %s; scoring in numpy and simsimd", LIBRARY)
         return None
     try:
         lib = ctypes.CDLL(str(LIBRARY))  # CDLL calls release the GIL: a dense leg runs meanwhile
@@ -79,14 +79,14 @@ def _load() -> NativeLibrary | None:
         abi = int(lib.ha_native_abi())
     except (OSError, AttributeError) as exc:
         log.warning(
-            "document queries: the compiled BM25 loops %s cannot be loaded (%s); scoring in numpy",
+            "document queries: the compiled BM25 loops %s cannot be loaded (%s); scoring in numpy and simsimd",
             LIBRARY, exc,
         )
         return None
     if abi != ABI:
         log.warning(
             "document queries: the compiled BM25 loops %s are version %d, this code needs %d (reinstall the "
-            "package to rebuild them); scoring in numpy",
+            "package to rebuild them); scoring in numpy and simsimd",
             LIBRARY, abi, ABI,
         )
         return None

@@ -121,7 +121,7 @@ def test_doctor_reports_missing_api_key_with_a_fix(tmp_path: Path):
     assert result.exit_code == 0
 
 
-def test_doctor_says_when_the_lexical_index_scores_without_its_compiled_loops(tmp_path: Path):
+def test_doctor_says_when_document_queries_score_without_their_compiled_loops(tmp_path: Path):
     from homeagent_core.memory import native
 
     def kernel_lines() -> list[dict[str, str]]:
@@ -135,7 +135,7 @@ def test_doctor_says_when_the_lexical_index_scores_without_its_compiled_loops(tm
         (line,) = kernel_lines()
     finally:
         native.set_enabled(previous)
-    assert line["status"] == "warn" and "scores in numpy" in line["message"]
+    assert line["status"] == "warn" and "score in numpy and simsimd" in line["message"]
     assert "C compiler" in line["fix"]
 
 
