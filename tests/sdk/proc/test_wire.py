@@ -204,3 +204,41 @@ async def test_the_child_runtime_registers_and_writes_back_only_changed_fields()
     assert sent["status"] == "sent" and runtime.plugin.sent == [("text", "p")]  # type: ignore[attr-defined]
     with pytest.raises(RemoteError, match="未注册的工具"):
         await host.call("tool.invoke", {"name": "missing", "args": {}})
+
+
+async def test_a_burst_of_frames_reaches_the_pipe_in_groups_in_order() -> None:
+    """A lone frame is written at once; a burst goes out in groups of at most eight frames as
+    each fills, the remainder when the loop comes round, all in order (a real pipe)."""
+    import os
+
+    from homeagent_sdk.proc.wire import FrameBatcher
+
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(write_fd, "wb", buffering=0))
+    batcher = FrameBatcher(transport)
+
+    def in_pipe() -> list[bytes]:
+        try:
+            return os.read(read_fd, 1 << 16).splitlines()
+        except BlockingIOError:
+            return []
+
+    try:
+        frames = [b'{"id":%d}\n' % n for n in range(1, 21)]
+        batcher.write(frames[0])
+        assert in_pipe() == [frames[0].strip()]  # no wait for the loop
+        for frame in frames[1:8]:
+            batcher.write(frame)
+        assert in_pipe() == [] and batcher.pending == sum(map(len, frames[1:8]))
+        batcher.write(frames[8])  # the eighth queued frame completes a group
+        assert in_pipe() == [f.strip() for f in frames[1:9]]
+        for frame in frames[9:]:
+            batcher.write(frame)
+        assert in_pipe() == [f.strip() for f in frames[9:17]]
+        await asyncio.sleep(0)  # the loop comes round: the last three follow
+        assert in_pipe() == [f.strip() for f in frames[17:]] and batcher.pending == 0
+    finally:
+        transport.close()
+        os.close(read_fd)
