@@ -30,12 +30,16 @@ import httpx
 
 from homeagent_sdk import ToolError
 
-__all__ = ["AddressPolicy", "GuardedTransport", "check_url"]
+__all__ = ["AddressPolicy", "AddressRefused", "GuardedTransport", "check_url"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _SETTING = "plugin.web.allow_private"
+
+
+class AddressRefused(ToolError):
+    """The policy refuses an address (as opposed to a host that does not resolve)."""
 
 
 def _why_blocked(ip: IPAddress) -> str:
@@ -97,7 +101,7 @@ class AddressPolicy:
         if not reason or self.allowed_host(host) or any(ip in net for net in self.networks):
             return
         shown = host if host == str(ip) else f"{host} ({ip})"
-        raise ToolError(
+        raise AddressRefused(
             f"refused to connect to {shown}: the address is {reason}. The web tools only reach public "
             f"addresses; the owner can allow this one by adding it to {_SETTING}"
         )
