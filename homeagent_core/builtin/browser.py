@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from homeagent_core.builtin.browser_proxy import REFUSED_HEADER, GuardedProxy
-from homeagent_core.builtin.web_guard import AddressPolicy, check_url
 from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk.ssrf import AddressPolicy, check_url
 from homeagent_sdk.types import MediaAttachment, ToolResult
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ import contextlib
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from homeagent_core.builtin.web_guard import AddressPolicy, AddressRefused, IPAddress
 from homeagent_sdk import ToolError
+from homeagent_sdk.ssrf import AddressPolicy, AddressRefused, IPAddress
 
 __all__ = ["REFUSED_HEADER", "GuardedProxy"]
 
