@@ -287,8 +287,8 @@ class Residents:
         resident.done = int(state.get("done", 0))
         resident.failed = int(state.get("failed", 0))
         resident.usage.extend((float(t), int(n)) for t, n in state.get("usage", []))
-        for text in state.get("queue", []):
-            resident.scheduler.submit(self._item(resident, str(text)))
+        for text in state.get("queue", []):  # accepted before the restart: all of it, even beyond capacity
+            resident.scheduler.submit(self._item(resident, str(text)), restored=True)
         return resident
 
     async def aclose(self) -> None:

@@ -159,8 +159,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ submit
 
-    def submit(self, item: InputItem) -> InputItem:
+    def submit(self, item: InputItem, *, restored: bool = False) -> InputItem:
         """Accept an input; returns it (marked ``skipped`` when it was a duplicate).
+
+        ``restored=True`` is for inputs accepted before a restart and reloaded from disk: they
+        are queued even beyond ``capacity`` (they were acknowledged; new inputs are refused
+        until the queue has drained below it).
 
         Raises:
             InputQueueFull: the ready queue already holds ``capacity`` inputs.
@@ -176,7 +180,7 @@ class Scheduler:
                 self._remember(item)
                 running.interrupt(item)
                 return item
-        if len(self._ready) >= self.capacity:
+        if len(self._ready) >= self.capacity and not restored:
             self.rejected += 1
             if not self._backpressure:
                 self._backpressure = True

@@ -13,7 +13,7 @@ from homeagent_core.agent.kernel import KernelSettings
 from homeagent_core.agent.residents import RESIDENT_CHANNEL, ResidentLimits
 from homeagent_core.library import Agent
 from homeagent_sdk._fake_model import FakeModel, ToolCallReply
-from homeagent_sdk.errors import UsageError
+from homeagent_sdk.errors import InputQueueFull, UsageError
 
 MakeKernel = Any
 
@@ -249,3 +249,46 @@ async def test_damaged_resident_states_are_reported_and_skipped(
     assert "broken/state.json is unreadable" in caplog.text
     assert "resident state of 'bent' is damaged" in caplog.text
     assert str(await reopened.residents.send("good", "still there?", wait=True, timeout=10)) == "ok"
+
+
+async def test_a_resident_saved_with_a_full_queue_comes_back_whole_and_the_kernel_starts(
+    make_kernel: MakeKernel, tmp_path: Path
+) -> None:
+    hold = asyncio.Event()
+
+    async def responder(request: dict[str, Any]) -> Any:
+        await hold.wait()
+        return "never"
+
+    limits = ResidentLimits(queue_capacity=8, report=False)
+    kernel = await make_kernel(
+        model=FakeModel(responder=responder), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    await kernel.residents.create("shop", "维护购物清单")
+    await kernel.residents.send("shop", "item 0")
+    resident = kernel.residents.get("shop")
+    async with asyncio.timeout(10):
+        while resident.current is None:
+            await asyncio.sleep(0)
+    for n in range(1, 9):  # 8 more: the queue is full, one more is in progress
+        await kernel.residents.send("shop", f"item {n}")
+    with pytest.raises(InputQueueFull):
+        await kernel.residents.send("shop", "item 9")
+    await kernel.aclose()
+    saved = json.loads((tmp_path / "residents" / "shop" / "state.json").read_text(encoding="utf-8"))
+    assert saved["queue"] == [f"item {n}" for n in range(9)]
+
+    answered: list[str] = []
+
+    def second_life(request: dict[str, Any]) -> Any:
+        answered.append(str(request["messages"][-1]["content"]))
+        return "ok"
+
+    reopened = await make_kernel(
+        model=FakeModel(responder=second_life), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    assert reopened.started and list(reopened.residents.agents) == ["shop"]
+    async with asyncio.timeout(15):
+        while reopened.residents.get("shop").done < 9:
+            await asyncio.sleep(0.01)
+    assert answered == [f"item {n}" for n in range(9)]
