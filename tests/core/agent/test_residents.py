@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +294,43 @@ async def test_a_resident_saved_with_a_full_queue_comes_back_whole_and_the_kerne
         while reopened.residents.get("shop").done < 9:
             await asyncio.sleep(0.01)
     assert answered == [f"item {n}" for n in range(9)]
+
+
+async def test_a_state_write_still_running_when_the_resident_is_destroyed_does_not_bring_it_back(
+    make_kernel: MakeKernel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, proceed, returned = threading.Event(), threading.Event(), threading.Event()
+    real_to_thread = asyncio.to_thread
+
+    async def to_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        # Holds the thread of the resident's state write after its first answer until the test says so.
+        state = next((a for a in args if isinstance(a, dict) and "queue" in a), None)
+        if state is None or state["done"] < 1 or entered.is_set():
+            return await real_to_thread(func, *args, **kwargs)
+
+        def held() -> Any:
+            entered.set()
+            proceed.wait(10)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                returned.set()
+
+        return await real_to_thread(held)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    limits = ResidentLimits(report=False)
+    kernel = await make_kernel(
+        model=FakeModel(default="done"), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    await kernel.residents.create("shop", "维护购物清单")
+    await kernel.residents.send("shop", "加牛奶")
+    assert await real_to_thread(entered.wait, 10)  # the worker is writing state.json in a thread
+    async with asyncio.timeout(10):
+        assert (await kernel.residents.destroy("shop"))["name"] == "shop"
+    assert not (tmp_path / "residents" / "shop").exists()
+    proceed.set()
+    assert await real_to_thread(returned.wait, 10)  # the write in flight has run to its end
+    assert not (tmp_path / "residents" / "shop").exists()
+    reopened = await make_kernel(model=FakeModel(default="ok"), data_dir=tmp_path)
+    assert reopened.residents.agents == {}
