@@ -97,6 +97,9 @@ async def test_a_door_re_sending_a_message_id_gets_the_first_reply_whole_without
     assert model.calls == 2  # one tool round and the answer, for the first delivery only
     for again in (second, third):
         assert (str(again), again.skipped) == ("只回答一次", True)
+        assert again.errors == first.errors == ["pre_action: plugin flaky: RuntimeError: plugin bug"]
+        assert [r.name for r in again.tool_results] == [r.name for r in first.tool_results] == ["get_plugin_tools"]
+        assert again.tool_results[0].success and again.answered_by == first.answered_by
 
 
 async def test_a_full_queue_rejects_inputs_with_a_clear_error(make_kernel: MakeKernel) -> None:
