@@ -587,7 +587,8 @@ class Residents:
         history = [{"role": m["role"], "content": m["content"]} for m in resident.context]
         text = await turn.run_plain(system, names, self.limits.max_tool_turns, history=history)
         usage = turn._usage
-        tokens = int(usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)))
+        # the unified usage shape (providers/wire.py): prompt / completion / total
+        tokens = int(usage.get("total") or (usage.get("prompt") or 0) + (usage.get("completion") or 0))
         resident.usage.append((time.time(), tokens))
         if turn.stopped:
             _settle(item, Reply("", channel=item.channel, stopped=True, errors=turn.ctx.errors))
