@@ -5,11 +5,14 @@ kernel. Each ``async def`` impl runs in its own asyncio task, so inside a handle
 ``asyncio.current_task()`` is that handler's task: its own ``asyncio.timeout(...)``, a
 ``cancel()`` of itself or a stray ``CancelledError`` ends only that handler, never the turn.
 (Python 3.12's eager tasks would save one loop pass for handlers that never suspend; this
-runtime is 3.11, where tasks always start on the next pass.) Plain impls run in a small
-dedicated thread pool so a blocking one cannot stall the loop (and if one returns an
-awaitable, it is awaited on the loop). Each handler is bounded by the stage timeout: one that
-raises, is cancelled or hangs is recorded in ``ctx.errors`` (and logged) and the others finish
-normally.
+runtime is 3.11, where tasks always start on the next pass.) Plain impls run in the runner's
+own bounded :class:`~homeagent_core.workers.WorkerPool` so a blocking one cannot stall the loop
+(and if one returns an awaitable, it is awaited on the loop). Each handler is bounded by the
+stage timeout: one that raises, is cancelled or hangs is recorded in ``ctx.errors`` (and
+logged) and the others finish normally. A sync handler that hangs keeps its thread (Python
+cannot stop it): the pool replaces that thread, and a plugin with two such threads still
+running is refused (recorded in ``ctx.errors``) until one returns, so however many turns it
+hangs, the other plugins' handlers always get a thread.
 
 The handler list of each stage is cached and refreshed whenever the set of registered plugins
 changes, so the hot path does not rebuild it on every turn.
@@ -23,10 +26,10 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.aio import is_async_callable
+from homeagent_core.workers import WorkerPool
 from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -49,7 +52,9 @@ class StageRunner:
     :param host: the plugin host (the only thing that knows the hook impls).
     :param timeout: seconds each handler may run before it is cancelled and recorded.
     :param bus: when given, a ``stage`` event is published after each stage that had handlers.
-    :param sync_workers: threads for plain (sync) handlers.
+    :param sync_workers: threads for plain (sync) handlers running at once.
+    :param hung_per_plugin: hung sync handlers a plugin may have running before its sync
+        handlers are refused until one returns.
     """
 
     def __init__(
@@ -59,11 +64,12 @@ class StageRunner:
         timeout: float = 30.0,
         bus: EventBus | None = None,
         sync_workers: int = 8,
+        hung_per_plugin: int = 2,
     ) -> None:
         self.host = host
         self.timeout = timeout
         self.bus = bus
-        self._executor = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="stage-sync")
+        self._pool = WorkerPool("stage-sync", sync_workers, owner_limit=hung_per_plugin)
         self._async: dict[Callable[..., Any], bool] = {}
         self._plugins: set[object] = set()
         self._cache: dict[str, list[HookHandler]] = {}
@@ -81,7 +87,7 @@ class StageRunner:
 
     def close(self) -> None:
         """Release the worker threads (a hung sync handler is abandoned, not joined)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def _is_async(self, fn: Callable[..., Any]) -> bool:
         known = self._async.get(fn)
@@ -90,8 +96,8 @@ class StageRunner:
         return known
 
     async def _run_sync(self, handler: HookHandler, kwargs: dict[str, Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._executor, functools.partial(handler, **kwargs))
+        call = functools.partial(handler.function, *[kwargs[name] for name in handler.argnames])
+        result = await self._pool.run(call, owner=handler.plugin_name)
         if inspect.isawaitable(result):
             result = await result
         return result
