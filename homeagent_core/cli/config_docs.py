@@ -106,6 +106,9 @@ _ENV: tuple[tuple[str, str], ...] = (
     ("`HOMEAGENT_LOAD_PLUGINS=a,b`", "load only these entry-point plugins (empty value: none)"),
     ("`HOMEAGENT_DISABLE_PLUGINS=x,y`", "never register these plugins (any kind, built-ins included)"),
     ("`HOMEAGENT_TRACE_PLUGINS=1`", "print every hook call, its implementations and its result to stderr"),
+    ("`HOMEAGENT_DEBUG=1`", "log every stretch over 50 ms in which the event loop was blocked, with the stack "
+     "of the code that blocked it (`homeagent doctor` counts them)"),
+    ("`HOMEAGENT_LOOP_WATCH_MS=<ms>`", "the same loop watch with another threshold in milliseconds (`0`: off)"),
     ("`HF_HUB_OFFLINE=1`, `TRANSFORMERS_OFFLINE=1`", "Hugging Face libraries never touch the network; a model "
      "missing from the cache fails at once instead of retrying for about a minute. Recommended on machines "
      "without internet access"),
