@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
@@ -378,6 +380,7 @@ class MemorySystem:
         return format_related(hits)
 
     async def _knowledge_block(self, text: str) -> str:
+        await self.knowledge.refresh()  # another daemon's changes are read off the loop
         if not len(self.knowledge):
             return ""
         good = [h for h in await self.knowledge.search(text, 2) if h.score > 0.2]
@@ -482,7 +485,7 @@ async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) 
             and (newest is None or ts > newest)
         )
 
-    records = await asyncio.to_thread(textlog.tail, context.max_context_size, accept=wanted)
+    records = await run_blocking("memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted))
     for record in records:
         user = record["role"] == "user"
         await context.append(
