@@ -438,6 +438,22 @@ class KnowledgeBase:
         self._save_index()
         return full
 
+    async def adelete(self, name: str) -> str:
+        """:meth:`delete` with the storage calls in a ``memory`` pool thread.
+
+        Raises:
+            InvalidKnowledgeName, KnowledgeNotFound.
+        """
+        await self.refresh()
+        full = self.resolve(name)
+        await run_blocking("memory", self.storage.remove, full)
+        self._entries.pop(full, None)
+        self._vectors.pop(full, None)
+        self._meta.pop(full, None)
+        self._lexical.remove(full)
+        await run_blocking("memory", self._save_index)
+        return full
+
     def list(self, category: str = "") -> list[KnowledgeEntry]:
         """Entries under ``category`` ("" = all), sorted by name.
 

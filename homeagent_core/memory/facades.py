@@ -248,8 +248,7 @@ class KnowledgeFacade:
         return [e.name for e in self._kb.list(category)]
 
     async def delete(self, name: str) -> str:
-        await self._kb.refresh()
-        return await run_blocking("memory", self._kb.delete, name)
+        return await self._kb.adelete(name)
 
     async def overview(self) -> dict[str, Any]:
         await self._kb.refresh()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from homeagent_core.knowledge import DiskKnowledge, KnowledgeBase
+from homeagent_core.knowledge_tools import knowledge_tools
 from homeagent_core.memory.graph import GraphStore
 from homeagent_core.memory.media import MediaStore
 from homeagent_core.memory.textlog import TextLog
@@ -101,3 +102,18 @@ async def test_another_daemons_knowledge_changes_are_read_in_the_memory_pool(
     assert [h.entry.name for h in hits] == ["home/heating"]
     assert off_loop(threads), threads
     assert len(kb) == 2 and threads == threads[:1]  # reloaded once, nothing left to read
+
+
+async def test_the_knowledge_delete_tool_removes_files_in_the_memory_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = KnowledgeBase(tmp_path / "knowledge")
+    await kb.create("home/wifi", "客厅路由器的密码是 12345678")
+    threads: list[str] = []
+    monkeypatch.setattr(kb.storage, "remove", recording(threads, kb.storage.remove))
+    monkeypatch.setattr(kb, "_save_index", recording(threads, kb._save_index))
+    tools = {t.name: t for t in knowledge_tools(kb)}
+    assert tools["knowledge_delete"].handler is not None
+    assert await tools["knowledge_delete"].handler(name="wifi") == {"deleted": "home/wifi"}
+    assert len(threads) == 2 and off_loop(threads), threads
+    assert len(kb) == 0 and not (tmp_path / "knowledge" / "home" / "wifi").exists()
