@@ -130,8 +130,8 @@ class LoopWatch:
             self._worst = max(self._worst, ms)
             self._latest.append({"ms": round(ms, 1), "at": time.time(), "stack": stack})
         log.warning(
-            "event loop blocked for %.0f ms (over %.0f ms): something ran on the loop that should run in a "
-            "worker thread or be awaited; the loop thread was at:\n%s",
+            "event loop blocked for at least %.0f ms (loop watch threshold %.0f ms): something ran on the loop "
+            "that should run in a worker thread or be awaited; the loop thread was at:\n%s",
             ms,
             self.threshold * 1000,
             stack or "  (the stack was not taken in time)\n",

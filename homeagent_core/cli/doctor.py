@@ -247,8 +247,9 @@ def _check_threads(app: Any, daemon: dict[str, Any] | None = None) -> list[Findi
             where = [line.strip() for line in str(latest.get("stack", "")).splitlines() if line.strip()]
             found.append(Finding(
                 "loop", "warn",
-                f"running daemon: the event loop was blocked over {watch['threshold_ms']:g} ms {watch['stalls']} "
-                f"time(s) (worst {watch['worst_ms']:g} ms); the latest at: {' / '.join(where[-2:]) or 'unknown'}",
+                f"running daemon: the event loop was blocked {watch['stalls']} time(s) (loop watch threshold "
+                f"{watch['threshold_ms']:g} ms, worst {watch['worst_ms']:g} ms); the latest at: "
+                f"{' / '.join(where[-2:]) or 'unknown'}",
                 "the daemon log has each stall's full stack; move that call off the event loop",
             ))
         else:
