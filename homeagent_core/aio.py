@@ -66,7 +66,7 @@ async def call_in_pool(use: str, owner: str, fn: Callable[..., Any], /, *args: A
     """Call ``fn``: await it when async, otherwise run it in the shared pool ``use`` for ``owner``.
 
     Raises:
-        PluginError: ``owner`` has too many hung calls in that pool (see
+        PoolRefused: ``owner`` has too many hung calls in that pool (see
             :class:`~homeagent_core.workers.WorkerPool`).
     """
     if is_async_callable(fn):

@@ -11,9 +11,9 @@ everyone else. When an abandoned call returns at last, its thread is logged agai
 (or rejoins the pool when there is room). Two limits keep this bounded:
 
 * ``owner_limit``: an owner (a plugin) with that many abandoned calls still running is not
-  given another thread until one returns; the call fails at once with a
-  :class:`~homeagent_sdk.errors.PluginError` that says so. One plugin that hangs on every call
-  therefore holds at most ``owner_limit`` threads, whatever the number of turns.
+  given another thread until one returns; the call fails at once with a :class:`PoolRefused`
+  (a :class:`~homeagent_sdk.errors.PluginError`) that says so. One plugin that hangs on every
+  call therefore holds at most ``owner_limit`` threads, whatever the number of turns.
 * ``max_abandoned``: past that many abandoned threads in all, no replacement is started; the
   pool then runs with fewer live threads until abandoned ones return.
 
@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from homeagent_sdk.errors import PluginError
 
-__all__ = ["WorkerPool", "pool", "run_blocking", "stats"]
+__all__ = ["PoolRefused", "WorkerPool", "pool", "run_blocking", "stats"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,10 @@ T = TypeVar("T")
 POOL_WIDTHS = {"tools": 16, "memory": 4}
 
 _IDLE_SECONDS = 30.0
+
+
+class PoolRefused(PluginError):
+    """A plugin's call was not run: too many of its earlier calls still hang in the pool."""
 
 
 class _Job:
@@ -145,7 +149,7 @@ class WorkerPool:
         when it is already running, its thread is abandoned (see the module docstring).
 
         Raises:
-            PluginError: ``owner`` has ``owner_limit`` abandoned calls still running.
+            PoolRefused: ``owner`` has ``owner_limit`` abandoned calls still running.
             RuntimeError: the pool was shut down.
         """
         loop = asyncio.get_running_loop()
@@ -168,7 +172,7 @@ class WorkerPool:
                     self._refused_total += 1
                     oldest = min(stuck, key=lambda j: j.started or 0.0)
                     age = time.monotonic() - (oldest.started or time.monotonic())
-                    raise PluginError(
+                    raise PoolRefused(
                         f"plugin {job.owner}: not called, {len(stuck)} of its earlier calls are still running "
                         f"in worker pool {self.name!r} after their callers gave up (the oldest, "
                         f"{oldest.describe()}, for {age:.0f} s); it gets no new thread until one returns. "

@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.aio import is_async_callable
-from homeagent_core.workers import WorkerPool
+from homeagent_core.workers import PoolRefused, WorkerPool
 from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -267,6 +267,9 @@ class StageRunner:
 
     def _record(self, stage: str, ctx: StageContext, plugin: str, exc: BaseException) -> None:
         ctx.errors.append(f"{stage}: plugin {plugin}: {type(exc).__name__}: {exc}")
+        if isinstance(exc, PoolRefused):  # the pool said why; no traceback on every turn
+            log.warning("stage %s: %s", stage, exc)
+            return
         log.error("stage %s: handler of plugin %s raised", stage, plugin, exc_info=exc)
 
     def _record_timeout(self, stage: str, ctx: StageContext, plugin: str) -> None:

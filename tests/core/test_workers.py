@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from homeagent_core import workers
-from homeagent_core.workers import WorkerPool
-from homeagent_sdk.errors import PluginError
+from homeagent_core.workers import PoolRefused, WorkerPool
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="")
 
@@ -76,7 +75,7 @@ async def test_an_owner_with_too_many_hung_calls_is_refused_while_others_run(rel
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.1):
             await pool.run(release.wait, 30, owner="bad")
-    with pytest.raises(PluginError, match="plugin bad: not called, 1 of its earlier calls are still running"):
+    with pytest.raises(PoolRefused, match="plugin bad: not called, 1 of its earlier calls are still running"):
         await pool.run(release.wait, 30, owner="bad")
     assert await pool.run(lambda: "fine", owner="good") == "fine"
     assert pool.stats()["refused_total"] == 1

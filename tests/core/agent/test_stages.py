@@ -374,7 +374,7 @@ async def test_a_sync_handler_that_hangs_every_turn_never_starves_another_plugin
             errors.append(ctx.errors)
         assert all(len(e) == 1 and e[0].startswith("pre_action: plugin hangs_sync: ") for e in errors)
         assert errors[0] == ["pre_action: plugin hangs_sync: did not finish within 0.2 s and was cancelled"]
-        assert "PluginError: plugin hangs_sync: not called, 2 of its earlier calls are still running" in errors[-1][0]
+        assert "PoolRefused: plugin hangs_sync: not called, 2 of its earlier calls are still running" in errors[-1][0]
         (stats,) = [s for s in workers.stats() if s["name"] == "stage-sync" and s["abandoned"]]
         assert stats["abandoned"] == 2 and stats["refused_total"] == 10
         assert {s["owner"] for s in stats["stuck"]} == {"hangs_sync"}
