@@ -233,8 +233,8 @@ def _check_threads(app: Any, daemon: dict[str, Any] | None = None) -> list[Findi
                 "calls return or the daemon restarts",
             ))
         if not hung:
-            found.append(Finding("threads", "ok", "running daemon: no hung worker threads (" + ", ".join(
-                f"{p['name']} {p['workers']}" for p in pools) + ")"))
+            widths = sorted({f"{p['name']} {p['workers']}" for p in pools})
+            found.append(Finding("threads", "ok", f"running daemon: no hung worker threads ({', '.join(widths)})"))
     if "loop_watch" in daemon:
         watch = daemon.get("loop_watch")
         if not isinstance(watch, dict):

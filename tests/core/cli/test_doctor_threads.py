@@ -63,9 +63,10 @@ async def test_hung_threads_and_loop_stalls_are_named_with_what_to_do(release: t
 
 
 def test_a_quiet_daemon_is_ok_and_a_missing_watch_says_how_to_turn_it_on() -> None:
-    quiet = {"workers": [{"name": "tools", "workers": 16, "abandoned": 0}], "loop_watch": None}
-    findings = _check_threads(None, quiet)
+    widths = (("tools", 16), ("stage-sync", 8), ("stage-sync", 8))  # two stage runners
+    pools = [{"name": n, "workers": w, "abandoned": 0} for n, w in widths]
+    findings = _check_threads(None, {"workers": pools, "loop_watch": None})
     assert [(f.area, f.status) for f in findings] == [("threads", "ok"), ("loop", "ok")]
-    assert findings[0].message == "running daemon: no hung worker threads (tools 16)"
+    assert findings[0].message == "running daemon: no hung worker threads (stage-sync 8, tools 16)"
     assert "HOMEAGENT_DEBUG=1" in findings[1].fix
     assert _check_threads(None, None) == []
