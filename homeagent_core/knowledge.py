@@ -281,6 +281,7 @@ class KnowledgeBase:
         self._meta: dict[str, dict[str, Any]] = {}
         self._lexical = TfidfIndex()
         self._changed = threading.Event()  # set by another daemon's change; applied at the next call
+        self._generation = 0  # bumped by every change made here, so a reload read meanwhile is not installed
         self._load()
         self.storage.follow(self._changed.set)
 
@@ -296,17 +297,25 @@ class KnowledgeBase:
         """Apply another daemon's changes, reading them in a ``memory`` pool thread.
 
         The async methods call it first, so the event loop never waits on the storage; the new
-        entries replace the old ones in one step on the loop.
+        entries replace the old ones in one step on the loop. When this base changed an entry
+        while the read ran, the read may predate that change: it is dropped and the next call
+        reads again.
         """
         if self._changed.is_set():
             self._changed.clear()
-            self._install(await run_blocking("memory", self._read, self._known()))
+            generation = self._generation
+            state = await run_blocking("memory", self._read, self._known())
+            if self._generation != generation:
+                self._changed.set()
+                return
+            self._install(state)
 
     def _known(self) -> dict[str, tuple[float, np.ndarray]]:
         return {n: (e.updated_at, self._vectors[n]) for n, e in self._entries.items() if n in self._vectors}
 
     def _install(self, state: _State) -> None:
         self._entries, self._meta, self._vectors, self._lexical = state
+        self._generation += 1
 
     def _load(self) -> None:
         self._install(self._read(None))
@@ -336,6 +345,14 @@ class KnowledgeBase:
 
     def _index_entry(self, entry: KnowledgeEntry) -> None:
         _index_into((self._entries, self._meta, self._vectors, self._lexical), entry)
+        self._generation += 1
+
+    def _forget(self, name: str) -> None:
+        self._entries.pop(name, None)
+        self._vectors.pop(name, None)
+        self._meta.pop(name, None)
+        self._lexical.remove(name)
+        self._generation += 1
 
     def _save_index(self) -> None:
         entries: dict[str, Any] = {}
@@ -431,10 +448,7 @@ class KnowledgeBase:
         """
         full = self.resolve(name)
         self.storage.remove(full)
-        self._entries.pop(full, None)
-        self._vectors.pop(full, None)
-        self._meta.pop(full, None)
-        self._lexical.remove(full)
+        self._forget(full)
         self._save_index()
         return full
 
@@ -447,10 +461,7 @@ class KnowledgeBase:
         await self.refresh()
         full = self.resolve(name)
         await run_blocking("memory", self.storage.remove, full)
-        self._entries.pop(full, None)
-        self._vectors.pop(full, None)
-        self._meta.pop(full, None)
-        self._lexical.remove(full)
+        self._forget(full)
         await run_blocking("memory", self._save_index)
         return full
 

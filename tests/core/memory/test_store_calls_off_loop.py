@@ -6,6 +6,7 @@ async path a turn or a plugin uses.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -117,3 +118,32 @@ async def test_the_knowledge_delete_tool_removes_files_in_the_memory_pool(
     assert await tools["knowledge_delete"].handler(name="wifi") == {"deleted": "home/wifi"}
     assert len(threads) == 2 and off_loop(threads), threads
     assert len(kb) == 0 and not (tmp_path / "knowledge" / "home" / "wifi").exists()
+
+
+async def test_an_entry_created_while_a_reload_is_read_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reload read before the create is dropped, not installed over it; the next call reads again."""
+    storage = FollowedDisk(tmp_path / "knowledge")
+    kb = KnowledgeBase(tmp_path / "knowledge", storage=storage)
+    other = KnowledgeBase(tmp_path / "knowledge")
+    await other.create("home/heating", "暖气在十一月十五日开始供应")
+    reading, release = threading.Event(), threading.Event()
+    real_load = storage.load
+
+    def slow_load() -> Any:
+        rows = list(real_load())  # what the disk holds before the create below
+        reading.set()
+        release.wait(10)
+        return rows
+
+    monkeypatch.setattr(storage, "load", slow_load)
+    assert storage.notify is not None
+    storage.notify()
+    reload = asyncio.ensure_future(kb.refresh())
+    async with asyncio.timeout(10):
+        while not reading.is_set():
+            await asyncio.sleep(0.005)
+    await kb.create("home/wifi", "客厅路由器的密码是 12345678")
+    release.set()
+    await reload
+    monkeypatch.setattr(storage, "load", real_load)
+    assert [e.name for e in kb.list()] == ["home/heating", "home/wifi"]
