@@ -186,7 +186,8 @@ homeagent config set core.llm.sources.local.priority 0
 without a key is fine when its `base_url` is on this machine or a private network and answers
 `GET <base_url>/models`. When a daemon runs on the data directory, doctor reports what that
 daemon sees instead (the source that answered last, sources it disabled, plugins that failed and
-why), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's
+why, worker threads still hung on calls whose callers gave up, and the event-loop stalls its
+loop watch recorded), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's
 `GET /api/v1/status` (field `llm_sources`) and the agent's own `llm_list_sources` tool report
 each source's state: available, cooling down, or disabled and why.
 """
