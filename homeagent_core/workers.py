@@ -17,7 +17,9 @@ everyone else. When an abandoned call returns at last, its thread is logged agai
 * ``max_abandoned``: past that many abandoned threads in all, no replacement is started; the
   pool then runs with fewer live threads until abandoned ones return.
 
-Worker threads are daemon threads, so a hung call never blocks the process from exiting.
+Worker threads are daemon threads, so a hung call never blocks the process from exiting; a
+user that must not be cut off at exit (store writes) waits for its pool with :meth:`WorkerPool.drain`
+before it closes.
 :func:`stats` reports every pool (``homeagent doctor`` shows it from the running daemon).
 """
 
@@ -272,6 +274,21 @@ class WorkerPool:
             f", {count} of them {job.owner}'s" if job.owner else "",
             "" if replaced else f"; over {self.max_abandoned}, so it was not replaced",
         )
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until no call is queued, running or abandoned (at most ``timeout`` seconds).
+
+        Returns whether the pool went quiet; callers that gave up are waited for too, since
+        their calls still run.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not (self._queue or self._running or self._abandoned):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
 
     # ------------------------------------------------------------------ reporting
 

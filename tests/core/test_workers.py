@@ -111,3 +111,20 @@ async def test_a_call_cancelled_before_it_started_never_runs(release: threading.
     await pool.run(ran.append, "third")
     assert ran == ["third"]
     pool.shutdown()
+
+
+async def test_drain_waits_for_a_call_its_caller_gave_up_on(release: threading.Event) -> None:
+    pool = WorkerPool("unit-drain", 2)
+    done = threading.Event()
+
+    def write() -> None:
+        release.wait(30)
+        done.set()
+
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await pool.run(write)
+    assert not await pool.drain(0.05)  # still running: not quiet yet
+    release.set()
+    assert await pool.drain(10) and done.is_set()
+    pool.shutdown()
