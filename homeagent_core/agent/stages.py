@@ -16,8 +16,9 @@ cannot stop it): the pool replaces that thread, and a plugin with two such threa
 running is refused (recorded in ``ctx.errors``) until one returns, so however many turns it
 hangs, the other plugins' handlers always get a thread.
 
-The handler list of each stage is cached and refreshed whenever the set of registered plugins
-changes, so the hot path does not rebuild it on every turn.
+The handler list of each stage is cached and refreshed whenever that stage's hook
+implementations change (a plugin registered, unregistered or blocked), so the hot path does not
+rebuild it on every turn.
 """
 
 from __future__ import annotations
@@ -76,19 +77,18 @@ class StageRunner:
         self.bus = bus
         self._pool = WorkerPool("stage-sync", sync_workers, owner_limit=hung_per_plugin)
         self._async: dict[Callable[..., Any], bool] = {}
-        self._plugins: set[object] = set()
-        self._cache: dict[str, list[HookHandler]] = {}
+        self._cache: dict[str, tuple[list[Any], list[HookHandler]]] = {}
 
     def handlers(self, stage: str) -> list[HookHandler]:
-        """The handlers of ``stage`` (cached until a plugin is registered or unregistered)."""
-        plugins = self.host.pm.get_plugins()
-        if plugins != self._plugins:
-            self._plugins = plugins
-            self._cache.clear()
+        """The handlers of ``stage`` (cached until the stage's hook implementations change)."""
+        caller = getattr(self.host.pm.hook, stage, None)
+        if caller is None:  # not a hook at all: the host says which stages there are
+            return self.host.stage_handlers(stage)
+        impls = caller.get_hookimpls()  # a copy of pluggy's list: registering changes it
         cached = self._cache.get(stage)
-        if cached is None:
-            cached = self._cache[stage] = self.host.stage_handlers(stage)
-        return cached
+        if cached is None or cached[0] != impls:
+            cached = self._cache[stage] = (impls, self.host.stage_handlers(stage))
+        return cached[1]
 
     def close(self) -> None:
         """Release the worker threads (a hung sync handler is abandoned, not joined)."""
