@@ -1,0 +1,13 @@
+"""One storage interface per memory tier, implemented by the SQLite and PostgreSQL backends.
+
+Each module names what its tier's callers use, as an abstract base class (with the logic the
+backends share) or a Protocol:
+
+* :mod:`~homeagent_core.memory.stores.documents`: :class:`BaseDocumentStore` (an abstract base
+  class holding the logic both document backends share, and running their blocking work off the
+  event loop);
+
+The embedded SQLite classes live beside the memory they serve (``homeagent_core.memory``), the
+PostgreSQL ones in ``homeagent_core.stores``; ``homeagent_core.stores.factory`` opens the one
+``core.memory.store`` names and returns the interface type.
+"""
