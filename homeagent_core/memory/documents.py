@@ -309,20 +309,13 @@ class DocumentStore(BaseDocumentStore):
         with self._lock:
             return self._sql.all(limit)
 
-    def search(
-        self,
-        text: str,
-        top_k: int = 3,
-        *,
-        query_vector: npt.NDArray[np.float32] | None = None,
-        touch: bool = False,
+    def _search(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
     ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only) and read the hits from
-        the database; waits for the store lock (a flush, an index rebuild)."""
         with self._lock:
             self._check_open()
             self._adopt_vectors()
-            ranked = self._rank(text, top_k, query_vector)
+            ranked = self._rank(text, top_k, qvec)
             if not ranked:
                 return []
             docs = self._sql.documents([s for s, _ in ranked])

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.documents import DocHit, Document
+from homeagent_core.memory.doc_types import DOCUMENT_COLUMNS, DocHit, Document, document_from_row
 from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.stores.doc_mirror import DocMirror
@@ -54,24 +54,9 @@ __all__ = ["PgDocumentStore"]
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+_COLUMNS = DOCUMENT_COLUMNS
 _Terms = tuple["npt.NDArray[np.uint32]", "npt.NDArray[np.uint16]", int]
 _KEEP_CHANGES = 100_000  # change rows kept per tenant; a follower further behind reloads
-
-
-def _row_to_document(row: Sequence[Any]) -> Document:
-    meta = row[8]
-    return Document(
-        id=row[0],
-        title=row[1],
-        content=row[2],
-        source=row[3],
-        created_at=row[4],
-        last_access=row[5],
-        access_count=row[6],
-        media_digests=json.loads(row[7]),
-        meta=meta if isinstance(meta, dict) else json.loads(meta),
-    )
 
 
 class PgDocumentStore(BaseDocumentStore):
@@ -420,7 +405,7 @@ class PgDocumentStore(BaseDocumentStore):
         rows = self.db.call(
             self._rows(f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND id=%s", (self.tenant, doc_id))
         )
-        return _row_to_document(rows[0]) if rows else None
+        return document_from_row(rows[0]) if rows else None
 
     def all(self, *, limit: int | None = None) -> list[Document]:
         """Documents in time order (oldest first)."""
@@ -428,11 +413,9 @@ class PgDocumentStore(BaseDocumentStore):
         sql = f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s ORDER BY created_at, slot"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_document(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
+        return [document_from_row(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
     def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
-        if qvec is not None and qvec.shape != (self._dim,):
-            raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d")
         return self._mirror.rank(
             text, top_k, qvec, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight,
             neighbour_weight=self.neighbour_weight,
@@ -464,22 +447,15 @@ class PgDocumentStore(BaseDocumentStore):
                 f"SELECT slot, {_COLUMNS} FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)", (self.tenant, slots)
             )
         rows = {r[0]: r[1:] for r in found}
-        return [DocHit(_row_to_document(rows[slot]), score) for slot, score in ranked if slot in rows]
+        return [DocHit(document_from_row(rows[slot]), score) for slot, score in ranked if slot in rows]
 
-    def search(
-        self,
-        text: str,
-        top_k: int = 3,
-        *,
-        query_vector: npt.NDArray[np.float32] | None = None,
-        touch: bool = False,
+    def _search(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
     ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only) and read the hits from the
-        database (retried while the server is away); waits for the mirror's lock."""
-        self._check_open()
+        """The hits are read (and counted) in one statement, retried while the server is away."""
         with self._lock:
             self._check_open()
-            ranked = self._rank(text, top_k, query_vector)
+            ranked = self._rank(text, top_k, qvec)
         return self.db.call(self._hits(ranked, touch))
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:
@@ -499,7 +475,7 @@ class PgDocumentStore(BaseDocumentStore):
             " AND access_count <= %s ORDER BY last_access LIMIT %s",
             (self.tenant, cutoff, max_reads, limit),
         ))
-        return [_row_to_document(r) for r in rows]
+        return [document_from_row(r) for r in rows]
 
     def _stale_rows(self, limit: int) -> list[tuple[int, str]]:
         self._check_open()

@@ -130,19 +130,8 @@ class BaseDocumentStore(ABC):
         ``fingerprint``, ``path``."""
 
     @abstractmethod
-    def search(
-        self,
-        text: str,
-        top_k: int = 3,
-        *,
-        query_vector: npt.NDArray[np.float32] | None = None,
-        touch: bool = False,
-    ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only) and read the hits.
-
-        ``touch`` counts the read (last access, access count). Blocking: :meth:`query` is the
-        async entry point.
-        """
+    def _search(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool) -> list[DocHit]:
+        """Rank (``qvec`` checked against the space) and read the hits, counting them when ``touch``."""
 
     @abstractmethod
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -264,6 +253,27 @@ class BaseDocumentStore(ABC):
             vectors = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
         await off_loop(self._insert, list(docs), vectors)
         return list(docs)
+
+    def search(
+        self,
+        text: str,
+        top_k: int = 3,
+        *,
+        query_vector: npt.NDArray[np.float32] | None = None,
+        touch: bool = False,
+    ) -> list[DocHit]:
+        """Rank with an already computed query vector (or lexical only) and read the hits.
+
+        ``touch`` counts the read (last access, access count). Blocking (it waits for the store
+        lock and reads the database): :meth:`query` is the async entry point.
+
+        Raises:
+            UsageError: the store is closed, or ``query_vector`` is not a vector of its space.
+        """
+        self._check_open()
+        if query_vector is not None and self._dim and query_vector.shape != (self._dim,):
+            raise UsageError(f"query vector has shape {query_vector.shape}; this store's space is {self._dim}-d")
+        return self._search(text, top_k, query_vector, touch)
 
     async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
         """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from homeagent_core.memory.documents import Document
@@ -148,3 +149,13 @@ async def test_the_factory_opens_the_sqlite_backend_as_the_interface(tmp_path):
         assert (await store.add("kept note")).content == "kept note"
     finally:
         await store.aclose()
+
+
+async def test_a_query_vector_of_another_space_is_refused(tmp_path, open_documents):
+    store = await _filled(open_documents, tmp_path / "documents.db", FakeEmbedder(32))
+    other = np.ones(16, dtype=np.float32)
+    with pytest.raises(UsageError, match=r"query vector has shape \(16,\); this store's space is 32-d"):
+        await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=other))
+    right = (await FakeEmbedder(32).embed_texts(["red kite oak"]))[0]
+    hits = await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=right))
+    assert [h.document.content for h in hits] == [NOTES[0]]
