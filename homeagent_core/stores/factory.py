@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
-    from homeagent_core.config import SharedSettings
-    from homeagent_core.knowledge import KnowledgeStorage
     from homeagent_core.memory.graph import GraphStore
-    from homeagent_core.memory.media import MediaIndex
     from homeagent_core.memory.stores.documents import BaseDocumentStore
-    from homeagent_core.memory.textlog import ConversationLog
+    from homeagent_core.memory.stores.knowledge import KnowledgeStorage
+    from homeagent_core.memory.stores.log import ConversationLog
+    from homeagent_core.memory.stores.media import MediaIndex
+    from homeagent_core.memory.stores.settings import SharedSettings
     from homeagent_core.stores.pg_database import PgDatabase
     from homeagent_sdk.embeddings import EmbeddingProvider
 
