@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.memory.doc_index import SlotTable
 from homeagent_core.memory.doc_ranking import best_fused
 from homeagent_core.memory.lexical import LexicalIndex
 from homeagent_core.memory.time_order import TimeOrder
@@ -31,34 +32,37 @@ _DENSE_CANDIDATES = 64  # the dense path's best also get exact lexical scores
 
 
 class DocMirror:
-    """Per-slot arrays, dense rows and the lexical index of one tenant's documents."""
+    """Per-slot numbers (the embedded store's :class:`~homeagent_core.memory.doc_index.SlotTable`),
+    dense rows and the lexical index of one tenant's documents."""
 
     def __init__(self, dim: int, window: float) -> None:
         self.dim = dim
-        self.count = 0
+        self.table = SlotTable.empty()
         self.top = 0
-        self.created = np.zeros(64, dtype=np.float64)
-        self.source = np.full(64, -1, dtype=np.int32)
-        self.alive = np.zeros(64, dtype=bool)
-        self.row_of = np.full(64, -1, dtype=np.int64)
+        self.row_of = np.full(self.table.capacity, -1, dtype=np.int64)
         self.rows = np.zeros((64, max(dim, 1)), dtype=np.float32)
         self.row_slot = np.zeros(64, dtype=np.int64)
         self.n = 0
         self.lex = LexicalIndex()
         self.time = TimeOrder(window)
-        self._codes: dict[str, int] = {}
 
-    def _grow(self, slot: int) -> None:
-        if slot < len(self.alive):
-            return
-        size = len(self.alive)
-        while size <= slot:
-            size *= 2
-        grow = size - len(self.alive)
-        self.created = np.concatenate([self.created, np.zeros(grow)])
-        self.source = np.concatenate([self.source, np.full(grow, -1, dtype=np.int32)])
-        self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
-        self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
+    @property
+    def count(self) -> int:
+        """Documents indexed."""
+        return self.table.count
+
+    @property
+    def alive(self) -> npt.NDArray[np.bool_]:
+        """Per slot: a document is indexed there."""
+        return self.table.alive
+
+    @property
+    def created(self) -> npt.NDArray[np.float64]:
+        return self.table.created
+
+    @property
+    def source(self) -> npt.NDArray[np.int32]:
+        return self.table.source
 
     def add(
         self,
@@ -69,12 +73,11 @@ class DocMirror:
         vector: npt.NDArray[np.float32] | None,
     ) -> None:
         """Index one document (``slot`` above every slot added before)."""
-        self._grow(slot)
-        self.count += 1
+        self.table.register(slot, created, source)
+        if len(self.row_of) < self.table.capacity:
+            grow = self.table.capacity - len(self.row_of)
+            self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
         self.top = slot
-        self.created[slot] = created
-        self.source[slot] = self._codes.setdefault(source, len(self._codes))
-        self.alive[slot] = True
         self.lex.add_terms(slot, *terms)
         if vector is not None:
             self.set_vector(slot, vector)
@@ -108,8 +111,8 @@ class DocMirror:
         """Forget one document (its stored term buckets undo its postings)."""
         if slot >= len(self.alive) or not self.alive[slot]:
             return
-        self.alive[slot] = False
-        self.count -= 1
+        self.table.alive[slot] = False
+        self.table.count -= 1
         self.lex.remove(slot, buckets)
         self.drop_vector(slot)
         self.time.invalidate()
