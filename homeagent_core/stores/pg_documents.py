@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory import doc_ranking
 from homeagent_core.memory.doc_types import DOCUMENT_COLUMNS, DocHit, Document, document_from_row
 from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.stores.documents import BaseDocumentStore
@@ -252,14 +253,14 @@ class PgDocumentStore(BaseDocumentStore):
             if kind == "add" and slot in rows:
                 self._apply_add(rows[slot])
             elif kind == "del" and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
-                had_vector = self._mirror.row_of[slot] >= 0
+                had_vector = self._mirror.has_vector(slot)
                 self._mirror.remove(slot, decode_terms(bytes(lex))[0])
                 if not had_vector and self._fingerprint:
                     self._stale = max(0, self._stale - 1)
             elif kind == "vec" and slot in rows and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
                 _, _, _, vec_model, vector, _, _ = rows[slot]
                 if vec_model == self._fingerprint and vector is not None and len(vector) == self._dim:
-                    if self._mirror.row_of[slot] < 0:
+                    if not self._mirror.has_vector(slot):
                         self._stale = max(0, self._stale - 1)
                     self._mirror.set_vector(slot, vector)
             self._applied = max(self._applied, int(seq))
@@ -416,10 +417,8 @@ class PgDocumentStore(BaseDocumentStore):
         return [document_from_row(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
     def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
-        return self._mirror.rank(
-            text, top_k, qvec, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight,
-            neighbour_weight=self.neighbour_weight,
-        )
+        weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
+        return self._mirror.rank(text, top_k, qvec, weights=weights)
 
     async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:
         """The ranked slots' documents, retried while the server is away.
