@@ -154,7 +154,7 @@ class KnowledgeStorage(Protocol):
     def close(self) -> None: ...
 
 
-class DiskKnowledge:
+class DiskKnowledge(KnowledgeStorage):
     """The entries as ``<root>/<category…>/<leaf>/content.md`` files, the index in ``<root>/.index.json``."""
 
     def __init__(self, root: str | Path) -> None:

@@ -48,7 +48,7 @@ from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.stores.documents import BaseDocumentStore
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = [
@@ -262,7 +262,7 @@ class RelevanceContext:
         path: str | Path | None = None,
         *,
         embedder: EmbeddingProvider | None = None,
-        documents: DocumentStore | None = None,
+        documents: BaseDocumentStore | None = None,
         max_context_size: int = 30,
         protected: int = 10,
         debounce: float = 5.0,

@@ -157,7 +157,7 @@ class MediaIndex(Protocol):
     def close(self) -> None: ...
 
 
-class SqliteMediaIndex:
+class SqliteMediaIndex(MediaIndex):
     """The metadata rows in ``<root>/media.db`` (SQLite, WAL); bytes stay in the blob files.
 
     Raises:

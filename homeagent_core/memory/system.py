@@ -38,12 +38,12 @@ if TYPE_CHECKING:
     from homeagent_core.knowledge import KnowledgeBase
     from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.distill import RuleDistiller
-    from homeagent_core.memory.documents import DocumentStore
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.media import MediaStore
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
+    from homeagent_core.memory.stores.documents import BaseDocumentStore
     from homeagent_core.memory.textlog import ConversationLog
     from homeagent_core.memory.tools import GraphBinding
     from homeagent_sdk.embeddings import EmbeddingProvider
@@ -123,7 +123,7 @@ class MemorySystem:
     graph: GraphStore
     social: SocialGraph
     indexer: MemoryIndexer
-    documents: DocumentStore
+    documents: BaseDocumentStore
     context: RelevanceContext
     textlog: ConversationLog
     knowledge: KnowledgeBase

@@ -189,7 +189,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class TextLog:
+class TextLog(ConversationLog):
     """The conversation log in ``directory``.
 
     Args:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.stores.log import ConversationLog
 from homeagent_core.memory.textlog import Listener, edit_change, new_record, purge_change
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_core.stores.pg_follow import ChangeFollower
@@ -41,7 +42,7 @@ _BATCH = 500
 _CATCH_UP_MAX = 2000  # more missed records than this: listeners re-read instead
 
 
-class PgTextLog:
+class PgTextLog(ConversationLog):
     """The conversation log of one tenant in a PostgreSQL database.
 
     Args:
