@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: Width of the shared pools, by use.
-POOL_WIDTHS = {"tools": 16, "memory": 4}
+#: Width of the shared pools, by use (``documents``: queries of several callers at once, more
+#: would only queue on the cores and the store lock).
+POOL_WIDTHS = {"tools": 16, "memory": 4, "documents": 4}
 
 _IDLE_SECONDS = 30.0
 

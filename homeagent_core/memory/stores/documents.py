@@ -8,26 +8,24 @@ re-embedding batches, and running every blocking call off the event loop.
 A backend (the embedded SQLite :class:`~homeagent_core.memory.documents.DocumentStore`, the
 PostgreSQL :class:`~homeagent_core.stores.pg_documents.PgDocumentStore`) implements the plain
 (synchronous, thread-safe, possibly blocking) methods marked abstract below. The ``async``
-methods hand them to the document executor, a small pool of threads shared by every store of
-the process (:func:`document_executor`): ranking a query, reading its documents, waiting for
-the store lock that a flush or an index rebuild holds, database round trips. The event loop
-only awaits them.
+methods hand them to the ``documents`` worker pool (:mod:`homeagent_core.workers`, 4 threads
+shared by every store of the process, counted in ``homeagent doctor``): ranking a query,
+reading its documents, waiting for the store lock that a flush or an index rebuild holds,
+database round trips. The event loop only awaits them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from homeagent_core.memory.doc_types import DocHit, Document
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
@@ -36,36 +34,19 @@ if TYPE_CHECKING:
 
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["EXECUTOR_WORKERS", "BaseDocumentStore", "document_executor"]
+__all__ = ["BaseDocumentStore", "off_loop"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-EXECUTOR_WORKERS = 4
-"""Threads of the document executor: queries of several callers (a turn's recall, a tool, the
-web UI) run at once; more would only queue on the cores and the store lock."""
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def document_executor() -> ThreadPoolExecutor:
-    """The bounded pool that runs document store work for async callers (made on first use).
-
-    Separate from :func:`~homeagent_core.memory.query_pool.query_pool`, which a query running
-    here hands its dense leg to: a query never waits for a thread its own pool holds.
-    """
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=EXECUTOR_WORKERS, thread_name_prefix="homeagent-docs")
-        return _executor
-
-
 async def off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run ``fn(*args, **kwargs)`` on the document executor and await its result."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(document_executor(), functools.partial(fn, *args, **kwargs))
+    """Run ``fn(*args, **kwargs)`` in the ``documents`` worker pool and await its result.
+
+    The pool (:mod:`homeagent_core.workers`) is separate from
+    :func:`~homeagent_core.memory.query_pool.query_pool`, which a query running there hands its
+    dense leg to: a query never waits for a thread its own pool holds.
+    """
+    return await run_blocking("documents", functools.partial(fn, *args, **kwargs))
 
 
 class BaseDocumentStore(ABC):
