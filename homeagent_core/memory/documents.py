@@ -73,7 +73,7 @@ class DocumentStore(BaseDocumentStore):
 
     Opening loads metadata, the vector matrix and the lexical index synchronously; call it
     from a worker thread in async code. The ``async`` methods run their blocking parts on the
-    document executor; the plain ones are thread-safe and may wait for the store lock.
+    documents worker pool; the plain ones are thread-safe and may wait for the store lock.
 
     The lexical index is snapshotted to ``<path>.lex``, the dense vectors to ``<path>.vec`` (int8;
     a query rescores its best rows with the float32 vectors in the database) and

@@ -261,7 +261,7 @@ class BaseDocumentStore(ABC):
 
         ``touch`` counts the read (access count, last access) for cold-document detection.
         Documents are not removed; see :meth:`consume`. Only the embedding is awaited on the
-        event loop; ranking and reading the hits run on the document executor.
+        event loop; ranking and reading the hits run on the documents worker pool.
         """
         self._check_open()
         if top_k <= 0 or not text.strip() or not len(self):
