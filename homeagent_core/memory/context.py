@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.documents import Document
-from homeagent_core.memory.lexical import LexicalIndex
+from homeagent_core.memory.lexical import score_texts
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
@@ -233,13 +233,11 @@ async def atext_for_vector(
 def _lexical_similarities(query: str, texts: Sequence[str]) -> np.ndarray:
     """BM25 of each text for ``query`` by the document store's character n-gram index; -1 when empty.
 
-    The same engine as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`),
-    built over the window's few events and scored exactly.
+    The same scores as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`)
+    over the window's few events, scored exactly by :func:`~homeagent_core.memory.lexical.score_texts`
+    at a cost that follows the events' lengths (no index is built per prune).
     """
-    index = LexicalIndex(max_postings=None)
-    for slot, text in enumerate(texts, start=1):
-        index.add(slot, text)
-    scores = index.scores(query)[1 : len(texts) + 1]
+    scores = score_texts(query, texts)
     empty = np.array([not text for text in texts], dtype=bool)
     return np.where(empty, np.float32(-1.0), scores).astype(np.float32)
 

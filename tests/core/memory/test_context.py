@@ -163,3 +163,21 @@ def test_lexical_pruning_scores_are_the_document_stores_bm25():
     assert got[1] == -1.0  # an empty event ranks last
     assert np.allclose(np.delete(got, 1), np.delete(expected, 1), rtol=1e-6)
     assert got[2] > got[3] and got[0] > got[3]
+
+
+def test_lexical_pruning_scores_cost_the_events_not_an_index_per_prune():
+    import tracemalloc
+
+    from homeagent_core.memory.context import _lexical_similarities
+
+    texts = [f"第 {i} 条消息：今天我们聊了天气和 the garden party number {i}" for i in range(25)]
+    _lexical_similarities("garden 天气", texts)  # imports and caches outside the measurement
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        scores = _lexical_similarities("garden 天气", texts)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert len(scores) == 25 and (scores > 0).all()
+    assert peak < 256 * 1024, f"scoring 25 events allocated {peak:,} bytes: an index over every bucket"
