@@ -546,7 +546,7 @@ class LuaSandbox:
         return call
 
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """One budgeted call: the wall-clock deadline starts when the worker starts it."""
+        """One budgeted call: the wall-clock deadline starts when the call starts running."""
         self._interrupted = False
         self._deadline = time.monotonic() + self.time_limit
         try:
