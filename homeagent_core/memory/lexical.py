@@ -73,6 +73,7 @@ __all__ = [
     "decode_terms",
     "encode_terms",
     "length_factors",
+    "score_terms",
     "score_texts",
     "term_counts",
 ]
@@ -109,12 +110,23 @@ def score_texts(query: str, texts: Sequence[str], *, k1: float = 1.2, b: float =
     buckets directly, so the cost follows the texts' lengths; the sums are the index's own
     (same postings in the same order through :func:`accumulate`).
     """
-    n = len(texts)
+    return score_terms(query, [term_counts(text) for text in texts], k1=k1, b=b)
+
+
+def score_terms(
+    query: str,
+    docs: Sequence[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]],
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> npt.NDArray[np.float32]:
+    """:func:`score_texts` of texts already counted by :func:`term_counts` (a caller scoring
+    the same texts again keeps their counts)."""
+    n = len(docs)
     out = np.zeros(max(64, 1 << n.bit_length()), dtype=np.float32)  # sized as the index's slot arrays
     qb, _ = query_terms(query)
     if not n or not len(qb):
         return out[1 : n + 1]
-    docs = [term_counts(text) for text in texts]
     buckets = np.concatenate([d[0] for d in docs]).astype(np.int64)
     slots = np.repeat(np.arange(1, n + 1, dtype=np.int32), [len(d[0]) for d in docs])
     tfs = _saturate(np.concatenate([d[1] for d in docs]))
