@@ -118,3 +118,17 @@ async def test_a_package_put_on_disk_behind_the_daemon_is_started_with_one_click
     await row.locator(".status-started").wait_for()
     assert await row.locator("button.start").count() == 0
     assert "luahello_greet" in daemon.app.kernel.tools
+
+
+async def test_the_source_name_pattern_compiles_and_the_browser_enforces_it(daemon, page, login):
+    console_errors: list[str] = []
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
+    await login(page, daemon)
+    await page.click("nav a[data-page='settings']")
+    await page.wait_for_selector("#source-name")
+    # The same rule as the server's (api_llm._NAME): letters, digits, "_" and "-", 1 to 64 of them.
+    for name, valid in (("local", True), ("my-source_2", True), ("bad name!", False), ("a" * 65, False)):
+        await page.fill("#source-name", name)
+        state = await page.eval_on_selector("#source-name", "e => [e.validity.valid, e.validity.patternMismatch]")
+        assert state == [valid, not valid], (name, state)
+    assert not [text for text in console_errors if "pattern" in text], console_errors
