@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: run test bench lint typecheck clean
+.PHONY: run test screenshots bench lint typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
+
+# Tests render their screenshots into a temporary folder; this renders docs/screenshots/ again
+# (headless Chromium) for a change to the web UI's looks. Review them before committing.
+screenshots: $(VENV)/.installed-dev
+	HOMEAGENT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/core/builtin/webui/test_browser*.py
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/run_all.py
