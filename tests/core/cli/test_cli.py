@@ -98,6 +98,26 @@ def test_plugins_list_reports_builtins_and_plugin_settings(tmp_path: Path, monke
     assert "register_settings" in rows["greeter"]["hooks"]
 
 
+def test_installed_packages_are_listed_with_their_version_and_say_when_their_tools_appear(tmp_path: Path):
+    from hmapdev.build import pack_project, render_template
+
+    data = str(tmp_path / "d")
+    render_template("lua", "echo", tmp_path / "echo")
+    package = str(pack_project(tmp_path / "echo"))
+    installed = invoke("plugins", "install", package, "--data", data)
+    assert installed.output.splitlines()[0] == f"installed echo 0.1.0 into {tmp_path / 'd' / 'plugins'}"
+    assert "reload_required" not in installed.output
+    again = invoke("plugins", "install", package, "--force", "--data", data)
+    assert again.output.splitlines()[0].endswith("plugins (reinstalled)"), again.output
+
+    rows = {r["name"]: r for r in json.loads(invoke("plugins", "list", "--json", "--data", data).output)}
+    assert (rows["echo"]["kind"], rows["echo"]["version"]) == ("lua", "0.1.0")
+    text = invoke("plugins", "list", "--data", data).output.splitlines()
+    at = next(i for i, line in enumerate(text) if line.startswith("echo "))
+    assert " 0.1.0 " in text[at]
+    assert text[at + 1].strip() == "tools: registered when it starts (homeagent serve)"
+
+
 def test_hook_register_commands(monkeypatch: pytest.MonkeyPatch):
     import typer
 
