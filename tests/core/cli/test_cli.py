@@ -278,6 +278,39 @@ def daemon_says(data: Path, line: str) -> str:
         return str(list(client.send(line))[-1]["content"])
 
 
+def test_serve_refuses_to_start_when_the_web_port_is_taken(tmp_path: Path):
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    env = {**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(tmp_path / "d"), "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+        assert proc.stdout is not None
+        lines = []
+        try:
+            for line in proc.stdout:  # ends when the process exits, or at the line that says it runs
+                lines.append(line)
+                if "HomeAgent running" in line:
+                    break
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+    finally:
+        busy.close()
+    output = "".join(lines)
+    assert proc.returncode == 1, output
+    assert f"the web UI cannot listen on 127.0.0.1:{port}" in output and "--port N" in output
+    assert "HomeAgent running" not in output and "password" not in output
+    assert not (tmp_path / "d" / "plugin_data" / "webui" / "credentials.json").exists()
+
+
 def test_commands_without_data_use_the_running_daemons_directory(served: Path):
     result = invoke("config", "get", "core.agent.max_tool_turns")
     assert result.exit_code == 0, result.output
