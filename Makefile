@@ -30,6 +30,7 @@ $(VENV)/.installed-dev: pyproject.toml hatch_build.py homeagent_core/memory/_nat
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
+	@echo "homeagent is installed in $(VENV)/bin: in another shell, 'source $(VENV)/bin/activate' puts it on the PATH"
 	$(VENV)/bin/homeagent serve $(if $(DATA),--data $(DATA))
 
 test: $(VENV)/.installed-dev
