@@ -354,3 +354,13 @@ def test_doctor_does_not_ask_a_local_keyless_source_for_a_key(tmp_path: Path):
         assert invoke("config", "set", key, value, "--data", data).exit_code == 0
     result = runner.invoke(app, ["doctor", "--data", data, "--json"])
     assert not any("no API key" in f["message"] for f in json.loads(result.output))
+
+
+def test_help_shows_a_type_beside_options_that_take_a_value_and_none_beside_flags():
+    from hmapdev.cli import app as hmapdev_app
+
+    shown = runner.invoke(app, ["plugins", "install", "--help"], env={"NO_COLOR": "1"}).output
+    assert "<path>" in shown and "--force" in shown and "--help" in shown
+    assert "<bool>" not in shown, shown
+    shown = runner.invoke(hmapdev_app, ["validate", "--help"], env={"NO_COLOR": "1"}).output
+    assert "--help" in shown and "<bool>" not in shown, shown
