@@ -142,7 +142,8 @@ class App:
             if host.pm.is_blocked(name):
                 continue
             try:
-                host.register(plugin, name=name, kind=kind)
+                version = str(getattr(getattr(plugin, "manifest", None), "version", "") or "")
+                host.register(plugin, name=name, kind=kind, version=version)
             except PluginValidationError as exc:
                 host.record_failure(name, exc, kind=kind)
         index = discover_skills(self.data_dir, disabled=self.config.disabled_plugins())

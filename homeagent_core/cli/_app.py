@@ -21,9 +21,12 @@ from homeagent_core.cli import (
     skills_cmd,
     store_cmd,
 )
+from homeagent_sdk._typer_help import hide_flag_types
 from homeagent_sdk._version import __version__
 
 __all__ = ["app", "main"]
+
+hide_flag_types()  # typer's help would print "<bool>" beside every flag
 
 app = typer.Typer(
     name="homeagent",

@@ -236,7 +236,7 @@ async def test_memory_routes_say_when_memory_is_not_running(daemon: WebDaemon):
     assert response.status_code == 503 and "not running" in response.json()["error"]
 
 
-async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path):
+async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
@@ -251,6 +251,9 @@ async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path):
         info = app.host.info("webui")
         assert info.status == "failed"
         assert f"cannot listen on 127.0.0.1:{port}" in info.error and "--port" in info.error
+        # No web UI, so no password to show: none is made (the next start that listens makes it).
+        assert not (tmp_path / "d" / "plugin_data" / "webui" / "credentials.json").exists()
+        assert "password" not in capsys.readouterr().err
         await app.stop()
     finally:
         busy.close()
