@@ -96,20 +96,28 @@ class Sessions:
 
     With a ``path`` they are also kept on disk (``sessions.json``, mode 0600), so a daemon
     restart does not log every browser out. Only a hash of each token is stored: the file
-    alone does not let anyone log in.
+    alone does not let anyone log in. Expired sessions are dropped, from memory and the file,
+    whenever a session is made, so logins over months do not pile up.
     """
 
     ttl_s: float = 24 * 3600
     path: Path | None = None
+    clock: Callable[[], float] = time.time
     _tokens: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.path is not None:
-            self._tokens = _load_sessions(self.path)
+            self._tokens = _load_sessions(self.path, self.clock())
+
+    def __len__(self) -> int:
+        """Sessions held (live ones, and expired ones not yet dropped)."""
+        return len(self._tokens)
 
     def create(self) -> str:
         token = secrets.token_hex(32)
-        self._tokens[_sha256(token)] = (time.time() + self.ttl_s, secrets.token_urlsafe(32))
+        now = self.clock()
+        self._tokens = {key: entry for key, entry in self._tokens.items() if entry[0] >= now}
+        self._tokens[_sha256(token)] = (now + self.ttl_s, secrets.token_urlsafe(32))
         self._save()
         return token
 
@@ -128,7 +136,7 @@ class Sessions:
         entry = self._tokens.get(key)
         if entry is None:
             return None
-        if entry[0] < time.time():
+        if entry[0] < self.clock():
             del self._tokens[key]
             self._save()
             return None
@@ -141,7 +149,7 @@ class Sessions:
     def _save(self) -> None:
         if self.path is None:
             return
-        now = time.time()
+        now = self.clock()
         live = {k: list(v) for k, v in self._tokens.items() if v[0] >= now}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -151,7 +159,7 @@ class Sessions:
         os.replace(tmp, self.path)
 
 
-def _load_sessions(path: Path) -> dict[str, tuple[float, str]]:
+def _load_sessions(path: Path, now: float) -> dict[str, tuple[float, str]]:
     """The live sessions stored at ``path``; an unreadable file means none (everyone logs in again)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -159,7 +167,6 @@ def _load_sessions(path: Path) -> dict[str, tuple[float, str]]:
         return {}
     except (OSError, ValueError):
         return {}
-    now = time.time()
     out: dict[str, tuple[float, str]] = {}
     if isinstance(data, dict):
         for key, value in data.items():
@@ -222,7 +229,9 @@ class LoginLimiter:
         """Count a failed login; returns the wait it now imposes on ``source`` (0 while still free)."""
         key, now = self.key(source), self.clock()
         count = (self._entry(key) or (0, 0.0, 0.0))[0] + 1
-        wait = 0.0 if count < self.free else min(self.max_wait_s, self.base_wait_s * 2 ** (count - self.free))
+        # Past ~1,000 doublings the factor is no float: the wait stays at the cap from long before.
+        doublings = min(count - self.free, 1000)
+        wait = 0.0 if doublings < 0 else min(self.max_wait_s, self.base_wait_s * 2.0**doublings)
         self._state[key] = (count, now + wait, now)
         self._state.move_to_end(key)
         while len(self._state) > self.max_sources:
