@@ -12,13 +12,14 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from homeagent_sdk._atomic import atomic_write
 
 __all__ = ["Credentials", "LoginLimiter", "Sessions", "client_ip", "parse_proxies", "request_scheme"]
 
@@ -68,13 +69,7 @@ class Credentials:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.__dict__, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(self.__dict__))
 
     def check_password(self, username: str, password: str) -> bool:
         ok_user = hmac.compare_digest(username.encode(), self.username.encode())
@@ -152,11 +147,7 @@ class Sessions:
         now = self.clock()
         live = {k: list(v) for k, v in self._tokens.items() if v[0] >= now}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(live, fh)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(live))
 
 
 def _load_sessions(path: Path, now: float) -> dict[str, tuple[float, str]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import httpx
 import pytest
 
 from homeagent_core.app import App
-from homeagent_core.builtin.webui.auth import LoginLimiter, Sessions
+from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions
 from homeagent_sdk.testing import FakeModel
 
 WebDaemon = Any  # the `daemon` fixture (tests/core/builtin/webui/conftest.py)
@@ -241,6 +243,34 @@ def test_expired_sessions_leave_memory_and_the_file_when_new_ones_are_made(tmp_p
     assert sessions.valid(fresh)
     again = Sessions(ttl_s=60, path=tmp_path / "sessions.json", clock=lambda: now[0])
     assert again.valid(recent) and again.valid(fresh) and len(again) == 2
+
+
+def test_sessions_and_credentials_reach_the_disk_before_a_login_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Each write of sessions.json and credentials.json is synced (the file, then its folder)
+    before the call returns, and leaves a private file and no temporary one behind."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    sessions = Sessions(path=tmp_path / "sessions.json")
+    token = sessions.create()
+    assert [Path(p).name.startswith(".sessions.json.") for p in synced] == [True, False]
+    assert synced[1] == str(tmp_path)
+    synced.clear()
+    sessions.drop(token)
+    assert len(synced) == 2 and synced[1] == str(tmp_path)
+    synced.clear()
+    Credentials.load_or_create(tmp_path / "credentials.json")
+    assert len(synced) == 2 and synced[1] == str(tmp_path)
+    for name in ("sessions.json", "credentials.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["credentials.json", "sessions.json"]
 
 
 def test_the_login_limiter_keeps_a_bounded_number_of_sources():
