@@ -427,6 +427,21 @@ def test_the_compiled_rescoring_sums_equal_numpy_or_refuse_for_any_lengths_and_r
     assert np.array_equal(many, np.bincount(owner, weights=scaled, minlength=len(slots)))
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 9), st.integers(0, 80), st.sampled_from([0, 0, 0, -1, 1, 32]), st.randoms(use_true_random=False))
+def test_the_compiled_int8_dots_equal_integer_sums_or_refuse_for_any_shape(kernel, rows, dim, off, rng):
+    """Any int8 values (-128 included), any row count and width; a query of another width is refused."""
+    qdim = max(0, dim + off)
+    matrix = np.array([[rng.randint(-128, 127) for _ in range(dim)] for _ in range(rows)], np.int8).reshape(rows, dim)
+    q = np.array([rng.randint(-128, 127) for _ in range(qdim)], np.int8)
+    if qdim != dim:
+        with pytest.raises(ValueError, match="do not match"):
+            native.i8_dots(kernel, matrix, q)
+        return
+    got = native.i8_dots(kernel, matrix, q)
+    assert np.array_equal(got, (matrix.astype(np.int64) @ q.astype(np.int64)).astype(np.float32))
+
+
 def test_int8_dot_products_are_exact_for_minus_128_in_rows_and_query(kernel):
     """-128 never comes out of the quantizer, but a damaged vector file can hold it: it must score
     as in simsimd and the plain loop (the AVX2 loop once gave it the wrong sign)."""
