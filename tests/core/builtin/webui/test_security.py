@@ -216,7 +216,7 @@ def test_the_login_backoff_doubles_up_to_a_cap_and_never_locks_the_owner_out_for
     assert limiter.failed("192.0.2.9") == 0
 
 
-def test_the_login_backoff_keeps_its_cap_after_thousands_of_failures_from_one_address():
+def test_the_login_backoff_keeps_its_cap_after_thousands_of_failures_from_one_address() -> None:
     """The doubling stops at the cap: a guesser who keeps going past 1,028 failures still waits."""
     now = [1000.0]
     limiter = LoginLimiter(clock=lambda: now[0])  # the defaults: 5 free, 30 s doubling up to 900 s
@@ -229,7 +229,7 @@ def test_the_login_backoff_keeps_its_cap_after_thousands_of_failures_from_one_ad
     assert limiter.retry_after("192.0.2.9") == 1
 
 
-def test_expired_sessions_leave_memory_and_the_file_when_new_ones_are_made(tmp_path: Path):
+def test_expired_sessions_leave_memory_and_the_file_when_new_ones_are_made(tmp_path: Path) -> None:
     now = [1000.0]
     sessions = Sessions(ttl_s=60, path=tmp_path / "sessions.json", clock=lambda: now[0])
     old = [sessions.create() for _ in range(50)]
@@ -247,7 +247,7 @@ def test_expired_sessions_leave_memory_and_the_file_when_new_ones_are_made(tmp_p
 
 def test_sessions_and_credentials_reach_the_disk_before_a_login_is_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """Each write of sessions.json and credentials.json is synced (the file, then its folder)
     before the call returns, and leaves a private file and no temporary one behind."""
     synced: list[str] = []
