@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
 from homeagent_core.aio import await_me_maybe
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import PluginHost
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.errors import PluginError, ToolError, UsageError
 from homeagent_sdk.types import ChannelDef, Event, InjectOptions, MediaAttachment, ToolDef
@@ -670,12 +670,7 @@ def _json(value: Any) -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def _read_text(path: Path) -> str | None:

@@ -38,7 +38,6 @@ import collections
 import contextvars
 import json
 import logging
-import os
 import re
 import shutil
 import threading
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from homeagent_core.agent.scheduler import InputItem, Scheduler
 from homeagent_core.agent.tools import ToolRegistry
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import ToolCall, ToolDef, ToolResult, Triple
 
@@ -698,13 +698,7 @@ class _StateFile:
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(state, ensure_ascii=False).encode("utf-8")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state, ensure_ascii=False))
 
 
 def _read_states(root: Path) -> list[dict[str, Any]]:

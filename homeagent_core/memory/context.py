@@ -30,7 +30,6 @@ import bisect
 import inspect
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -44,6 +43,7 @@ import numpy as np
 
 from homeagent_core.memory.documents import Document
 from homeagent_core.memory.lexical import score_terms, term_counts
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
@@ -461,13 +461,7 @@ class RelevanceContext:
             if number <= self._written:
                 return  # a newer snapshot is already on disk
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(self.path)
-            _fsync_dir(self.path.parent)
+            atomic_write(self.path, payload)
             self._written = number
 
     async def save_now(self) -> None:
@@ -523,20 +517,6 @@ class RelevanceContext:
                 log.warning("context file %s: dropped event #%d: %s", path, number, exc)
         events.sort(key=lambda e: e.timestamp)
         self._events = events
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (best effort where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _salvage(raw: str) -> list[Any]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
@@ -111,12 +112,7 @@ def _unescape(text: str) -> str:
 
 
 def _atomic_write(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, "".join(lines), tmp=path.with_name(path.name + ".tmp"))
 
 
 class RuleDistiller:

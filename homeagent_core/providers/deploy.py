@@ -9,11 +9,11 @@ runs are no-ops. Users may drop their own ``*.lua`` files next to the deployed o
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from homeagent_sdk._atomic import atomic_write
 
 __all__ = [
     "ADAPTER_ALIASES",
@@ -60,16 +60,7 @@ def _read_manifest(path: Path) -> dict[str, str]:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
 
 
 def deploy_bundled_adapters(data_dir: Path | str,
