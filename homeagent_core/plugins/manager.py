@@ -56,6 +56,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.pluginmgr",
     "homeagent_core.builtin.cli_socket",
     "homeagent_core.builtin.timer",
+    "homeagent_core.builtin.reminders",
     "homeagent_core.builtin.cmd",
     "homeagent_core.builtin.files",
     "homeagent_core.builtin.agentcli",
