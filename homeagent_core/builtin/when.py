@@ -79,6 +79,7 @@ class _Spec:
     period: str = ""
     hour: int | None = None
     minute: int = 0
+    bare_hour: bool = False  # "3点" / "at 3": no part of the day, no minutes on a clock face
     freq: str = ""
     interval: int = 1
     byday: list[int] = field(default_factory=list)
@@ -257,7 +258,8 @@ def _apply_zh(spec: _Spec, kind: str, m: re.Match[str]) -> None:
             "分钟": "MINUTELY",
             "月": "MONTHLY",
         }[unit]
-        spec.interval = int(g[0]) + 1
+        # 每隔30分钟 is every 30 minutes; 每隔一天 / 每隔一个月 is every other day / month
+        spec.interval = int(g[0]) + (0 if spec.freq in ("HOURLY", "MINUTELY") else 1)
     elif kind == "every_n_plain":
         unit = g[1].removeprefix("个")
         spec.freq = {
@@ -314,12 +316,14 @@ def _apply_zh(spec: _Spec, kind: str, m: re.Match[str]) -> None:
     elif kind == "time":
         _set(spec, "hour", int(g[0]), m.group())
         spec.minute = int(g[1]) * 15 if g[1] else int(g[2]) if g[2] else 30 if g[3] else 0
+        spec.bare_hour = True
 
 
 def _set(spec: _Spec, name: str, value: object, said: str) -> None:
     if getattr(spec, name) not in (None, "") and name != "period":
         raise WhenError(
-            f"{said!r} says the {'time' if name == 'hour' else 'day'} a second time; say it once, e.g. " + EXAMPLES
+            f"{said!r} says the {'time' if name == 'hour' else 'day'} a second time; which one do you mean? e.g. "
+            + EXAMPLES
         )
     if name == "period" and spec.period and spec.period != value:
         raise WhenError(f"{said!r} names a second part of the day; which one do you mean?")
@@ -446,15 +450,15 @@ _EN_PERIODS = {
     "tonight": "night",
     "midnight": "midnight",
 }
-_NUM = r"(\d+(?:\.\d+)?|" + "|".join(sorted(_EN_NUMBERS, key=len, reverse=True)) + ")"
-_EN_UNIT = r"(minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w|months?|years?|seconds?|secs?|s)"
+_NUM = r"(\d+(?:\.\d+)?|\b(?:" + "|".join(sorted(_EN_NUMBERS, key=len, reverse=True)) + r")\b)"
+_EN_UNIT = r"(minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w|months?|years?|seconds?|secs?|s)(?![a-z])"
 _DAY_NAMES = "|".join(sorted(_EN_DAYS, key=len, reverse=True))
 _MONTH_NAMES = "|".join(sorted(_EN_MONTHS, key=len, reverse=True))
 _ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_LIST = rf"((?:(?:{_DAY_NAMES})s?\b(?:\s*(?:,|and|&)\s*)?)+)"
 
 _EN_TOKENS: list[tuple[str, re.Pattern[str]]] = [
-    ("duration", re.compile(rf"(?:in\s+)?((?:{_NUM}\s*{_EN_UNIT}\b(?:\s*(?:,|and)\s*)?)+)(?:\s+(?:from now|later))?")),
+    ("duration", re.compile(rf"(?:in\s+)?((?:{_NUM}\s*{_EN_UNIT}(?:\s*(?:,|and)\s*)?)+)(?:\s+(?:from now|later))?")),
     ("every_other", re.compile(rf"every\s+other\s+(?:week\s+(?:on\s+)?)?{_DAY_LIST}")),
     ("every_other_unit", re.compile(r"every\s+other\s+(day|week|month)\b")),
     ("every_n", re.compile(r"every\s+(\d+)\s+(minutes?|hours?|days?|weeks?|months?)\b")),
@@ -573,8 +577,10 @@ def _apply_en(spec: _Spec, kind: str, m: re.Match[str]) -> None:
             spec.minute = int(g[4])
         else:
             _set(spec, "hour", int(g[5]), m.group())
+            spec.bare_hour = True
     elif kind == "at_hour":
         _set(spec, "hour", int(g[0]), m.group())
+        spec.bare_hour = True
     elif kind == "period":
         word = g[0]
         if word == "tonight":
@@ -620,7 +626,15 @@ def _hour_of_day(spec: _Spec, said: str) -> tuple[int, int, int]:
     if minute >= 60:
         raise WhenError(f"{minute} is not a minute of the hour (0-59) in {said!r}; what time do you mean?")
     if hour > 24 or (hour == 24 and minute):
-        raise WhenError(f"{hour} o'clock does not exist in {said!r}; hours run 0-23 (or 1-12 with 上午/下午, am/pm)")
+        raise WhenError(
+            f"{hour} o'clock does not exist in {said!r}; hours run 0-23 (or 1-12 with 上午/下午, am/pm); "
+            "which time do you mean?"
+        )
+    if not period and spec.bare_hour and 1 <= hour <= 5:
+        raise WhenError(
+            f"{said!r}: {hour} o'clock at night or in the afternoon? say 凌晨{hour}点 or 下午{hour}点, "
+            f"{hour}am or {hour}pm, or {hour:02d}:{minute:02d} / {hour + 12}:{minute:02d}"
+        )
     if period in ("am", "pm") and not 1 <= hour <= 12:
         raise WhenError(f"{said!r}: with am/pm the hour is 1-12; did you mean {hour}:{minute:02d}?")
     extra = 0
@@ -725,6 +739,8 @@ def _repeating(spec: _Spec, now: datetime, zone: ZoneInfo, said: str) -> When:
         first = next_occurrence(rule, start, now, zone)
         assert first is not None
         return When(first, rule, start)
+    if spec.freq == "WEEKLY" and not spec.byday and spec.week is not None:
+        spec.byday = [spec.week[1]]
     hour, minute, extra = _hour_of_day(spec, said)
     if extra:
         raise WhenError(f"{said!r}: a repeating reminder past midnight; say the time on the 24-hour clock, e.g. 0:30")
@@ -854,5 +870,5 @@ def _iso(text: str, zone: ZoneInfo) -> datetime | None:
                 f"did you mean {instant.replace(tzinfo=None):%H:%M}?"
             )
         return instant
-    aware: datetime = value
+    aware: datetime = value.astimezone(zone)
     return aware

@@ -17,6 +17,7 @@ from homeagent_core.cli import (
     memory_cmd,
     pairing_cmd,
     plugins_cmd,
+    reminders_cmd,
     serve,
     skills_cmd,
     store_cmd,
@@ -66,6 +67,7 @@ app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
+app.add_typer(reminders_cmd.app, name="reminders")
 
 
 def _add_plugin_commands() -> None:
