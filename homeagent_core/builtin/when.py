@@ -182,7 +182,7 @@ def _rule_text(spec: Spec, hour: int, minute: int) -> str:
     if spec.byday:
         parts.append("BYDAY=" + ",".join(_WEEKDAYS[d] for d in sorted(set(spec.byday))))
     if spec.freq in ("DAILY", "WEEKLY", "MONTHLY", "YEARLY"):
-        parts.append(f"BYHOUR={hour};BYMINUTE={minute};BYSECOND=0")
+        parts.append(f"BYHOUR={hour};BYMINUTE={minute};BYSECOND={spec.second}")
     return ";".join(parts)
 
 
@@ -215,7 +215,7 @@ def _repeating(spec: Spec, now: datetime, zone: ZoneInfo, said: str) -> When:
         spec.bymonthday = first_day.day
     elif spec.freq == "YEARLY" and spec.bymonth is None:
         spec.bymonth, spec.bymonthday = first_day.month, first_day.day
-    start = datetime.combine(first_day, time(hour, minute))
+    start = datetime.combine(first_day, time(hour, minute, spec.second))
     rule = _rule_text(spec, hour, minute)
     # the first matching instant at or after the start, then the rule runs from there (so
     # "every other Tuesday" starts with the coming Tuesday)
@@ -252,13 +252,8 @@ def parse_when(text: str, now: datetime, zone: ZoneInfo, *, repeat: str = "") ->
     spec = Spec()
     if iso is not None:  # an ISO first time and a repeat: the repeat runs from that day and time
         local = iso.astimezone(zone)
-        spec.year, spec.month, spec.mday, spec.hour, spec.minute = (
-            local.year,
-            local.month,
-            local.day,
-            local.hour,
-            local.minute,
-        )
+        spec.year, spec.month, spec.mday = local.year, local.month, local.day
+        spec.hour, spec.minute, spec.second = local.hour, local.minute, local.second
         spec.parts.append(text.strip())
     elif text.strip():
         spec = read_words(text)

@@ -41,6 +41,7 @@ class Spec:
     period: str = ""
     hour: int | None = None
     minute: int = 0
+    second: int = 0  # only an ISO 8601 first time carries seconds
     bare_hour: bool = False  # "3点" / "at 3": no part of the day, no minutes on a clock face
     freq: str = ""
     interval: int = 1

@@ -4,7 +4,7 @@ import asyncio
 import json
 import re
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -158,6 +158,20 @@ async def test_a_repeating_one_missed_while_down_fires_and_is_rearmed_at_its_nex
     third = await harness([REMINDERS], SHANGHAI, data=data)
     assert [r["due"] for r in await _pending(third)] == [row["due"]]
     assert third.plugin("reminders").fired == []
+
+
+async def test_a_repeating_one_fires_and_is_rearmed_at_its_next_instant(harness: Any) -> None:
+    h = await harness([REMINDERS], SHANGHAI)
+    first = (datetime.now(ZoneInfo("Asia/Shanghai")) + timedelta(seconds=2)).replace(microsecond=0)
+    reply = await h.ok("reminder_set", when=first.isoformat(), text="stand up", repeat="every day")
+    assert reply.startswith(f"reminder_1 set: next due {first.isoformat()}, repeats FREQ=DAILY;")
+    assert await _fired(h, "reminder_1") == ["reminder: stand up"]
+    async with asyncio.timeout(10):
+        while (rows := await _pending(h)) and rows[0]["due"] == first.isoformat():
+            await asyncio.sleep(0.01)
+    (row,) = rows
+    assert row["due"] == (first + timedelta(days=1)).isoformat()
+    assert "reminder_1" in h.plugin("reminders")._tasks  # waiting for tomorrow
 
 
 async def test_a_reminder_whose_turn_had_not_ended_fires_again_after_the_next_start(
