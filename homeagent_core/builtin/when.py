@@ -187,7 +187,7 @@ def _rule_text(spec: Spec, hour: int, minute: int) -> str:
 
 
 def _repeating(spec: Spec, now: datetime, zone: ZoneInfo, said: str) -> When:
-    if spec.bymonthday is not None and not 1 <= spec.bymonthday <= 31:
+    if spec.bymonthday is not None and not (1 <= spec.bymonthday <= 31 or spec.bymonthday == -1):
         raise WhenError(f"{said!r}: a month has no day {spec.bymonthday}; which day do you mean?")
     if spec.bymonth is not None:
         try:

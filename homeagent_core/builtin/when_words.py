@@ -98,7 +98,7 @@ def _normalize(text: str) -> str:
 # ---------------------------------------------------------------------------- Chinese
 
 _ZH_WEEKDAY = r"([1-7]|日|天)"
-_ZH_UNIT = r"(年|个月|周|个星期|星期|个礼拜|礼拜|天|日|个小时|小时|个钟头|钟头|分钟|分|秒钟|秒)"
+_ZH_UNIT = r"(年|个月|周|个星期|星期|个礼拜|礼拜|天|日|个小时|小时|个钟头|钟头|刻钟|分钟|分|秒钟|秒)"
 _ZH_PERIODS = {
     "凌晨": "early",
     "清晨": "morning",
@@ -152,9 +152,10 @@ def _zh_unit(spec: Spec, amount: float, unit: str) -> None:
         "分": relativedelta(seconds=round(amount * 60)),
         "秒钟": relativedelta(seconds=round(amount)),
         "秒": relativedelta(seconds=round(amount)),
+        "刻钟": relativedelta(minutes=round(amount * 15)),
     }[unit]
     spec.offset = (spec.offset or relativedelta()) + delta
-    spec.exact_offset = spec.exact_offset or unit in ("小时", "钟头", "分钟", "分", "秒钟", "秒")
+    spec.exact_offset = spec.exact_offset or unit in ("小时", "钟头", "刻钟", "分钟", "分", "秒钟", "秒")
 
 
 def _zh_duration(spec: Spec, text: str) -> bool:
@@ -185,7 +186,9 @@ _ZH_TOKENS: list[tuple[str, re.Pattern[str]]] = [
     ("every_n_plain", re.compile(r"每(\d+)个?(天|日|周|星期|礼拜|小时|钟头|分钟|个月|月)")),
     ("weekdays", re.compile(r"(?:每个?)?工作日")),
     ("weekend", re.compile(r"每个?周末")),
+    ("week_range", re.compile(r"(?:每个?)?(?:周|星期|礼拜)([1-7日天])(?:到|至|-|~)(?:周|星期|礼拜)?([1-7日天])")),
     ("every_week", re.compile(r"每个?(?:周|星期|礼拜)((?:(?:周|星期|礼拜)?[1-7日天][、,和及与]?)+)")),
+    ("month_last", re.compile(r"每个?月(?:的)?最后1天")),
     ("every_month", re.compile(r"每个?月(?:的)?(\d{1,2})(?:日|号)")),
     ("every_year", re.compile(r"每年(?:的)?(\d{1,2})月(\d{1,2})(?:日|号)?")),
     ("every_day", re.compile(r"每(?:天|日)")),
@@ -201,6 +204,11 @@ _ZH_TOKENS: list[tuple[str, re.Pattern[str]]] = [
     ("time", re.compile(r"(\d{1,2})(?:点钟?|时)(?:(\d)刻|(\d{1,2})分?|(半)|(整))?")),
     ("filler", re.compile(r"[,\s的在于到]+|左右|提醒我?|的时候")),
 ]
+
+
+def _day_range(first: int, last: int) -> list[int]:
+    """周一到周五 / Monday to Friday: the days from ``first`` to ``last``, wrapping past Sunday."""
+    return [(first + n) % 7 for n in range((last - first) % 7 + 1)]
 
 
 def _zh_days(text: str) -> list[int]:
@@ -242,6 +250,10 @@ def _apply_zh(spec: Spec, kind: str, m: re.Match[str]) -> None:
         spec.freq, spec.byday = "WEEKLY", [0, 1, 2, 3, 4]
     elif kind == "weekend":
         spec.freq, spec.byday = "WEEKLY", [5, 6]
+    elif kind == "week_range":
+        spec.freq, spec.byday = "WEEKLY", _day_range(_zh_weekday(g[0]), _zh_weekday(g[1]))
+    elif kind == "month_last":
+        spec.freq, spec.bymonthday = "MONTHLY", -1
     elif kind == "every_week":
         spec.freq, spec.byday = "WEEKLY", _zh_days(g[0])
     elif kind == "every_month":
@@ -430,7 +442,14 @@ _EN_TOKENS: list[tuple[str, re.Pattern[str]]] = [
     ("every_n", re.compile(r"every\s+(\d+)\s+(minutes?|hours?|days?|weeks?|months?)\b")),
     ("weekdays", re.compile(r"(?:every\s+)?weekdays?\b|every\s+working\s+day")),
     ("weekend", re.compile(r"(?:every\s+)?weekends?\b")),
+    ("week_range", re.compile(rf"(?:every\s+)?({_DAY_NAMES})\s*(?:to|through|thru|-)\s*({_DAY_NAMES})\b")),
     ("every_week", re.compile(rf"(?:every|each)\s+(?:week\s+on\s+)?{_DAY_LIST}")),
+    (
+        "month_last",
+        re.compile(
+            r"(?:on\s+)?the\s+last\s+day\s+of\s+(?:every|each|the)\s+month|(?:every\s+month|monthly)\s+on\s+the\s+last\s+day"
+        ),
+    ),
     (
         "every_month",
         re.compile(rf"(?:every\s+month|monthly)\s+on\s+the\s+{_ORD}|on\s+the\s+{_ORD}\s+of\s+every\s+month"),
@@ -507,6 +526,10 @@ def _apply_en(spec: Spec, kind: str, m: re.Match[str]) -> None:
         spec.freq, spec.byday = "WEEKLY", [0, 1, 2, 3, 4]
     elif kind == "weekend":
         spec.freq, spec.byday = "WEEKLY", [5, 6]
+    elif kind == "week_range":
+        spec.freq, spec.byday = "WEEKLY", _day_range(_EN_DAYS[g[0]], _EN_DAYS[g[1]])
+    elif kind == "month_last":
+        spec.freq, spec.bymonthday = "MONTHLY", -1
     elif kind == "every_week":
         spec.freq, spec.byday = "WEEKLY", _en_days(m.group())
     elif kind == "every_month":
