@@ -219,3 +219,15 @@ async def test_the_timer_plugin_still_works_beside_it(harness: Any) -> None:
     h = await harness(["homeagent_core.builtin.timer", REMINDERS], SHANGHAI)
     assert (await h.ok("timer_set", duration="1h", message="x")).startswith("timer_1 set")
     assert (await h.ok("reminder_set", when="in 1 hour", text="y")).startswith("reminder_1 set")
+
+
+async def test_without_a_zone_setting_the_systems_zone_is_the_households(harness: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    h = await harness([REMINDERS])
+    new_york = ZoneInfo("America/New_York")
+    day = (datetime.now(new_york) + timedelta(days=30)).date()
+    reply = await h.ok("reminder_set", when=f"{day.isoformat()} 09:00", text="x")
+    expected = datetime(day.year, day.month, day.day, 9, tzinfo=new_york).isoformat()
+    assert reply == f"reminder_1 set: next due {expected}" and expected[-6:] in ("-05:00", "-04:00")
+    (row,) = await _pending(h)
+    assert row["zone"] == "America/New_York"
