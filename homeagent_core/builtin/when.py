@@ -289,16 +289,17 @@ def _add_repeat(spec: Spec, rule: Spec, said: str) -> None:
 
 def _one_off(spec: Spec, now: datetime, zone: ZoneInfo, said: str) -> datetime:
     local_now = now.astimezone(zone).replace(tzinfo=None)
-    if spec.offset is not None and spec.hour is None and not spec.period and spec.exact_offset:
-        later: datetime = now.astimezone(_UTC) + spec.offset  # a delay: elapsed time, not wall time
-        return later.astimezone(zone)
     if spec.offset is not None:
-        base = local_now + spec.offset
-        if spec.has_date() and (spec.day is not None or spec.week is not None or spec.mday is not None):
+        if spec.day is not None or spec.week is not None or spec.mday is not None:
             raise WhenError(f"{said!r} names a day twice; which day do you mean?")
+        if spec.exact_offset and (spec.hour is not None or spec.period):
+            raise WhenError(f"{said!r} says both a delay and a time of day; which one do you mean?")
+        if spec.exact_offset:
+            later: datetime = now.astimezone(_UTC) + spec.offset  # a delay: elapsed time, not wall time
+            return later.astimezone(zone)
+        base = local_now + spec.offset
         if spec.hour is None and not spec.period:
-            local, exists = base.replace(microsecond=0), True
-            instant, exists = localize(local, zone)
+            instant, _ = localize(base.replace(microsecond=0), zone)
             return instant
         hour, minute, extra = _hour_of_day(spec, said)
         local = datetime.combine(base.date() + timedelta(days=extra), time(hour, minute))
