@@ -8,6 +8,7 @@ import resource
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
 
@@ -119,8 +120,19 @@ def plugin_rows(services: Services) -> list[dict[str, Any]]:
     return rows
 
 
-def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]:
-    """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``)."""
+async def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]:
+    """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``).
+
+    What lives on the event loop (tasks, the kernel, the plugins) is read there; the parts that
+    touch files or wait for store locks (the health history, memory's status) run in the
+    ``memory`` worker pool, so a status poll never stalls the loop behind a writer's fsync.
+    """
+    status = _loop_status(services, sse_clients)
+    status.update(await run_blocking("memory", _blocking_status, services))
+    return status
+
+
+def _loop_status(services: Services, sse_clients: int) -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     status: dict[str, Any] = {
         "plugins": plugin_rows(services),
@@ -136,8 +148,13 @@ def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]
         provider = kernel.provider
         if hasattr(provider, "list_sources"):
             status["llm_sources"] = provider.list_sources()
+    return status
+
+
+def _blocking_status(services: Services) -> dict[str, Any]:
     from homeagent_core.builtin.healthcheck import read_history
 
+    status: dict[str, Any] = {}
     try:
         points = read_history(services.data_dir)["points"]
     except HomeAgentError as exc:
