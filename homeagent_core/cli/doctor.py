@@ -15,11 +15,14 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, handle_errors
+
+if TYPE_CHECKING:
+    from homeagent_core.providers.manager import SourceConfig
 
 __all__ = ["Finding", "doctor", "run_checks"]
 
@@ -108,12 +111,27 @@ def _answers_models(base_url: str) -> str:
     return "" if response.status_code == 200 else f"{url} answered HTTP {response.status_code}"
 
 
+def _sources_by_credentials(config: Any) -> tuple[list[SourceConfig], list[str], list[str]]:
+    """``(sources, usable, keyless)``: every configured source (keys from config and environment
+    applied) and the names of those the daemon asks and of the remote ones it never asks for
+    want of an API key."""
+    from homeagent_core.providers.manager import missing_credentials, sources_from_config
+
+    configs, _ = sources_from_config(config)
+    keyless = [c.name for c in configs if missing_credentials(c)]
+    return configs, [c.name for c in configs if c.name not in keyless], keyless
+
+
 def _check_llm(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
     config = app.config
     found: list[Finding] = []
     default = config.get("core.llm.provider")
-    sources = sorted({k.split(".")[3] for k in config.items("core.llm.sources.")})
-    found.append(Finding("llm", "ok", f"LLM sources configured: {', '.join(sources)}; default {default!r}"))
+    configs, usable, keyless = _sources_by_credentials(config)
+    sources = [c.name for c in configs]
+    message = f"LLM sources configured: {', '.join(usable) or 'none'}; default {default!r}"
+    if keyless:
+        message += f"; never asked until they get an API key: {', '.join(keyless)}"
+    found.append(Finding("llm", "ok", message))
     llm = (daemon or {}).get("llm")
     if isinstance(llm, dict) and llm.get("source"):
         how = "answered last" if llm.get("answered") else "is next to try (nothing asked yet)"
@@ -121,14 +139,12 @@ def _check_llm(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
                                           f"(model {llm.get('model') or 'adapter default'}) {how}"))
     for row in (daemon or {}).get("llm_sources") or []:
         problem = row.get("disabled") or (row.get("last_error") if not row.get("available") else "")
-        if problem:
+        if problem and row.get("name") not in keyless:
             found.append(Finding("llm", "warn", f"running daemon: source {row['name']} is not usable: {problem}",
                                  f"homeagent config get core.llm.sources.{row['name']}"))
     if isinstance(llm, dict) and llm.get("answered"):
         return found
-    key = config.get("core.llm.api_key")
-    source_keys = [s for s in sources if config.get(f"core.llm.sources.{s}.api_key")]
-    if key or source_keys:
+    if any(c.api_key for c in configs):
         return found
     for name in sources:
         base_url = str(config.get(f"core.llm.sources.{name}.base_url") or "")

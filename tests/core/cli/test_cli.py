@@ -301,3 +301,16 @@ def test_doctor_does_not_ask_a_local_keyless_source_for_a_key(tmp_path: Path):
         assert invoke("config", "set", key, value, "--data", data).exit_code == 0
     result = runner.invoke(app, ["doctor", "--data", data, "--json"])
     assert not any("no API key" in f["message"] for f in json.loads(result.output))
+
+
+def test_doctor_does_not_count_a_keyless_cloud_source_as_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name in ("HOMEAGENT_LLM_API_KEY", "LLM_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    data = str(tmp_path / "local")
+    for key, value in (("core.llm.sources.local.base_url", "http://127.0.0.1:9/v1"),
+                       ("core.llm.sources.local.model", "qwen2.5"), ("core.llm.sources.local.adapter", "openai")):
+        assert invoke("config", "set", key, value, "--data", data).exit_code == 0
+    result = runner.invoke(app, ["doctor", "--data", data, "--json"])
+    first = next(f["message"] for f in json.loads(result.output) if f["area"] == "llm")
+    assert first == ("LLM sources configured: local; default 'deepseek'; "
+                     "never asked until they get an API key: deepseek"), first
