@@ -386,3 +386,35 @@ async def test_resources_prompts_and_subscriptions_over_streamable_http(harness,
     await h.ok("calc_set_note", text="over http")
     (event,) = await h.wait_event("mcp_resource_updated", timeout=20)
     assert event.data["uri"] == "note://current"
+
+
+async def test_homeagent_answers_a_bad_prompts_get_with_invalid_params_and_no_traceback(tmp_path: Path):
+    from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+    from mcp.types import INVALID_PARAMS
+
+    data = tmp_path / "served"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    config.set("core.embeddings.provider", "none")
+    config.close()
+    code = f"from homeagent_core.builtin.mcp import build_cli; build_cli()(['serve', '--data', {str(data)!r}])"
+    params = StdioServerParameters(command=sys.executable, args=["-c", code])
+    stderr = tmp_path / "serve.stderr"
+    with stderr.open("w") as errlog:
+        async with (
+            asyncio.timeout(60),
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            with pytest.raises(MCPError) as missing:
+                await session.get_prompt("recall_about", {})
+            assert missing.value.code == INVALID_PARAMS
+            assert missing.value.message == "prompt 'recall_about' needs the argument topic; pass it in arguments"
+            with pytest.raises(MCPError) as unknown:
+                await session.get_prompt("nope", {"x": "1"})
+            assert unknown.value.code == INVALID_PARAMS
+            assert unknown.value.message == "unknown prompt 'nope'; known: knowledge_answer, recall_about, remember"
+            prompt = await session.get_prompt("remember", {"fact": "小王住在杭州"})
+            assert "小王住在杭州" in prompt.messages[0].content.text
+    assert "Traceback" not in stderr.read_text(), stderr.read_text()
