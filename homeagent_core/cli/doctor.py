@@ -268,6 +268,35 @@ def _check_health(app: Any) -> list[Finding]:
     return [Finding("health", "warn", message, "see `homeagent chat` → /status, or the web UI kernel page")]
 
 
+def _check_heartbeats(app: Any) -> list[Finding]:
+    """The memory heartbeats whose last run failed, from the ledger the daemon keeps."""
+    import re
+    import time
+
+    from homeagent_core.memory.heartbeat import LEDGER_NAME, read_heartbeat_ledger
+
+    path = app.data_dir / "memory" / LEDGER_NAME
+    entries = read_heartbeat_ledger(path)
+    if not entries:
+        return [Finding("memory", "ok", "no memory heartbeat has run yet (the daemon runs them)")]
+    found = []
+    for name, entry in sorted(entries.items()):
+        if entry.get("ok"):
+            continue
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(entry.get("since") or 0)))
+        error = str(entry.get("error") or "no reason recorded")
+        missing = re.search(r"No module named '([\w.]+)'", error)
+        fix = (
+            f"pip install {missing.group(1).split('.')[0]}, then restart the daemon"
+            if missing
+            else f"see the daemon's log in {app.data_dir / 'log'}; the heartbeat is retried at every interval"
+        )
+        found.append(Finding("memory", "warn", f"heartbeat {name} has failed since {when}: {error}", fix))
+    if not found:
+        found.append(Finding("memory", "ok", f"memory heartbeats ok at their last runs: {', '.join(sorted(entries))}"))
+    return found
+
+
 def _check_embeddings(app: Any) -> list[Finding]:
     import asyncio
 
@@ -314,7 +343,8 @@ def run_checks(data: Path | None) -> list[Finding]:
         if daemon is not None:
             found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir} (pid {daemon.get('pid')}); "
                                                  "plugin and model findings are what it reports"))
-        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health, _check_runtime):
+        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_heartbeats, _check_health,
+                      _check_runtime):
             try:
                 found.extend(check(app, daemon) if check in (_check_llm, _check_plugins) else check(app))
             except Exception as exc:  # a broken check must not hide the others
