@@ -9,6 +9,7 @@ resource subscriptions. The ``mcp`` SDK is imported only when a server is actual
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from homeagent_core.builtin.mcp_extras import (
+    MAX_BLOB_BYTES,
     METHOD_NOT_FOUND,
+    BlobStore,
     extra_tools,
     mcp_error_text,
     needs_tasks,
@@ -27,7 +30,8 @@ from homeagent_core.builtin.mcp_extras import (
     task_message,
     task_refusal,
 )
-from homeagent_sdk import ToolDef, ToolError
+from homeagent_sdk import HomeAgentError, ToolDef, ToolError
+from homeagent_sdk.types import MediaAttachment, ToolResult
 
 __all__ = [
     "CHANNEL",
@@ -39,6 +43,7 @@ __all__ = [
     "open_session",
     "probe",
     "probe_offer",
+    "result_output",
     "result_text",
     "tool_name",
 ]
@@ -137,27 +142,70 @@ async def list_all_tools(session: Any) -> list[Any]:
     return tools
 
 
-def result_text(result: Any) -> str:
-    """Flatten a ``CallToolResult`` into text for the model."""
-    parts: list[str] = []
-    for block in getattr(result, "content", None) or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            size = len(getattr(block, "data", "") or "") * 3 // 4
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {size} bytes]")
-        elif kind == "resource":
-            resource = block.resource
-            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}]")
-        else:
-            parts.append(str(block))
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
+        size = len(getattr(block, "data", "") or "") * 3 // 4
+        return f"[{kind} {getattr(block, 'mime_type', '')}, {size} bytes]"
+    if kind == "resource":
+        resource = block.resource
+        return getattr(resource, "text", None) or f"[resource {resource.uri}]"
+    if kind == "resource_link":
+        return f"[resource {block.uri}]"
+    return str(block)
+
+
+def _structured(result: Any, parts: list[str]) -> list[str]:
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts)
+        return [json.dumps(structured, ensure_ascii=False)]
+    return parts
+
+
+def result_text(result: Any) -> str:
+    """Flatten a ``CallToolResult`` into text for the model (images and audio as a size note)."""
+    parts = [_block_text(block) for block in getattr(result, "content", None) or []]
+    return "\n".join(_structured(result, parts))
+
+
+async def result_output(result: Any, where: str, store: BlobStore | None = None) -> tuple[str, list[MediaAttachment]]:
+    """A ``CallToolResult`` as text plus its images and audio as media attachments.
+
+    Each image or audio block is decoded, kept in the media store when there is one (its text
+    names the media digest) and attached with its bytes, so a model that takes images gets the
+    image like an upload right after the tool result. A block that is not valid base64 or is
+    over :data:`MAX_BLOB_BYTES` is only described.
+    """
+    parts: list[str] = []
+    media: list[MediaAttachment] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", "")
+        if kind not in ("image", "audio"):
+            parts.append(_block_text(block))
+            continue
+        mime = str(getattr(block, "mime_type", "") or f"{kind}/*")
+        try:
+            data = base64.b64decode(getattr(block, "data", "") or "", validate=True)
+        except ValueError:
+            parts.append(f"[{kind} {mime} from {where} is not valid base64; dropped]")
+            continue
+        if len(data) > MAX_BLOB_BYTES:
+            parts.append(f"[{kind} {mime}, {len(data)} bytes from {where}: over {MAX_BLOB_BYTES} bytes, dropped]")
+            continue
+        name = f"{where}-{len(media) + 1}.{mime.rsplit('/', 1)[-1].split('+')[0] or 'bin'}"
+        digest, kept = "", ", not stored (this agent has no media store)"
+        if store is not None:
+            try:
+                digest = await store(data, mime, name)
+            except HomeAgentError as exc:
+                kept = f", not stored: {exc}"
+            else:
+                kept = f", stored as media {digest}"
+        parts.append(f"[{kind} {mime}, {len(data)} bytes{kept}; attached below]")
+        media.append(MediaAttachment(digest=digest, mime=mime, data=data, name=name))
+    return "\n".join(_structured(result, parts)), media
 
 
 async def probe(spec: ServerSpec, *, timeout: float = 30.0, errlog: TextIO | None = None) -> list[dict[str, Any]]:
@@ -425,15 +473,19 @@ class ServerConnection:
         self.registered = []
         self.prompts = []
 
-    def _handler(self, remote: str) -> Callable[..., Awaitable[str]]:
-        async def call(**arguments: Any) -> str:
+    def _handler(self, remote: str) -> Callable[..., Awaitable[str | ToolResult]]:
+        async def call(**arguments: Any) -> str | ToolResult:
             return await self.call(remote, arguments)
 
         call.__name__ = tool_name(self.spec.name, remote)
         return call
 
-    async def call(self, remote: str, arguments: dict[str, Any]) -> str:
-        """Call a tool of this server; failures become :class:`ToolError` for the model."""
+    async def call(self, remote: str, arguments: dict[str, Any]) -> str | ToolResult:
+        """Call a tool of this server; failures become :class:`ToolError` for the model.
+
+        Returns its text, or a :class:`ToolResult` carrying the images and audio it returned as
+        media attachments (see :func:`result_output`).
+        """
         session = self._session
         if session is None:
             last = self.last_error or "none"
@@ -449,10 +501,11 @@ class ServerConnection:
             if getattr(exc, "code", None) == METHOD_NOT_FOUND:  # how a tool that needs a task answers a plain call
                 raise ToolError(f"{task_message(self.spec.name, remote)} (the server answered -32601)") from None
             raise self._failure(remote, exc) from None
-        text = result_text(result)
         if getattr(result, "is_error", False):
+            text = result_text(result)
             raise ToolError(f"MCP server {self.spec.name!r}: {text or remote + ' reported an error'}")
-        return text
+        text, media = await result_output(result, tool_name(self.spec.name, remote), self.media)
+        return ToolResult("", remote, True, text, attachments=media) if media else text
 
 
 async def _subscription(session: Any, uri: str, on: bool) -> Any:

@@ -3,7 +3,7 @@
 Run: ``python mcp_http_server.py PORT [http|sse]`` serves on 127.0.0.1:PORT until killed;
 ``python mcp_http_server.py stdio`` speaks over stdin/stdout.
 
-Besides the ``add``/``shout``/``fail`` tools it offers a text resource (``note://current``,
+Besides the ``add``/``shout``/``fail`` tools and ``snapshot`` (a caption and a PNG) it offers a text resource (``note://current``,
 changed by the ``set_note`` tool, which notifies subscribers), a binary one
 (``image://pixel.png``), a template (``greeting://{name}``), a ``review`` prompt with a required
 and an optional argument, a ``render`` tool that declares it requires task-augmented calls and a
@@ -18,6 +18,7 @@ from typing import Any
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import (
     EmptyResult,
     SubscribeRequestParams,
@@ -69,6 +70,12 @@ async def set_note(text: str, ctx: Context) -> str:
     for session in subscribers.get("note://current", []):
         await session.send_resource_updated("note://current")
     return "noted"
+
+
+@server.tool(structured_output=False)
+def snapshot(label: str) -> list[Any]:
+    """Take a (1x1) snapshot: a caption and the PNG."""
+    return [f"snapshot {label}", Image(data=PIXEL, format="png")]
 
 
 @server.tool()

@@ -418,3 +418,33 @@ async def test_homeagent_answers_a_bad_prompts_get_with_invalid_params_and_no_tr
             prompt = await session.get_prompt("remember", {"fact": "小王住在杭州"})
             assert "小王住在杭州" in prompt.messages[0].content.text
     assert "Traceback" not in stderr.read_text(), stderr.read_text()
+
+
+async def test_an_image_a_tool_returns_is_stored_as_media_and_shown_to_the_model(harness):
+    import base64
+
+    from homeagent_sdk.testing import FakeModel, ToolCallReply
+
+    model = FakeModel([ToolCallReply("calc_snapshot", {"label": "door"}), "一个像素"])
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]}, memory=True, model=model)
+    await h.plugin("mcp").connections["calc"].wait_connected()
+    result = await h.call("calc_snapshot", label="door")
+    assert result.success, result.result
+    (shot,) = result.attachments
+    assert shot.mime == "image/png" and shot.data[:4] == b"\x89PNG" and len(shot.data) == 66
+    assert result.result == f"snapshot door\n[image image/png, 66 bytes, stored as media {shot.digest}; attached below]"
+    stored = await h.app.services.media.get(shot.digest)
+    assert stored.mime == "image/png" and stored.data == shot.data
+    assert await h.kernel.ask("拍一张门口的照片") == "一个像素"
+    after_tool = model.requests[1]["messages"]
+    (image_turn,) = [m for m in after_tool if m["role"] == "user" and isinstance(m["content"], list)]
+    url = f"data:image/png;base64,{base64.b64encode(shot.data).decode('ascii')}"
+    assert {"type": "image_url", "image_url": {"url": url}} in image_turn["content"]
+
+
+async def test_without_a_media_store_the_image_still_reaches_the_model(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    await h.plugin("mcp").connections["calc"].wait_connected()
+    result = await h.call("calc_snapshot", label="x")
+    assert result.result == "snapshot x\n[image image/png, 66 bytes, not stored (this agent has no media store); attached below]"
+    assert [a.data[:4] for a in result.attachments] == [b"\x89PNG"]
