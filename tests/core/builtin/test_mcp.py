@@ -446,5 +446,6 @@ async def test_without_a_media_store_the_image_still_reaches_the_model(harness):
     h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
     await h.plugin("mcp").connections["calc"].wait_connected()
     result = await h.call("calc_snapshot", label="x")
-    assert result.result == "snapshot x\n[image image/png, 66 bytes, not stored (this agent has no media store); attached below]"
+    note = "[image image/png, 66 bytes, not stored (this agent has no media store); attached below]"
+    assert result.result == f"snapshot x\n{note}"
     assert [a.data[:4] for a in result.attachments] == [b"\x89PNG"]
