@@ -289,6 +289,9 @@ class InjectOptions(WireType):
     """How an injected input is scheduled and remembered.
 
     ``priority`` None = an ordinary queued input; a level makes it an interrupt.
+    ``message_id`` is the door's own id of the message (a chat app's message id, a client's
+    request id): the same source sending the same id again is answered once. Without it an
+    input is never treated as a duplicate.
     """
 
     _omit_empty: ClassVar[bool] = True
@@ -298,6 +301,7 @@ class InjectOptions(WireType):
     recall_policy: str = ""
     cleaner_name: str = ""
     priority: Priority | None = None
+    message_id: str = ""
 
 
 @dataclass(slots=True)
