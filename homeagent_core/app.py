@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_core import loopwatch
 from homeagent_core.agent.kernel import Kernel, KernelSettings
-from homeagent_core.agent.residents import ResidentLimits
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
