@@ -45,6 +45,18 @@ class ImportGraph:
             {m: frozenset(t for t in targets if not t.startswith(m + ".")) for m, targets in self.imports.items()},
         )
 
+    def layers(self) -> dict[str, list[str]]:
+        """The graph between the package's top-level parts (``agent``, ``app``, ...): what each imports."""
+        depth = self.package.count(".") + 2
+
+        def part(module: str) -> str:
+            return ".".join(module.split(".")[:depth]).removeprefix(self.package + ".")
+
+        edges: dict[str, set[str]] = {}
+        for module, targets in self.imports.items():
+            edges.setdefault(part(module), set()).update(part(t) for t in targets if part(t) != part(module))
+        return {p: sorted(t) for p, t in sorted(edges.items())}
+
     def circles(self) -> list[list[str]]:
         """The import circles: strongly connected components of two or more modules, sorted."""
         return sorted(
@@ -128,6 +140,8 @@ def report(package: str) -> str:
         circles = view.circles()
         out.append(f"{title}: {len(circles)}")
         out.extend(f"  {len(c)}: {' '.join(m.removeprefix(package + '.') for m in c)}" for c in circles)
+    out.append("what each top-level part imports:")
+    out.extend(f"  {p} -> {', '.join(t) or '-'}" for p, t in graph.layers().items())
     return "\n".join(out)
 
 
