@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_core import loopwatch
 from homeagent_core.agent.kernel import Kernel, KernelSettings
-from homeagent_core.agent.residents import ResidentLimits
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
+from homeagent_core.live import LivePlugins
 from homeagent_core.memory.facades import LLMFacade
-from homeagent_core.plugins.live import LivePlugins
 from homeagent_core.plugins.manager import HookHandler, PluginHost, create_plugin_manager
 from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services

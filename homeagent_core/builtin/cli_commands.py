@@ -15,17 +15,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from homeagent_core import loopwatch, workers
 from homeagent_sdk import HomeAgentError, ToolCall
 
 if TYPE_CHECKING:
-    from homeagent_core.builtin.cli_socket import CliSocket
     from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
     from homeagent_core.plugins.sdk import ScopedSDK, Services
 
-__all__ = ["HELP", "Commands"]
+__all__ = ["HELP", "CommandOwner", "Commands"]
 
 HELP = """Commands:
   /help                        this text
@@ -53,10 +52,20 @@ HELP = """Commands:
 Anything else is a message to the agent."""
 
 
+class CommandOwner(Protocol):
+    """What the commands use of the plugin that serves them (the ``cli`` socket's ``CliSocket``)."""
+
+    name: str
+    started_at: float
+
+    @property
+    def sdk(self) -> ScopedSDK: ...
+
+
 class Commands:
     """The commands of one ``cli`` plugin; ``owner`` gives the SDK and the start time."""
 
-    def __init__(self, owner: CliSocket) -> None:
+    def __init__(self, owner: CommandOwner) -> None:
         self.owner = owner
 
     @property

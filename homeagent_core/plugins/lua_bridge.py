@@ -19,8 +19,9 @@ with a timeout.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -31,10 +32,11 @@ from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import ConfigDef, InjectOptions, Priority, Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.plugins.lua_plugins import LuaPlugin
+    from homeagent_core.plugins.lua_manifest import LuaPluginManifest
+    from homeagent_core.plugins.lua_script import LoadedScript
     from homeagent_core.plugins.privileged import KernelAccess
 
-__all__ = ["SERVICE_CALLS", "LuaDataFunctions", "kernel_of", "on_loop"]
+__all__ = ["SERVICE_CALLS", "LuaDataFunctions", "ScriptOwner", "kernel_of", "on_loop"]
 
 Args = tuple[list[Any], dict[str, Any]]
 
@@ -183,13 +185,27 @@ _GROUP_CAPABILITY = {"memory": "memory", "doc": "doc_memory", "knowledge": "know
                      "text_memory": "text_memory", "llm": "llm", "social": "social"}
 
 
+class ScriptOwner(Protocol):
+    """What the data functions use of the Lua plugin they serve (``LuaPlugin``)."""
+
+    name: str
+    manifest: LuaPluginManifest
+    sdk: Any
+    loop: asyncio.AbstractEventLoop | None
+    loading: LoadedScript | None
+    log: logging.Logger
+    call_timeout: float
+    http_timeout: float
+    http_max_bytes: int
+
+
 class LuaDataFunctions:
     """Serves the data functions of one :class:`~homeagent_core.plugins.lua_plugins.LuaPlugin`.
 
     Called (through the glue) as ``functions(op, args_json)``; returns ``(result JSON, error)``.
     """
 
-    def __init__(self, plugin: LuaPlugin) -> None:
+    def __init__(self, plugin: ScriptOwner) -> None:
         self.plugin = plugin
         self._warned: set[str] = set()
 

@@ -90,7 +90,7 @@ class Services:
     supervisor: SupervisorAccess | None = None
     #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
     host: PluginHostAccess | None = None
-    #: Starts and stops installed packages while running (:class:`~homeagent_core.plugins.live.LivePlugins`).
+    #: Starts and stops installed packages while running (:class:`~homeagent_core.live.LivePlugins`).
     live: Any = None
     #: The durable conversation log (``TextLog``) for built-ins that show the conversation
     #: (the web UI's chat history); None without memory.
