@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.agent.people import SYSTEM, PeopleRegistry
+from homeagent_core.agent.people import DOOR_PLATFORM, SYSTEM, PeopleRegistry
 from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, guard_setting
 from homeagent_core.durations import format_duration
 from homeagent_sdk.errors import HomeAgentError
@@ -261,7 +261,8 @@ class Rights:
         Only the core's own doors may name a person; a chat door names an account, which
         counts only when the owner linked it (``homeagent people link``). An input that
         names nobody is the owner's from the core's doors, the inherited principal inside a
-        turn (sub-agents, residents), and a guest's from anywhere else.
+        turn (sub-agents, residents), the linked person's from a plugin the owner linked as a
+        door (``homeagent people link NAME door PLUGIN``), and a guest's from anywhere else.
         """
         if self_input:
             return SYSTEM
@@ -280,6 +281,10 @@ class Rights:
             return inherited
         if claim is None and source in OWNER_DOORS:
             return self.people.principal(self.people.owner(), door, thread=thread)
+        if not account:
+            # The owner may let a plugin speak for someone: `homeagent people link NAME door PLUGIN`.
+            person = self.people.person_for_identity(DOOR_PLATFORM, source)
+            return self.people.principal(person, door, thread=thread)
         return self.people.principal(None, door, thread=thread, account=account)
 
     def current(self) -> Principal | None:

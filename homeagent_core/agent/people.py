@@ -39,6 +39,7 @@ from homeagent_sdk.types import Principal
 __all__ = [
     "BUILTIN_ROLES",
     "DB_NAME",
+    "DOOR_PLATFORM",
     "KEY_PREFIX",
     "SYSTEM",
     "AuditRow",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 DB_NAME = "people.db"
+#: The identity platform of a whole plugin: ``door``/``<plugin>`` makes that plugin's inputs
+#: that name nobody come from the linked person (a third-party timer, a home-automation bridge).
+DOOR_PLATFORM = "door"
 #: API keys start with this so a leaked one is recognisable (``ha_…``).
 KEY_PREFIX = "ha_"
 #: The principal of heartbeats and memory consolidation: memory tools only.
