@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -79,3 +80,22 @@ def test_roles_and_a_new_role(tmp_path: Path) -> None:
 def test_approvals_without_a_daemon_say_so(tmp_path: Path) -> None:
     code, out = run(tmp_path, "approvals")
     assert code == 1 and "no daemon runs" in out
+
+
+def test_doctor_warns_about_running_as_root(tmp_path: Path) -> None:
+    from homeagent_core.app import App
+    from homeagent_core.cli.doctor import check_root
+
+    home = App(tmp_path / "d", load_entrypoints=False, builtins=["homeagent_core.builtin.cmd"], memory=False)
+    home.declare_settings()
+    try:
+        assert check_root(home, euid=1000) == []
+        (finding,) = check_root(home, euid=0)
+        assert finding.status == "warn" and "running as root" in finding.message and "refuses" in finding.message
+        home.config.set("plugin.cmd.allow_root", True)
+        assert "allow_root is true" in check_root(home, euid=0)[0].message
+    finally:
+        home.config.close()
+    if os.geteuid() == 0:
+        findings = json.loads(runner.invoke(app, ["doctor", "--json", "--data", str(tmp_path / "e")]).output)
+        assert any("running as root" in f["message"] for f in findings)
