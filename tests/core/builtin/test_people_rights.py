@@ -200,3 +200,20 @@ def deque_empty() -> Any:
     from collections import deque
 
     return deque(maxlen=100)
+
+
+async def test_a_timer_fires_with_the_rights_of_the_person_who_set_it(harness):
+    def answer(request: dict[str, Any]) -> Any:
+        last = request["messages"][-1]
+        if last["role"] == "user" and last["content"] == "remind me":
+            return ToolCallReply("timer_set", {"duration": "1s", "message": "drink water"})
+        return "ok"
+
+    model = FakeModel(responder=answer)
+    h = await harness([CMD, TIMER], CMD_ON, model=model)
+    h.app.people.add("kid", "child")
+    await h.kernel.ask("remind me", options=as_("kid"))
+    assert h.plugin("timer").store.pending()[0].person == "kid"
+    await wait_for(lambda: any("timer: drink water" in str(r["messages"][-1]["content"]) for r in model.requests))
+    fired = next(r for r in model.requests if "timer: drink water" in str(r["messages"][-1]["content"]))
+    assert "timer_set" in offered(fired) and "cmd_run" not in offered(fired)
