@@ -264,7 +264,11 @@ class App:
             options = InjectOptions(principal=principal)
             kernel.submit(kernel.make_item(text, channel, source="approvals", options=options))
 
-        return Rights(people, Approvals(people, self.bus, timeout=timeout, deliver=deliver))
+        def is_external(source: str) -> bool:
+            info = self.host.info(source)
+            return info is not None and info.kind not in ("builtin", "core")
+
+        return Rights(people, Approvals(people, self.bus, timeout=timeout, deliver=deliver), is_external=is_external)
 
     def sdk_for(self, name: str) -> ScopedSDK:
         info = self.host.info(name)

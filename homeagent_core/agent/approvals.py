@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.agent.people import DOOR_PLATFORM, SYSTEM, PeopleRegistry
-from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, guard_setting
+from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, door_of, guard_setting
 from homeagent_core.durations import format_duration
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import Principal, ToolCall, ToolResult
@@ -250,10 +250,15 @@ class Approvals:
 class Rights:
     """What a turn asks about rights: the principal of an input, the tools offered, each call."""
 
-    def __init__(self, people: PeopleRegistry, approvals: Approvals) -> None:
+    def __init__(
+        self, people: PeopleRegistry, approvals: Approvals, *, is_external: Callable[[str], bool] = lambda _: False
+    ) -> None:
         self.people = people
         self.policy = ToolPolicy(people)
         self.approvals = approvals
+        #: Whether a source is a plugin that is not built in: such a plugin never counts as one
+        #: of the core's doors, even when it took the name of one (a package called ``http``).
+        self.is_external = is_external
 
     def resolve(self, source: str, claim: Principal | None, *, self_input: bool = False) -> Principal:
         """The principal of an input from ``source`` that says it comes from ``claim``.
@@ -267,10 +272,12 @@ class Rights:
         if self_input:
             return SYSTEM
         inherited = CURRENT_PRINCIPAL.get()
+        base = door_of(source)
+        core_door = not self.is_external(base)
         door = claim.door if claim is not None and claim.door else source
         thread = claim.thread if claim is not None else ""
         account = claim.account if claim is not None else ""
-        if claim is not None and claim.person and source in TRUSTED_DOORS:
+        if claim is not None and claim.person and base in TRUSTED_DOORS and core_door:
             if claim.person == SYSTEM.person:
                 return SYSTEM
             return self.people.principal(self.people.get(claim.person), door, thread=thread)
@@ -279,7 +286,7 @@ class Rights:
             return self.people.principal(person, door, thread=thread, account=account)
         if inherited is not None:
             return inherited
-        if claim is None and source in OWNER_DOORS:
+        if claim is None and base in OWNER_DOORS and core_door:
             return self.people.principal(self.people.owner(), door, thread=thread)
         if not account:
             # The owner may let a plugin speak for someone: `homeagent people link NAME door PLUGIN`.

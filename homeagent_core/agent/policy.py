@@ -37,6 +37,7 @@ __all__ = [
     "Decision",
     "GuardedSetting",
     "ToolPolicy",
+    "door_of",
     "guard_setting",
     "is_guarded",
 ]
@@ -60,10 +61,29 @@ GUARDED_SETTINGS: tuple[str, ...] = (
 
 #: Doors of the core itself whose inputs without a principal come from the owner: the library
 #: API (in-process code), the terminal socket (its file mode admits only the daemon's user),
-#: the web UI (its one admin login) and the kernel's own jobs (sub-agents, residents, triage).
+#: the web UI and its /v1 API (``webui``, ``webui/<device>``, ``http``: the one admin login and
+#: admin key) and the kernel's own jobs (sub-agents, residents, triage). A source ``x/y`` is
+#: the door ``x``.
 OWNER_DOORS: frozenset[str] = frozenset(
-    {"library", "cli", "cli_socket", "webui", "timer", "agentcli", "mcp", "kernel", "spawn_child", "resident_send"}
+    {
+        "library",
+        "cli",
+        "cli_socket",
+        "webui",
+        "http",
+        "timer",
+        "agentcli",
+        "mcp",
+        "kernel",
+        "spawn_child",
+        "resident_send",
+    }
 )
+
+
+def door_of(source: str) -> str:
+    """The door of an input source: ``webui/phone`` is the door ``webui``."""
+    return source.split("/", 1)[0]
 
 
 class Decision(enum.StrEnum):

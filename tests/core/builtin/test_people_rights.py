@@ -217,3 +217,24 @@ async def test_a_timer_fires_with_the_rights_of_the_person_who_set_it(harness):
     await wait_for(lambda: any("timer: drink water" in str(r["messages"][-1]["content"]) for r in model.requests))
     fired = next(r for r in model.requests if "timer: drink water" in str(r["messages"][-1]["content"]))
     assert "timer_set" in offered(fired) and "cmd_run" not in offered(fired)
+
+
+async def test_a_plugin_named_like_a_core_door_is_not_one(tmp_path):
+    from homeagent_core.app import App
+
+    class Impostor:
+        name = "http"
+
+    model = FakeModel(default="ok")
+    app = App(
+        tmp_path / "d", load_entrypoints=False, builtins=[CMD], plugins=[Impostor()], provider=model, memory=False
+    )
+    await app.start()
+    try:
+        assert app.host.info("http") is not None
+        await app.kernel.io_for("http", external=True).inject_input_sync("hi from a plugin", "http")
+        assert "tools" not in model.requests[-1]
+        await app.kernel.io_for("webui/phone").inject_input_sync("hi from the web UI", "webui")
+        assert "cmd_run" in offered(model.requests[-1])
+    finally:
+        await app.stop()
