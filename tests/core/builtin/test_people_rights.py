@@ -238,3 +238,46 @@ async def test_a_plugin_named_like_a_core_door_is_not_one(tmp_path):
         assert "cmd_run" in offered(model.requests[-1])
     finally:
         await app.stop()
+
+
+async def test_a_resident_works_with_its_creators_rights_never_more(harness):
+    def answer(request: dict[str, Any]) -> Any:
+        system = str(request["messages"][0]["content"])
+        last = request["messages"][-1]
+        if "常驻子代理" in system:
+            return "resident done"
+        if last["role"] == "user" and last["content"] == "make a helper":
+            return ToolCallReply("resident_agents", {"action": "create", "name": "helper", "role": "looks things up"})
+        if last["role"] == "user" and last["content"] == "ask the helper":
+            return ToolCallReply("resident_agents", {"action": "send", "name": "helper", "text": "look it up"})
+        return "ok"
+
+    model = FakeModel(responder=answer)
+    h = await harness([CMD, TIMER], CMD_ON, model=model)
+    h.app.people.set_role_policy("organiser", allow=["resident_agents", "timer_*"])
+    h.app.people.add("ann", "organiser")
+    await h.kernel.ask("make a helper", options=as_("ann"))
+    await h.kernel.ask("ask the helper", options=as_("ann"))
+    await wait_for(lambda: any("常驻子代理" in str(r["messages"][0]["content"]) for r in model.requests))
+    resident = next(r for r in model.requests if "常驻子代理" in str(r["messages"][0]["content"]))
+    assert "cmd_run" not in offered(resident) and "timer_set" in offered(resident)
+
+
+async def test_spawn_child_runs_with_the_callers_rights(harness):
+    def answer(request: dict[str, Any]) -> Any:
+        system = str(request["messages"][0]["content"])
+        last = request["messages"][-1]
+        if "子代理" in system and "常驻" not in system:
+            return "child done"
+        if last["role"] == "user" and last["content"] == "delegate":
+            return ToolCallReply("spawn_child", {"task": "look it up"})
+        return "ok"
+
+    model = FakeModel(responder=answer)
+    h = await harness([CMD, TIMER], CMD_ON, model=model)
+    h.app.people.set_role_policy("organiser", allow=["spawn_child", "child_result", "timer_*"])
+    h.app.people.add("ann", "organiser")
+    await h.kernel.ask("delegate", options=as_("ann"))
+    await wait_for(lambda: any("你是一个子代理" in str(r["messages"][0]["content"]) for r in model.requests))
+    child = next(r for r in model.requests if "你是一个子代理" in str(r["messages"][0]["content"]))
+    assert "cmd_run" not in offered(child) and "timer_set" in offered(child)
