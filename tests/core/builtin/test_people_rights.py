@@ -281,3 +281,12 @@ async def test_spawn_child_runs_with_the_callers_rights(harness):
     await wait_for(lambda: any("你是一个子代理" in str(r["messages"][0]["content"]) for r in model.requests))
     child = next(r for r in model.requests if "你是一个子代理" in str(r["messages"][0]["content"]))
     assert "cmd_run" not in offered(child) and "timer_set" in offered(child)
+
+
+async def test_heartbeat_jobs_run_as_system_with_memory_tools_only(harness):
+    h = await harness([CMD, TIMER], CMD_ON, model=FakeModel(default="nothing to merge"), memory=True)
+    reply = await h.kernel.submit_self_input("merge duplicate entities")
+    assert str(reply) == "nothing to merge"
+    tools = offered(h.model.requests[-1])
+    assert tools and all(t.startswith(("memory_", "doc_", "knowledge_")) for t in tools), tools
+    assert "memory_purge" not in tools
