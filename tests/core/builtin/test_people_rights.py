@@ -290,3 +290,20 @@ async def test_heartbeat_jobs_run_as_system_with_memory_tools_only(harness):
     tools = offered(h.model.requests[-1])
     assert tools and all(t.startswith(("memory_", "doc_", "knowledge_")) for t in tools), tools
     assert "memory_purge" not in tools
+
+
+async def test_an_approval_of_a_stopped_turn_is_refused_and_nothing_runs(harness):
+    from homeagent_sdk._fake_model import FakeReply
+
+    model = FakeModel([ToolCallReply("cmd_run", {"command": "echo late"}), FakeReply(hang=True)], default="ok")
+    h = await harness([CMD], CMD_ON, model=model)
+    h.app.people.add("mum", "adult")
+    asking = asyncio.ensure_future(h.kernel.ask("run it", options=as_("mum")))
+    await wait_for(lambda: h.app.rights.approvals.list())
+    await model.wait_started(2)
+    h.kernel.stop()
+    await asyncio.wait_for(asyncio.shield(asking), 10)
+    with pytest.raises(ApprovalError, match="turn that was stopped"):
+        h.app.rights.approvals.decide(1, True)
+    assert len(h.plugin("cmd").history) == 0
+    assert h.app.rights.approvals.get(1).status == "withdrawn"
