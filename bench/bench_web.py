@@ -37,7 +37,7 @@ from web_servers import Loopback, pages_app  # noqa: E402
 
 from homeagent_core.app import App  # noqa: E402
 from homeagent_core.builtin.web_fetch import Fetcher, extract  # noqa: E402
-from homeagent_core.builtin.web_guard import AddressPolicy  # noqa: E402
+from homeagent_sdk.ssrf import AddressPolicy  # noqa: E402
 from homeagent_sdk.testing import FakeEmbedder  # noqa: E402
 from homeagent_sdk.types import MediaAttachment  # noqa: E402
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core import loopwatch
 from homeagent_core.agent.approvals import Approvals, Rights
 from homeagent_core.agent.kernel import Kernel, KernelSettings
 from homeagent_core.agent.people import PeopleRegistry, default_owner_name
@@ -360,6 +361,7 @@ class App:
         """Start, run until SIGINT/SIGTERM, then stop cleanly."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        watch = loopwatch.from_env(loop)  # HOMEAGENT_DEBUG / HOMEAGENT_LOOP_WATCH_MS: log loop stalls
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
@@ -378,4 +380,6 @@ class App:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             await self.stop()
+            if watch is not None:
+                watch.stop()
             log.info("stopped")

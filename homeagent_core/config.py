@@ -137,7 +137,7 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
        "temporary triage assistant answers what it can from memory and tells the others it is busy "
        "(0 = never).", restart_required=True, category="agent"),
     _d("core.agent.offload_max_inputs", "int", 8,
-       "Waiting inputs one backlog-triage pass looks at (older first).",
+       "Waiting inputs backlog triage looks at at once (older first); the next gets its look when one is done.",
        min=1, max=256, restart_required=True, category="agent"),
     _d("core.agent.distill_interval", "duration", "30m", "Context prune into documents.", category="memory"),
     _d("core.agent.archive_interval", "duration", "60m", "Cold documents into graph triples.", category="memory"),

@@ -77,6 +77,7 @@ class KnowledgeTools:
     async def knowledge_list(self, category: str | None = None) -> dict[str, Any]:
         """List knowledge categories and entries (optionally under one category)."""
         kb = self.kb
+        await kb.refresh()  # another daemon's changes are read off the event loop
         try:
             entries = kb.list(category or "")
         except InvalidKnowledgeName as exc:
@@ -89,7 +90,7 @@ class KnowledgeTools:
     async def knowledge_delete(self, name: str) -> dict[str, Any]:
         """Delete a knowledge entry by full name or unique leaf name."""
         try:
-            full = self.kb.delete(name)
+            full = await self.kb.adelete(name)
         except (InvalidKnowledgeName, KnowledgeNotFound) as exc:
             raise ToolError(f"knowledge_delete: {exc}") from exc
         return {"deleted": full}

@@ -36,6 +36,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import collections
+import dataclasses
 import json
 import logging
 import mimetypes
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from homeagent_sdk.channels import (
     Conversation,
     IncomingMessage,
+    MediaRef,
     OutgoingMedia,
     RateLimiter,
     Sender,
@@ -57,7 +59,7 @@ from homeagent_sdk.channels import (
 )
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
-from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, Principal, TextEvent
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, Principal, TextEvent
 
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
@@ -239,6 +241,8 @@ class ChatBridge(abc.ABC):
             if decision.notify:
                 await self._send_pairing_code(conv, decision.code)
             return "pairing"
+        if message.media:  # only now, for a sender who passed access, is anything fetched
+            message = await self._fetch_announced(message)
         person = await self.person_for(sender, decision.person if not conv.is_group else "")
         text = self._clip(message.text)
         speaker = self.speaker(person, sender)
@@ -257,6 +261,32 @@ class ChatBridge(abc.ABC):
             await self.sdk.io.inject_text(line, name, options)
         return "injected"
 
+    async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
+        """The bytes of media a message announced, or ``None`` when it cannot be had.
+
+        Called only for senders who passed the access check, one call per item. Platforms whose
+        messages announce media override this; fetch through :func:`homeagent_sdk.ssrf.download_capped`
+        (a URL a sender names is checked like any web tool's) and never open a local path a
+        sender names.
+        """
+        return None
+
+    async def _fetch_announced(self, message: IncomingMessage) -> IncomingMessage:
+        attachments = list(message.attachments)
+        notes: list[str] = []
+        for media in message.media:
+            try:
+                attachment = await self.fetch_media(media)
+            except Exception as exc:  # a platform's download failing must not lose the message
+                self.log.warning("%s: %s %s could not be fetched: %s", self.label, media.kind, media.name, exc)
+                attachment = None
+            if attachment is None:
+                notes.append(f"[{media.kind}: could not be downloaded]")
+            else:
+                attachments.append(attachment)
+        text = " ".join([message.text, *notes]).strip()
+        return dataclasses.replace(message, text=text, attachments=attachments, media=[])
+
     async def _remember(self, message: IncomingMessage) -> str:
         """Record group chatter that does not mention the agent: no reply, no model call.
 
@@ -271,7 +301,7 @@ class ChatBridge(abc.ABC):
             return "ignored: not mentioned"
         person = await self.person_for(sender)
         text = self._clip(message.text)
-        kinds = [a.name or a.mime or "file" for a in message.attachments]
+        kinds = [a.name or a.mime or "file" for a in message.attachments] + [m.name or m.kind for m in message.media]
         if kinds:
             text = " ".join([text, *(f"[{k}]" for k in kinds)]).strip()
         line = f"{self.speaker(person, sender)}: {text}"

@@ -29,6 +29,7 @@ __all__ = [
     "Backoff",
     "Conversation",
     "IncomingMessage",
+    "MediaRef",
     "OutgoingMedia",
     "RateLimiter",
     "Sender",
@@ -93,7 +94,9 @@ class IncomingMessage:
 
     ``mentioned`` is the platform's own signal (an @ of the bot, a reply to the bot); the
     kit also counts the agent's configured names in ``text`` as a mention.
-    ``attachments`` carry the media bytes (``data``) and MIME types.
+    ``attachments`` carry media bytes the platform delivered inline; ``media`` the media a
+    message only announces (a URL, a file id), which the bridge fetches — through
+    ``ChatBridge.fetch_media`` — only once the sender has passed the access check.
     """
 
     conversation: Conversation
@@ -102,6 +105,17 @@ class IncomingMessage:
     attachments: list[MediaAttachment] = field(default_factory=list)
     mentioned: bool = False
     message_id: str = ""
+    media: list[MediaRef] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """Media a message announced but nobody fetched yet: ``kind`` (image, record, file...),
+    a display ``name`` and the platform's own reference (``ref``: a URL, a file id...)."""
+
+    kind: str
+    name: str
+    ref: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

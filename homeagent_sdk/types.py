@@ -314,6 +314,9 @@ class InjectOptions(WireType):
 
     ``priority`` None = an ordinary queued input; a level makes it an interrupt.
     ``principal`` None = the door did not say who is speaking (see :class:`Principal`).
+    ``message_id`` is the door's own id of the message (a chat app's message id, a client's
+    request id): the same source sending the same id again is answered once. Without it an
+    input is never treated as a duplicate.
     """
 
     _omit_empty: ClassVar[bool] = True
@@ -324,6 +327,7 @@ class InjectOptions(WireType):
     cleaner_name: str = ""
     priority: Priority | None = None
     principal: Principal | None = None
+    message_id: str = ""
 
 
 @dataclass(slots=True)

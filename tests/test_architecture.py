@@ -33,7 +33,7 @@ def test_every_layer_contract_is_kept():
 
 def test_the_layers_are_all_under_contract():
     ids = {str(c["id"]) for c in contracts()}
-    assert ids == {"sdk", "hmapdev", "providers", "embeddings", "memory", "kernel", "builtin", "stores"}
+    assert ids == {"sdk", "hmapdev", "providers", "embeddings", "memory", "kernel", "builtin", "stores", "backends"}
 
 
 def test_architecture_doc_names_every_contract():

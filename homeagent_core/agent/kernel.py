@@ -348,6 +348,7 @@ class Kernel:
             context_policy=opts.context_policy or (ch.context_policy if ch is not None else ""),
             recall_policy=opts.recall_policy or (ch.recall_policy if ch is not None else ""),
             cleaner=cleaner,
+            message_id=opts.message_id,
             reply=_reply_future() if reply or sink is not None else None,
             sink=sink,
             extra={"principal": opts.principal} if opts.principal is not None else {},
@@ -431,9 +432,10 @@ class Kernel:
 
         When the provider restarts a reply (a stream ``reset``), text already yielded is not
         repeated. Raises what the turn raised, after the deltas it produced. ``source`` names
-        the sender (events, de-duplication). With ``parts=True`` it yields
-        :class:`StreamPart` items instead: ``content`` and ``reasoning`` deltas of this input's
-        own turn in arrival order, then one ``done`` part carrying the final :class:`Reply`.
+        the sender (events; with ``options.message_id``, de-duplication). With ``parts=True``
+        it yields :class:`StreamPart` items instead: ``content`` and ``reasoning`` deltas of
+        this input's own turn in arrival order, then one ``done`` part carrying the final
+        :class:`Reply`.
         """
         async for part in self.open_stream(text, channel, options=options, source=source, parts=parts):
             yield part

@@ -101,7 +101,7 @@ class KernelIO:
     """The ``IOAPI`` given to one source (a plugin, the library API, the kernel itself).
 
     :param kernel: the kernel that receives the inputs.
-    :param source: who injects (recorded with every input; de-duplication is per source).
+    :param source: who injects (recorded with every input; message ids are de-duplicated per source).
     :param max_level: highest interrupt level this source may use (3 for out-of-process
         plugins, 4 for the kernel and built-ins); higher requests are clamped.
     """

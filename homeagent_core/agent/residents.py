@@ -21,7 +21,9 @@ messages to the main agent; ``residual="drop"`` discards them.
 Durability: the definition, the queue (including the message being worked on) and the
 working context are written to ``<data>/residents/<name>/state.json`` (tmp file, fsync,
 rename) whenever they change, and reloaded when the kernel starts, so residents survive a
-daemon restart and pick up where they were.
+daemon restart and pick up where they were. Writes land in the order they were made, and a
+write still running in its thread when the resident is destroyed does nothing once the folder
+is gone (a destroyed resident never comes back).
 
 Limits: at most ``max_residents``; each resident runs at most ``turns_per_hour`` messages
 and ``tokens_per_hour`` model tokens in any hour (beyond that its messages wait, and
@@ -39,6 +41,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
@@ -168,6 +171,7 @@ class Resident:
     registry_version: int = -1
     registry_scratch: ScratchLike | None = None
     stopped: bool = False
+    disk: _StateFile | None = None
 
     @property
     def status(self) -> str:
@@ -242,7 +246,6 @@ class Residents:
         self.scratch_factory: Callable[[Path], ScratchLike] | None = None
         #: Merges triples into the main memory; returns how many were stored (set by the memory system).
         self.reclaimer: Callable[[list[Triple]], Awaitable[int]] | None = None
-        self._locks: dict[str, asyncio.Lock] = {}
         self.started = False
 
     def use_memory(
@@ -287,8 +290,8 @@ class Residents:
         resident.done = int(state.get("done", 0))
         resident.failed = int(state.get("failed", 0))
         resident.usage.extend((float(t), int(n)) for t, n in state.get("usage", []))
-        for text in state.get("queue", []):
-            resident.scheduler.submit(self._item(resident, str(text)))
+        for text in state.get("queue", []):  # accepted before the restart: all of it, even beyond capacity
+            resident.scheduler.submit(self._item(resident, str(text)), restored=True)
         return resident
 
     async def aclose(self) -> None:
@@ -486,8 +489,8 @@ class Residents:
         del self.agents[name]
         root = self.root
         if root is not None:
-            async with self._lock(name):
-                await asyncio.to_thread(shutil.rmtree, root / name, True)
+            disk = resident.disk = resident.disk or _StateFile(root / name)
+            await asyncio.to_thread(disk.remove)
         self.kernel.bus.publish("resident", {"type": "destroyed", "name": name, "residual": residual})
         return {"name": name, "residual": residual, "pending": len(left), "handed_to_main": handed}
 
@@ -584,7 +587,8 @@ class Residents:
         history = [{"role": m["role"], "content": m["content"]} for m in resident.context]
         text = await turn.run_plain(system, names, self.limits.max_tool_turns, history=history)
         usage = turn._usage
-        tokens = int(usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)))
+        # the unified usage shape (providers/wire.py): prompt / completion / total
+        tokens = int(usage.get("total") or (usage.get("prompt") or 0) + (usage.get("completion") or 0))
         resident.usage.append((time.time(), tokens))
         if turn.stopped:
             _settle(item, Reply("", channel=item.channel, stopped=True, errors=turn.ctx.errors))
@@ -615,20 +619,14 @@ class Residents:
 
     # ------------------------------------------------------------------ persistence
 
-    def _lock(self, name: str) -> asyncio.Lock:
-        lock = self._locks.get(name)
-        if lock is None:
-            lock = self._locks[name] = asyncio.Lock()
-        return lock
-
     async def _persist(self, resident: Resident) -> None:
         root = self.root
-        if root is None or resident.name not in self.agents:
+        if root is None or self.agents.get(resident.name) is not resident:
             return
-        state = resident.state()
-        async with self._lock(resident.name):
-            if resident.name in self.agents:
-                await asyncio.to_thread(_write_state, root / resident.name / STATE_FILE, state)
+        disk = resident.disk = resident.disk or _StateFile(root / resident.name)
+        # Numbered now, written in a thread: a cancelled caller (destroy cancels the worker) may
+        # leave the thread running; the file object orders the writes and refuses them once removed.
+        await asyncio.to_thread(disk.write, disk.number(), resident.state())
 
     # ------------------------------------------------------------------ the tool
 
@@ -661,6 +659,41 @@ def _settle(item: InputItem, outcome: Any) -> None:
             item.reply.set_exception(outcome)
         else:
             item.reply.set_result(outcome)
+
+
+class _StateFile:
+    """One resident's ``state.json``: writes land in order and never after the folder was removed.
+
+    Called from worker threads; a lock makes each write and the removal atomic with respect to
+    each other.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()
+        self._numbers = 0
+        self._written = 0
+        self.removed = False
+
+    def number(self) -> int:
+        """The number of the next write (taken on the event loop, in the order states were made)."""
+        self._numbers += 1
+        return self._numbers
+
+    def write(self, number: int, state: dict[str, Any]) -> bool:
+        """Write ``state`` unless a newer one was written or the folder was removed; True if written."""
+        with self._lock:
+            if self.removed or number <= self._written:
+                return False
+            _write_state(self.folder / STATE_FILE, state)
+            self._written = number
+            return True
+
+    def remove(self) -> None:
+        """Remove the folder; later writes do nothing."""
+        with self._lock:
+            self.removed = True
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:

@@ -18,9 +18,13 @@ Stop: cancels the running turn's model call and short-circuits every input that 
 queued at that moment (a snapshot budget; repeated stops take the latest snapshot, so budgets
 do not add up); inputs arriving later are unaffected.
 
-De-duplication: an input identical (text, source, channel) to the previous input of that
-source is not run again while the previous one is pending or within ``dedup_window``
-seconds after it finished; its caller gets the earlier reply, marked ``skipped``.
+De-duplication: only true duplicates are collapsed, the same door (source) re-sending one
+message id (``InjectOptions.message_id``; a chat app delivering a message twice, a client
+retrying a request). Such a re-send is not run again while the first is pending or within
+``dedup_window`` seconds after it finished; its caller gets the earlier reply, marked
+``skipped``. An input without a message id is never a duplicate: a person who sends "继续"
+twice asks twice, and three changes of one resource are three inputs. The last
+``DEDUP_REMEMBERED`` message ids are remembered.
 
 The ready queue holds at most ``capacity`` (256) inputs; beyond that :meth:`submit` raises
 :class:`~homeagent_sdk.errors.InputQueueFull` (backpressure is logged once when it starts and
@@ -49,6 +53,8 @@ __all__ = ["END_OF_STREAM", "InputItem", "InputQueueFull", "RunningTurn", "Sched
 log = logging.getLogger(__name__)
 
 MAX_LEVEL = 4
+#: Message ids remembered for de-duplication (the oldest are forgotten first).
+DEDUP_REMEMBERED = 256
 #: Retry hint before any turn finished, and its bounds (seconds).
 DEFAULT_RETRY_AFTER, MIN_RETRY_AFTER, MAX_RETRY_AFTER = 5.0, 1.0, 60.0
 
@@ -60,7 +66,8 @@ class InputItem:
     ``level`` 0 = queued input, 1-4 = interrupt. ``reply`` (when set) is resolved with the
     turn's :class:`~homeagent_core.agent.turn.Reply`; ``sink`` (when set) receives streamed
     content deltas. ``result`` holds the turn's reply (or the exception it ended with) once
-    it finished.
+    it finished. ``message_id`` is the door's id of the message ("" when it has none); a
+    re-send of the same id by the same source is a duplicate.
     """
 
     text: str
@@ -73,6 +80,7 @@ class InputItem:
     recall_policy: str = ""
     cleaner: Callable[[str], str] | None = None
     self_input: bool = False
+    message_id: str = ""
     timestamp: float = field(default_factory=time.time)
     seq: int = 0
     passed_over: int = 0
@@ -111,8 +119,8 @@ class Scheduler:
     :param capacity: most inputs waiting at once (interrupt injections into a running turn
         and self-inputs do not count).
     :param cooldown: seconds after a preemption during which no other preemption happens.
-    :param dedup_window: seconds after an input finished during which an identical next
-        input from the same source is still treated as a duplicate.
+    :param dedup_window: seconds after an input finished during which a re-send of its
+        message id by the same source is still treated as a duplicate.
     :param promote_after: passes over an input that earn it one level of promotion.
     :param clock: monotonic clock (injectable for tests).
     """
@@ -138,7 +146,9 @@ class Scheduler:
         self._last_seq = 0
         self._stop_mark = 0
         self._last_preempt = float("-inf")
-        self._last_by_source: dict[str, tuple[InputItem, float | None]] = {}
+        self._recent: collections.OrderedDict[tuple[str, str], tuple[InputItem, float | None]] = (
+            collections.OrderedDict()
+        )
         self._backpressure = False
         self._turn_seconds: float | None = None
         self.rejected = 0
@@ -159,8 +169,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ submit
 
-    def submit(self, item: InputItem) -> InputItem:
+    def submit(self, item: InputItem, *, restored: bool = False) -> InputItem:
         """Accept an input; returns it (marked ``skipped`` when it was a duplicate).
+
+        ``restored=True`` is for inputs accepted before a restart and reloaded from disk: they
+        are queued even beyond ``capacity`` (they were acknowledged; new inputs are refused
+        until the queue has drained below it).
 
         Raises:
             InputQueueFull: the ready queue already holds ``capacity`` inputs.
@@ -176,7 +190,7 @@ class Scheduler:
                 self._remember(item)
                 running.interrupt(item)
                 return item
-        if len(self._ready) >= self.capacity:
+        if len(self._ready) >= self.capacity and not restored:
             self.rejected += 1
             if not self._backpressure:
                 self._backpressure = True
@@ -206,7 +220,12 @@ class Scheduler:
         return self._last_seq
 
     def _remember(self, item: InputItem) -> None:
-        self._last_by_source[item.source] = (item, None)
+        if not item.message_id:
+            return
+        self._recent[(item.source, item.message_id)] = (item, None)
+        self._recent.move_to_end((item.source, item.message_id))
+        while len(self._recent) > DEDUP_REMEMBERED:
+            self._recent.popitem(last=False)
 
     def retry_after(self) -> float:
         """Seconds after which a rejected input may find room: about one turn's duration."""
@@ -220,21 +239,19 @@ class Scheduler:
             took = max(0.0, self._clock() - item.started_at)
             item.started_at = None
             self._turn_seconds = took if self._turn_seconds is None else 0.8 * self._turn_seconds + 0.2 * took
-        last = self._last_by_source.get(item.source)
+        key = (item.source, item.message_id)
+        last = self._recent.get(key) if item.message_id else None
         if last is not None and last[0] is item:
-            self._last_by_source[item.source] = (item, self._clock())
+            self._recent[key] = (item, self._clock())
 
     def _dedup(self, item: InputItem) -> bool:
-        last = self._last_by_source.get(item.source)
+        if not item.message_id:
+            return False
+        last = self._recent.get((item.source, item.message_id))
         if last is None:
             return False
         previous, finished_at = last
-        if (
-            previous.text != item.text
-            or previous.channel != item.channel
-            or previous.attachments != item.attachments
-            or previous.stopped
-        ):
+        if previous.channel != item.channel or previous.stopped:
             return False
         if isinstance(previous.result, BaseException) or (
             finished_at is not None and (previous.result is None or self._clock() - finished_at > self.dedup_window)
@@ -242,7 +259,7 @@ class Scheduler:
             return False
         item.skipped = True
         item.seq = previous.seq
-        log.info("duplicate input from %s on %s skipped", item.source, item.channel)
+        log.info("message %s from %s on %s was sent again; answered once", item.message_id, item.source, item.channel)
         if item.reply is not None:
             _chain_reply(previous, item)
         if item.sink is not None:

@@ -34,7 +34,7 @@ class KernelSettings:
     :param residents: limits of the resident sub-agents (``core.agent.residents.*``).
     :param offload_after: seconds the agent may be busy with one turn before waiting inputs
         are handed to backlog triage (``core.agent.offload_after``; 0 = never).
-    :param offload_max_inputs: waiting inputs one triage pass looks at (``core.agent.offload_max_inputs``).
+    :param offload_max_inputs: waiting inputs triage looks at at once (``core.agent.offload_max_inputs``).
     :param offload_max_turns: model rounds with tool calls the triage assistant takes per input.
     """
 

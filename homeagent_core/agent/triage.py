@@ -2,9 +2,11 @@
 
 The agent runs one turn at a time. When the turn in progress has run longer than
 ``offload_after`` (``core.agent.offload_after``, 5 minutes by default, as in the original)
-and inputs wait, a temporary triage assistant looks at the waiting inputs, oldest first (at
-most ``offload_max_inputs`` per pass, each once). It has every output channel's tools, no
-input channels and only read-only memory and knowledge tools. For each input it either
+and inputs wait, a temporary triage assistant looks at the waiting inputs, oldest first, each
+once, at most ``offload_max_inputs`` at a time (each look is a recall and model calls: the
+next waiting input gets its look when one of them has finished). It has every output
+channel's tools, no input channels and only read-only memory and knowledge tools. For each
+input it either
 
 - answers it from memory and knowledge: the answer is delivered to the sender's channel,
   recorded in memory like any reply, and the input leaves the queue (the main agent does not
@@ -142,6 +144,8 @@ class Triage:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._passes: set[asyncio.Task[None]] = set()
+        #: Triage passes (one per input) in flight; never more than ``offload_max_inputs``.
+        self._looking: set[asyncio.Task[None]] = set()
         self.turn_seconds: deque[float] = deque(maxlen=20)
         self.answered = 0
         self.noticed = 0
@@ -170,22 +174,32 @@ class Triage:
 
     # ------------------------------------------------------------------ watching
 
+    @property
+    def in_flight(self) -> int:
+        """Triage passes running now."""
+        return len(self._looking)
+
     def _eligible(self) -> list[InputItem]:
+        """The oldest waiting inputs not triaged yet, as many as there are free triage slots."""
+        free = self.kernel.settings.offload_max_inputs - len(self._looking)
+        if free <= 0:
+            return []
         return [
             item
             for item in self.kernel.scheduler.waiting()
             if not item.extra.get("triaged") and not item.channel.startswith("_") and not item.stopped
-        ][: self.kernel.settings.offload_max_inputs]
+        ][:free]
 
     async def _watch(self) -> None:
         after = self.kernel.settings.offload_after
         while True:
             turn = self.kernel.turn
             timeout: float | None = None
-            if turn is not None and self._eligible():
+            eligible = self._eligible() if turn is not None else []
+            if turn is not None and eligible:
                 due = turn.started + after - time.monotonic()
                 if due <= 0:
-                    self._triage(self._eligible())
+                    self._triage(eligible)
                     continue
                 timeout = due
             self._wake.clear()
@@ -200,7 +214,13 @@ class Triage:
             item.extra["triaged"] = True
             task = asyncio.get_running_loop().create_task(self._one(item), name="homeagent-triage-pass")
             self._passes.add(task)
-            task.add_done_callback(self._passes.discard)
+            self._looking.add(task)
+            task.add_done_callback(self._pass_done)
+
+    def _pass_done(self, task: asyncio.Task[None]) -> None:
+        self._passes.discard(task)
+        self._looking.discard(task)
+        self.poke()  # a triage slot is free: the next waiting input may get its look
 
     def estimate(self, item: InputItem) -> float:
         """Seconds until the main agent probably gets to ``item``."""

@@ -102,7 +102,7 @@ class Reply(str):
         return str.__str__(self)
 
     def as_skipped(self) -> Reply:
-        """The same reply, marked as the answer to a de-duplicated input."""
+        """The same reply, everything it carries included, marked as the answer to a de-duplicated input."""
         return Reply(
             self.text,
             usage=self.usage,
@@ -112,6 +112,9 @@ class Reply(str):
             stopped=self.stopped,
             dropped=self.dropped,
             interrupted=self.interrupted,
+            errors=self.errors,
+            tool_results=self.tool_results,
+            answered_by=self.answered_by,
         )
 
     def to_dict(self) -> dict[str, Any]:

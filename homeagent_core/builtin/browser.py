@@ -7,9 +7,12 @@ images as an image block; otherwise its media id can be passed to ``describe_ima
 ``close``. One browser per agent, started on first use and closed after
 ``plugin.browser.idle_timeout`` without a call.
 
-Every request the page makes — the page itself, redirects, scripts, images, XHR — goes through
-the same SSRF guard as ``web_fetch`` (``plugin.web.allow_private`` allowlists private
-addresses); a refused request is aborted and the first refusal is reported.
+Every connection the browser makes — the page itself, every redirect hop, scripts, images,
+``fetch``, form posts, WebSockets — goes through the same SSRF guard as ``web_fetch``
+(``plugin.web.allow_private`` allowlists private addresses): Chromium's only way out is the
+checking proxy of :mod:`~homeagent_core.builtin.browser_proxy`, loopback included, with QUIC
+and non-proxied WebRTC UDP switched off. A refused connection fails and the first refusal is
+reported.
 
 Needs Playwright (``pip install 'homeagent[browser]'``) and a Chromium on the system
 (``plugin.browser.executable``, default the ``chromium`` on ``PATH``); Playwright's own browser
@@ -24,8 +27,9 @@ import shutil
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from homeagent_core.builtin.web_guard import AddressPolicy, check_url
+from homeagent_core.builtin.browser_proxy import REFUSED_HEADER, GuardedProxy
 from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk.ssrf import AddressPolicy, check_url
 from homeagent_sdk.types import MediaAttachment, ToolResult
 
 if TYPE_CHECKING:
@@ -40,6 +44,9 @@ LAUNCH_ARGS = [
     "--disable-component-update",
     "--no-first-run",
     "--disable-sync",
+    # every connection through the checking proxy: no QUIC, no WebRTC UDP around it
+    "--disable-quic",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 ]
 ACTIONS = ("open", "read", "click", "type", "screenshot", "close")
 
@@ -60,6 +67,7 @@ class BrowserPlugin:
         self._idle: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
         self._refused: list[str] = []
+        self._proxy: GuardedProxy | None = None
 
     @hookimpl
     def register_settings(self, registry: SettingsRegistry) -> None:
@@ -118,14 +126,18 @@ class BrowserPlugin:
         if not executable:
             raise ToolError("the browser tool is unavailable: looked for chromium and chromium-browser on PATH; "
                             "install Chromium or set plugin.browser.executable")
+        policy = self._policy()
+        self._proxy = GuardedProxy(policy, self._refused_by_proxy)
+        proxy_url = await self._proxy.start()
+        # <-loopback>: Chromium would otherwise bypass the proxy for localhost and 127.0.0.1
+        args = [*LAUNCH_ARGS, f"--proxy-server={proxy_url}", "--proxy-bypass-list=<-loopback>"]
         self._pw = await async_playwright().start()
         try:
-            self._browser = await self._pw.chromium.launch(executable_path=executable, args=LAUNCH_ARGS)
+            self._browser = await self._pw.chromium.launch(executable_path=executable, args=args)
         except Exception as exc:
             await self._close()
             raise ToolError(f"the browser did not start ({executable}): {exc}") from None
         context = await self._browser.new_context(viewport={"width": 1100, "height": 800})
-        policy = self._policy()
 
         async def guard(route: Any) -> None:
             url = route.request.url
@@ -144,6 +156,10 @@ class BrowserPlugin:
         self._page = await context.new_page()
         return self._page
 
+    def _refused_by_proxy(self, reason: str) -> None:
+        if reason not in self._refused:
+            self._refused.append(reason)
+
     def _touch(self) -> None:
         if self._idle is not None:
             self._idle.cancel()
@@ -159,14 +175,16 @@ class BrowserPlugin:
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        browser, pw = self._browser, self._pw
-        self._page = self._browser = self._pw = None
+        browser, pw, proxy = self._browser, self._pw, self._proxy
+        self._page = self._browser = self._pw = self._proxy = None
         if browser is not None:
             with contextlib.suppress(Exception):
                 await browser.close()
         if pw is not None:
             with contextlib.suppress(Exception):
                 await pw.stop()
+        if proxy is not None:
+            await proxy.close()
 
     @property
     def running(self) -> bool:
@@ -191,7 +209,8 @@ class BrowserPlugin:
         max_chars = int(self.sdk.settings.get("max_chars") or 20000)
         body = (await page.inner_text("body")).strip()
         cut = f"\n[text cut at {max_chars} characters]" if len(body) > max_chars else ""
-        return f"# {await page.title()}\nURL: {page.url}\n\n{body[:max_chars]}{cut}"
+        refused = "".join(f"\n[blocked: {reason}]" for reason in self._refused[:3])
+        return f"# {await page.title()}\nURL: {page.url}\n\n{body[:max_chars]}{cut}{refused}"
 
     # ------------------------------------------------------------------ the tool
 
@@ -232,7 +251,10 @@ class BrowserPlugin:
             if not url:
                 raise ToolError("action open needs a url")
             await check_url(url, self._policy())
-            await page.goto(url, wait_until="load", timeout=30_000)
+            response = await page.goto(url, wait_until="load", timeout=30_000)
+            if response is not None and response.headers.get(REFUSED_HEADER.lower()):
+                reason = self._refused[0] if self._refused else await response.text()
+                raise ToolError(f"browser open {url} failed: {reason}")
             return await self._text(page)
         if action == "read":
             return await self._text(page)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from homeagent_core import loopwatch, workers
 from homeagent_sdk import HomeAgentError, ToolCall
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ HELP = """Commands:
   /help                        this text
   /status                      uptime, model, turns, plugins, tools
   /kernel                      the kernel status as JSON
-  /doctor                      plugin and LLM source states as JSON (what `homeagent doctor` shows)
+  /doctor                      plugins, LLM sources, worker pools, loop stalls as JSON (`homeagent doctor`)
   /plugins                     plugins and their state (same as /plugin list)
   /plugin info <name>          one plugin: kind, state, version, tools, files
   /plugin install <file|url> [--force]  install a .hmap package and start it (--force: upgrade)
@@ -88,7 +89,7 @@ class Commands:
         return kernel
 
     async def _doctor(self, _rest: str) -> str:
-        """What this running daemon knows about its plugins and LLM sources (JSON).
+        """What this running daemon knows about its plugins, LLM sources, worker pools and loop (JSON).
 
         ``llm`` names the source that answered last (``answered``), else the one tried next.
         """
@@ -102,6 +103,9 @@ class Commands:
         list_sources = getattr(provider, "list_sources", None)
         sources = list_sources() if callable(list_sources) else None
         report: dict[str, Any] = {"pid": os.getpid(), "plugins": plugins, "llm_sources": sources}
+        watch = loopwatch.active()
+        report["workers"] = workers.stats()
+        report["loop_watch"] = watch.stats() if watch is not None else None
         active = getattr(provider, "active_source", None)
         if callable(active):
             source, model, answered = active()

@@ -1,7 +1,7 @@
 """Built-in ``web``: read the web (``web_fetch``) and search it (``web_search``).
 
 ``web_fetch(url)`` fetches one page through the SSRF guard
-(:mod:`homeagent_core.builtin.web_guard`: public addresses only, checked after DNS resolution
+(:mod:`homeagent_sdk.ssrf`: public addresses only, checked after DNS resolution
 and on every redirect hop, unless ``plugin.web.allow_private`` names them) and returns readable
 text (:mod:`homeagent_core.builtin.web_fetch`). ``web_search(query, n)`` asks the backend named
 in ``plugin.web.search_backend`` (:mod:`homeagent_core.builtin.web_search`) and lists title,
@@ -17,9 +17,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.builtin.web_fetch import Fetcher, extract
-from homeagent_core.builtin.web_guard import AddressPolicy
 from homeagent_core.builtin.web_search import BACKENDS, SearchConfig, format_results, search
 from homeagent_sdk import ConfigDef, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk.ssrf import AddressPolicy
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK

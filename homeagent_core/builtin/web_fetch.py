@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 
-from homeagent_core.builtin.web_guard import AddressPolicy, GuardedTransport, check_url
 from homeagent_sdk import ToolError
+from homeagent_sdk.ssrf import AddressPolicy, GuardedTransport, check_url
 
 __all__ = ["FetchResult", "Fetcher", "decode_body", "extract"]
 

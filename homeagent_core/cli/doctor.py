@@ -2,7 +2,8 @@
 
 When a daemon runs on the data directory, the plugin and model findings are what that daemon
 reports over its ``cli`` socket (``/doctor``): the plugins as they run, with the error of
-each that failed, and the LLM source that answered. Without one, plugins are loaded here (their
+each that failed, the LLM source that answered, the worker threads hung on calls their callers
+gave up on, and the event-loop stalls its loop watch recorded. Without one, plugins are loaded here (their
 start-up is not checked) and a keyless source on this machine or the local network is asked for
 its ``/models`` before the report says no source can answer.
 """
@@ -211,6 +212,53 @@ def _check_runtime(app: Any) -> list[Finding]:
     return found
 
 
+def _check_threads(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
+    """Hung worker threads and event-loop stalls of the running daemon."""
+    if daemon is None:
+        return []
+    found: list[Finding] = []
+    pools = daemon.get("workers")
+    if isinstance(pools, list):
+        hung = [p for p in pools if p.get("abandoned")]
+        for pool in hung:
+            calls = "; ".join(
+                f"{s['call']}{' of plugin ' + s['owner'] if s.get('owner') else ''} for {s['seconds']:g} s"
+                for s in pool.get("stuck") or []
+            )
+            found.append(Finding(
+                "threads", "warn",
+                f"running daemon: worker pool {pool['name']} has {pool['abandoned']} hung thread(s) its callers "
+                f"gave up on ({pool['abandoned_total']} since start, {pool['refused_total']} calls refused): {calls}",
+                "fix the blocking code (or make it async), or disable that plugin; the threads end when their "
+                "calls return or the daemon restarts",
+            ))
+        if not hung:
+            widths = sorted({f"{p['name']} {p['workers']}" for p in pools})
+            found.append(Finding("threads", "ok", f"running daemon: no hung worker threads ({', '.join(widths)})"))
+    if "loop_watch" in daemon:
+        watch = daemon.get("loop_watch")
+        if not isinstance(watch, dict):
+            found.append(Finding(
+                "loop", "ok", "running daemon: the loop watch is off, event-loop stalls are not recorded",
+                "start the daemon with HOMEAGENT_DEBUG=1 to log every stall over 50 ms with its stack",
+            ))
+        elif watch.get("stalls"):
+            latest = (watch.get("latest") or [{}])[-1]
+            where = [line.strip() for line in str(latest.get("stack", "")).splitlines() if line.strip()]
+            found.append(Finding(
+                "loop", "warn",
+                f"running daemon: the event loop was blocked {watch['stalls']} time(s) (loop watch threshold "
+                f"{watch['threshold_ms']:g} ms, worst {watch['worst_ms']:g} ms); the latest at: "
+                f"{' / '.join(where[-2:]) or 'unknown'}",
+                "the daemon log has each stall's full stack; move that call off the event loop",
+            ))
+        else:
+            found.append(Finding(
+                "loop", "ok", f"running daemon: no event-loop stall over {watch['threshold_ms']:g} ms so far"
+            ))
+    return found
+
+
 def _check_adapters(app: Any) -> list[Finding]:
     from homeagent_core.providers import deploy_bundled_adapters, list_adapters
 
@@ -314,9 +362,12 @@ def run_checks(data: Path | None) -> list[Finding]:
         if daemon is not None:
             found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir} (pid {daemon.get('pid')}); "
                                                  "plugin and model findings are what it reports"))
-        for check in (_check_llm, _check_adapters, _check_plugins, _check_embeddings, _check_health, _check_runtime):
+        checks = (_check_llm, _check_adapters, _check_plugins, _check_threads, _check_embeddings, _check_health,
+                  _check_runtime)
+        with_daemon = (_check_llm, _check_plugins, _check_threads)
+        for check in checks:
             try:
-                found.extend(check(app, daemon) if check in (_check_llm, _check_plugins) else check(app))
+                found.extend(check(app, daemon) if check in with_daemon else check(app))
             except Exception as exc:  # a broken check must not hide the others
                 found.append(Finding(check.__name__.strip("_").replace("check_", ""), "fail", f"check failed: {exc}"))
         found.extend(check_root(app))

@@ -8,11 +8,11 @@ store's write path refreshes the mirror's vector indexes like any other column.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import ModalityUnsupported
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ async def embed_entities(store: GraphStore, ids: Iterable[int], provider: Embedd
         return 0
     matrix = await provider.embed_texts([name for _, name in todo])
     vectors = [(eid, matrix[i].tobytes()) for i, (eid, _) in enumerate(todo)]
-    await asyncio.to_thread(_write_vectors, store, "entities", vectors, fp)
+    await run_blocking("memory", _write_vectors, store, "entities", vectors, fp)
     return len(todo)
 
 
@@ -83,18 +83,18 @@ async def reembed_stale(
     fp = provider.info.fingerprint
     counts = {"entities": 0, "blocks": 0, "blocks_skipped": 0}
     after = 0
-    while rows := await asyncio.to_thread(_stale, store, "entities", fp, after, batch_size):
+    while rows := await run_blocking("memory", _stale, store, "entities", fp, after, batch_size):
         matrix = await provider.embed_texts([name for _, name in rows])
         vectors = [(rid, matrix[i].tobytes()) for i, (rid, _) in enumerate(rows)]
-        await asyncio.to_thread(_write_vectors, store, "entities", vectors, fp)
+        await run_blocking("memory", _write_vectors, store, "entities", vectors, fp)
         counts["entities"] += len(rows)
         after = rows[-1][0]
     after = 0
-    while rows := await asyncio.to_thread(_stale, store, "memory_blocks", fp, after, batch_size):
+    while rows := await run_blocking("memory", _stale, store, "memory_blocks", fp, after, batch_size):
         after = rows[-1][0]
         inputs, ids = [], []
         for rid, digest, _mime in rows:
-            loaded = await asyncio.to_thread(load_media, digest) if load_media is not None else None
+            loaded = await run_blocking("memory", load_media, digest) if load_media is not None else None
             if loaded is None:
                 counts["blocks_skipped"] += 1
                 continue
@@ -108,6 +108,6 @@ async def reembed_stale(
             counts["blocks_skipped"] += len(inputs)
             continue
         vectors = [(rid, matrix[i].tobytes()) for i, rid in enumerate(ids)]
-        await asyncio.to_thread(_write_vectors, store, "memory_blocks", vectors, fp)
+        await run_blocking("memory", _write_vectors, store, "memory_blocks", vectors, fp)
         counts["blocks"] += len(ids)
     return counts

@@ -10,8 +10,10 @@ exact denial message; a service the running agent does not have returns an empty
 an error (logged once); ``sdk.http`` needs the ``http`` capability even when the list is empty.
 Secret settings (API keys, passwords) are never handed to a script, even with
 ``settings_cross``: they read as ``"****"`` when set and ``dump`` leaves them out.
-Data functions run in the worker thread of the Lua call; async services are awaited on the
-loop the plugin was started on, with a timeout.
+Data functions run on a thread of the plugin's sandbox (:meth:`LuaSandbox.blocking
+<homeagent_core.providers.lua.LuaSandbox.blocking>`: closing it releases the script's caller),
+never on the event loop; async services are awaited on the loop the plugin was started on,
+with a timeout.
 """
 
 from __future__ import annotations
@@ -266,7 +268,7 @@ class LuaDataFunctions:
         return self.plugin.sdk
 
     def run_async(self, coro: Any) -> Any:
-        """Run a coroutine of the (async) SDK from the worker thread a Lua call runs in."""
+        """Run a coroutine of the (async) SDK from the sandbox thread a data function runs on."""
         loop = self.plugin.loop
         if loop is None or loop.is_closed():
             coro.close()

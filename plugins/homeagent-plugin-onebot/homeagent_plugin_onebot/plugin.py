@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from homeagent_plugin_onebot.link import OneBotLink
 from homeagent_plugin_onebot.message import parse_message
@@ -28,7 +28,8 @@ from homeagent_sdk import (
     hookimpl,
 )
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
-from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
+from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, MediaRef, OutgoingMedia, Sender
+from homeagent_sdk.ssrf import AddressPolicy, download_capped
 
 __all__ = ["CHANNEL", "OneBotBridge", "OneBotPlugin", "make_plugin"]
 
@@ -121,14 +122,11 @@ class OneBotBridge(ChatBridge):
                         event.get("message_id"))
         if parsed.unknown:
             log.debug("onebot: unknown segment types %s", parsed.unknown)
-        attachments: list[MediaAttachment] = []
-        notes: list[str] = []
-        for kind, data in parsed.media:
-            attachment = await self._fetch(kind, data)
-            if attachment is None:
-                notes.append(f"[{kind}: could not be downloaded]")
-            else:
-                attachments.append(attachment)
+        media = [
+            MediaRef(kind, str(data.get("name") or data.get("file") or kind)[:200],
+                     {k: str(data[k]) for k in ("url", "file") if data.get(k)})
+            for kind, data in parsed.media
+        ]
         text = parsed.text
         if not text and not parsed.media:
             self.dropped += 1
@@ -136,15 +134,13 @@ class OneBotBridge(ChatBridge):
             return
         if parsed.reply_to:
             text = f"(reply to message {parsed.reply_to}) {text}".strip()
-        if notes:
-            text = " ".join([text, *notes]).strip()
         names = [self.nickname] if self.nickname else []
         mentioned = parsed.at_me or (parsed.reply_to != "" and parsed.reply_to in self._sent_ids)
         message = IncomingMessage(
             conversation=conv,
             sender=Sender(str(user_id), name),
             text=text,
-            attachments=attachments,
+            media=media,
             mentioned=mentioned or (bool(names) and conv.is_group and self.nickname in text),
             message_id=str(event.get("message_id", "")),
         )
@@ -160,45 +156,34 @@ class OneBotBridge(ChatBridge):
                 self.link.self_id = str(event["self_id"])
             log.info("onebot: lifecycle %s (self %s)", event.get("sub_type"), self.link.self_id)
 
-    async def _fetch(self, kind: str, data: dict[str, Any]) -> MediaAttachment | None:
-        """The bytes of a received image / voice / file / video segment, or None."""
-        ref = str(data.get("url") or data.get("file") or "")
-        name = str(data.get("name") or data.get("file") or kind)[:200]
-        try:
-            if ref.startswith("base64://"):
-                blob = base64.b64decode(ref[len("base64://") :], validate=False)
-            elif ref.startswith(("http://", "https://")):
-                blob = await self._download(ref)
-            elif ref.startswith("file://"):
-                path = Path(unquote(urlsplit(ref).path))
-                blob = await asyncio.to_thread(path.read_bytes)
-            else:
-                log.info("onebot: %s segment without a URL (%r); not downloaded", kind, ref[:100])
+    async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
+        """A received image / voice / file / video, fetched once the sender passed access.
+
+        ``base64://`` inline data is decoded (capped before decoding); an http(s) URL is
+        downloaded through the SSRF guard, streamed and stopped at the cap, every redirect hop
+        checked (the implementation's own host is allowed: it serves its media cache); a local
+        path (``file://`` or bare) is never opened, whoever names it.
+        """
+        ref = media.ref.get("url") or media.ref.get("file") or ""
+        if ref.startswith("base64://"):
+            encoded = ref[len("base64://") :]
+            if len(encoded) * 3 // 4 > MAX_MEDIA:
+                log.warning("onebot: inline %s over %d bytes; skipped", media.kind, MAX_MEDIA)
                 return None
-        except Exception as exc:
-            log.warning("onebot: %s %s could not be fetched: %s", kind, ref[:200], exc)
+            blob = base64.b64decode(encoded, validate=False)
+        elif ref.startswith(("http://", "https://")):
+            blob = await download_capped(ref, self._media_policy(), max_bytes=MAX_MEDIA)
+        else:
+            log.info("onebot: %s %r is not a URL; local paths are never opened", media.kind, ref[:100])
             return None
-        if not blob or len(blob) > MAX_MEDIA:
-            log.warning("onebot: %s %s is empty or over %d bytes; skipped", kind, ref[:200], MAX_MEDIA)
+        if not blob:
             return None
-        return MediaAttachment(mime=sniff_mime(blob, kind), data=blob, name=Path(name).name or kind)
+        return MediaAttachment(mime=sniff_mime(blob, media.kind), data=blob, name=Path(media.name).name or media.kind)
 
-    async def _download(self, url: str) -> bytes:
-        import httpx
-
-        chunks: list[bytes] = []
-        size = 0
-        async with (
-            httpx.AsyncClient(timeout=30, follow_redirects=True) as client,
-            client.stream("GET", url) as response,
-        ):
-            response.raise_for_status()
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > MAX_MEDIA:
-                    raise ValueError(f"over {MAX_MEDIA} bytes")
-                chunks.append(chunk)
-        return b"".join(chunks)
+    def _media_policy(self) -> AddressPolicy:
+        """Public addresses, plus the implementation's own host in forward mode."""
+        host = urlsplit(self.link.ws_url).hostname if self.link.mode == "forward" else None
+        return AddressPolicy.parse([host] if host else [])
 
     # ------------------------------------------------------------------ sending
 

@@ -203,3 +203,93 @@ async def test_reverse_mode_refuses_a_web_page_even_without_a_token(agent: Agent
         await fake.wait_connected()
     finally:
         await fake.close()
+
+
+class _CountingMedia:
+    """An HTTP server (on ``host``) that counts requests; ``/big`` streams without end."""
+
+    def __init__(self, host: str) -> None:
+        self.host, self.port, self.requests = host, 0, 0
+
+    async def _serve(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        self.requests += 1
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if b" /big " in head:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n")
+                chunk = b"\x89PNG" + b"\0" * 65532
+                for _ in range(2000):  # ~128 MiB if nobody stops reading
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    await writer.drain()
+            else:
+                body = png_bytes()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(body), body))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> _CountingMedia:
+        import asyncio
+
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+    def url(self, path: str) -> str:
+        return f"http://{self.host}:{self.port}{path}"
+
+
+async def test_an_unpaired_senders_media_is_never_fetched(agent: AgentHarness, onebot: FakeOneBot):
+    _forward(agent, onebot)
+    await agent.start()
+    async with _CountingMedia("127.0.0.1") as media:
+        photo = {"type": "image", "data": {"file": "x.image", "url": media.url("/x.png")}}
+        await onebot.private(999, "陌生人", [photo])
+        sent = await onebot.next_sent()
+        assert "Pairing code" in text_of(sent)
+        assert media.requests == 0 and agent.model.requests == []
+
+
+async def test_a_senders_media_cannot_name_a_local_file_or_a_private_address(
+    agent: AgentHarness, onebot: FakeOneBot, tmp_path: Path
+):
+    _forward(agent, onebot, access="open")
+    agent.model.add("收到一", "收到二", "收到三")
+    await agent.start()
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(png_bytes()[:40] + b"TOP-SECRET-BYTES")
+    async with _CountingMedia("127.0.0.2") as elsewhere:  # loopback, but not the implementation's host
+        for n, ref in enumerate((f"file://{secret}", str(secret), elsewhere.url("/x.png"))):
+            text = {"type": "text", "data": {"text": f"第{n}张"}}
+            await onebot.private(12345, "小王", [{"type": "image", "data": {"file": ref, "url": ref}}, text])
+            await onebot.next_sent()
+        assert elsewhere.requests == 0
+    sent_to_model = json.dumps(agent.model.requests, ensure_ascii=False)
+    assert "TOP-SECRET" not in sent_to_model and "image_url" not in sent_to_model
+    lasts = [str(r["messages"][-1]["content"]) for r in agent.model.requests]
+    assert len(lasts) == 3 and all("[image: could not be downloaded]" in last for last in lasts)
+
+
+async def test_a_media_download_stops_at_the_cap(agent: AgentHarness, onebot: FakeOneBot):
+    import resource
+
+    from homeagent_plugin_onebot import plugin as onebot_plugin
+
+    _forward(agent, onebot, access="open")
+    agent.model.add("太大了")
+    await agent.start()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    async with _CountingMedia("127.0.0.1") as media:  # the implementation's own host: allowed
+        await onebot.private(12345, "小王", [{"type": "image", "data": {"file": "big.png", "url": media.url("/big")}}])
+        await onebot.next_sent()
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert "[image: could not be downloaded]" in json.dumps(agent.model.requests, ensure_ascii=False)
+    assert grown_mb < onebot_plugin.MAX_MEDIA / 2**20 * 3  # stopped near the cap, never read whole

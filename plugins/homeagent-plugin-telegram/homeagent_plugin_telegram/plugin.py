@@ -35,7 +35,7 @@ from homeagent_sdk import (
     hookimpl,
 )
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
-from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, OutgoingMedia, Sender
+from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, MediaRef, OutgoingMedia, Sender
 from homeagent_sdk.errors import PluginError
 
 __all__ = ["CHANNEL", "TelegramBridge", "TelegramPlugin", "make_plugin"]
@@ -286,19 +286,13 @@ class TelegramBridge(ChatBridge):
             log.warning("telegram: message dropped: %s", exc)
             return
         text = message.text or message.caption or ""
-        attachments: list[MediaAttachment] = []
+        media = [MediaRef(name, name, {"file_id": file_id, "mime": mime}) for file_id, mime, name in _media_of(message)]
         notes: list[str] = []
-        for file_id, mime, name in _media_of(message):
-            attachment = await self._fetch(file_id, mime, name)
-            if attachment is None:
-                notes.append(f"[{name}: could not be downloaded]")
-            else:
-                attachments.append(attachment)
         if message.sticker is not None:
             notes.append(f"[sticker {message.sticker.emoji or ''}]".replace(" ]", "]"))
         if notes:
             text = " ".join([text, *notes]).strip()
-        if not text and not attachments:
+        if not text and not media:
             log.info("telegram: message %s has nothing readable; ignored", message.message_id)
             return
         reply_to = message.reply_to_message
@@ -309,12 +303,14 @@ class TelegramBridge(ChatBridge):
             mentioned = True
             text = _strip_mention(text, self.username)
         name = user.full_name or user.username or str(user.id)
-        incoming = IncomingMessage(conv, Sender(str(user.id), name), text, attachments, mentioned,
-                                   str(message.message_id))
+        incoming = IncomingMessage(conv, Sender(str(user.id), name), text, [], mentioned,
+                                   str(message.message_id), media=media)
         outcome = await self.handle(incoming)
         log.debug("telegram: message %s in %s: %s", message.message_id, conv.key, outcome)
 
-    async def _fetch(self, file_id: str, mime: str, name: str) -> MediaAttachment | None:
+    async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
+        """A photo, voice note or file, downloaded from Telegram once the sender passed access."""
+        file_id, mime, name = media.ref["file_id"], media.ref["mime"], media.name
         try:
             file = await self.bot.get_file(file_id)
             if file.file_size and file.file_size > MAX_MEDIA:

@@ -12,6 +12,7 @@ from homeagent_core.agent.loop import AgentClosed
 from homeagent_sdk import errors, hookimpl
 from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
 from homeagent_sdk.errors import ConfigValueError, UsageError
+from homeagent_sdk.types import InjectOptions
 
 MakeKernel = Any
 
@@ -58,17 +59,47 @@ async def test_stream_raises_what_the_turn_raised(make_kernel: MakeKernel) -> No
             pass
 
 
-async def test_identical_consecutive_inputs_are_answered_once_and_marked_skipped(make_kernel: MakeKernel) -> None:
-    model = FakeModel([FakeReply(content="只回答一次", delay=0.05)], default="second model call")
+async def test_a_person_repeating_themselves_is_asked_again_each_time(make_kernel: MakeKernel) -> None:
+    model = FakeModel(["第一段", "第二段", "第三段", "第四段"])
     kernel = await make_kernel(model=model)
     cli = kernel.io_for("cli")
-    first, second = await asyncio.gather(
-        cli.inject_input_sync("重复的话", "cli", timeout=5), cli.inject_input_sync("重复的话", "cli", timeout=5)
+    first = await cli.inject_input_sync("继续", "cli", timeout=5)
+    second = await cli.inject_input_sync("继续", "cli", timeout=5)  # well within the 10 s window
+    # and twice at once, the second while the first still waits
+    third, fourth = await asyncio.gather(*(cli.inject_input_sync("继续", "cli", timeout=5) for _ in range(2)))
+    replies = [first, second, third, fourth]
+    assert [str(r) for r in replies] == ["第一段", "第二段", "第三段", "第四段"] and model.calls == 4
+    assert not any(r.skipped for r in replies)
+
+
+async def test_a_door_re_sending_a_message_id_gets_the_first_reply_whole_without_a_model_call(
+    make_kernel: MakeKernel,
+) -> None:
+    class Flaky:
+        name = "flaky"
+
+        @hookimpl
+        async def pre_action(self, ctx: Any) -> None:
+            raise RuntimeError("plugin bug")
+
+    model = FakeModel(
+        [ToolCallReply("get_plugin_tools", {"plugin": "kernel"}), FakeReply(content="只回答一次", delay=0.05)],
+        default="a second model call",
     )
+    kernel = await make_kernel(Flaky(), model=model)
+    qq = kernel.io_for("qq")
+    sent = InjectOptions(message_id="qq-4711")
+    first, second = await asyncio.gather(
+        qq.inject_input_sync("在吗", "qq", sent, timeout=5), qq.inject_input_sync("在吗", "qq", sent, timeout=5)
+    )
+    third = await qq.inject_input_sync("在吗", "qq", sent, timeout=5)  # re-delivered right after: still the same
     assert (str(first), first.skipped) == ("只回答一次", False)
-    assert (str(second), second.skipped) == ("只回答一次", True)
-    third = await cli.inject_input_sync("重复的话", "cli", timeout=5)  # right after: still a duplicate
-    assert third.skipped and model.calls == 1
+    assert model.calls == 2  # one tool round and the answer, for the first delivery only
+    for again in (second, third):
+        assert (str(again), again.skipped) == ("只回答一次", True)
+        assert again.errors == first.errors == ["pre_action: plugin flaky: RuntimeError: plugin bug"]
+        assert [r.name for r in again.tool_results] == [r.name for r in first.tool_results] == ["get_plugin_tools"]
+        assert again.tool_results[0].success and again.answered_by == first.answered_by
 
 
 async def test_a_full_queue_rejects_inputs_with_a_clear_error(make_kernel: MakeKernel) -> None:

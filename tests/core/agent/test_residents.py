@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from homeagent_core.agent.kernel import KernelSettings
 from homeagent_core.agent.residents import RESIDENT_CHANNEL, ResidentLimits
 from homeagent_core.library import Agent
 from homeagent_sdk._fake_model import FakeModel, ToolCallReply
-from homeagent_sdk.errors import UsageError
+from homeagent_sdk.errors import InputQueueFull, UsageError
 
 MakeKernel = Any
 
@@ -176,6 +178,20 @@ async def test_limits_on_count_and_hourly_turns(make_kernel: MakeKernel) -> None
     assert kernel.residents.inspect("one")["turns_last_hour"] == 1
 
 
+async def test_the_hourly_token_budget_counts_the_tokens_the_model_reported(make_kernel: MakeKernel) -> None:
+    limits = ResidentLimits(tokens_per_hour=100, report=False)
+    kernel = await make_kernel(model=FakeModel(default="done"), settings=KernelSettings(residents=limits))
+    await kernel.residents.create("one", "x")
+    assert str(await kernel.residents.send("one", "x" * 800, wait=True, timeout=10)) == "done"
+    assert kernel.residents.inspect("one")["tokens_last_hour"] >= 200  # what the model said it used
+    await kernel.residents.send("one", "second")
+    resident = kernel.residents.get("one")
+    async with asyncio.timeout(10):
+        while resident.waiting_until is None:
+            await asyncio.sleep(0)
+    assert resident.status == "over budget" and resident.queued() == []
+
+
 async def test_a_resident_created_by_a_turn_survives_a_restart_and_its_learning_is_reclaimed(tmp_path: Path) -> None:
     hold = asyncio.Event()
 
@@ -249,3 +265,86 @@ async def test_damaged_resident_states_are_reported_and_skipped(
     assert "broken/state.json is unreadable" in caplog.text
     assert "resident state of 'bent' is damaged" in caplog.text
     assert str(await reopened.residents.send("good", "still there?", wait=True, timeout=10)) == "ok"
+
+
+async def test_a_resident_saved_with_a_full_queue_comes_back_whole_and_the_kernel_starts(
+    make_kernel: MakeKernel, tmp_path: Path
+) -> None:
+    hold = asyncio.Event()
+
+    async def responder(request: dict[str, Any]) -> Any:
+        await hold.wait()
+        return "never"
+
+    limits = ResidentLimits(queue_capacity=8, report=False)
+    kernel = await make_kernel(
+        model=FakeModel(responder=responder), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    await kernel.residents.create("shop", "维护购物清单")
+    await kernel.residents.send("shop", "item 0")
+    resident = kernel.residents.get("shop")
+    async with asyncio.timeout(10):
+        while resident.current is None:
+            await asyncio.sleep(0)
+    for n in range(1, 9):  # 8 more: the queue is full, one more is in progress
+        await kernel.residents.send("shop", f"item {n}")
+    with pytest.raises(InputQueueFull):
+        await kernel.residents.send("shop", "item 9")
+    await kernel.aclose()
+    saved = json.loads((tmp_path / "residents" / "shop" / "state.json").read_text(encoding="utf-8"))
+    assert saved["queue"] == [f"item {n}" for n in range(9)]
+
+    answered: list[str] = []
+
+    def second_life(request: dict[str, Any]) -> Any:
+        answered.append(str(request["messages"][-1]["content"]))
+        return "ok"
+
+    reopened = await make_kernel(
+        model=FakeModel(responder=second_life), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    assert reopened.started and list(reopened.residents.agents) == ["shop"]
+    async with asyncio.timeout(15):
+        while reopened.residents.get("shop").done < 9:
+            await asyncio.sleep(0.01)
+    assert answered == [f"item {n}" for n in range(9)]
+
+
+async def test_a_state_write_still_running_when_the_resident_is_destroyed_does_not_bring_it_back(
+    make_kernel: MakeKernel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, proceed, returned = threading.Event(), threading.Event(), threading.Event()
+    real_to_thread = asyncio.to_thread
+
+    async def to_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        # Holds the thread of the resident's state write after its first answer until the test says so.
+        state = next((a for a in args if isinstance(a, dict) and "queue" in a), None)
+        if state is None or state["done"] < 1 or entered.is_set():
+            return await real_to_thread(func, *args, **kwargs)
+
+        def held() -> Any:
+            entered.set()
+            proceed.wait(10)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                returned.set()
+
+        return await real_to_thread(held)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    limits = ResidentLimits(report=False)
+    kernel = await make_kernel(
+        model=FakeModel(default="done"), settings=KernelSettings(residents=limits), data_dir=tmp_path
+    )
+    await kernel.residents.create("shop", "维护购物清单")
+    await kernel.residents.send("shop", "加牛奶")
+    assert await real_to_thread(entered.wait, 10)  # the worker is writing state.json in a thread
+    async with asyncio.timeout(10):
+        assert (await kernel.residents.destroy("shop"))["name"] == "shop"
+    assert not (tmp_path / "residents" / "shop").exists()
+    proceed.set()
+    assert await real_to_thread(returned.wait, 10)  # the write in flight has run to its end
+    assert not (tmp_path / "residents" / "shop").exists()
+    reopened = await make_kernel(model=FakeModel(default="ok"), data_dir=tmp_path)
+    assert reopened.residents.agents == {}

@@ -39,8 +39,8 @@ class FakeTurn:
         self.stopped = True
 
 
-def item(text: str, level: int = 0, source: str = "user", channel: str = "cli") -> InputItem:
-    return InputItem(text=text, channel=channel, source=source, level=level)
+def item(text: str, level: int = 0, source: str = "user", channel: str = "cli", message_id: str = "") -> InputItem:
+    return InputItem(text=text, channel=channel, source=source, level=level, message_id=message_id)
 
 
 def drain(s: Scheduler) -> list[str]:
@@ -156,42 +156,56 @@ def test_full_ready_queue_rejects_with_backpressure_logged_once(caplog: pytest.L
     assert any("has room again" in r.message for r in caplog.records)
 
 
-async def test_consecutive_identical_inputs_from_one_source_are_deduplicated() -> None:
+async def test_a_message_id_re_sent_by_the_same_source_is_answered_once() -> None:
     s = Scheduler()
     loop = asyncio.get_running_loop()
-    first = item("同一句话")
+    first = item("同一句话", message_id="m1")
     first.reply = loop.create_future()
     s.submit(first)
-    second = item("同一句话")
+    second = item("同一句话", message_id="m1")
     second.reply = loop.create_future()
     s.submit(second)
     assert second.skipped and len(s) == 1
-    other_source = s.submit(item("同一句话", source="someone-else"))
-    assert not other_source.skipped
+    other_source = s.submit(item("同一句话", source="someone-else", message_id="m1"))
+    other_message = s.submit(item("同一句话", message_id="m2"))
+    assert not other_source.skipped and not other_message.skipped and len(s) == 3
     first.reply.set_result("答复")
     assert await asyncio.wait_for(second.reply, 1) == "答复"
 
 
-def test_identical_input_after_the_dedup_window_runs_again() -> None:
+def test_the_same_words_sent_again_without_a_message_id_are_a_new_request() -> None:
     clock = Clock()
     s = Scheduler(clock=clock, dedup_window=10.0)
-    first = s.submit(item("again"))
+    first = s.submit(item("继续"))
+    again = s.submit(item("继续"))  # while the first still waits
+    assert not again.skipped and len(s) == 2
+    assert drain(s) == ["继续", "继续"]
+    first.result = "done"
+    s.finished(first)
+    clock.now += 1
+    assert not s.submit(item("继续")).skipped and len(s) == 1
+
+
+def test_a_re_sent_message_id_after_the_dedup_window_runs_again() -> None:
+    clock = Clock()
+    s = Scheduler(clock=clock, dedup_window=10.0)
+    first = s.submit(item("again", message_id="m1"))
     s.pop()
     first.result = "done"
     s.finished(first)
     clock.now += 5
-    assert s.submit(item("again")).skipped
+    assert s.submit(item("again", message_id="m1")).skipped
     clock.now += 20
-    assert not s.submit(item("again")).skipped
+    assert not s.submit(item("again", message_id="m1")).skipped
 
 
-def test_an_input_that_failed_is_not_deduplicated() -> None:
+def test_a_message_whose_turn_failed_is_not_deduplicated() -> None:
     s = Scheduler()
-    first = s.submit(item("retry me"))
+    first = s.submit(item("retry me", message_id="m1"))
     s.pop()
     first.result = RuntimeError("model down")
     s.finished(first)
-    assert not s.submit(item("retry me")).skipped
+    assert not s.submit(item("retry me", message_id="m1")).skipped
 
 
 async def test_self_inputs_wait_until_no_user_input_is_ready() -> None:

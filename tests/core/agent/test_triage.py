@@ -171,3 +171,59 @@ def test_status_questions_and_busy_notices_follow_the_senders_language() -> None
     assert busy_notice("are you there", 150).startswith("Busy right now, please wait") and "about 3 min" in busy_notice(
         "are you there", 150
     )
+
+
+async def test_triage_looks_at_no_more_waiting_inputs_at_once_than_offload_max_inputs(tmp_path: Path) -> None:
+    house = Household()
+    looking = 0
+    peak = 0
+    triaged: list[str] = []
+    release = asyncio.Event()
+
+    async def responder(request: dict[str, Any]) -> Any:
+        nonlocal looking, peak
+        question = next(str(m["content"]) for m in reversed(request["messages"]) if m["role"] == "user")
+        if _is_triage(request):
+            looking += 1
+            peak = max(peak, looking)
+            triaged.append(question)
+            try:
+                async with asyncio.timeout(10):
+                    await release.wait()
+            finally:
+                looking -= 1
+            return "[BUSY]"
+        if "长任务" in question:
+            return "完成" if _tools_done(request) else ToolCallReply("long_job", {"task": "x"})
+        return "好"
+
+    model = FakeModel(responder=responder)
+    agent = Agent(tmp_path, provider=model, plugins=[house], load_entrypoints=False, builtins=())
+    agent.config.set("core.agent.offload_after", "0.1s")
+    agent.config.set("core.agent.offload_max_inputs", "8")
+    await agent.start()
+    try:
+        kernel = agent.kernel
+        owner = asyncio.ensure_future(kernel.ask("长任务", "owner"))
+        async with asyncio.timeout(10):
+            await house.job_started.wait()
+        waiting = [asyncio.ensure_future(kernel.ask(f"问题 {n}", "bob")) for n in range(40)]
+        async with asyncio.timeout(10):
+            while len(triaged) < 8:
+                await asyncio.sleep(0.01)
+        # Eight looks are in flight (each a recall and a model call); the other 32 inputs wait their turn.
+        marked = [item for item in kernel.scheduler.waiting() if item.extra.get("triaged")]
+        assert (len(marked), len(triaged)) == (8, 8) and kernel.triage.in_flight == 8
+        release.set()
+        async with asyncio.timeout(20):
+            while len(house.to("bob")) < 40:
+                await asyncio.sleep(0.01)
+        # Every waiting input was looked at once, oldest first, never more than eight at a time.
+        assert sorted(triaged, key=lambda q: int(q.split()[1])) == [f"问题 {n}" for n in range(40)]
+        assert triaged[:8] == [f"问题 {n}" for n in range(8)] and peak == 8
+        assert all(notice.startswith("忙碌中，请稍候") for notice in house.to("bob"))
+        house.job_may_finish.set()
+        assert str(await asyncio.wait_for(owner, 10)) == "完成"
+        assert [str(r) for r in await asyncio.wait_for(asyncio.gather(*waiting), 20)] == ["好"] * 40
+    finally:
+        await agent.aclose()

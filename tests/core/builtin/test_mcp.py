@@ -370,6 +370,20 @@ async def test_a_subscribed_resource_change_arrives_as_an_event_and_an_input(har
     assert "not subscribed to 'note://current'" in await h.fails("calc_resource_unsubscribe", uri="note://current")
 
 
+async def test_each_change_of_a_subscribed_resource_is_its_own_input(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    connection = h.plugin("mcp").connections["calc"]
+    await connection.wait_connected()
+    await h.ok("calc_resource_subscribe", uri="note://current")
+    for n in range(3):
+        assert await h.ok("calc_set_note", text=f"note {n}") == "noted"
+    await h.wait_event("mcp_resource_updated", count=3, timeout=20)
+    # Three changes, three inputs and three turns: the same text is not a duplicate message.
+    changed = "the subscribed resource note://current changed"
+    inputs = await h.wait_event("raw_input", lambda e: changed in e.data["text"], count=3, timeout=20)
+    assert [e.data["channel"] for e in inputs] == ["mcp"] * 3
+
+
 async def test_resources_prompts_and_subscriptions_over_streamable_http(harness, http_server):
     await http_server.start()
     h = await harness([MCP], {"plugin.mcp.servers": [{"name": "calc", "url": http_server.url}]})

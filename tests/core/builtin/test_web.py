@@ -6,8 +6,8 @@ import httpx
 import pytest
 from web_servers import FakeSearch, Loopback, pages_app
 
-from homeagent_core.builtin.web_guard import AddressPolicy, GuardedTransport
 from homeagent_sdk import ToolError
+from homeagent_sdk.ssrf import AddressPolicy, GuardedTransport
 
 WEB = "homeagent_core.builtin.web"
 ALLOW = {"plugin.web.allow_private": "127.0.0.1"}

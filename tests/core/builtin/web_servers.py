@@ -26,11 +26,12 @@ class Loopback:
     """Runs an ASGI app with uvicorn on ``host`` (a loopback address) and an ephemeral port."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1") -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://{host}:{self.port}"
+        self.url = f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
         self.server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical", access_log=False))
         self._task: asyncio.Task[None] | None = None
 

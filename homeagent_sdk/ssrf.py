@@ -1,7 +1,8 @@
-"""SSRF guard for the web tools: only public addresses, unless the owner allowlists more.
+"""SSRF guard: only public addresses, unless the owner allowlists more.
 
-A URL the model chooses must not reach the machine itself, the home network or a cloud
-metadata service. The guard works at two levels:
+A URL the model chooses — or a stranger's chat message names — must not reach the machine
+itself, the home network or a cloud metadata service. The web tools, the browser's proxy and
+the chat-app bridges (media a sender announces) all go through it. The guard works at two levels:
 
 * :func:`check_url` resolves the host (every address DNS returns) before a request and
   refuses any address that is not globally routable — loopback, private, link-local
@@ -28,14 +29,26 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from homeagent_sdk import ToolError
+from homeagent_sdk.errors import ToolError
 
-__all__ = ["AddressPolicy", "GuardedTransport", "check_url"]
+__all__ = [
+    "AddressPolicy",
+    "AddressRefused",
+    "DownloadTooLarge",
+    "GuardedTransport",
+    "IPAddress",
+    "check_url",
+    "download_capped",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _SETTING = "plugin.web.allow_private"
+
+
+class AddressRefused(ToolError):
+    """The policy refuses an address (as opposed to a host that does not resolve)."""
 
 
 def _why_blocked(ip: IPAddress) -> str:
@@ -97,7 +110,7 @@ class AddressPolicy:
         if not reason or self.allowed_host(host) or any(ip in net for net in self.networks):
             return
         shown = host if host == str(ip) else f"{host} ({ip})"
-        raise ToolError(
+        raise AddressRefused(
             f"refused to connect to {shown}: the address is {reason}. The web tools only reach public "
             f"addresses; the owner can allow this one by adding it to {_SETTING}"
         )
@@ -197,3 +210,37 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             keepalive_expiry=5.0,
             network_backend=_GuardedBackend(policy),
         )
+
+
+class DownloadTooLarge(ToolError):
+    """A download passed its byte cap (it is stopped there, never read whole)."""
+
+
+async def download_capped(url: str, policy: AddressPolicy, *, max_bytes: int, timeout: float = 30.0) -> bytes:
+    """GET ``url`` through the guard, following redirects (each hop checked), at most ``max_bytes``.
+
+    The body is streamed and the download stops as soon as it passes the cap (a declared
+    ``Content-Length`` over it is refused before reading).
+
+    Raises:
+        ToolError: not http(s), a refused address on any hop, an HTTP error status.
+        DownloadTooLarge: the body is over ``max_bytes``.
+    """
+    await check_url(url, policy)
+    chunks: list[bytes] = []
+    size = 0
+    async with (
+        httpx.AsyncClient(transport=GuardedTransport(policy), timeout=timeout, follow_redirects=True) as client,
+        client.stream("GET", url) as response,
+    ):
+        if response.status_code >= 400:
+            raise ToolError(f"{url[:200]} answered HTTP {response.status_code}")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise DownloadTooLarge(f"{url[:200]} is {declared} bytes, over the cap of {max_bytes}")
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise DownloadTooLarge(f"{url[:200]} is over the cap of {max_bytes} bytes")
+            chunks.append(chunk)
+    return b"".join(chunks)
