@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from homeagent_core.agent.people import SYSTEM, PeopleError
@@ -128,36 +128,45 @@ class ToolPolicy:
 
     def decide(self, principal: Principal | None, tool: str) -> Decision:
         """Allow, deny or ask for ``tool`` on behalf of ``principal`` (None: a guest)."""
+        return self._rules(principal)(tool)
+
+    def _rules(self, principal: Principal | None) -> Callable[[str], Decision]:
+        """The decision function of ``principal``: the registry is read once, not per tool."""
         if principal is None:
-            return Decision.DENY
+            return lambda _tool: Decision.DENY
         if principal.role == "owner" and principal.person != SYSTEM.person:
-            return Decision.ALLOW
+            return lambda _tool: Decision.ALLOW
+        lists: list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
         if principal.person and principal.role != SYSTEM.role:
             person = self.people.get(principal.person)
             if person is not None:
-                for decision, patterns in (
-                    (Decision.DENY, person.deny),
-                    (Decision.ASK, person.ask),
-                    (Decision.ALLOW, person.allow),
-                ):
-                    if _match(patterns, tool):
-                        return decision
+                lists.append((person.deny, person.ask, person.allow))
         try:
             role = self.people.role(principal.role or "guest")
         except PeopleError:
             log.warning("principal %s has the unknown role %r; treated as a guest", principal.person, principal.role)
+            return lambda _tool: Decision.DENY
+        own = lists[0] if lists else None
+
+        def decide(tool: str) -> Decision:
+            if own is not None:
+                for decision, patterns in zip((Decision.DENY, Decision.ASK, Decision.ALLOW), own, strict=True):
+                    if _match(patterns, tool):
+                        return decision
+            if _match(role.deny, tool):
+                return Decision.DENY
+            if _match(role.ask, tool):
+                return Decision.ASK
+            if _match(role.allow, tool):
+                return Decision.ALLOW
             return Decision.DENY
-        if _match(role.deny, tool):
-            return Decision.DENY
-        if _match(role.ask, tool):
-            return Decision.ASK
-        if _match(role.allow, tool):
-            return Decision.ALLOW
-        return Decision.DENY
+
+        return decide
 
     def offered(self, principal: Principal | None, names: Iterable[str]) -> list[str]:
         """The tool names of ``names`` that ``principal`` may be offered (allowed or asked)."""
-        return [n for n in names if self.decide(principal, n) is not Decision.DENY]
+        decide = self._rules(principal)
+        return [n for n in names if decide(n) is not Decision.DENY]
 
     @staticmethod
     def refusal(principal: Principal | None, tool: str) -> str:
