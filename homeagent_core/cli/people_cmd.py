@@ -125,6 +125,21 @@ def role_policy(
     typer.echo(f"role {changed.name}: allow {list(changed.allow)} ask {list(changed.ask)} deny {list(changed.deny)}")
 
 
+@app.command("policy")
+@handle_errors
+def policy(
+    name: Annotated[str, typer.Argument(help="The person.")],
+    allow: Annotated[str, typer.Option(help="Comma-separated tool-name patterns allowed beyond the role.")] = "",
+    ask: Annotated[str, typer.Option(help="Patterns that ask the owner first.")] = "",
+    deny: Annotated[str, typer.Option(help="Patterns always refused to this person.")] = "",
+    data: DataOption = None,
+) -> None:
+    """Give one person their own patterns, looked at before their role's (all empty: none)."""
+    with _registry(data) as people:
+        person = people.set_policy(name, allow=allow, ask=ask, deny=deny, by=_who())
+    typer.echo(f"{person.name}: allow {list(person.allow)} ask {list(person.ask)} deny {list(person.deny)}")
+
+
 @app.command("link")
 @handle_errors
 def link(

@@ -77,6 +77,14 @@ def test_roles_and_a_new_role(tmp_path: Path) -> None:
     assert rows["teen"]["deny"] == ["cmd_run", "term_*"] and rows["adult"]["ask"]
 
 
+def test_a_persons_own_policy(tmp_path: Path) -> None:
+    run(tmp_path, "add", "kid", "--role", "child")
+    code, out = run(tmp_path, "policy", "kid", "--deny", "web_*", "--allow", "files_read")
+    assert code == 0 and "kid: allow ['files_read'] ask [] deny ['web_*']" in out
+    row = next(r for r in json.loads(run(tmp_path, "list", "--json")[1]) if r["name"] == "kid")
+    assert row["policy"] == {"allow": ["files_read"], "deny": ["web_*"], "ask": []}
+
+
 def test_approvals_without_a_daemon_say_so(tmp_path: Path) -> None:
     code, out = run(tmp_path, "approvals")
     assert code == 1 and "no daemon runs" in out
