@@ -28,7 +28,8 @@ async def test_get_and_set_validate_types_and_name_the_key(harness):
 
 async def test_secrets_are_masked_everywhere(harness):
     h = await harness([CFG, CLI, WEB])
-    assert await h.ok("config_set", scope="web", key="search_api_key", value="s3cret") == "plugin.web.search_api_key = ****"
+    changed = await h.ok("config_set", scope="web", key="search_api_key", value="s3cret")
+    assert changed == "plugin.web.search_api_key = ****"
     assert "s3cret" not in await h.ok("config_get", scope="web", key="search_api_key")
     h.config.set("plugin.cli.api_key", "hunter2")  # guarded: the owner sets it outside the model's tools
     for text in (
