@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
 from homeagent_core.agent.channels import SEND_PREFIX
+from homeagent_core.agent.policy import Decision
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
@@ -187,6 +188,9 @@ class Turn:
         self.level = item.level
         #: Who the input comes from; rights are decided from this, never from ``ctx.principal``.
         self.principal: Principal | None = None
+        #: Other people whose interrupts were injected into this turn: it then acts only with the
+        #: rights all of them share.
+        self.others: list[Principal] = []
         if kernel.rights is not None:
             self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
         self.ctx = StageContext(
@@ -223,6 +227,7 @@ class Turn:
 
     def interrupt(self, item: InputItem) -> None:
         """Inject ``item`` before the next model call, cancelling the one in flight."""
+        self._note_speaker(item)
         self._pending.append(item)
         self.injected.append(item)
         self.level = max(self.level, item.level)
@@ -420,8 +425,30 @@ class Turn:
         assert self.principal is not None
         return self.tools.schemas(rights.offered(self.principal, names if names is not None else self.tools.names()))
 
+    def _note_speaker(self, item: InputItem) -> None:
+        """Remember the principal of an interrupt from someone else (see :attr:`others`)."""
+        rights = self.k.rights
+        if rights is None or self.principal is None:
+            return
+        other = rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+        if (other.person, other.role) != (self.principal.person, self.principal.role):
+            self.others.append(other)
+
+    def _shared(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """``tools`` less those another speaker of this turn may not use."""
+        rights = self.k.rights
+        if not self.others or not tools or rights is None:
+            return tools
+        names = {t["function"]["name"] for t in tools}
+        for other in self.others:
+            names &= set(rights.offered(other, names))
+        return [t for t in tools if t["function"]["name"] in names]
+
     async def _refused(self, call: ToolCall) -> ToolResult | None:
-        """None when the principal may run ``call`` now; else the result the model gets."""
+        """None when the principal may run ``call`` now; else the result the model gets.
+
+        With other speakers in the turn, the most restricted of them decides (deny, then ask).
+        """
         rights = self.k.rights
         if rights is None:
             return None
@@ -431,7 +458,12 @@ class Turn:
         async def later(approved: ToolCall) -> ToolResult:
             return await tools.execute(approved, allowed=allowed)
 
-        return await rights.check(self.principal, call, self.ctx.channel, later, stopped=lambda: self.stopped)
+        principal = self.principal
+        if self.others:
+            rank = {Decision.DENY: 0, Decision.ASK: 1, Decision.ALLOW: 2}
+            speakers = [self.principal, *self.others]
+            principal = min(speakers, key=lambda p: rank[rights.policy.decide(p, call.name)])
+        return await rights.check(principal, call, self.ctx.channel, later, stopped=lambda: self.stopped)
 
     # ------------------------------------------------------------------ the tool loop
 
@@ -461,7 +493,7 @@ class Turn:
             self.rounds = rounds
             self.activity = "thinking"
             try:
-                response = await self._call_model(ctx, messages, None if limited else tools, rounds)
+                response = await self._call_model(ctx, messages, None if limited else self._shared(tools), rounds)
             except _Cancelled:
                 continue
             ctx.llm_text = response["content"]
