@@ -16,7 +16,10 @@ platform:
   model, as what was said before, the next time the group mentions it (``remember`` per group);
 * **people** — every sender is linked to a person of the social layer (``小王``, or
   ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
-  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
+  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what; rights are
+  not the social layer's: each input carries a ``Principal`` naming the sender's account, and
+  the kernel grants the rights of the person the owner linked it to (``homeagent people link``),
+  a guest's otherwise;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
 * **replies** — split to the platform's ``text_limit`` at natural breaks, paced by a
@@ -56,7 +59,7 @@ from homeagent_sdk.channels import (
 )
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
-from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, MediaAttachment, TextEvent
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, Principal, TextEvent
 
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
@@ -249,10 +252,13 @@ class ChatBridge(abc.ABC):
             line = "Said in this group since you last spoke (not to you):\n" + "\n".join(backlog) + "\n\n" + line
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
+        # Who speaks: the kernel gives the sender the rights of the person the owner linked
+        # this account to (`homeagent people link`); an unlinked sender is a guest.
+        options = InjectOptions(principal=Principal(door=self.platform, account=sender.account, thread=conv.key))
         if message.attachments:
-            await self.sdk.io.inject_media(line, message.attachments, name)
+            await self.sdk.io.inject_media(line, message.attachments, name, options)
         else:
-            await self.sdk.io.inject_text(line, name)
+            await self.sdk.io.inject_text(line, name, options)
         return "injected"
 
     async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
+from homeagent_core.agent.approvals import Rights
 from homeagent_core.agent.channels import (
     CONSOLIDATION_CHANNEL,
     SEND_PREFIX,
@@ -106,6 +107,8 @@ class Kernel:
         self._library_io = KernelIO(self, "library", max_level=4)
         self.loop = EventLoop(self.scheduler, self._run_item)
         self.own_timeline = memory is None or not hasattr(memory, "timeline")
+        #: People, tool policy and approvals; set by the app (None: every tool allowed).
+        self.rights: Rights | None = None
         self.turn: Turn | None = None
         self.started = False
 
@@ -350,6 +353,7 @@ class Kernel:
             message_id=opts.message_id,
             reply=_reply_future() if reply or sink is not None else None,
             sink=sink,
+            extra={"principal": opts.principal} if opts.principal is not None else {},
         )
 
     def submit(self, item: InputItem) -> InputItem:

@@ -383,6 +383,22 @@ def _languages_message(tier: str, languages: list[str]) -> str:
     )
 
 
+def check_root(app: Any, euid: int | None = None) -> list[Finding]:
+    """Warn when HomeAgent runs as root: whatever a model runs would have every right on the machine."""
+    uid = os.geteuid() if euid is None else euid
+    if uid != 0:
+        return []
+    key = "plugin.cmd.allow_root"
+    allowed = bool(app.config.get(key, False)) if app.config.is_known(key) else False
+    what = (
+        "cmd_run runs programs as root because plugin.cmd.allow_root is true"
+        if allowed
+        else "cmd_run refuses to run programs until you run HomeAgent as an ordinary user or set plugin.cmd.allow_root"
+    )
+    return [Finding("runtime", "warn", f"running as root (uid 0): {what}",
+                    "run HomeAgent as an ordinary user, e.g. a `homeagent` system account")]
+
+
 def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
@@ -399,6 +415,7 @@ def run_checks(data: Path | None) -> list[Finding]:
                 found.extend(check(app, daemon) if check in with_daemon else check(app))
             except Exception as exc:  # a broken check must not hide the others
                 found.append(Finding(check.__name__.strip("_").replace("check_", ""), "fail", f"check failed: {exc}"))
+        found.extend(check_root(app))
     finally:
         app.config.close()
     return found

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from homeagent_core.agent.policy import guard_setting
 from homeagent_core.plugins.lua_glue import as_text, jsonable
 from homeagent_core.plugins.lua_http import http_request
 from homeagent_core.plugins.lua_manifest import CAPABILITIES
@@ -363,6 +364,7 @@ class LuaDataFunctions:
             key = f"core.{a[0]}"
             return _masked(config, key, config.get(key))
         if method == "set_core":
+            guard_setting(f"core.{a[0]}", f"Lua plugin {self.name!r}")
             config.set(f"core.{a[0]}", a[1])
             return True
         if method == "list_core":
@@ -371,6 +373,7 @@ class LuaDataFunctions:
             key = f"plugin.{a[0]}.{a[1]}"
             return _masked(config, key, config.get(key))
         if method == "set_plugin":
+            guard_setting(f"plugin.{a[0]}.{a[1]}", f"Lua plugin {self.name!r}")
             config.set(f"plugin.{a[0]}.{a[1]}", a[2])
             return True
         if method == "list_plugin":

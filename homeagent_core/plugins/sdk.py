@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
     from homeagent_core.memory.system import MemorySystem
-    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess, SupervisorAccess
+    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess, RightsAccess, SupervisorAccess
     from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MediaAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
@@ -99,6 +99,8 @@ class Services:
     media_store: Any = None
     #: The opened memory layers, for the core ``memory`` and ``knowledge`` plugins; None without memory.
     memory_system: MemorySystem | None = None
+    #: People, tool policy, guarded settings and approvals (``homeagent_core.agent.approvals.Rights``).
+    rights: RightsAccess | None = None
 
 
 class _Events:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError
-from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
+from homeagent_sdk.types import InjectOptions, MediaAttachment, Principal, Priority
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.privileged import KernelAccess
@@ -43,13 +43,21 @@ def _reply_dict(reply: Any) -> dict[str, Any]:
     return out
 
 
-async def ask(kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False) -> dict[str, Any]:
-    """Inject ``text`` and wait for the reply.
+async def ask(
+    kernel: KernelAccess,
+    text: str,
+    *,
+    channel: str,
+    source: str,
+    no_memory: bool = False,
+    principal: Principal | None = None,
+) -> dict[str, Any]:
+    """Inject ``text`` and wait for the reply (``principal`` None: the owner's login).
 
     Raises:
         TimeoutError: no reply within 300 s.
     """
-    options = InjectOptions(no_memory=no_memory)
+    options = InjectOptions(no_memory=no_memory, principal=principal)
     reply = await kernel.io_for(source).inject_input_sync(text, channel, options, timeout=ASK_TIMEOUT_S)
     return _reply_dict(reply)
 
@@ -67,7 +75,13 @@ async def ask_with_media(
 
 
 def stream(
-    kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False
+    kernel: KernelAccess,
+    text: str,
+    *,
+    channel: str,
+    source: str,
+    no_memory: bool = False,
+    principal: Principal | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Inject ``text`` now and return an iterator of this input's own deltas as they arrive.
 
@@ -78,7 +92,7 @@ def stream(
     Raises:
         InputQueueFull: the agent is busy; raised here, before any response is started.
     """
-    options = InjectOptions(no_memory=no_memory)
+    options = InjectOptions(no_memory=no_memory, principal=principal)
     return _stream_dicts(kernel.open_stream(text, channel, options=options, source=source, parts=True))
 
 

@@ -110,6 +110,9 @@ async def test_a_photo_reaches_the_model_and_the_agent_can_send_one_back(
     )
     await agent.start()
     await onebot.wait_connected()
+    # Sending an image is a tool: Ann needs rights (an unlinked sender is a guest, answers only).
+    agent.app.people.add("Ann", "adult")
+    agent.app.people.link("Ann", "qq", "42")
     photo = {"type": "image", "data": {"file": "cat.image", "url": onebot.media_url("cat.png")}}
     await onebot.private(42, "Ann", [photo, {"type": "text", "data": {"text": "what is this"}}])
     image = await onebot.next_sent()
