@@ -16,6 +16,7 @@ from homeagent_core.cli import (
     knowledge_cmd,
     memory_cmd,
     pairing_cmd,
+    people_cmd,
     plugins_cmd,
     reminders_cmd,
     serve,
@@ -65,6 +66,7 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
+app.add_typer(people_cmd.app, name="people")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(reminders_cmd.app, name="reminders")

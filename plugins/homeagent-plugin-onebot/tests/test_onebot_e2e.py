@@ -167,6 +167,9 @@ async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
     listed = await asyncio.to_thread(_cli, env, data, "pairing", "list")
     assert code in listed and "pending" in listed
     await asyncio.to_thread(_cli, env, data, "pairing", "approve", code)
+    # Approved, 小王 may talk; linked as a child, 小王 may also set timers (an unlinked sender is a guest).
+    await asyncio.to_thread(_cli, env, data, "people", "add", "小王", "--role", "child")
+    await asyncio.to_thread(_cli, env, data, "people", "link", "小王", "qq", "12345")
 
     await fake.private(12345, "小王", "今天吃什么")
     transcript.append("小王 (QQ 12345) -> bot: 今天吃什么")

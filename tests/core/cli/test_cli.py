@@ -364,3 +364,39 @@ def test_help_shows_a_type_beside_options_that_take_a_value_and_none_beside_flag
     assert "<bool>" not in shown, shown
     shown = runner.invoke(hmapdev_app, ["validate", "--help"], env={"NO_COLOR": "1"}).output
     assert "--help" in shown and "<bool>" not in shown, shown
+
+
+def test_doctor_does_not_count_a_keyless_cloud_source_as_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name in ("HOMEAGENT_LLM_API_KEY", "LLM_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    data = str(tmp_path / "local")
+    for key, value in (("core.llm.sources.local.base_url", "http://127.0.0.1:9/v1"),
+                       ("core.llm.sources.local.model", "qwen2.5"), ("core.llm.sources.local.adapter", "openai")):
+        assert invoke("config", "set", key, value, "--data", data).exit_code == 0
+    result = runner.invoke(app, ["doctor", "--data", data, "--json"])
+    first = next(f["message"] for f in json.loads(result.output) if f["area"] == "llm")
+    assert first == ("LLM sources configured: local; default 'deepseek'; "
+                     "never asked until they get an API key: deepseek"), first
+
+
+def test_doctor_reports_a_failing_memory_heartbeat(tmp_path: Path):
+    import asyncio
+
+    from homeagent_core.memory.heartbeat import LEDGER_NAME, Heartbeat, HeartbeatLedger
+
+    data = tmp_path / "d"
+    assert invoke("config", "set", "core.llm.provider", "deepseek", "--data", str(data)).exit_code == 0
+    (data / "memory").mkdir(exist_ok=True)
+
+    def refresh() -> None:
+        raise ModuleNotFoundError("No module named 'scipy'")
+
+    ledger = HeartbeatLedger(data / "memory" / LEDGER_NAME)
+    asyncio.run(Heartbeat("analytics", 3600, refresh, ledger=ledger).run_once())
+    asyncio.run(Heartbeat("merge", 3600, lambda: 0, ledger=ledger).run_once())
+    findings = json.loads(runner.invoke(app, ["doctor", "--data", str(data), "--json"]).output)
+    failing = [f for f in findings if f["message"].startswith("heartbeat ")]
+    assert len(failing) == 1, findings
+    assert failing[0]["status"] == "warn"
+    assert failing[0]["message"].endswith("ModuleNotFoundError: No module named 'scipy'")
+    assert failing[0]["fix"] == "pip install scipy, then restart the daemon"

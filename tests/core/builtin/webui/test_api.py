@@ -191,6 +191,39 @@ async def test_kernel_status_lists_plugins_and_tools(daemon: WebDaemon):
     assert "config_get" in status["tools"] and status["kernel"]["running"] is True
 
 
+async def test_a_status_poll_waiting_on_memory_does_not_stall_the_event_loop(daemon: WebDaemon):
+    import time
+
+    services = daemon.app.services
+    original = services.status_extra
+
+    def slow_memory_status() -> dict[str, object]:
+        time.sleep(0.6)  # memory's status waiting for a store lock a writer holds
+        return original()
+
+    services.status_extra = slow_memory_status
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        async with daemon.client() as client:
+            status = (await client.get("/api/v1/kernel")).json()
+    finally:
+        ticking.cancel()
+        services.status_extra = original
+    assert "memory" in status and status["kernel"]["running"] is True
+    assert max(gaps) < 0.4, f"the event loop stalled {max(gaps):.2f} s behind a status poll"
+
+
 async def test_plugins_can_be_disabled_and_enabled_and_names_are_checked(daemon: WebDaemon):
     async with daemon.client() as client:
         assert (await client.post("/api/v1/plugins/cfgmgr/disable")).json()["status"] == "disabled"
