@@ -16,7 +16,8 @@ L3 interrupt marked as a reminder (``[提醒] <text>`` for Chinese text, ``remin
 otherwise, plus ``(was due <time>)`` / ``（原定 <time>）`` when late) on the chat conversation it
 was set from, otherwise on the input channel ``reminder``; reminders that come due together
 enter the input queue one at a time. Each row also has a ``person`` column: the person who asked,
-when the door says who it is.
+when the door says who it is (the principal of the turn that set it); the reminder fires with
+that person as its principal.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from homeagent_sdk import (
     ChannelRegistry,
     ConfigDef,
     InjectOptions,
+    Principal,
     Priority,
     SettingsRegistry,
     ToolError,
@@ -352,7 +354,8 @@ class RemindersPlugin:
     async def _fire(self, reminder: Reminder, text: str) -> bool:
         """Inject the reminder and wait until the turn handling it ended; False if it must fire again."""
         assert self._sdk is not None
-        options = InjectOptions(no_memory=True, priority=Priority.L3)
+        principal = Principal(person=reminder.person, door=CHANNEL) if reminder.person else None
+        options = InjectOptions(no_memory=True, priority=Priority.L3, principal=principal)
         while True:
             try:
                 await self._sdk.io.inject_input_sync(text, reminder.channel or CHANNEL, options, timeout=_TURN_WAIT)
@@ -423,11 +426,20 @@ class RemindersPlugin:
             )
         start = parsed.start.isoformat() if parsed.start is not None else ""
         reminder = await asyncio.to_thread(
-            self.store.add, body, parsed.at.timestamp(), zone.key, parsed.rrule, start, conversation, ""
+            self.store.add, body, parsed.at.timestamp(), zone.key, parsed.rrule, start, conversation, self._asker()
         )
         self._schedule(reminder)
         repeats = f", repeats {parsed.rrule}" if parsed.rrule else ""
         return f"{reminder.id} set: next due {parsed.at.isoformat()}{repeats}"
+
+    def _asker(self) -> str:
+        """The person whose turn sets the reminder; "(guest)" for someone unknown, "" outside a turn."""
+        services = self._sdk.services if self._sdk is not None else None
+        rights = services.rights if services is not None else None
+        principal = rights.current() if rights is not None else None
+        if principal is None:
+            return ""
+        return principal.person or "(guest)"  # a guest's reminder must not come back as the owner's
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the turn setting a reminder, or ""."""

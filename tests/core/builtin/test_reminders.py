@@ -60,17 +60,18 @@ async def test_a_reminder_fires_marked_as_a_reminder_and_is_answered(harness: An
     assert await _pending(h) == []
 
 
-async def test_a_reminder_asked_for_in_a_chat_comes_back_to_that_chat(harness: Any) -> None:
+async def test_a_reminder_asked_for_in_a_conversation_keeps_who_asked_and_comes_back_there(harness: Any) -> None:
     from homeagent_sdk._fake_model import FakeModel, ToolCallReply
 
     model = FakeModel([ToolCallReply("reminder_set", {"when": "1秒后", "text": "关火"}), "好的"], default="该关火了")
     h = await harness([REMINDERS], SHANGHAI, model=model)
-    answer = await h.kernel.io_for("chat").inject_input_sync("一秒后提醒我关火", "chat:private:7")
+    answer = await h.kernel.io_for("cli_socket").inject_input_sync("一秒后提醒我关火", "cli:term-7")
     assert "好的" in str(answer)
     (row,) = await _pending(h)
-    assert (row["channel"], row["person"]) == ("chat:private:7", "")
+    owner = h.app.people.owner()
+    assert (row["channel"], row["person"]) == ("cli:term-7", owner.name)
     (fired,) = await h.wait_event("raw_input", lambda e: e.data["text"].startswith("[提醒]"))
-    assert (fired.data["text"], fired.data["channel"]) == ("[提醒] 关火", "chat:private:7")
+    assert (fired.data["text"], fired.data["channel"]) == ("[提醒] 关火", "cli:term-7")
     await _fired(h, "reminder_1")
     assert await _pending(h) == []
 
