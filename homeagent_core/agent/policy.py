@@ -72,6 +72,7 @@ OWNER_DOORS: frozenset[str] = frozenset(
         "webui",
         "http",
         "timer",
+        "reminders",
         "agentcli",
         "mcp",
         "kernel",

@@ -219,6 +219,26 @@ async def test_a_timer_fires_with_the_rights_of_the_person_who_set_it(harness):
     assert "timer_set" in offered(fired) and "cmd_run" not in offered(fired)
 
 
+async def test_a_reminder_fires_with_the_rights_of_the_person_who_asked(harness):
+    def answer(request: dict[str, Any]) -> Any:
+        last = request["messages"][-1]
+        if last["role"] == "user" and last["content"] == "remind me":
+            return ToolCallReply("reminder_set", {"when": "in 1 second", "text": "drink water"})
+        return "ok"
+
+    model = FakeModel(responder=answer)
+    h = await harness([CMD, "homeagent_core.builtin.reminders"], CMD_ON, model=model)
+    h.app.people.add("kid", "child")
+    await h.kernel.ask("remind me", options=as_("kid"))
+    def fired_requests() -> list[dict[str, Any]]:
+        return [r for r in model.requests
+                if r["messages"][-1]["role"] == "user" and "drink water" in str(r["messages"][-1]["content"])]
+
+    await wait_for(lambda: bool(fired_requests()))
+    fired = fired_requests()[0]
+    assert "reminder_set" in offered(fired) and "cmd_run" not in offered(fired)
+
+
 async def test_a_plugin_named_like_a_core_door_is_not_one(tmp_path):
     from homeagent_core.app import App
 
