@@ -261,8 +261,8 @@ class OneBotPlugin:
         registry.add(ConfigDef(
             key="access_token", type="password", default="", secret=True, category="connection",
             restart_required=True,
-            description="The implementation's access token (sent as Authorization: Bearer; required of "
-            "reverse connections when set).",
+            description="The implementation's access token (sent as Authorization: Bearer). Reverse mode "
+            "refuses every connection while it is empty.",
         ))
         registry.add(ConfigDef(
             key="reconnect_min", type="float", default=1.0, min=0.01, max=60, category="connection",

@@ -180,18 +180,44 @@ async def test_reverse_mode_checks_the_token_and_carries_messages(agent: AgentHa
         await fake.close()
 
 
-async def test_reverse_mode_refuses_a_web_page_even_without_a_token(agent: AgentHarness):
-    """A page the owner visits can open a WebSocket to loopback; it must not speak as a QQ user."""
+async def test_reverse_mode_without_a_token_refuses_every_connection(agent: AgentHarness):
+    """Any local program could connect, replace the implementation's connection and speak as
+    an allowlisted account: with no token configured the link is refused, not open."""
     plugin = make_plugin()
     agent.register(plugin)
     agent.set("plugin.onebot.mode", "reverse")
     agent.set("plugin.onebot.listen_port", 0)
-    agent.set("plugin.onebot.access", "open")
+    agent.set("plugin.onebot.allow_from", "77")
     await agent.start()
     url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
     from websockets.exceptions import InvalidStatus
 
     fake = FakeOneBot()
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            await fake.connect_reverse(url)
+        assert refused.value.response.status_code == 401
+        assert b"plugin.onebot.access_token" in refused.value.response.body
+        assert not plugin.bridge.link.connected
+        assert "plugin.onebot.access_token" in plugin.bridge.link.last_error
+    finally:
+        await fake.close()
+    assert agent.model.requests == []
+
+
+async def test_reverse_mode_refuses_a_web_page_even_with_the_token(agent: AgentHarness):
+    """A page the owner visits can open a WebSocket to loopback; it must not speak as a QQ user."""
+    plugin = make_plugin()
+    agent.register(plugin)
+    agent.set("plugin.onebot.mode", "reverse")
+    agent.set("plugin.onebot.listen_port", 0)
+    agent.set("plugin.onebot.access_token", TOKEN)
+    agent.set("plugin.onebot.access", "open")
+    await agent.start()
+    url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
+    from websockets.exceptions import InvalidStatus
+
+    fake = FakeOneBot(access_token=TOKEN)
     try:
         with pytest.raises(InvalidStatus) as refused:
             await fake.connect_reverse(url, origin="http://evil.example")
