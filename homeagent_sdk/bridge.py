@@ -19,6 +19,9 @@ platform:
   ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
+* **a busy agent** — when the agent's input queue refuses a message (it is full, or this door
+  already holds its share of it), the conversation gets a busy notice naming when to try again
+  (at most one per conversation while the agent stays busy) and one log line, never a traceback;
 * **replies** — split to the platform's ``text_limit`` at natural breaks, paced by a
   per-conversation token bucket; images and files from the media store (digest), a local
   file, or a URL.
@@ -54,7 +57,7 @@ from homeagent_sdk.channels import (
     mentions_name,
     split_text,
 )
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.errors import HomeAgentError, InputQueueFull
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
 from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, MediaAttachment, TextEvent
 
@@ -100,6 +103,9 @@ class ChatBridge(abc.ABC):
         self._memory_ok = True
         self._backlog: dict[str, collections.deque[str]] = {}
         self._conversation_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        #: conversation key -> when its last busy notice was sent (monotonic seconds)
+        self._busy_noticed: dict[str, float] = {}
+        self.busy_refused = 0
 
     # ------------------------------------------------------------------ settings
 
@@ -249,11 +255,36 @@ class ChatBridge(abc.ABC):
             line = "Said in this group since you last spoke (not to you):\n" + "\n".join(backlog) + "\n\n" + line
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
-        if message.attachments:
-            await self.sdk.io.inject_media(line, message.attachments, name)
-        else:
-            await self.sdk.io.inject_text(line, name)
+        try:
+            if message.attachments:
+                await self.sdk.io.inject_media(line, message.attachments, name)
+            else:
+                await self.sdk.io.inject_text(line, name)
+        except InputQueueFull as exc:
+            await self._busy(conv, exc)
+            return "ignored: busy"
+        self._busy_noticed.pop(conv.key, None)
         return "injected"
+
+    async def _busy(self, conv: Conversation, exc: InputQueueFull) -> None:
+        """The agent refused a message (queue full): tell the conversation once, log one line."""
+        self.busy_refused += 1
+        now = time.monotonic()
+        last = self._busy_noticed.get(conv.key)
+        if last is not None and now - last < max(60.0, exc.retry_after):
+            return
+        self._busy_noticed[conv.key] = now
+        if len(self._busy_noticed) > 1000:
+            self._busy_noticed.pop(next(iter(self._busy_noticed)))
+        self.log.warning("%s: a message in %s was not accepted: %s", self.label, conv.key, exc)
+        text = (
+            f"The agent is busy and could not take this message. Please send it again in about "
+            f"{exc.retry_after_header} s."
+        )
+        try:
+            await self.send_text(conv, text)
+        except Exception as send_error:
+            self.log.warning("%s: busy notice to %s not delivered: %s", self.label, conv.key, send_error)
 
     async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
         """The bytes of media a message announced, or ``None`` when it cannot be had.

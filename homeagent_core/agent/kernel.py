@@ -86,7 +86,12 @@ class Kernel:
         s = self.settings
         self.tools = ToolRegistry(default_timeout=s.tool_timeout, on_add=self._noted, on_remove=self._dropped)
         self.channels = ChannelRegistry()
-        self.scheduler = Scheduler(capacity=s.queue_capacity, cooldown=s.preempt_cooldown, dedup_window=s.dedup_window)
+        self.scheduler = Scheduler(
+            capacity=s.queue_capacity,
+            cooldown=s.preempt_cooldown,
+            dedup_window=s.dedup_window,
+            door_share=s.queue_capacity - s.queue_capacity // 4,
+        )
         self.stages = StageRunner(host, timeout=s.stage_timeout, bus=bus)
         self.timeline = Timeline(s.max_context_size)
         self.prompt = PromptBuilder(

@@ -134,7 +134,7 @@ class KernelIO:
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not channel or not isinstance(channel, str):
             raise ValueError("channel must name the input channel, e.g. 'webui' or 'cli'")
-        return self._kernel.make_item(
+        item = self._kernel.make_item(
             text,
             channel,
             source=self.source,
@@ -143,6 +143,8 @@ class KernelIO:
             attachments=attachments,
             reply=reply,
         )
+        item.shared_door = True
+        return item
 
     async def inject_text(self, text: str, channel: str, options: InjectOptions | None = None) -> None:
         """Queue a text input (an interrupt when ``options.priority`` is set).

@@ -316,3 +316,40 @@ async def test_a_media_download_stops_at_the_cap(agent: AgentHarness, onebot: Fa
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert "[image: could not be downloaded]" in json.dumps(agent.model.requests, ensure_ascii=False)
     assert grown_mb < onebot_plugin.MAX_MEDIA / 2**20 * 3  # stopped near the cap, never read whole
+
+
+async def test_a_busy_agent_gets_one_notice_per_group_and_the_owner_keeps_a_share_of_the_queue(
+    agent: AgentHarness, onebot: FakeOneBot, caplog: pytest.LogCaptureFixture
+):
+    """A chatty group fills only its door's share of the input queue: refused messages get one
+    busy notice (no traceback per message), and the owner's own doors still find room."""
+    import asyncio
+    import logging
+
+    from homeagent_sdk.errors import InputQueueFull
+    from homeagent_sdk.testing import FakeReply
+
+    plugin = _forward(agent, onebot, allow_from="group:678", groups={"678": {"require_mention": False}})
+    agent.model.add(FakeReply(content="never", hang=True))
+    await agent.start()
+    await onebot.wait_connected()
+    scheduler = agent.kernel.scheduler
+    scheduler.capacity, scheduler.door_share = 4, 3
+    caplog.set_level(logging.INFO)
+
+    await onebot.group(678, 1, "member1", "第一条")
+    await agent.model.wait_started(1)
+    for member in range(2, 9):
+        await onebot.group(678, member, f"member{member}", f"第{member}条")
+    async with asyncio.timeout(10):
+        while plugin.bridge.busy_refused < 4:
+            await asyncio.sleep(0.02)
+    notice = await onebot.next_sent()
+    assert notice["group_id"] == 678 and "busy" in text_of(notice) and "send it again in about" in text_of(notice)
+    assert onebot.sent.empty()  # one notice for the group, not one per refused message
+    assert len(scheduler) == 3 and plugin.bridge.busy_refused == 4
+    assert not [r for r in caplog.records if r.exc_info], "a refused message logged a traceback"
+
+    agent.kernel.submit(agent.kernel.make_item("owner here", "webui", source="webui"))
+    with pytest.raises(InputQueueFull):
+        agent.kernel.submit(agent.kernel.make_item("and again", "webui", source="webui"))
