@@ -15,8 +15,9 @@ platform:
   the conversation log with the speaker's name (no reply, no model call) and shown to the
   model, as what was said before, the next time the group mentions it (``remember`` per group);
 * **people** — every sender is linked to a person of the social layer (``小王``, or
-  ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
-  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
+  ``小王 (QQ 12345)`` when a person of that name exists: display names never merge
+  identities; the owner links explicitly with ``pairing approve CODE --person``), and the
+  injected text names the speaker: ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
 * **a busy agent** — when the agent's input queue refuses a message (it is full, or this door
@@ -390,8 +391,11 @@ class ChatBridge(abc.ABC):
     async def person_for(self, sender: Sender, approved_as: str = "") -> str:
         """The person ``sender`` is in the social layer; links a new sender to one.
 
-        ``approved_as`` is the person the owner named when approving. Without a social layer
-        (memory off) the display name is used as is.
+        ``approved_as`` is the person the owner named when approving: linking to an existing
+        person is always explicit. Otherwise a new sender becomes a new person named after their
+        display name, or ``Name (QQ 12345)`` when a person of that name already exists (a sender
+        calling themselves "Mum" is not the owner's Mum). Without a social layer (memory off)
+        the display name is used as is.
         """
         cached = self._people.get(sender.account)
         if cached is not None and not approved_as:
@@ -406,9 +410,8 @@ class ChatBridge(abc.ABC):
                     await self.sdk.social.link_account(person, self.platform, sender.account)
                 elif known:
                     person = known
-                else:
-                    other = await self.sdk.social.trait(fallback, f"account:{self.platform}")
-                    if other is not None and other != sender.account:
+                else:  # a display name never merges identities: a taken name gets the account
+                    if await self.sdk.social.person(fallback):
                         person = f"{fallback} ({self.label} {sender.account})"
                     await self.sdk.social.link_account(person, self.platform, sender.account)
             except HomeAgentError as exc:

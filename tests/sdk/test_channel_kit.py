@@ -374,3 +374,23 @@ async def test_messages_of_one_conversation_are_handled_in_the_order_they_arrive
     )
     logged = agent.app.services.conversation_log.tail(5, accept=lambda r: r["channel"] == "chat:group:678")
     assert logged[0]["content"] == "甲 (QQ 1): 周六去公园吧"
+
+
+async def test_a_display_name_never_links_a_sender_into_an_existing_person(agent: AgentHarness):
+    """A stranger calling themselves "Mum", approved without a person, is not the owner's Mum."""
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.model.add("hello")
+    await agent.start()
+    assert plugin.bridge is not None
+    social = agent.app.services.social
+    await social.link_account("Mum", "tg", "555")  # the real Mum, known from another app
+
+    store = plugin.bridge.pairing
+    store.approve(store.check("qq", "42", "Mum").code)  # approved without --person
+    chat = Conversation("private", "42")
+    assert await plugin.bridge.handle(IncomingMessage(chat, Sender("42", "Mum"), "it's me")) == "injected"
+    await _next(plugin.sent)
+    assert agent.model.requests[0]["messages"][-1]["content"] == "Mum (QQ 42): it's me"
+    assert await social.person_for_account("qq", "42") == "Mum (QQ 42)"
+    assert (await social.person("Mum"))["traits"] == {"account:tg": "555"}
