@@ -8,7 +8,8 @@ platform:
 
 * **access** — private senders on the allowlist pass; any other gets a pairing code and
   nothing else until the owner runs ``homeagent pairing approve CODE``; a group is paired the
-  same way the first time it mentions the agent; denied senders are ignored;
+  same way the first time it mentions the agent; denied senders are ignored; codes are capped,
+  rate-limited and expire per platform (see :class:`~homeagent_sdk.pairing.PairingStore`);
 * **groups** — a group message goes in only when it mentions the agent (the platform's @, or
   one of the agent's names in the text), unless the group's setting says otherwise; the
   chatter of an approved group that does not mention the agent is *remembered*: written to
@@ -107,6 +108,8 @@ class ChatBridge(abc.ABC):
         #: conversation key -> when its last busy notice was sent (monotonic seconds)
         self._busy_noticed: dict[str, float] = {}
         self.busy_refused = 0
+        self.pairing_limited = 0
+        self._pairing_limit_logged = float("-inf")
 
     # ------------------------------------------------------------------ settings
 
@@ -240,7 +243,9 @@ class ChatBridge(abc.ABC):
         else:
             decision = self._access(sender.account, sender.name)
         if decision.action == "ignore":
-            return "ignored: denied"
+            if decision.reason and decision.reason != "denied":
+                self._pairing_limited(decision.reason)
+            return f"ignored: {decision.reason or 'denied'}"
         if decision.action == "pair":
             if decision.notify:
                 await self._send_pairing_code(conv, decision.code)
@@ -359,6 +364,18 @@ class ChatBridge(abc.ABC):
                 AccessDecision("ignore")
             )
         return self.pairing.check(self.platform, account, name, allowed=allowed)
+
+    def _pairing_limited(self, reason: str) -> None:
+        """A new sender got no code (a pairing limit): one log line a minute, not one per sender."""
+        self.pairing_limited += 1
+        now = time.monotonic()
+        if now - self._pairing_limit_logged >= 60.0:
+            self._pairing_limit_logged = now
+            self.log.warning(
+                "%s: new senders get no pairing code for now (%s; %d ignored so far); "
+                "approve or deny the waiting codes with `homeagent pairing list`",
+                self.label, reason, self.pairing_limited,
+            )
 
     async def _send_pairing_code(self, conv: Conversation, code: str) -> None:
         self.sdk.events.publish(

@@ -394,3 +394,42 @@ async def test_a_display_name_never_links_a_sender_into_an_existing_person(agent
     assert agent.model.requests[0]["messages"][-1]["content"] == "Mum (QQ 42): it's me"
     assert await social.person_for_account("qq", "42") == "Mum (QQ 42)"
     assert (await social.person("Mum"))["traits"] == {"account:tg": "555"}
+
+
+def test_pairing_codes_are_capped_rate_limited_and_expire_per_platform(tmp_path: Path):
+    now = [1000.0]
+    store = PairingStore(
+        tmp_path / "pairing.db", max_pending=5, new_per_minute=3, expire_after=3600, clock=lambda: now[0]
+    )
+    issued = [store.check("qq", str(n), f"stranger {n}") for n in range(4)]
+    assert [d.action for d in issued] == ["pair", "pair", "pair", "ignore"]
+    assert issued[3].reason == "rate limited" and store.get("qq", "3") is None
+    assert store.check("tg", "1").action == "pair"  # another platform has its own limits
+    now[0] += 61
+    more = [store.check("qq", str(n)) for n in range(10, 14)]
+    assert [d.action for d in more] == ["pair", "pair", "ignore", "ignore"]
+    assert more[2].reason == "too many pending" and len(store.list("pending")) == 6
+    store.approve(issued[0].code)  # a decision frees a place
+    assert store.check("qq", "12").action == "pair"
+    now[0] += 3600
+    assert store.get("qq", "1") is not None
+    again = store.check("qq", "1")  # the code expired: forgotten, a new one is issued
+    assert again.action == "pair" and again.code != issued[1].code and again.notify
+    with pytest.raises(KeyError):
+        store.approve(issued[2].code)
+    assert store.check("qq", "0").action == "allow"  # approved senders never expire
+
+
+async def test_a_crowd_of_strangers_gets_a_few_codes_not_one_each(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    results = [
+        await bridge.handle(IncomingMessage(Conversation("private", str(n)), Sender(str(n), f"s{n}"), "hi"))
+        for n in range(300)
+    ]
+    assert results.count("pairing") == 10 and results.count("ignored: rate limited") == 290
+    assert plugin.sent.qsize() == 10 and len(bridge.pairing.list("pending")) == 10
+    assert agent.model.requests == []
