@@ -542,6 +542,9 @@ class ProcPlugin:
             )
         try:
             return await conn.peer.call(method, params, timeout=timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            conn.probe()  # unanswered (a timeout, often the kernel's tool timeout): is its loop alive?
+            raise
         except RemoteError as exc:
             raise ToolError(f"plugin {self.name}: {exc}") from None
         except PeerClosed:
