@@ -93,6 +93,23 @@ async def test_a_cross_site_chat_with_the_session_cookie_runs_no_turn(daemon: We
         assert mine.status_code == 200 and mine.json()["response"] == "只回答自己人"
 
 
+async def test_an_origin_matches_only_with_the_same_scheme_host_and_port(daemon: WebDaemon):
+    """https://127.0.0.1:P is another origin than the server's http://127.0.0.1:P, and an Origin
+    smuggling user info or a path is not an origin at all."""
+    daemon.model.add("只回答自己人")
+    async with logged_in(daemon) as (client, token):
+        hostport = daemon.url.split("://", 1)[1]
+        for origin in (f"https://{hostport}", f"http://evil@{hostport}", f"http://{hostport}/evil", f"ws://{hostport}"):
+            forged = await client.post("/api/v1/chat", json={"message": "hi"},
+                                       headers={"Origin": origin, "X-CSRF-Token": token})
+            assert forged.status_code == 403, origin
+            assert "cross-site request refused" in forged.json()["error"]
+        assert daemon.model.requests == []
+        mine = await client.post("/api/v1/chat", json={"message": "你好"},
+                                 headers={"Origin": daemon.url, "X-CSRF-Token": token})
+        assert mine.status_code == 200, mine.text
+
+
 async def test_api_key_clients_need_no_csrf_token_but_must_send_json(daemon: WebDaemon):
     daemon.model.add("ok")
     async with httpx.AsyncClient(base_url=daemon.url, timeout=10,
