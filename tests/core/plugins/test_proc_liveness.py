@@ -170,6 +170,23 @@ async def test_a_call_left_unanswered_pings_at_once_and_a_blocked_loop_is_a_cras
         await harness.close()
 
 
+async def test_an_answer_over_the_frame_cap_is_a_tool_error_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    install_raw(tmp_path)
+    caplog.set_level(logging.INFO)
+    harness = Harness(tmp_path)
+    try:
+        plugin = await harness.start()
+        result = await run_tool(plugin, "raw_big", size=17 * 1024 * 1024)  # over the 16 MiB frame cap
+        assert not result.success and "frame cap" in result.result and "plugin raw" in result.result
+        assert (await run_tool(plugin, "raw_echo", text="still here")).result == "still here"
+        assert harness.supervisor.crash_count("raw") == 0
+    finally:
+        await harness.close()
+    assert not [r for r in caplog.records if r.exc_info], "an oversized answer logged a traceback"
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_setsid_grandchild_dies_with_its_crashed_plugin(tmp_path: Path, loop: str) -> None:
     async def scenario() -> None:
