@@ -21,6 +21,8 @@ platform:
   injected text names the speaker: ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
+* **re-deliveries** — the platform's message id goes with the input
+  (``InjectOptions.message_id``), so a message the platform delivers twice is answered once;
 * **a busy agent** — when the agent's input queue refuses a message (it is full, or this door
   already holds its share of it), the conversation gets a busy notice naming when to try again
   (at most one per conversation while the agent stays busy) and one log line, never a traceback;
@@ -61,7 +63,7 @@ from homeagent_sdk.channels import (
 )
 from homeagent_sdk.errors import HomeAgentError, InputQueueFull
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
-from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, MediaAttachment, TextEvent
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, TextEvent
 
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
@@ -261,11 +263,13 @@ class ChatBridge(abc.ABC):
             line = "Said in this group since you last spoke (not to you):\n" + "\n".join(backlog) + "\n\n" + line
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
+        # The platform's message id: a message the platform delivers twice is answered once.
+        options = InjectOptions(message_id=f"{conv.key}/{message.message_id}") if message.message_id else None
         try:
             if message.attachments:
-                await self.sdk.io.inject_media(line, message.attachments, name)
+                await self.sdk.io.inject_media(line, message.attachments, name, options)
             else:
-                await self.sdk.io.inject_text(line, name)
+                await self.sdk.io.inject_text(line, name, options)
         except InputQueueFull as exc:
             await self._busy(conv, exc)
             return "ignored: busy"

@@ -204,6 +204,7 @@ def _options(params: dict[str, Any], *, interrupt: bool = False) -> InjectOption
         recall_policy=str(params.get("recall_policy", "") or ""),
         cleaner_name=str(params.get("cleaner_name", "") or ""),
         priority=level,
+        message_id=str(params.get("message_id", "") or ""),
     )
 
 

@@ -433,3 +433,21 @@ async def test_a_crowd_of_strangers_gets_a_few_codes_not_one_each(agent: AgentHa
     assert results.count("pairing") == 10 and results.count("ignored: rate limited") == 290
     assert plugin.sent.qsize() == 10 and len(bridge.pairing.list("pending")) == 10
     assert agent.model.requests == []
+
+
+async def test_a_message_the_platform_delivers_twice_is_answered_once(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.allow_from", "5")
+    agent.model.add("one", "two")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    chat, ann = Conversation("private", "5"), Sender("5", "Ann")
+    assert await bridge.handle(IncomingMessage(chat, ann, "继续", message_id="101")) == "injected"
+    await agent.model.wait_started(1)
+    assert await bridge.handle(IncomingMessage(chat, ann, "继续", message_id="101")) == "injected"  # re-delivered
+    assert await bridge.handle(IncomingMessage(chat, ann, "再说一遍", message_id="102")) == "injected"
+    await agent.model.wait_started(2)  # the second model call is the next message, not the re-delivery
+    assert [r["messages"][-1]["content"] for r in agent.model.requests] == ["Ann (QQ 5): 继续", "Ann (QQ 5): 再说一遍"]
+    assert [await _next(plugin.sent) for _ in range(2)] == [("private:5", "one"), ("private:5", "two")]
