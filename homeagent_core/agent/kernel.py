@@ -316,9 +316,10 @@ class Kernel:
 
     # ------------------------------------------------------------------ inputs
 
-    def io_for(self, source: str, *, external: bool = False) -> KernelIO:
-        """The IO facade of one plugin; out-of-process ones are clamped to L3."""
-        return KernelIO(self, source, max_level=3 if external else 4)
+    def io_for(self, source: str, *, external: bool = False, shared_door: bool = False) -> KernelIO:
+        """The IO facade of one plugin; out-of-process ones are clamped to L3. ``shared_door``
+        (a plugin's ``sdk.io``) limits the source to the scheduler's ``door_share`` of the queue."""
+        return KernelIO(self, source, max_level=3 if external else 4, shared_door=shared_door)
 
     def make_item(
         self,

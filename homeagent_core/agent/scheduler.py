@@ -29,8 +29,8 @@ twice asks twice, and three changes of one resource are three inputs. The last
 The ready queue holds at most ``capacity`` (256) inputs; beyond that :meth:`submit` raises
 :class:`~homeagent_sdk.errors.InputQueueFull` (backpressure is logged once when it starts and
 once when it ends, never with a traceback). With ``door_share`` set (the kernel keeps a quarter
-of the queue back), one plugin door (a source injecting through ``sdk.io``, such as a chat
-bridge; marked ``shared_door``) may hold at most that many waiting inputs: a busy group chat
+of the queue back), one plugin door (a source injecting through a plugin's ``sdk.io``, such as a
+chat bridge; marked ``shared_door``) may hold at most that many waiting inputs: a busy group chat
 fills its own share and is refused with the same error while the owner's own doors (web UI,
 terminal, HTTP API) still find room. Its ``retry_after`` hint is the recent mean turn
 duration (an exponential average), clamped to 1-60 s: about when a place frees up.
