@@ -32,8 +32,12 @@ lexical snapshot is read, not mapped).
 ``rss_mb_bench_process`` is the benchmark process itself after rebuilding the index in memory.
 The dense leg alone (the scan the fused ranking makes for a query vector) is timed per query
 too: ``query_dense_p50_ms`` (the ``--json`` headline ``dense_p50_ms_<size>``) and
-``serve_query_dense_p50_ms``; ``vector_file_mb`` is the vector file's size. Below 1M documents,
-the fused and dense-only top 10 are compared with an exact float32 scan of every stored vector
+``serve_query_dense_p50_ms``; ``vector_file_mb`` is the vector file's size.
+``loop_stall_max_ms`` (the ``--json`` headline ``loop_stall_max_ms_<size>``) is the longest the
+event loop went without running a 1 ms timer while 8 callers each awaited ``query`` (fused, top
+10) for their share of 64 queries and a writer awaited ``add`` for 100 documents one at a time:
+what a turn's recall, a tool and the web UI searching while the context archives cost every other
+task. Below 1M documents, the fused and dense-only top 10 are compared with an exact float32 scan of every stored vector
 (``*_top10_overlap_with_float_pct``).
 
 ``--full`` runs 1,000,000 documents of the ``locomo`` corpus (generated under a temporary
@@ -271,6 +275,37 @@ def _kill_writer(path: Path, docs: list[Document], dim: int, workdir: Path) -> N
         raise SystemExit(f"the writer process failed before acknowledging: {line!r}")
 
 
+async def loop_stall_ms(store: DocumentStore, queries: list[str], docs: list[Document], callers: int = 8) -> float:
+    """The longest gap (ms, beyond its 1 ms) between ticks of a timer task while ``callers`` tasks
+    await ``store.query`` for ``queries`` and one awaits ``store.add`` for each of ``docs``."""
+    worst = 0.0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal worst
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            worst = max(worst, now - last - 0.001)
+            last = now
+
+    async def caller(share: list[str]) -> None:
+        for q in share:
+            await store.query(q, 10, touch=False)
+
+    async def writer() -> None:
+        for d in docs:
+            await store.add(d.content, source=d.source, created_at=d.created_at)
+
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    await asyncio.gather(*(caller(queries[i::callers]) for i in range(callers)), writer())
+    done.set()
+    await tick
+    return worst * 1000
+
+
 def _rss_mb(field: str = "VmRSS") -> float:
     """This process's resident set (MiB), from /proc; ``field`` RssAnon / RssFile splits it."""
     with open("/proc/self/status", encoding="ascii") as fh:
@@ -477,6 +512,8 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
             result.update(_top10_quality(store, corpus))
             if qvecs is not None:
                 result.update(_dense_quality(store, queries, qvecs))
+        stream = corpus.documents(100, args.docs + tail + 21)
+        result["loop_stall_max_ms"] = round(await loop_stall_ms(store, queries[:64], stream), 2)
         store.close()
         served = _serve(path, args.dim, queries, Path(tmp))
         result["serve_query_fused_p50_ms"] = round(served["query_p50_ms"], 2)
@@ -532,6 +569,7 @@ def main() -> None:
             f"dense_p50_ms_{size}": head.get("query_dense_p50_ms", 0.0),
             "insert_docs_per_s": head["insert_docs_per_s"],
             f"rss_mb_{size}": head["rss_mb"],
+            f"loop_stall_max_ms_{size}": head["loop_stall_max_ms"],
         }
         print(json.dumps({**summary, **results}, ensure_ascii=False))
         return

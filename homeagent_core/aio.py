@@ -4,6 +4,8 @@
   awaitable) — modelled on datasette's helper.
 * :func:`call_maybe_async` runs a user callable: ``async def`` ones are awaited on the loop,
   plain ones run in a worker thread so a blocking plugin cannot stall the loop.
+  :func:`call_in_pool` does the same with a named, bounded pool of its own
+  (:mod:`homeagent_core.workers`), for uses that must not starve one another.
 * :func:`run_sync` is the body of every ``*_sync`` twin: it refuses to run inside a running
   event loop, with a message telling the caller to ``await`` instead.
 """
@@ -16,9 +18,17 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from homeagent_core.workers import pool
 from homeagent_sdk.errors import SyncInAsyncError
 
-__all__ = ["await_me_maybe", "call_maybe_async", "is_async_callable", "refuse_running_loop", "run_sync"]
+__all__ = [
+    "await_me_maybe",
+    "call_in_pool",
+    "call_maybe_async",
+    "is_async_callable",
+    "refuse_running_loop",
+    "run_sync",
+]
 
 T = TypeVar("T")
 
@@ -47,6 +57,21 @@ async def call_maybe_async(fn: Callable[..., Any], /, *args: Any, **kwargs: Any)
     if is_async_callable(fn):
         return await fn(*args, **kwargs)
     result = await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+async def call_in_pool(use: str, owner: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``: await it when async, otherwise run it in the shared pool ``use`` for ``owner``.
+
+    Raises:
+        PoolRefused: ``owner`` has too many hung calls in that pool (see
+            :class:`~homeagent_core.workers.WorkerPool`).
+    """
+    if is_async_callable(fn):
+        return await fn(*args, **kwargs)
+    result = await pool(use).run(functools.partial(fn, *args, **kwargs), owner=owner)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -17,12 +17,10 @@ is listed and searched on the others.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import builtins
 import json
 import logging
-import os
 import re
 import shutil
 import threading
@@ -36,6 +34,8 @@ import numpy as np
 
 from homeagent_core.aio import run_sync
 from homeagent_core.embeddings.tfidf import TfidfIndex, tokenize
+from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import HomeAgentError, UsageError
 
@@ -154,7 +154,7 @@ class KnowledgeStorage(Protocol):
     def close(self) -> None: ...
 
 
-class DiskKnowledge:
+class DiskKnowledge(KnowledgeStorage):
     """The entries as ``<root>/<category…>/<leaf>/content.md`` files, the index in ``<root>/.index.json``."""
 
     def __init__(self, root: str | Path) -> None:
@@ -193,22 +193,12 @@ class DiskKnowledge:
 
     def save_index(self, entries: dict[str, Any]) -> None:
         payload = json.dumps({"version": 1, "entries": entries}, ensure_ascii=False, indent=1)
-        tmp = self.root / (INDEX_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.root / INDEX_FILE)
+        atomic_write(self.root / INDEX_FILE, payload)
 
     def write(self, name: str, content: str) -> float:
         folder = self._dir(name)
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / (CONTENT_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(folder / CONTENT_FILE)
+        atomic_write(folder / CONTENT_FILE, content)
         return (folder / CONTENT_FILE).stat().st_mtime
 
     def remove(self, name: str) -> None:
@@ -232,6 +222,24 @@ class DiskKnowledge:
 
     def close(self) -> None:
         return None
+
+
+#: entries, their index metadata, their vectors and the lexical index, as installed together
+_State = tuple[dict[str, "KnowledgeEntry"], dict[str, dict[str, Any]], dict[str, np.ndarray], TfidfIndex]
+
+
+def _index_into(state: _State, entry: KnowledgeEntry) -> None:
+    entries, meta, _vectors, lexical = state
+    entries[entry.name] = entry
+    lexical.remove(entry.name)
+    text = f"{entry.name.replace('/', ' ').replace('_', ' ')}\n{entry.content}"
+    lexical.add(entry.name, text)
+    top = Counter(tokenize(text)).most_common(20)
+    meta[entry.name] = {
+        "preview": entry.content[:200],
+        "features": [t for t, _ in top],
+        "updated_at": entry.updated_at,
+    }
 
 
 class KnowledgeBase:
@@ -263,6 +271,7 @@ class KnowledgeBase:
         self._meta: dict[str, dict[str, Any]] = {}
         self._lexical = TfidfIndex()
         self._changed = threading.Event()  # set by another daemon's change; applied at the next call
+        self._generation = 0  # bumped by every change made here, so a reload read meanwhile is not installed
         self._load()
         self.storage.follow(self._changed.set)
 
@@ -270,20 +279,46 @@ class KnowledgeBase:
 
     def _sync(self) -> None:
         """Reload the entries when another daemon changed them (on the caller's thread)."""
-        if not self._changed.is_set():
-            return
-        self._changed.clear()
-        known = {n: (e.updated_at, self._vectors[n]) for n, e in self._entries.items() if n in self._vectors}
-        self._entries, self._meta, self._vectors, self._lexical = {}, {}, {}, TfidfIndex()
-        self._load(known)
+        if self._changed.is_set():
+            self._changed.clear()
+            self._install(self._read(self._known()))
 
-    def _load(self, known: dict[str, tuple[float, np.ndarray]] | None = None) -> None:
+    async def refresh(self) -> None:
+        """Apply another daemon's changes, reading them in a ``memory`` pool thread.
+
+        The async methods call it first, so the event loop never waits on the storage; the new
+        entries replace the old ones in one step on the loop. When this base changed an entry
+        while the read ran, the read may predate that change: it is dropped and the next call
+        reads again.
+        """
+        if self._changed.is_set():
+            self._changed.clear()
+            generation = self._generation
+            state = await run_blocking("memory", self._read, self._known())
+            if self._generation != generation:
+                self._changed.set()
+                return
+            self._install(state)
+
+    def _known(self) -> dict[str, tuple[float, np.ndarray]]:
+        return {n: (e.updated_at, self._vectors[n]) for n, e in self._entries.items() if n in self._vectors}
+
+    def _install(self, state: _State) -> None:
+        self._entries, self._meta, self._vectors, self._lexical = state
+        self._generation += 1
+
+    def _load(self) -> None:
+        self._install(self._read(None))
+
+    def _read(self, known: dict[str, tuple[float, np.ndarray]] | None) -> _State:
         """Read every entry; a vector comes from the cached index, or from ``known`` (name →
         (updated_at, vector) of the entries held before a reload) when the entry is unchanged."""
+        state: _State = ({}, {}, {}, TfidfIndex())
+        vectors = state[2]
         cached = self.storage.load_index()
         for name, content, updated_at in self.storage.load():
             entry = KnowledgeEntry(name, content, updated_at)
-            self._index_entry(entry)
+            _index_into(state, entry)
             meta = cached.get(name, {})
             if (
                 self.embedder is not None
@@ -293,21 +328,21 @@ class KnowledgeBase:
             ):
                 vec = np.frombuffer(base64.b64decode(meta["vector"]), dtype="<f4").astype(np.float32)
                 if vec.shape == (self.embedder.info.dimension,):
-                    self._vectors[name] = vec
+                    vectors[name] = vec
             elif known is not None and name in known and known[name][0] == updated_at:
-                self._vectors[name] = known[name][1]
+                vectors[name] = known[name][1]
+        return state
 
     def _index_entry(self, entry: KnowledgeEntry) -> None:
-        self._entries[entry.name] = entry
-        self._lexical.remove(entry.name)
-        text = f"{entry.name.replace('/', ' ').replace('_', ' ')}\n{entry.content}"
-        self._lexical.add(entry.name, text)
-        top = Counter(tokenize(text)).most_common(20)
-        self._meta[entry.name] = {
-            "preview": entry.content[:200],
-            "features": [t for t, _ in top],
-            "updated_at": entry.updated_at,
-        }
+        _index_into((self._entries, self._meta, self._vectors, self._lexical), entry)
+        self._generation += 1
+
+    def _forget(self, name: str) -> None:
+        self._entries.pop(name, None)
+        self._vectors.pop(name, None)
+        self._meta.pop(name, None)
+        self._lexical.remove(name)
+        self._generation += 1
 
     def _save_index(self) -> None:
         entries: dict[str, Any] = {}
@@ -330,7 +365,7 @@ class KnowledgeBase:
         vecs = await self.embedder.embed_texts(texts)
         for name, vec in zip(missing, vecs, strict=True):
             self._vectors[name] = np.ascontiguousarray(vec, dtype=np.float32)
-        await asyncio.to_thread(self._save_index)
+        await run_blocking("memory", self._save_index)
 
     # -- API -------------------------------------------------------------------------------
 
@@ -373,7 +408,7 @@ class KnowledgeBase:
             InvalidKnowledgeName: unsafe name, or it would nest under / over an existing entry.
             UsageError: empty content.
         """
-        self._sync()
+        await self.refresh()
         canon = normalize_name(name)
         if not content.strip():
             raise UsageError(f"knowledge entry {canon!r} needs non-empty content")
@@ -384,13 +419,13 @@ class KnowledgeBase:
                     "an entry cannot also be a category"
                 )
         self._vectors.pop(canon, None)
-        updated_at = await asyncio.to_thread(self.storage.write, canon, content)
+        updated_at = await run_blocking("memory", self.storage.write, canon, content)
         entry = KnowledgeEntry(canon, content, updated_at)
         self._index_entry(entry)
         if self.embedder is not None:
             vec = (await self.embedder.embed_texts([f"{canon.replace('/', ' ')}\n{content}"]))[0]
             self._vectors[canon] = np.ascontiguousarray(vec, dtype=np.float32)
-        await asyncio.to_thread(self._save_index)
+        await run_blocking("memory", self._save_index)
         return entry
 
     def delete(self, name: str) -> str:
@@ -403,11 +438,21 @@ class KnowledgeBase:
         """
         full = self.resolve(name)
         self.storage.remove(full)
-        self._entries.pop(full, None)
-        self._vectors.pop(full, None)
-        self._meta.pop(full, None)
-        self._lexical.remove(full)
+        self._forget(full)
         self._save_index()
+        return full
+
+    async def adelete(self, name: str) -> str:
+        """:meth:`delete` with the storage calls in a ``memory`` pool thread.
+
+        Raises:
+            InvalidKnowledgeName, KnowledgeNotFound.
+        """
+        await self.refresh()
+        full = self.resolve(name)
+        await run_blocking("memory", self.storage.remove, full)
+        self._forget(full)
+        await run_blocking("memory", self._save_index)
         return full
 
     def list(self, category: str = "") -> list[KnowledgeEntry]:
@@ -431,7 +476,7 @@ class KnowledgeBase:
 
     async def search(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
         """Fused dense + lexical search; ties broken by name."""
-        self._sync()
+        await self.refresh()
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
         prefix = normalize_name(category) + "/" if category.strip() else ""

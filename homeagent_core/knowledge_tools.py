@@ -20,7 +20,6 @@ from homeagent_sdk.types import ToolDef
 
 if TYPE_CHECKING:
     from homeagent_core.knowledge import KnowledgeBase
-    from homeagent_core.memory.system import MemorySystem
 
 __all__ = ["KNOWLEDGE_TOOLS", "PLUGIN_NAME", "KnowledgePlugin", "KnowledgeTools", "knowledge_tools", "make_plugin"]
 
@@ -77,6 +76,7 @@ class KnowledgeTools:
     async def knowledge_list(self, category: str | None = None) -> dict[str, Any]:
         """List knowledge categories and entries (optionally under one category)."""
         kb = self.kb
+        await kb.refresh()  # another daemon's changes are read off the event loop
         try:
             entries = kb.list(category or "")
         except InvalidKnowledgeName as exc:
@@ -89,7 +89,7 @@ class KnowledgeTools:
     async def knowledge_delete(self, name: str) -> dict[str, Any]:
         """Delete a knowledge entry by full name or unique leaf name."""
         try:
-            full = self.kb.delete(name)
+            full = await self.kb.adelete(name)
         except (InvalidKnowledgeName, KnowledgeNotFound) as exc:
             raise ToolError(f"knowledge_delete: {exc}") from exc
         return {"deleted": full}
@@ -100,9 +100,16 @@ def knowledge_tools(kb: KnowledgeBase, *, plugin: str = "core") -> list[ToolDef]
     return KnowledgeTools(kb).tool_defs(plugin=plugin)
 
 
+class _OpenMemory(Protocol):
+    """The memory the app opened (``MemorySystem``), as far as the knowledge plugin uses it."""
+
+    @property
+    def knowledge(self) -> KnowledgeBase: ...
+
+
 class _Services(Protocol):
     @property
-    def memory_system(self) -> MemorySystem | None: ...
+    def memory_system(self) -> _OpenMemory | None: ...
 
 
 class KnowledgeSDK(Protocol):

@@ -4,15 +4,21 @@ Every plugin's impl of a stage runs at the same time on the same context, as in 
 kernel. Each ``async def`` impl runs in its own asyncio task, so inside a handler
 ``asyncio.current_task()`` is that handler's task: its own ``asyncio.timeout(...)``, a
 ``cancel()`` of itself or a stray ``CancelledError`` ends only that handler, never the turn.
-(Python 3.12's eager tasks would save one loop pass for handlers that never suspend; this
-runtime is 3.11, where tasks always start on the next pass.) Plain impls run in a small
-dedicated thread pool so a blocking one cannot stall the loop (and if one returns an
-awaitable, it is awaited on the loop). Each handler is bounded by the stage timeout: one that
-raises, is cancelled or hangs is recorded in ``ctx.errors`` (and logged) and the others finish
-normally.
+On Python 3.12 and later the tasks start eagerly (``eager_start=True``, unless the loop has a
+task factory of its own): a handler's first step runs at once, in its own task, and a handler
+that never suspends is finished without a loop pass. On 3.11 tasks always start on the next
+pass, and one pass runs every handler's first step. Plain impls run in the runner's
+own bounded :class:`~homeagent_core.workers.WorkerPool` so a blocking one cannot stall the loop
+(and if one returns an awaitable, it is awaited on the loop). Each handler is bounded by the
+stage timeout: one that raises, is cancelled or hangs is recorded in ``ctx.errors`` (and
+logged) and the others finish normally. A sync handler that hangs keeps its thread (Python
+cannot stop it): the pool replaces that thread, and a plugin with two such threads still
+running is refused (recorded in ``ctx.errors``) until one returns, so however many turns it
+hangs, the other plugins' handlers always get a thread.
 
-The handler list of each stage is cached and refreshed whenever the set of registered plugins
-changes, so the hot path does not rebuild it on every turn.
+The handler list of each stage is cached and refreshed whenever that stage's hook
+implementations change (a plugin registered, unregistered or blocked), so the hot path does not
+rebuild it on every turn.
 """
 
 from __future__ import annotations
@@ -21,17 +27,19 @@ import asyncio
 import functools
 import inspect
 import logging
+import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import types
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.aio import is_async_callable
+from homeagent_core.workers import PoolRefused, WorkerPool
 from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from homeagent_core.events import EventBus
-    from homeagent_core.plugins.manager import HookHandler, PluginHost
+    from homeagent_core.hookhost import HookHandler, HookHost
 
 __all__ = ["OWN_TOOLS", "StageRunner"]
 
@@ -41,47 +49,50 @@ log = logging.getLogger(__name__)
 OWN_TOOLS = "own_tools"
 
 _TOOL_STAGES = frozenset({"before_toolcall", "after_toolcall"})
+_CTX_ONLY = ("ctx",)
 
 
 class StageRunner:
-    """Calls the handlers of a stage through the :class:`PluginHost`.
+    """Calls the handlers of a stage through the plugin host (:class:`~homeagent_core.hookhost.HookHost`).
 
     :param host: the plugin host (the only thing that knows the hook impls).
     :param timeout: seconds each handler may run before it is cancelled and recorded.
     :param bus: when given, a ``stage`` event is published after each stage that had handlers.
-    :param sync_workers: threads for plain (sync) handlers.
+    :param sync_workers: threads for plain (sync) handlers running at once.
+    :param hung_per_plugin: hung sync handlers a plugin may have running before its sync
+        handlers are refused until one returns.
     """
 
     def __init__(
         self,
-        host: PluginHost,
+        host: HookHost,
         *,
         timeout: float = 30.0,
         bus: EventBus | None = None,
         sync_workers: int = 8,
+        hung_per_plugin: int = 2,
     ) -> None:
         self.host = host
         self.timeout = timeout
         self.bus = bus
-        self._executor = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="stage-sync")
+        self._pool = WorkerPool("stage-sync", sync_workers, owner_limit=hung_per_plugin)
         self._async: dict[Callable[..., Any], bool] = {}
-        self._plugins: set[object] = set()
-        self._cache: dict[str, list[HookHandler]] = {}
+        self._cache: dict[str, tuple[list[Any], list[HookHandler]]] = {}
 
     def handlers(self, stage: str) -> list[HookHandler]:
-        """The handlers of ``stage`` (cached until a plugin is registered or unregistered)."""
-        plugins = self.host.pm.get_plugins()
-        if plugins != self._plugins:
-            self._plugins = plugins
-            self._cache.clear()
+        """The handlers of ``stage`` (cached until the stage's hook implementations change)."""
+        caller = getattr(self.host.pm.hook, stage, None)
+        if caller is None:  # not a hook at all: the host says which stages there are
+            return self.host.stage_handlers(stage)
+        impls = caller.get_hookimpls()  # a copy of pluggy's list: registering changes it
         cached = self._cache.get(stage)
-        if cached is None:
-            cached = self._cache[stage] = self.host.stage_handlers(stage)
-        return cached
+        if cached is None or cached[0] != impls:
+            cached = self._cache[stage] = (impls, self.host.stage_handlers(stage))
+        return cached[1]
 
     def close(self) -> None:
         """Release the worker threads (a hung sync handler is abandoned, not joined)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def _is_async(self, fn: Callable[..., Any]) -> bool:
         known = self._async.get(fn)
@@ -90,8 +101,8 @@ class StageRunner:
         return known
 
     async def _run_sync(self, handler: HookHandler, kwargs: dict[str, Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._executor, functools.partial(handler, **kwargs))
+        call = functools.partial(handler.function, *[kwargs[name] for name in handler.argnames])
+        result = await self._pool.run(call, owner=handler.plugin_name)
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -122,25 +133,32 @@ class StageRunner:
                 kwargs["result"] = result
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
+        start, eager = _starter(loop)
+        known = self._async
         names: list[str] = []
         tasks: list[asyncio.Task[Any] | None] = []
         for handler in handlers:
             if tool_stage and handler.scope == OWN_TOOLS and (call is None or call.plugin != handler.plugin_name):
                 continue
             names.append(handler.plugin_name)
-            if not self._is_async(handler.function):
-                tasks.append(loop.create_task(self._run_sync(handler, kwargs)))
+            fn = handler.function
+            is_async = known.get(fn)
+            if is_async is None:
+                is_async = self._is_async(fn)
+            if not is_async:
+                tasks.append(start(self._run_sync(handler, kwargs)))
                 continue
             try:
-                made = handler(**kwargs)
+                made = fn(ctx) if handler.argnames == _CTX_ONLY else handler(**kwargs)
             except Exception as exc:  # e.g. an async __call__ that raised before returning
                 self._record(stage, ctx, handler.plugin_name, exc)
                 tasks.append(None)
                 continue
-            tasks.append(loop.create_task(made if inspect.iscoroutine(made) else _resolved(made)))
+            coro = made if type(made) is types.CoroutineType or inspect.iscoroutine(made) else _resolved(made)
+            tasks.append(start(coro))
         if not names:
             return []
-        outcomes = await self._settle(stage, ctx, names, tasks)
+        outcomes = await self._settle(stage, ctx, names, tasks, eager=eager)
         returned: list[str] = []
         for plugin, value in zip(names, outcomes, strict=True):
             if value is None or value is _FAILED:
@@ -170,7 +188,13 @@ class StageRunner:
         return returned
 
     async def _settle(
-        self, stage: str, ctx: StageContext, names: list[str], tasks: list[asyncio.Task[Any] | None]
+        self,
+        stage: str,
+        ctx: StageContext,
+        names: list[str],
+        tasks: list[asyncio.Task[Any] | None],
+        *,
+        eager: bool = False,
     ) -> list[Any]:
         """Wait for the handler tasks (bounded by the stage timeout); their values or ``_FAILED``.
 
@@ -179,14 +203,16 @@ class StageRunner:
         """
         live = [t for t in tasks if t is not None]
         late: set[asyncio.Task[Any]] = set()
-        # One loop pass runs every new task's first step; handlers that never suspend are done
-        # after it, so the common case needs no waiter future and no done callbacks.
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            for task in live:
-                task.cancel()
-            raise
+        # One loop pass runs every new task's first step (eager tasks ran it already); handlers
+        # that never suspend are done after it, so the common case needs no waiter future and
+        # no done callbacks.
+        if not eager:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                for task in live:
+                    task.cancel()
+                raise
         pending = [t for t in live if not t.done()]
         if pending:
             loop = asyncio.get_running_loop()
@@ -225,23 +251,25 @@ class StageRunner:
         for plugin, outcome in zip(names, tasks, strict=True):
             if outcome is None:
                 out.append(_FAILED)
-            elif outcome in late:
+            elif late and outcome in late:
                 self._record_timeout(stage, ctx, plugin)
                 out.append(_FAILED)
-            elif outcome.cancelled():  # cancelled from inside (its own doing), not by the turn
-                self._record(stage, ctx, plugin, asyncio.CancelledError("the handler's task was cancelled"))
-                out.append(_FAILED)
             else:
-                error = outcome.exception()
-                if error is not None:
+                try:
+                    out.append(outcome.result())
+                except asyncio.CancelledError:  # cancelled from inside (its own doing), not by the turn
+                    self._record(stage, ctx, plugin, asyncio.CancelledError("the handler's task was cancelled"))
+                    out.append(_FAILED)
+                except BaseException as error:  # what the handler raised, re-raised by result()
                     self._record(stage, ctx, plugin, error)
                     out.append(_FAILED)
-                else:
-                    out.append(outcome.result())
         return out
 
     def _record(self, stage: str, ctx: StageContext, plugin: str, exc: BaseException) -> None:
         ctx.errors.append(f"{stage}: plugin {plugin}: {type(exc).__name__}: {exc}")
+        if isinstance(exc, PoolRefused):  # the pool said why; no traceback on every turn
+            log.warning("stage %s: %s", stage, exc)
+            return
         log.error("stage %s: handler of plugin %s raised", stage, plugin, exc_info=exc)
 
     def _record_timeout(self, stage: str, ctx: StageContext, plugin: str) -> None:
@@ -255,6 +283,16 @@ class _Failed:
 
 
 _FAILED = _Failed()
+
+
+def _starter(
+    loop: asyncio.AbstractEventLoop,
+) -> tuple[Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]], bool]:
+    """How a handler's task is made (eagerly where asyncio can, else ``loop.create_task``), and
+    whether it starts eagerly."""
+    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
+        return functools.partial(asyncio.Task, loop=loop, eager_start=True), True
+    return loop.create_task, False
 
 
 def _discard(task: asyncio.Task[Any]) -> None:

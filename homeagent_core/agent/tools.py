@@ -5,7 +5,10 @@ the name comes from ``__name__``, the description from the docstring (up to its 
 ``:param`` section, whose entries describe the parameters) and the JSON schema from the
 signature. Calls are validated against the schema before the handler runs; a wrong or
 missing argument, a timeout or an exception becomes a failed :class:`ToolResult` the model
-can read, never an exception that ends the turn.
+can read, never an exception that ends the turn. Plain (sync) handlers run in the ``tools``
+worker pool (:mod:`homeagent_core.workers`), apart from stage handlers and store calls: one
+that hangs past its timeout keeps its thread, and a plugin with two such calls still running
+is refused until one returns.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Any, Unpack
 
 from homeagent_core.agent.arguments import describe_value, is_loaded, load_validator, validate_arguments
-from homeagent_core.aio import call_maybe_async
+from homeagent_core.aio import call_in_pool
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError, UsageError
 from homeagent_sdk.schema import TOOL_NAME_RE, tool_from_function
 from homeagent_sdk.schema import check_tool_name as _check_name
@@ -228,7 +231,7 @@ class ToolRegistry:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(seconds):
-                value = await call_maybe_async(tool.handler, **arguments)
+                value = await call_in_pool("tools", tool.plugin, tool.handler, **arguments)
         except TimeoutError:
             log.warning("tool %s (plugin %s) timed out after %g s", call.name, tool.plugin, seconds)
             return ToolResult(

@@ -9,6 +9,10 @@ conversation channel, so the reply goes back to that chat), otherwise on the inp
 fires right after the next start. A timer's row is deleted only once the turn that handled
 its interrupt has ended, so a daemon killed between firing and answering fires it again after
 the next start (at least once, never lost; twice only when the daemon died during that turn).
+
+Timers cannot crowd people out: each conversation may have ``max_pending`` pending timers and
+all of them ``max_pending_total``; ``timer_list`` answers 20 at a time; and timers that come
+due together enter the input queue one at a time, each after the one before was answered.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from homeagent_sdk import (
     ChannelRegistry,
     ConfigDef,
     InjectOptions,
+    Principal,
     Priority,
     SettingsRegistry,
     ToolError,
@@ -48,6 +53,7 @@ __all__ = ["TimerPlugin", "TimerStore", "make_plugin"]
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE = 2000
+_PAGE = 20  # timers one timer_list call returns at most
 _TURN_WAIT = 6 * 3600  # a turn longer than this is not waited for; the timer counts as fired
 
 
@@ -58,6 +64,8 @@ class Timer:
     message: str
     created_at: float
     channel: str = ""
+    #: Who set it: the timer fires with that person's rights ("" = before people were recorded).
+    person: str = ""
 
     def to_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -82,22 +90,33 @@ class TimerStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(timers)")}
         if "channel" not in columns:  # timers.db files from before timers remembered their chat
             self._db.execute("ALTER TABLE timers ADD COLUMN channel TEXT NOT NULL DEFAULT ''")
+        if "person" not in columns:  # timers.db files from before timers remembered who set them
+            self._db.execute("ALTER TABLE timers ADD COLUMN person TEXT NOT NULL DEFAULT ''")
 
-    def add(self, fire_at: float, message: str, channel: str = "") -> Timer:
+    def add(self, fire_at: float, message: str, channel: str = "", person: str = "") -> Timer:
         now = time.time()
         with self._lock:
             cur = self._db.execute(
-                "INSERT INTO timers (fire_at, message, created_at, channel) VALUES (?, ?, ?, ?)",
-                (fire_at, message, now, channel),
+                "INSERT INTO timers (fire_at, message, created_at, channel, person) VALUES (?, ?, ?, ?, ?)",
+                (fire_at, message, now, channel, person),
             )
-        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now, channel)
+        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now, channel, person)
+
+    def count(self, channel: str | None = None) -> int:
+        """Pending timers in all (``channel`` None) or set from one conversation."""
+        with self._lock:
+            if channel is None:
+                row = self._db.execute("SELECT COUNT(*) FROM timers").fetchone()
+            else:
+                row = self._db.execute("SELECT COUNT(*) FROM timers WHERE channel = ?", (channel,)).fetchone()
+        return int(row[0])
 
     def pending(self) -> list[Timer]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, fire_at, message, created_at, channel FROM timers ORDER BY fire_at"
+                "SELECT seq, fire_at, message, created_at, channel, person FROM timers ORDER BY fire_at"
             ).fetchall()
-        return [Timer(f"timer_{seq}", at, message, created, channel) for seq, at, message, created, channel in rows]
+        return [Timer(f"timer_{row[0]}", *row[1:]) for row in rows]
 
     def remove(self, timer_id: str) -> bool:
         seq = _seq(timer_id)
@@ -128,6 +147,9 @@ class TimerPlugin:
         self._store: TimerStore | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.fired: list[str] = []
+        # one fired timer in the input queue at a time: a thousand due at once wait their turn
+        # here, not in the queue, so people's own messages still get in
+        self._firing = asyncio.Semaphore(1)
 
     # ------------------------------------------------------------------ hooks
 
@@ -136,6 +158,15 @@ class TimerPlugin:
         registry.add(ConfigDef(
             key="max_duration", type="duration", default="24h", min=1, max=366 * 86400,
             description="Longest timer the model may set.",
+        ))
+        registry.add(ConfigDef(
+            key="max_pending", type="int", default=20, min=1, max=10_000,
+            description="Most pending timers one conversation may have (the terminal, web UI and "
+                        "each chat count separately); timer_set refuses more.",
+        ))
+        registry.add(ConfigDef(
+            key="max_pending_total", type="int", default=200, min=1, max=100_000,
+            description="Most pending timers in all.",
         ))
 
     @hookimpl
@@ -186,7 +217,9 @@ class TimerPlugin:
             delay = timer.fire_at - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if await self._fire(timer):
+            async with self._firing:
+                fired = await self._fire(timer)
+            if fired:
                 self.store.remove(timer.id)  # after its turn ended: a crash before that fires it again
                 self.fired.append(timer.id)
         except asyncio.CancelledError:
@@ -199,7 +232,8 @@ class TimerPlugin:
     async def _fire(self, timer: Timer) -> bool:
         """Inject the timer's interrupt and wait until the turn handling it ended; False if it must fire again."""
         assert self._sdk is not None
-        options = InjectOptions(no_memory=True, priority=Priority.L3)
+        principal = Principal(person=timer.person, door=CHANNEL) if timer.person else None
+        options = InjectOptions(no_memory=True, priority=Priority.L3, principal=principal)
         while True:
             try:
                 await self._sdk.io.inject_input_sync(
@@ -248,10 +282,29 @@ class TimerPlugin:
             raise ToolError("message is empty; say what the timer is for")
         if len(text) > _MAX_MESSAGE:
             raise ToolError(f"message is {len(text)} characters; keep it under {_MAX_MESSAGE}")
-        timer = self.store.add(time.time() + seconds, text, self._conversation())
+        conversation = self._conversation()
+        per_conversation = int(self._sdk.settings.get("max_pending") or 20)
+        total = int(self._sdk.settings.get("max_pending_total") or 200)
+        if self.store.count(conversation) >= per_conversation:
+            raise ToolError(f"this conversation already has {per_conversation} pending timers "
+                            "(plugin.timer.max_pending); cancel one with timer_cancel first")
+        if self.store.count() >= total:
+            raise ToolError(f"{total} timers are pending (plugin.timer.max_pending_total); "
+                            "cancel one with timer_cancel first")
+        timer = self.store.add(time.time() + seconds, text, conversation, self._creator())
         self._schedule(timer)
         when = timer.to_dict(time.time())["fires_at"]
         return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
+
+    def _creator(self) -> str:
+        """The person whose turn sets the timer (it fires with their rights); "" outside a turn."""
+        services = self._sdk.services if self._sdk is not None else None
+        rights = services.rights if services is not None else None
+        principal = rights.current() if rights is not None else None
+        if principal is None:
+            return ""
+        # A guest's timer must not fire as the owner: a name nobody has resolves to a guest.
+        return principal.person or "(guest)"
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the turn setting a timer, or ""."""
@@ -261,10 +314,20 @@ class TimerPlugin:
         channel = turn.item.channel if turn is not None else ""
         return channel if ":" in channel else ""
 
-    def timer_list(self) -> list[dict[str, Any]]:
-        """The pending timers, soonest first: id, message, when it fires and the time remaining."""
+    def timer_list(self, offset: int = 0) -> dict[str, Any]:
+        """The pending timers, soonest first, 20 at a time: id, message, when it fires, time remaining.
+
+        Args:
+            offset: how many to skip (the next_offset of the previous call), default 0.
+        """
+        if offset < 0:
+            raise ToolError(f"offset {offset} is negative; start at 0")
         now = time.time()
-        return [t.to_dict(now) for t in self.store.pending()]
+        pending = self.store.pending()
+        page = pending[offset : offset + _PAGE]
+        more = offset + len(page) < len(pending)
+        return {"timers": [t.to_dict(now) for t in page], "total": len(pending),
+                "next_offset": offset + len(page) if more else None}
 
     async def timer_cancel(self, timer_id: str) -> str:
         """Cancel a pending timer.

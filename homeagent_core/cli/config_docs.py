@@ -106,6 +106,9 @@ _ENV: tuple[tuple[str, str], ...] = (
     ("`HOMEAGENT_LOAD_PLUGINS=a,b`", "load only these entry-point plugins (empty value: none)"),
     ("`HOMEAGENT_DISABLE_PLUGINS=x,y`", "never register these plugins (any kind, built-ins included)"),
     ("`HOMEAGENT_TRACE_PLUGINS=1`", "print every hook call, its implementations and its result to stderr"),
+    ("`HOMEAGENT_DEBUG=1`", "log every stretch over 50 ms in which the event loop was blocked, with the stack "
+     "of the code that blocked it (`homeagent doctor` counts them)"),
+    ("`HOMEAGENT_LOOP_WATCH_MS=<ms>`", "the same loop watch with another threshold in milliseconds (`0`: off)"),
     ("`HF_HUB_OFFLINE=1`, `TRANSFORMERS_OFFLINE=1`", "Hugging Face libraries never touch the network; a model "
      "missing from the cache fails at once instead of retrying for about a minute. Recommended on machines "
      "without internet access"),
@@ -162,7 +165,9 @@ sent to it. For Ollama's native API use the `ollama` adapter with
 
 ### Several sources: priority and fallback
 
-Every valid source is a candidate for every request. They are tried in this order: a source
+Every valid source is a candidate for every request, except a remote one without an API key:
+a source whose `base_url` is not on this machine or the local network is never asked (nor
+shown ready) until it has a key. They are tried in this order: a source
 whose `model` equals the model the request names; then higher `priority`; then sources that
 are not cooling down; then the default source (`core.llm.provider`); then by name. So
 `core.llm.provider` breaks ties between sources of equal priority, and `priority` outranks it.
@@ -183,7 +188,8 @@ homeagent config set core.llm.sources.local.priority 0
 without a key is fine when its `base_url` is on this machine or a private network and answers
 `GET <base_url>/models`. When a daemon runs on the data directory, doctor reports what that
 daemon sees instead (the source that answered last, sources it disabled, plugins that failed and
-why), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's
+why, worker threads still hung on calls whose callers gave up, and the event-loop stalls its
+loop watch recorded), asked over its `cli` socket (`/doctor`). While the daemon runs, the web UI's
 `GET /api/v1/status` (field `llm_sources`) and the agent's own `llm_list_sources` tool report
 each source's state: available, cooling down, or disabled and why.
 """

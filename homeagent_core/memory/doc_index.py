@@ -66,6 +66,12 @@ class SlotTable:
         self.alive = np.zeros(cap, dtype=bool)
         self.alive[slots] = True
 
+    @classmethod
+    def empty(cls) -> SlotTable:
+        """A table of no documents (slots are then registered in ascending order)."""
+        none = np.zeros(0, dtype=np.int64)
+        return cls((none, np.zeros(0), (none, []), np.zeros(0, dtype=bool), none))
+
     @property
     def capacity(self) -> int:
         return len(self.alive)

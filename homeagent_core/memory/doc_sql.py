@@ -21,9 +21,9 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from homeagent_core.memory.doc_types import Document
+from homeagent_core.memory.doc_types import DOCUMENT_COLUMNS, Document, document_from_row
 from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["DocumentRecords", "OpenRow", "SqliteRecords"]
@@ -52,24 +52,10 @@ CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_coun
 CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+_COLUMNS = DOCUMENT_COLUMNS
 _PART = 500  # ids or slots per IN (...) list
 CACHE_KIB = 16384
 """SQLite page cache of the document database (KiB): room for the interior pages of a million documents."""
-
-
-def _row_to_document(row: Sequence[Any]) -> Document:
-    return Document(
-        id=row[0],
-        title=row[1],
-        content=row[2],
-        source=row[3],
-        created_at=row[4],
-        last_access=row[5],
-        access_count=row[6],
-        media_digests=json.loads(row[7]),
-        meta=json.loads(row[8]),
-    )
 
 
 class DocumentRecords(Protocol):
@@ -255,7 +241,7 @@ class SqliteRecords:
     def documents(self, slots: Sequence[int]) -> dict[int, Document]:
         marks = ",".join("?" * len(slots))
         return {
-            r[0]: _row_to_document(r[1:])
+            r[0]: document_from_row(r[1:])
             for r in self.db.execute(f"SELECT slot, {_COLUMNS} FROM documents WHERE slot IN ({marks})", list(slots))
         }
 
@@ -335,13 +321,13 @@ class SqliteRecords:
 
     def get(self, doc_id: str) -> Document | None:
         row = self.db.execute(f"SELECT {_COLUMNS} FROM documents WHERE id=?", (doc_id,)).fetchone()
-        return _row_to_document(row) if row else None
+        return document_from_row(row) if row else None
 
     def all(self, limit: int | None) -> list[Document]:
         sql = f"SELECT {_COLUMNS} FROM documents ORDER BY created_at, slot"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_document(r) for r in self.db.execute(sql)]
+        return [document_from_row(r) for r in self.db.execute(sql)]
 
     def cold(self, cutoff: float, max_reads: int, limit: int) -> list[Document]:
         rows = self.db.execute(
@@ -349,7 +335,7 @@ class SqliteRecords:
             " ORDER BY last_access LIMIT ?",
             (cutoff, max_reads, limit),
         ).fetchall()
-        return [_row_to_document(r) for r in rows]
+        return [document_from_row(r) for r in rows]
 
     def event_ids(self) -> Iterator[str]:
         rows = self.db.execute(

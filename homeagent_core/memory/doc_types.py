@@ -6,6 +6,7 @@ Shared by the store facade (:mod:`homeagent_core.memory.documents`), its SQL per
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -14,7 +15,12 @@ from typing import Any
 
 from homeagent_sdk.types import Doc
 
-__all__ = ["DocHit", "Document", "format_related", "new_doc_id"]
+__all__ = ["DOCUMENT_COLUMNS", "DocHit", "Document", "document_from_row", "format_related", "new_doc_id"]
+
+
+DOCUMENT_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+"""The columns a stored document is read from, in the order :func:`document_from_row` takes them
+(the same names in every backend's table)."""
 
 
 def new_doc_id() -> str:
@@ -63,6 +69,23 @@ class Document:
             "media_digests": list(self.media_digests),
             "meta": dict(self.meta),
         }
+
+
+def document_from_row(row: Sequence[Any]) -> Document:
+    """The document of a row of :data:`DOCUMENT_COLUMNS` (``media_digests`` as JSON text, ``meta``
+    as JSON text or, from a ``jsonb`` column, already a dict)."""
+    meta = row[8]
+    return Document(
+        id=row[0],
+        title=row[1],
+        content=row[2],
+        source=row[3],
+        created_at=row[4],
+        last_access=row[5],
+        access_count=row[6],
+        media_digests=json.loads(row[7]),
+        meta=meta if isinstance(meta, dict) else json.loads(meta),
+    )
 
 
 @dataclass(slots=True, frozen=True)

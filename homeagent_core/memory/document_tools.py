@@ -31,7 +31,7 @@ from homeagent_sdk.types import ToolDef, ToolOptions
 
 if TYPE_CHECKING:
     from homeagent_core.memory.context import RelevanceContext
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.stores.documents import BaseDocumentStore
 
 __all__ = ["DOCUMENT_TOOLS", "DocumentTools", "document_tools", "settle_moves"]
 
@@ -45,7 +45,7 @@ ALIAS_DESCRIPTION = (
 )
 
 #: The store and (for re-insertion; None: documents are only consumed) the working context.
-DocBinding = tuple["DocumentStore", "RelevanceContext | None"]
+DocBinding = tuple["BaseDocumentStore", "RelevanceContext | None"]
 
 
 def _when(ts: float) -> str:
@@ -153,13 +153,13 @@ class DocumentTools:
 
 
 def document_tools(
-    store: DocumentStore, context: RelevanceContext | None = None, *, plugin: str = "core"
+    store: BaseDocumentStore, context: RelevanceContext | None = None, *, plugin: str = "core"
 ) -> list[ToolDef]:
     """``doc_query``, ``doc_commit`` and the alias ``memory_document_query`` bound to ``store`` (and ``context``)."""
     return DocumentTools((store, context)).tool_defs(plugin=plugin)
 
 
-def settle_moves(context: RelevanceContext, store: DocumentStore) -> tuple[int, int]:
+def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[int, int]:
     """Finish moves between the context and the store that a crash interrupted.
 
     * a ``cold_storage`` event whose ``doc_id`` is still in the store: ``doc_query`` wrote the

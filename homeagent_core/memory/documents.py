@@ -17,13 +17,12 @@ Every write updates the in-memory structures incrementally; nothing is rebuilt p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +37,9 @@ from homeagent_core.memory.doc_vectors import DenseRows, VectorParts
 from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.lexical_snapshot import verify_arrays
 from homeagent_core.memory.lexical_terms import TERMS_VERSION
+from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.memory.time_order import TimeOrder
 from homeagent_core.memory.vector_snapshot import read_vectors
-from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
@@ -58,8 +57,9 @@ def _derive_terms(text: str) -> tuple[bytes, int]:
     return encode_terms(buckets, counts), length
 
 
-class DocumentStore:
-    """Document store with in-memory fused search over a durable database.
+class DocumentStore(BaseDocumentStore):
+    """Document store with in-memory fused search over a durable database (the embedded backend
+    of :class:`~homeagent_core.memory.stores.documents.BaseDocumentStore`).
 
     Args:
         path: the SQLite file (``<data>/memory/documents.db``); its folder is created.
@@ -72,8 +72,8 @@ class DocumentStore:
             where the cache files go.
 
     Opening loads metadata, the vector matrix and the lexical index synchronously; call it
-    from a worker thread in async code. Methods that embed are ``async``; the rest are plain
-    and thread-safe.
+    from a worker thread in async code. The ``async`` methods run their blocking parts on the
+    documents worker pool; the plain ones are thread-safe and may wait for the store lock.
 
     The lexical index is snapshotted to ``<path>.lex``, the dense vectors to ``<path>.vec`` (int8;
     a query rescores its best rows with the float32 vectors in the database) and
@@ -109,25 +109,14 @@ class DocumentStore:
         neighbour_window: float = 3600.0,
         records: DocumentRecords | None = None,
     ) -> None:
-        for name, value in (
-            ("dense_weight", dense_weight),
-            ("lexical_weight", lexical_weight),
-            ("neighbour_weight", neighbour_weight),
-            ("neighbour_window", neighbour_window),
-        ):
-            if value < 0:
-                raise UsageError(f"DocumentStore {name} must be >= 0, got {value}")
+        super().__init__(
+            embedder, dense_weight=dense_weight, lexical_weight=lexical_weight,
+            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window,
+        )
         self.path = Path(path)
-        self.embedder = embedder
-        self.dense_weight = dense_weight
-        self.lexical_weight = lexical_weight
-        self.neighbour_weight = neighbour_weight
-        self.neighbour_window = neighbour_window
         self._lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._sql: DocumentRecords = records if records is not None else SqliteRecords(self.path)
-        self._fingerprint = embedder.info.fingerprint if embedder else ""
-        self._dim = embedder.info.dimension if embedder else 0
         self._closed = False
         self._dirty_access: dict[int, tuple[float, int]] = {}
         self._lex_changes = 0
@@ -231,15 +220,9 @@ class DocumentStore:
             self._check_open()
             return bool(self._sql.slots_of([doc_id]))
 
-    @property
-    def fingerprint(self) -> str:
-        """The active embedding space ("" when lexical only)."""
-        return self._fingerprint
-
-    @property
-    def stale_count(self) -> int:
-        """Documents whose vector is missing or from another embedding space."""
-        return self._stale
+    def dense_rows(self) -> int:
+        """Documents with a vector in the active space."""
+        return len(self._dense)
 
     def stats(self) -> dict[str, Any]:
         """Counts for introspection (documents, dense rows, stale rows, space)."""
@@ -257,60 +240,10 @@ class DocumentStore:
         if self._closed:
             raise UsageError(f"document store {self.path} is closed")
 
-    async def add(
-        self,
-        content: str,
-        *,
-        title: str = "",
-        source: str = "",
-        created_at: float | None = None,
-        media_digests: Iterable[str] = (),
-        meta: dict[str, Any] | None = None,
-    ) -> Document:
-        """Store one document; it is durable when this returns.
-
-        Raises:
-            UsageError: ``content`` and ``title`` are both empty.
-        """
-        doc = Document(
-            content=content,
-            title=title,
-            source=source,
-            media_digests=list(media_digests),
-            meta=dict(meta or {}),
-        )
-        if created_at is not None:
-            doc.created_at = float(created_at)
-        (stored,) = await self.add_many([doc])
-        return stored
-
-    async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
-        """Store documents in one transaction (embedding them first); durable on return.
-
-        Raises:
-            UsageError: a document is empty or its id already exists.
-        """
-        self._check_open()
-        seen: set[str] = set()
-        for doc in docs:
-            if not doc.content.strip() and not doc.title.strip():
-                raise UsageError("a document needs non-empty content or title")
-            if doc.id in seen:
-                raise UsageError(f"document id {doc.id!r} already exists")
-            seen.add(doc.id)
+    def _taken_ids(self, ids: list[str]) -> list[str]:
         with self._lock:
-            taken = self._sql.slots_of(seen)
-        if taken:
-            raise UsageError(f"document id {next(iter(taken))!r} already exists")
-        vectors = None
-        if self.embedder is not None and docs:
-            parts = [
-                await self.embedder.embed_texts([d.text for d in docs[i : i + batch_size]])
-                for i in range(0, len(docs), batch_size)
-            ]
-            vectors = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
-        await asyncio.to_thread(self._insert, list(docs), vectors)
-        return list(docs)
+            self._check_open()
+            return list(self._sql.slots_of(ids))
 
     def _insert(self, docs: list[Document], vectors: npt.NDArray[np.float32] | None) -> None:
         terms = [term_counts(d.text) for d in docs]
@@ -376,37 +309,13 @@ class DocumentStore:
         with self._lock:
             return self._sql.all(limit)
 
-    async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
-        """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
-
-        ``touch`` counts the read (access count, last access) for cold-document detection.
-        Documents are not removed; see :meth:`consume`.
-        """
-        self._check_open()
-        if top_k <= 0 or not text.strip() or not self._table.count:
-            return []
-        qvec = None
-        if self.embedder is not None and len(self._dense) and self.dense_weight > 0 and self.dense_serves(text):
-            qvec = (await self.embedder.embed_texts([text]))[0]
-        return self.search(text, top_k, query_vector=qvec, touch=touch)
-
-    def dense_serves(self, text: str) -> bool:
-        """True when the embedding model understands ``text``'s language, so the dense path
-        may be fused; otherwise the query is answered by the lexical path alone."""
-        return self.embedder is not None and self.embedder.info.serves(text_language(text))
-
-    def search(
-        self,
-        text: str,
-        top_k: int = 3,
-        *,
-        query_vector: npt.NDArray[np.float32] | None = None,
-        touch: bool = False,
+    def _search(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
     ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only); memory-only work."""
         with self._lock:
+            self._check_open()
             self._adopt_vectors()
-            ranked = self._rank(text, top_k, query_vector)
+            ranked = self._rank(text, top_k, qvec)
             if not ranked:
                 return []
             docs = self._sql.documents([s for s, _ in ranked])
@@ -443,41 +352,16 @@ class DocumentStore:
             found = set(self._sql.event_ids())
         return wanted & found
 
-    async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
-        """Search, then delete every hit from the store (consume-on-read) and return them.
-
-        Nothing else holds the hits afterwards: a caller that moves them elsewhere must make
-        that copy durable first and then :meth:`delete` them (see ``doc_query``).
-        """
-        hits = await self.query(text, top_k, touch=True)
-        if hits:
-            await asyncio.to_thread(self.delete, [h.document.id for h in hits])
-        return hits
-
-    def find_cold(
-        self, *, older_than: float = 72 * 3600.0, max_reads: int = 2, now: float | None = None,
-        limit: int = 100,
-    ) -> list[Document]:
-        """Documents not read for ``older_than`` seconds and read at most ``max_reads`` times."""
-        cutoff = (time.time() if now is None else now) - older_than
+    def _cold(self, cutoff: float, max_reads: int, limit: int) -> list[Document]:
         with self._lock:
+            self._check_open()
             self._flush_access()
             return self._sql.cold(cutoff, max_reads, limit)
 
-    async def reembed_stale(self, *, batch_size: int = 64) -> int:
-        """Embed documents whose vector is missing or from another space; returns how many."""
-        if self.embedder is None:
-            return 0
-        done = 0
-        while True:
-            with self._lock:
-                rows = self._sql.stale(self._fingerprint, batch_size)
-            if not rows:
-                break
-            vectors = np.ascontiguousarray(await self.embedder.embed_texts([t for _, t in rows]), np.float32)
-            await asyncio.to_thread(self._write_vectors, [r[0] for r in rows], vectors)
-            done += len(rows)
-        return done
+    def _stale_rows(self, limit: int) -> list[tuple[int, str]]:
+        with self._lock:
+            self._check_open()
+            return self._sql.stale(self._fingerprint, limit)
 
     def _write_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
         with self._lock:
@@ -578,6 +462,3 @@ class DocumentStore:
                 log.warning("%s", exc)
             self._closed = True
             self._sql.close()
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)

@@ -4,15 +4,16 @@ They implement the SDK's ``MemoryAPI``, ``DocAPI``, ``KnowledgeAPI``, ``SocialAP
 ``LLMAPI`` Protocols (plus the original's extra data functions: introspect, merge, purge,
 stats, list, the read-only social queries and the LLM source switch) and return the SDK wire
 types or plain JSON-compatible data. In-process, Lua and out-of-process plugins all reach
-memory through these objects; every blocking store call runs in a worker thread.
+memory through these objects; every blocking store call runs in the ``memory`` worker pool
+(:mod:`homeagent_core.workers`), never on the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError, ProviderError, UsageError
 from homeagent_sdk.types import Doc, Entity, MediaAttachment, Relation, TextEvent, Triple
 
@@ -194,17 +195,17 @@ class DocFacade:
 
     async def remove(self, doc_id: str) -> bool:
         """Delete one document; True when it existed."""
-        return bool(await asyncio.to_thread(self._m.documents.delete, [str(doc_id)]))
+        return bool(await run_blocking("memory", self._m.documents.delete, [str(doc_id)]))
 
     async def stats(self) -> dict[str, Any]:
         """Counts of the store (documents, dense rows, stale vectors, space)."""
-        return await asyncio.to_thread(self._m.documents.stats)
+        return await run_blocking("memory", self._m.documents.stats)
 
     async def search(self, text: str, limit: int = 20) -> list[dict[str, Any]]:
         return [d.to_dict() for d in await self.query(text, limit)]
 
     async def recent(self, limit: int = 20) -> list[dict[str, Any]]:
-        docs = await asyncio.to_thread(self._m.documents.all)
+        docs = await run_blocking("memory", self._m.documents.all)
         docs.sort(key=lambda d: d.created_at, reverse=True)
         return [d.to_doc().to_dict() for d in docs[:limit]]
 
@@ -237,18 +238,21 @@ class KnowledgeFacade:
         Raises:
             KnowledgeNotFound: no such entry, or the leaf is ambiguous.
         """
+        await self._kb.refresh()
         entry = self._kb.get(name)
         return Doc(id=entry.name, title=entry.name, content=entry.content)
 
     async def list(self, category: str = "") -> list[str]:
         """Entry names under ``category`` ("" = all), sorted."""
+        await self._kb.refresh()
         return [e.name for e in self._kb.list(category)]
 
     async def delete(self, name: str) -> str:
-        return await asyncio.to_thread(self._kb.delete, name)
+        return await self._kb.adelete(name)
 
     async def overview(self) -> dict[str, Any]:
-        entries = await asyncio.to_thread(self._kb.list)
+        await self._kb.refresh()
+        entries = self._kb.list()
         return {
             "categories": self._kb.categories(),
             "entries": [{"name": e.name, "category": e.category, "updated_at": e.updated_at} for e in entries],
@@ -272,7 +276,7 @@ class SocialFacade:
 
     async def trait(self, name: str, trait: str) -> str | None:
         """One trait's value, or None."""
-        return await asyncio.to_thread(self._social.get_trait, name, trait)
+        return await run_blocking("memory", self._social.get_trait, name, trait)
 
     async def relations(self, name: str) -> list[dict[str, str]]:
         """The person's relations (``person``, ``relation``, ``direction``); ``[]`` if unknown."""
@@ -288,11 +292,11 @@ class SocialFacade:
 
     async def link_account(self, person: str, platform: str, account: str) -> None:
         """Link ``account`` on ``platform`` to ``person`` (created if new)."""
-        await asyncio.to_thread(self._social.link_account, person, platform, str(account))
+        await run_blocking("memory", self._social.link_account, person, platform, str(account))
 
     async def person_for_account(self, platform: str, account: str) -> str | None:
         """The person linked to ``account`` on ``platform``, or None."""
-        return await asyncio.to_thread(self._social.person_for_account, platform, str(account))
+        return await run_blocking("memory", self._social.person_for_account, platform, str(account))
 
 
 class MediaFacade:

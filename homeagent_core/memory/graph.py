@@ -49,6 +49,7 @@ from homeagent_core.memory.graph_schema import (
 from homeagent_core.memory.graph_sql import GraphSQL, SQLiteGraphSQL
 from homeagent_core.memory.graph_types import Changes, RecallResult
 from homeagent_core.memory.graph_writes import CommitResult
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
@@ -407,14 +408,15 @@ class GraphStore:
         mimes: Mapping[str, str] | None = None,
         batch_id: str | None = None,
     ) -> CommitResult:
-        """:meth:`commit` in a worker thread, then embed new entity names (if an embedder)."""
-        result = await asyncio.to_thread(self.commit, list(triples), session, mimes=mimes, batch_id=batch_id)
+        """:meth:`commit` in a ``memory`` pool thread, then embed new entity names (if an embedder)."""
+        commit = functools.partial(self.commit, list(triples), session, mimes=mimes, batch_id=batch_id)
+        result = await run_blocking("memory", commit)
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
         return result
 
     async def amerge(self, keep: str, drop: str) -> dict[str, int]:
-        return await asyncio.to_thread(self.merge, keep, drop)
+        return await run_blocking("memory", self.merge, keep, drop)
 
     async def apurge(
         self,
@@ -424,7 +426,7 @@ class GraphStore:
         before_commit: Callable[[int], object] | None = None,
     ) -> int:
         """:meth:`purge` in a worker thread (``before_commit`` runs there too)."""
-        return await asyncio.to_thread(functools.partial(self.purge, criteria, mode, before_commit=before_commit))
+        return await run_blocking("memory", functools.partial(self.purge, criteria, mode, before_commit=before_commit))
 
     async def aedit(
         self,
@@ -437,18 +439,18 @@ class GraphStore:
         before_commit: Callable[[CommitResult], object] | None = None,
     ) -> CommitResult:
         """:meth:`edit` in a worker thread (``before_commit`` runs there too), then embed new names."""
-        result = await asyncio.to_thread(
-            functools.partial(self.edit, subject, relation, obj, new, session, before_commit=before_commit)
+        result = await run_blocking(
+            "memory", functools.partial(self.edit, subject, relation, obj, new, session, before_commit=before_commit)
         )
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
         return result
 
     async def adelete_entity(self, name: str) -> int:
-        return await asyncio.to_thread(self.delete_entity, name)
+        return await run_blocking("memory", self.delete_entity, name)
 
     async def amerge_blocks(self, keep: str, drop: str) -> int:
-        return await asyncio.to_thread(self.merge_blocks, keep, drop)
+        return await run_blocking("memory", self.merge_blocks, keep, drop)
 
     async def aintrospect(self) -> dict[str, Any]:
-        return await asyncio.to_thread(self.introspect)
+        return await run_blocking("memory", self.introspect)

@@ -85,7 +85,7 @@ class GraphSQL(Protocol):
         ...
 
 
-class SQLiteGraphSQL:
+class SQLiteGraphSQL(GraphSQL):
     """The graph store's rows in one SQLite file (or ``":memory:"``).
 
     Raises:

@@ -8,23 +8,41 @@ store's write path refreshes the mirror's vector indexes like any other column.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import ModalityUnsupported
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import Changes, GraphStore
+    from homeagent_core.memory.graph_cache import GraphCache
+    from homeagent_core.memory.graph_types import Changes
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["embed_entities", "reembed_stale"]
+__all__ = ["VectorRows", "embed_entities", "reembed_stale"]
+
+T = TypeVar("T")
+
+
+class VectorRows(Protocol):
+    """What re-embedding uses of the graph store (``GraphStore``): its SQL and its mirror."""
+
+    @property
+    def cache(self) -> GraphCache: ...
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` for a read."""
+        ...
+
+    def write(self, fn: Callable[[sqlite3.Connection, Changes], T]) -> T:
+        """Run ``fn(conn, changes)`` in one transaction, then refresh the touched rows."""
+        ...
 
 _TABLES = {"entities": "id, name", "memory_blocks": "id, digest, mime"}
 
 
-def _stale(store: GraphStore, table: str, fingerprint: str, after: int, limit: int) -> list[tuple[Any, ...]]:
+def _stale(store: VectorRows, table: str, fingerprint: str, after: int, limit: int) -> list[tuple[Any, ...]]:
     cols = _TABLES[table]
     return store.read(
         lambda conn: conn.execute(
@@ -34,7 +52,7 @@ def _stale(store: GraphStore, table: str, fingerprint: str, after: int, limit: i
     )
 
 
-def _write_vectors(store: GraphStore, table: str, rows: list[tuple[int, bytes]], fingerprint: str) -> None:
+def _write_vectors(store: VectorRows, table: str, rows: list[tuple[int, bytes]], fingerprint: str) -> None:
     if table not in _TABLES:
         raise ValueError(f"no vectors in table {table!r}")
 
@@ -48,7 +66,7 @@ def _write_vectors(store: GraphStore, table: str, rows: list[tuple[int, bytes]],
     store.write(run)
 
 
-async def embed_entities(store: GraphStore, ids: Iterable[int], provider: EmbeddingProvider) -> int:
+async def embed_entities(store: VectorRows, ids: Iterable[int], provider: EmbeddingProvider) -> int:
     """Embed the names of entities ``ids`` whose vector is missing or of another space."""
     fp = provider.info.fingerprint
     todo: list[tuple[int, str]] = []
@@ -61,12 +79,12 @@ async def embed_entities(store: GraphStore, ids: Iterable[int], provider: Embedd
         return 0
     matrix = await provider.embed_texts([name for _, name in todo])
     vectors = [(eid, matrix[i].tobytes()) for i, (eid, _) in enumerate(todo)]
-    await asyncio.to_thread(_write_vectors, store, "entities", vectors, fp)
+    await run_blocking("memory", _write_vectors, store, "entities", vectors, fp)
     return len(todo)
 
 
 async def reembed_stale(
-    store: GraphStore,
+    store: VectorRows,
     provider: EmbeddingProvider,
     *,
     batch_size: int = 64,
@@ -83,18 +101,18 @@ async def reembed_stale(
     fp = provider.info.fingerprint
     counts = {"entities": 0, "blocks": 0, "blocks_skipped": 0}
     after = 0
-    while rows := await asyncio.to_thread(_stale, store, "entities", fp, after, batch_size):
+    while rows := await run_blocking("memory", _stale, store, "entities", fp, after, batch_size):
         matrix = await provider.embed_texts([name for _, name in rows])
         vectors = [(rid, matrix[i].tobytes()) for i, (rid, _) in enumerate(rows)]
-        await asyncio.to_thread(_write_vectors, store, "entities", vectors, fp)
+        await run_blocking("memory", _write_vectors, store, "entities", vectors, fp)
         counts["entities"] += len(rows)
         after = rows[-1][0]
     after = 0
-    while rows := await asyncio.to_thread(_stale, store, "memory_blocks", fp, after, batch_size):
+    while rows := await run_blocking("memory", _stale, store, "memory_blocks", fp, after, batch_size):
         after = rows[-1][0]
         inputs, ids = [], []
         for rid, digest, _mime in rows:
-            loaded = await asyncio.to_thread(load_media, digest) if load_media is not None else None
+            loaded = await run_blocking("memory", load_media, digest) if load_media is not None else None
             if loaded is None:
                 counts["blocks_skipped"] += 1
                 continue
@@ -108,6 +126,6 @@ async def reembed_stale(
             counts["blocks_skipped"] += len(inputs)
             continue
         vectors = [(rid, matrix[i].tobytes()) for i, rid in enumerate(ids)]
-        await asyncio.to_thread(_write_vectors, store, "memory_blocks", vectors, fp)
+        await run_blocking("memory", _write_vectors, store, "memory_blocks", vectors, fp)
         counts["blocks"] += len(ids)
     return counts

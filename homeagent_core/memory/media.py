@@ -23,7 +23,6 @@ daemon's verified copy, filled from the database on first use.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
@@ -39,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.embeddings.common import top_k
 from homeagent_core.embeddings.reembed import ReembedStats, reembed_stale
+from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import EmbeddingProvider, EmbedInput, InvalidEmbedInput
 from homeagent_sdk.errors import MemoryStoreError
 
@@ -157,7 +158,7 @@ class MediaIndex(Protocol):
     def close(self) -> None: ...
 
 
-class SqliteMediaIndex:
+class SqliteMediaIndex(MediaIndex):
     """The metadata rows in ``<root>/media.db`` (SQLite, WAL); bytes stay in the blob files.
 
     Raises:
@@ -387,18 +388,7 @@ class MediaStore:
                 if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
                     return  # same bytes already there (a crash before the row was written)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        atomic_write(path, data, tmp=path.with_name(path.name + ".tmp"))
 
     def _put_sync(self, digest: str, data: bytes, mime: str, name: str, vec: Any, vec_model: str) -> MediaRecord:
         with self._lock:
@@ -445,7 +435,7 @@ class MediaStore:
         mime = mime.strip().lower()
         if not _MIME.match(mime):
             raise MemoryStoreError(f"{mime!r} is not a MIME type such as image/png")
-        digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+        digest = await run_blocking("memory", lambda: hashlib.sha256(data).hexdigest())
         vec, vec_model = None, ""
         modality = _modality(mime)
         if self.embedder is not None and modality and self.embedder.supports(modality):
@@ -454,7 +444,7 @@ class MediaStore:
             except InvalidEmbedInput as exc:
                 raise MemoryStoreError(f"cannot store {name or mime}: {exc}") from exc
             vec_model = self.fingerprint
-        return await asyncio.to_thread(self._put_sync, digest, data, mime, name, vec, vec_model)
+        return await run_blocking("memory", self._put_sync, digest, data, mime, name, vec, vec_model)
 
     def _delete_sync(self, ref: str) -> bool:
         with self._lock:
@@ -473,7 +463,7 @@ class MediaStore:
 
     async def delete(self, ref: str) -> bool:
         """Delete a block and its bytes. Returns ``False`` for an unknown full digest."""
-        return await asyncio.to_thread(self._delete_sync, ref)
+        return await run_blocking("memory", self._delete_sync, ref)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -537,11 +527,11 @@ class MediaStore:
         Raises:
             MemoryStoreError: unknown/ambiguous reference, missing or corrupted blob.
         """
-        return (await asyncio.to_thread(self._get_sync, ref))[1]
+        return (await run_blocking("memory", self._get_sync, ref))[1]
 
     async def get_with_record(self, ref: str) -> tuple[MediaRecord, bytes]:
         """Record and verified bytes of a block."""
-        return await asyncio.to_thread(self._get_sync, ref)
+        return await run_blocking("memory", self._get_sync, ref)
 
     def _info_sync(self, ref: str) -> MediaRecord:
         with self._lock:
@@ -553,7 +543,7 @@ class MediaStore:
 
     async def info(self, ref: str) -> MediaRecord:
         """The metadata of a block (no bytes read)."""
-        return await asyncio.to_thread(self._info_sync, ref)
+        return await run_blocking("memory", self._info_sync, ref)
 
     def _list_sync(self, limit: int, offset: int) -> list[MediaRecord]:
         with self._lock:
@@ -564,7 +554,7 @@ class MediaStore:
         """Blocks, oldest first."""
         if not self.enabled:
             return []
-        return await asyncio.to_thread(self._list_sync, limit, offset)
+        return await run_blocking("memory", self._list_sync, limit, offset)
 
     def __len__(self) -> int:
         if self._db is None:
@@ -585,6 +575,10 @@ class MediaStore:
                 self._matrix = (keys, np.ascontiguousarray(mat, dtype=np.float32))
             return self._matrix
 
+    def _nearest(self, vec: npt.NDArray[np.float32], k: int) -> tuple[list[str], list[tuple[int, float]]]:
+        keys, matrix = self._current_matrix()
+        return keys, top_k(matrix, vec, k)
+
     async def search(self, query: str | EmbedInput, k: int = 5) -> list[tuple[MediaRecord, float]]:
         """Blocks nearest to ``query`` (text or an image) in the active space, best first.
 
@@ -597,8 +591,7 @@ class MediaStore:
         vec = (await self.embedder.embed([item]))[0]
         if not vec.any():
             return []
-        keys, matrix = self._current_matrix()
-        hits = top_k(matrix, vec, k)
+        keys, hits = await run_blocking("memory", self._nearest, vec, k)  # the lock may wait on a writer
         out: list[tuple[MediaRecord, float]] = []
         for idx, score in hits:
             try:
@@ -628,9 +621,9 @@ class MediaStore:
         return out
 
     async def _stale_batches(self, batch_size: int) -> AsyncIterator[list[tuple[str, EmbedInput, str]]]:
-        index = await asyncio.to_thread(self._stale_index)
+        index = await run_blocking("memory", self._stale_index)
         for start in range(0, len(index), batch_size):
-            yield await asyncio.to_thread(self._load_batch, index[start : start + batch_size])
+            yield await run_blocking("memory", self._load_batch, index[start : start + batch_size])
 
     def _write_vectors(self, rows: list[tuple[str, Any, str]]) -> None:
         with self._lock:
@@ -639,6 +632,9 @@ class MediaStore:
             for digest in present:  # not deleted meanwhile
                 self._vectors[digest] = vectors[digest]
             self._matrix = None
+
+    async def _awrite_vectors(self, rows: list[tuple[str, Any, str]]) -> None:
+        await run_blocking("memory", self._write_vectors, rows)
 
     async def reembed_stale(self, batch_size: int = 16) -> ReembedStats:
         """Embed blocks stored without a vector or in another space; resumable.
@@ -651,7 +647,7 @@ class MediaStore:
         return await reembed_stale(
             self._stale_batches(batch_size),
             self.embedder,
-            self._write_vectors,
+            self._awrite_vectors,
             batch_size=batch_size,
         )
 

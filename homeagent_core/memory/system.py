@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
@@ -36,12 +38,12 @@ if TYPE_CHECKING:
     from homeagent_core.knowledge import KnowledgeBase
     from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.distill import RuleDistiller
-    from homeagent_core.memory.documents import DocumentStore
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.media import MediaStore
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
+    from homeagent_core.memory.stores.documents import BaseDocumentStore
     from homeagent_core.memory.textlog import ConversationLog
     from homeagent_core.memory.tools import GraphBinding
     from homeagent_sdk.embeddings import EmbeddingProvider
@@ -56,6 +58,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: seconds memory waits at close for store calls still running in its worker pool
+_DRAIN_SECONDS = 10.0
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
@@ -118,7 +123,7 @@ class MemorySystem:
     graph: GraphStore
     social: SocialGraph
     indexer: MemoryIndexer
-    documents: DocumentStore
+    documents: BaseDocumentStore
     context: RelevanceContext
     textlog: ConversationLog
     knowledge: KnowledgeBase
@@ -254,6 +259,11 @@ class MemorySystem:
             self._reembed_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reembed_task
+        # A store write whose caller was cancelled (a stopped turn) still runs in the memory pool:
+        # let it finish before the stores close (its threads do not hold the process open).
+        if not await pool("memory").drain(_DRAIN_SECONDS):
+            log.warning("closing memory with store calls still running after %g s: %s", _DRAIN_SECONDS,
+                        pool("memory").stats())
         await self.context.aclose()
         await asyncio.to_thread(self.distiller.flush)
         await self.documents.aclose()
@@ -378,6 +388,7 @@ class MemorySystem:
         return format_related(hits)
 
     async def _knowledge_block(self, text: str) -> str:
+        await self.knowledge.refresh()  # another daemon's changes are read off the loop
         if not len(self.knowledge):
             return ""
         good = [h for h in await self.knowledge.search(text, 2) if h.score > 0.2]
@@ -482,7 +493,7 @@ async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) 
             and (newest is None or ts > newest)
         )
 
-    records = await asyncio.to_thread(textlog.tail, context.max_context_size, accept=wanted)
+    records = await run_blocking("memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted))
     for record in records:
         user = record["role"] == "user"
         await context.append(

@@ -19,7 +19,6 @@ default) and the PostgreSQL log shared by several daemons
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -31,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
@@ -189,7 +190,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class TextLog:
+class TextLog(ConversationLog):
     """The conversation log in ``directory``.
 
     Args:
@@ -334,8 +335,8 @@ class TextLog:
                 log.exception("conversation log listener %r failed", listener)
 
     async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
-        """:meth:`append` in a worker thread (the fsync must not block the event loop)."""
-        return await asyncio.to_thread(lambda: self.append(role, content, **kwargs))
+        """:meth:`append` in a ``memory`` pool thread (the fsync must not block the event loop)."""
+        return await run_blocking("memory", lambda: self.append(role, content, **kwargs))
 
     def _rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
         """Apply ``change`` to every record (None = delete); returns how many changed."""
@@ -364,13 +365,7 @@ class TextLog:
                             out.append(raw)
                 if not touched:
                     continue
-                tmp = path.with_name(path.name + ".tmp")
-                with open(tmp, "wb") as fh:
-                    fh.writelines(out)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                tmp.replace(path)
-                _fsync_dir(self.directory)
+                atomic_write(path, b"".join(out), tmp=path.with_name(path.name + ".tmp"))
                 changed += touched
             if changed:
                 self._notify(None)

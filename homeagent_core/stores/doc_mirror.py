@@ -1,12 +1,14 @@
 """The in-memory search mirror of a document store held in a database server.
 
-The same ranking as the SQLite :class:`~homeagent_core.memory.documents.DocumentStore`: an
-exact dense scan of the active space's vectors and the character n-gram BM25 index
-(:class:`~homeagent_core.memory.lexical.LexicalIndex`), each normalised by its own maximum and
-weighted, then each document borrows a share of its same-source neighbours' scores
-(:class:`~homeagent_core.memory.time_order.TimeOrder`). Recall therefore equals the embedded
-store's on the same documents. Slots must arrive in ascending order (the database hands them out
-under a per-tenant lock, and followers apply changes in that order).
+The same structures and the same ranking as the SQLite
+:class:`~homeagent_core.memory.documents.DocumentStore`: the per-slot
+:class:`~homeagent_core.memory.doc_index.SlotTable`, the active space's vectors in
+:class:`~homeagent_core.memory.doc_vectors.DenseRows` (in memory: no vector file), the character
+n-gram BM25 index (:class:`~homeagent_core.memory.lexical.LexicalIndex`) and the neighbour
+order (:class:`~homeagent_core.memory.time_order.TimeOrder`), ranked by
+:func:`homeagent_core.memory.doc_ranking.rank`. Recall therefore equals the embedded store's
+on the same documents. Slots must arrive in ascending order (the database hands them out under
+a per-tenant lock, and followers apply changes in that order).
 
 Not thread-safe: the owning store serialises calls.
 """
@@ -17,48 +19,58 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.doc_ranking import best_fused
+from homeagent_core.memory import doc_ranking
+from homeagent_core.memory.doc_index import SlotTable
+from homeagent_core.memory.doc_vectors import DenseRows
 from homeagent_core.memory.lexical import LexicalIndex
 from homeagent_core.memory.time_order import TimeOrder
-from homeagent_core.memory.top_k import top_indices
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = ["DocMirror"]
 
-_DENSE_CANDIDATES = 64  # the dense path's best also get exact lexical scores
-
 
 class DocMirror:
-    """Per-slot arrays, dense rows and the lexical index of one tenant's documents."""
+    """Per-slot numbers, dense rows and the lexical index of one tenant's documents."""
 
     def __init__(self, dim: int, window: float) -> None:
         self.dim = dim
-        self.count = 0
+        self.table = SlotTable.empty()
         self.top = 0
-        self.created = np.zeros(64, dtype=np.float64)
-        self.source = np.full(64, -1, dtype=np.int32)
-        self.alive = np.zeros(64, dtype=bool)
-        self.row_of = np.full(64, -1, dtype=np.int64)
-        self.rows = np.zeros((64, max(dim, 1)), dtype=np.float32)
-        self.row_slot = np.zeros(64, dtype=np.int64)
-        self.n = 0
+        self.dense = DenseRows(dim, self.table.capacity)
         self.lex = LexicalIndex()
         self.time = TimeOrder(window)
-        self._codes: dict[str, int] = {}
+        self._pending: dict[int, npt.NDArray[np.float32]] = {}
+        """Vectors of slots added since the last read of the dense rows, appended in one batch."""
 
-    def _grow(self, slot: int) -> None:
-        if slot < len(self.alive):
+    @property
+    def count(self) -> int:
+        """Documents indexed."""
+        return self.table.count
+
+    @property
+    def alive(self) -> npt.NDArray[np.bool_]:
+        """Per slot: a document is indexed there."""
+        return self.table.alive
+
+    @property
+    def n(self) -> int:
+        """Documents with a vector in the active space."""
+        return len(self.dense) + len(self._pending)
+
+    def has_vector(self, slot: int) -> bool:
+        """Whether ``slot`` has a vector in the active space."""
+        return slot in self._pending or (slot < len(self.dense.row_of) and self.dense.row_of[slot] >= 0)
+
+    def _settle(self) -> None:
+        """Append the vectors added since the last read, in one batch (a load adds a store's worth)."""
+        if not self._pending:
             return
-        size = len(self.alive)
-        while size <= slot:
-            size *= 2
-        grow = size - len(self.alive)
-        self.created = np.concatenate([self.created, np.zeros(grow)])
-        self.source = np.concatenate([self.source, np.full(grow, -1, dtype=np.int32)])
-        self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
-        self.row_of = np.concatenate([self.row_of, np.full(grow, -1, dtype=np.int64)])
+        self.dense.grow(self.table.capacity)
+        slots = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
+        self.dense.append(slots, np.stack(list(self._pending.values())).astype(np.float32, copy=False))
+        self._pending.clear()
 
     def add(
         self,
@@ -69,80 +81,39 @@ class DocMirror:
         vector: npt.NDArray[np.float32] | None,
     ) -> None:
         """Index one document (``slot`` above every slot added before)."""
-        self._grow(slot)
-        self.count += 1
+        self.table.register(slot, created, source)
         self.top = slot
-        self.created[slot] = created
-        self.source[slot] = self._codes.setdefault(source, len(self._codes))
-        self.alive[slot] = True
         self.lex.add_terms(slot, *terms)
         if vector is not None:
-            self.set_vector(slot, vector)
-        self.time.append(np.asarray([slot], dtype=np.int64), self.created, self.source)
+            self._pending[slot] = np.asarray(vector, dtype=np.float32)
+        self.time.append(np.asarray([slot], dtype=np.int64), self.table.created, self.table.source)
 
     def set_vector(self, slot: int, vector: npt.NDArray[np.float32]) -> None:
         """Give ``slot`` this dense row (replacing its old one)."""
         self.drop_vector(slot)
-        if self.n == len(self.rows):
-            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
-            self.row_slot = np.concatenate([self.row_slot, np.zeros_like(self.row_slot)])
-        self.rows[self.n] = vector
-        self.row_slot[self.n] = slot
-        self.row_of[slot] = self.n
-        self.n += 1
+        self._pending[slot] = np.asarray(vector, dtype=np.float32)
 
     def drop_vector(self, slot: int) -> None:
-        row = int(self.row_of[slot])
-        if row < 0:
-            return
-        self.row_of[slot] = -1
-        last = self.n - 1
-        if row != last:
-            moved = int(self.row_slot[last])
-            self.rows[row] = self.rows[last]
-            self.row_slot[row] = moved
-            self.row_of[moved] = row
-        self.n = last
+        self._settle()
+        if slot < len(self.dense.row_of):
+            self.dense.drop(slot)
 
     def remove(self, slot: int, buckets: npt.NDArray[np.uint32]) -> None:
         """Forget one document (its stored term buckets undo its postings)."""
         if slot >= len(self.alive) or not self.alive[slot]:
             return
-        self.alive[slot] = False
-        self.count -= 1
+        self.table.alive[slot] = False
+        self.table.count -= 1
         self.lex.remove(slot, buckets)
         self.drop_vector(slot)
         self.time.invalidate()
 
     def rank(
-        self,
-        text: str,
-        top_k: int,
-        qvec: npt.NDArray[np.float32] | None,
-        *,
-        dense_weight: float,
-        lexical_weight: float,
-        neighbour_weight: float,
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, *, weights: doc_ranking.FusionWeights
     ) -> list[tuple[int, float]]:
         """The ``top_k`` slots and fused scores for ``text`` (and its vector, if any)."""
-        cap = len(self.alive)
-        total = np.zeros(cap, dtype=np.float32)
-        expand = None
-        if neighbour_weight > 0:
-            self.time.ensure(self.alive, self.created, self.source)
-            expand = self.time.neighbours
-        best_dense: npt.NDArray[np.int64] | None = None
-        if qvec is not None and self.n and dense_weight > 0:
-            dense = self.rows[: self.n] @ qvec.astype(np.float32)
-            peak = float(dense.max())
-            if peak > 0:
-                total[self.row_slot[: self.n]] += (dense_weight / peak) * np.maximum(dense, 0.0)
-                k = min(_DENSE_CANDIDATES, len(dense))
-                rows = top_indices(dense, k)
-                best_dense = self.row_slot[: self.n][rows[dense[rows] > 0]]
-        if lexical_weight > 0:
-            lex = self.lex.scores(text, candidates=best_dense, expand=expand)
-            peak = float(lex.max()) if len(lex) else 0.0
-            if peak > 0:
-                total[: len(lex)] += (lexical_weight / peak) * lex[:cap]
-        return best_fused(total, self.alive, min(top_k, self.count), self.time, neighbour_weight)
+        self._settle()
+        self.dense.grow(self.table.capacity)
+        return doc_ranking.rank(
+            text, top_k, qvec, weights=weights, table=self.table, dense=self.dense, lex=self.lex, order=self.time
+        )

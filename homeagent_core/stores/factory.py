@@ -8,16 +8,17 @@ unreachable server is an error (never a silent fallback to an empty SQLite store
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
-    from homeagent_core.config import SharedSettings
-    from homeagent_core.knowledge import KnowledgeStorage
     from homeagent_core.memory.graph import GraphStore
-    from homeagent_core.memory.media import MediaIndex
-    from homeagent_core.memory.textlog import ConversationLog
+    from homeagent_core.memory.stores.documents import BaseDocumentStore
+    from homeagent_core.memory.stores.knowledge import KnowledgeStorage
+    from homeagent_core.memory.stores.log import ConversationLog
+    from homeagent_core.memory.stores.media import MediaIndex
+    from homeagent_core.memory.stores.settings import SharedSettings
     from homeagent_core.stores.pg_database import PgDatabase
     from homeagent_sdk.embeddings import EmbeddingProvider
 
@@ -35,8 +36,8 @@ __all__ = [
 
 def open_document_store(
     store: str, memory_dir: Path, embedder: EmbeddingProvider | None, *, tenant: str = "default"
-) -> Any:
-    """The document store named by ``store`` (``sqlite`` or a ``postgresql://`` URL).
+) -> BaseDocumentStore:
+    """The document store named by ``store``: ``<memory_dir>/documents.db`` or the tenant's documents on PostgreSQL.
 
     Raises:
         UsageError: ``store`` is neither.

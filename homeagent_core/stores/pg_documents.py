@@ -25,7 +25,6 @@ converge: another daemon's commit becomes searchable here when its notification 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -37,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.documents import DocHit, Document
+from homeagent_core.memory import doc_ranking
+from homeagent_core.memory.doc_types import DOCUMENT_COLUMNS, DocHit, Document, document_from_row
 from homeagent_core.memory.lexical import decode_terms, encode_terms, term_counts
+from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.stores.doc_mirror import DocMirror
 from homeagent_core.stores.pg_database import PgDatabase
 from homeagent_core.stores.pg_doc_writes import NothingToDo, delete_rows, insert_records, store_vectors
-from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 if TYPE_CHECKING:
@@ -55,28 +55,14 @@ __all__ = ["PgDocumentStore"]
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+_COLUMNS = DOCUMENT_COLUMNS
 _Terms = tuple["npt.NDArray[np.uint32]", "npt.NDArray[np.uint16]", int]
 _KEEP_CHANGES = 100_000  # change rows kept per tenant; a follower further behind reloads
 
 
-def _row_to_document(row: Sequence[Any]) -> Document:
-    meta = row[8]
-    return Document(
-        id=row[0],
-        title=row[1],
-        content=row[2],
-        source=row[3],
-        created_at=row[4],
-        last_access=row[5],
-        access_count=row[6],
-        media_digests=json.loads(row[7]),
-        meta=meta if isinstance(meta, dict) else json.loads(meta),
-    )
-
-
-class PgDocumentStore:
-    """PostgreSQL-backed document store of one tenant, with in-memory fused search.
+class PgDocumentStore(BaseDocumentStore):
+    """PostgreSQL-backed document store of one tenant, with in-memory fused search (the shared
+    backend of :class:`~homeagent_core.memory.stores.documents.BaseDocumentStore`).
 
     Args:
         db: an open :class:`PgDatabase`, or a ``postgresql://`` URL (then this store owns and
@@ -104,29 +90,17 @@ class PgDocumentStore:
         neighbour_weight: float = 0.2,
         neighbour_window: float = 3600.0,
     ) -> None:
-        for name, value in (
-            ("dense_weight", dense_weight),
-            ("lexical_weight", lexical_weight),
-            ("neighbour_weight", neighbour_weight),
-            ("neighbour_window", neighbour_window),
-        ):
-            if value < 0:
-                raise UsageError(f"DocumentStore {name} must be >= 0, got {value}")
+        super().__init__(
+            embedder, dense_weight=dense_weight, lexical_weight=lexical_weight,
+            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window,
+        )
         if not tenant.strip():
             raise UsageError("the PostgreSQL document store needs a non-empty tenant id")
         self._owns_db = isinstance(db, str)
         self.db = PgDatabase(db) if isinstance(db, str) else db
         self.tenant = tenant
-        self.embedder = embedder
-        self.dense_weight = dense_weight
-        self.lexical_weight = lexical_weight
-        self.neighbour_weight = neighbour_weight
-        self.neighbour_window = neighbour_window
-        self._fingerprint = embedder.info.fingerprint if embedder else ""
-        self._dim = embedder.info.dimension if embedder else 0
         self._lock = threading.RLock()
         self._closed = False
-        self._stale = 0
         self._applied = 0
         self._follower = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pg-follow:{tenant}")
         self._pending = threading.Event()
@@ -279,14 +253,14 @@ class PgDocumentStore:
             if kind == "add" and slot in rows:
                 self._apply_add(rows[slot])
             elif kind == "del" and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
-                had_vector = self._mirror.row_of[slot] >= 0
+                had_vector = self._mirror.has_vector(slot)
                 self._mirror.remove(slot, decode_terms(bytes(lex))[0])
                 if not had_vector and self._fingerprint:
                     self._stale = max(0, self._stale - 1)
             elif kind == "vec" and slot in rows and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
                 _, _, _, vec_model, vector, _, _ = rows[slot]
                 if vec_model == self._fingerprint and vector is not None and len(vector) == self._dim:
-                    if self._mirror.row_of[slot] < 0:
+                    if not self._mirror.has_vector(slot):
                         self._stale = max(0, self._stale - 1)
                     self._mirror.set_vector(slot, vector)
             self._applied = max(self._applied, int(seq))
@@ -311,15 +285,9 @@ class PgDocumentStore:
         self._check_open()
         return bool(self.db.call(self._ids_taken([doc_id])))
 
-    @property
-    def fingerprint(self) -> str:
-        """The active embedding space ("" when lexical only)."""
-        return self._fingerprint
-
-    @property
-    def stale_count(self) -> int:
-        """Documents whose vector is missing or from another embedding space."""
-        return self._stale
+    def dense_rows(self) -> int:
+        """Documents with a vector in the active space."""
+        return self._mirror.n
 
     def stats(self) -> dict[str, Any]:
         """Counts for introspection (documents, dense rows, stale rows, space, where)."""
@@ -337,28 +305,6 @@ class PgDocumentStore:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def add(
-        self,
-        content: str,
-        *,
-        title: str = "",
-        source: str = "",
-        created_at: float | None = None,
-        media_digests: Iterable[str] = (),
-        meta: dict[str, Any] | None = None,
-    ) -> Document:
-        """Store one document; it is durable when this returns.
-
-        Raises:
-            UsageError: ``content`` and ``title`` are both empty.
-        """
-        doc = Document(content=content, title=title, source=source, media_digests=list(media_digests),
-                       meta=dict(meta or {}))
-        if created_at is not None:
-            doc.created_at = float(created_at)
-        (stored,) = await self.add_many([doc])
-        return stored
-
     async def _ids_taken(self, ids: list[str], *, outcome: str = "") -> list[str]:
         """Which of ``ids`` are stored (retried); ``outcome``: what a failure says (see :meth:`PgDatabase.transact`)."""
 
@@ -368,34 +314,9 @@ class PgDocumentStore:
 
         return await self.db.transact(body, write=False, outcome=outcome)
 
-    async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
-        """Store documents in one transaction (embedding them first); durable on return.
-
-        Raises:
-            UsageError: a document is empty or its id already exists.
-        """
+    def _taken_ids(self, ids: list[str]) -> list[str]:
         self._check_open()
-        seen: set[str] = set()
-        for doc in docs:
-            if not doc.content.strip() and not doc.title.strip():
-                raise UsageError("a document needs non-empty content or title")
-            if doc.id in seen:
-                raise UsageError(f"document id {doc.id!r} already exists")
-            seen.add(doc.id)
-        if not docs:
-            return []
-        taken = await self.db.acall(self._ids_taken(list(seen), outcome="the change was not stored"))
-        if taken:
-            raise UsageError(f"document id {taken[0]!r} already exists")
-        vectors = None
-        if self.embedder is not None:
-            parts = [
-                await self.embedder.embed_texts([d.text for d in docs[i : i + batch_size]])
-                for i in range(0, len(docs), batch_size)
-            ]
-            vectors = np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
-        await asyncio.to_thread(self._insert, list(docs), vectors)
-        return list(docs)
+        return self.db.call(self._ids_taken(ids, outcome="the change was not stored"))
 
     async def _write_records(self, records: list[tuple[Any, ...]]) -> int:
         """Insert complete rows in one transaction (retried when the connection is lost); the first slot."""
@@ -485,7 +406,7 @@ class PgDocumentStore:
         rows = self.db.call(
             self._rows(f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND id=%s", (self.tenant, doc_id))
         )
-        return _row_to_document(rows[0]) if rows else None
+        return document_from_row(rows[0]) if rows else None
 
     def all(self, *, limit: int | None = None) -> list[Document]:
         """Documents in time order (oldest first)."""
@@ -493,34 +414,11 @@ class PgDocumentStore:
         sql = f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s ORDER BY created_at, slot"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row_to_document(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
-
-    async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
-        """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
-
-        ``touch`` counts the read (access count, last access) for cold-document detection.
-        """
-        self._check_open()
-        if top_k <= 0 or not text.strip() or not self._mirror.count:
-            return []
-        qvec = None
-        if self.embedder is not None and self._mirror.n and self.dense_weight > 0 and self.dense_serves(text):
-            qvec = (await self.embedder.embed_texts([text]))[0]
-        with self._lock:
-            ranked = self._rank(text, top_k, qvec)
-        return await self.db.acall(self._hits(ranked, touch))
-
-    def dense_serves(self, text: str) -> bool:
-        """True when the embedding model understands ``text``'s language (dense path fused)."""
-        return self.embedder is not None and self.embedder.info.serves(text_language(text))
+        return [document_from_row(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
     def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
-        if qvec is not None and qvec.shape != (self._dim,):
-            raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {self._dim}-d")
-        return self._mirror.rank(
-            text, top_k, qvec, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight,
-            neighbour_weight=self.neighbour_weight,
-        )
+        weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
+        return self._mirror.rank(text, top_k, qvec, weights=weights)
 
     async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:
         """The ranked slots' documents, retried while the server is away.
@@ -548,20 +446,15 @@ class PgDocumentStore:
                 f"SELECT slot, {_COLUMNS} FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)", (self.tenant, slots)
             )
         rows = {r[0]: r[1:] for r in found}
-        return [DocHit(_row_to_document(rows[slot]), score) for slot, score in ranked if slot in rows]
+        return [DocHit(document_from_row(rows[slot]), score) for slot, score in ranked if slot in rows]
 
-    def search(
-        self,
-        text: str,
-        top_k: int = 3,
-        *,
-        query_vector: npt.NDArray[np.float32] | None = None,
-        touch: bool = False,
+    def _search(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
     ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only)."""
-        self._check_open()
+        """The hits are read (and counted) in one statement, retried while the server is away."""
         with self._lock:
-            ranked = self._rank(text, top_k, query_vector)
+            self._check_open()
+            ranked = self._rank(text, top_k, qvec)
         return self.db.call(self._hits(ranked, touch))
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:
@@ -575,45 +468,24 @@ class PgDocumentStore:
         ))
         return {r[0] for r in rows}
 
-    async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
-        """Search, then delete every hit from the store (consume-on-read) and return them."""
-        hits = await self.query(text, top_k, touch=True)
-        if hits:
-            await asyncio.to_thread(self.delete, [h.document.id for h in hits])
-        return hits
-
-    def find_cold(
-        self, *, older_than: float = 72 * 3600.0, max_reads: int = 2, now: float | None = None, limit: int = 100,
-    ) -> list[Document]:
-        """Documents not read for ``older_than`` seconds and read at most ``max_reads`` times."""
-        cutoff = (time.time() if now is None else now) - older_than
-        self._check_open()
+    def _cold(self, cutoff: float, max_reads: int, limit: int) -> list[Document]:
         rows = self.db.call(self._rows(
             f"SELECT {_COLUMNS} FROM ha_documents WHERE tenant=%s AND last_access <= %s"
             " AND access_count <= %s ORDER BY last_access LIMIT %s",
             (self.tenant, cutoff, max_reads, limit),
         ))
-        return [_row_to_document(r) for r in rows]
+        return [document_from_row(r) for r in rows]
 
-    async def reembed_stale(self, *, batch_size: int = 64) -> int:
-        """Embed documents whose vector is missing or from another space; returns how many."""
-        if self.embedder is None:
-            return 0
-        done = 0
-        while True:
-            rows = await self.db.acall(self._rows(
-                "SELECT slot, title, content FROM ha_documents WHERE tenant=%s AND vec_model != %s"
-                " ORDER BY slot LIMIT %s",
-                (self.tenant, self._fingerprint, batch_size),
-            ))
-            if not rows:
-                return done
-            texts = [f"{t}\n{c}" if t else c for _, t, c in rows]
-            vectors = np.ascontiguousarray(await self.embedder.embed_texts(texts), np.float32)
-            await asyncio.to_thread(self._store_vectors, [int(r[0]) for r in rows], vectors)
-            done += len(rows)
+    def _stale_rows(self, limit: int) -> list[tuple[int, str]]:
+        self._check_open()
+        rows = self.db.call(self._rows(
+            "SELECT slot, title, content FROM ha_documents WHERE tenant=%s AND vec_model != %s"
+            " ORDER BY slot LIMIT %s",
+            (self.tenant, self._fingerprint, limit),
+        ))
+        return [(int(slot), f"{title}\n{content}" if title else content) for slot, title, content in rows]
 
-    def _store_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
+    def _write_vectors(self, slots: list[int], vectors: npt.NDArray[np.float32]) -> None:
         with self._lock:
             self._check_open()
             space = self._fingerprint
@@ -646,6 +518,3 @@ class PgDocumentStore:
         self._follower.shutdown(wait=True)
         if self._owns_db:
             self.db.close()
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)

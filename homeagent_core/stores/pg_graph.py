@@ -46,6 +46,7 @@ from homeagent_core.memory.graph_types import (
     EntityRow,
     RelationRow,
 )
+from homeagent_core.memory.stores.graph import GraphSQL
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase, _scrub
 from homeagent_core.stores.pg_graph_conn import ID_TABLES, PgGraphConnection
 from homeagent_core.stores.pg_retry import TXID_STATUS, Backoff, is_lost
@@ -153,7 +154,7 @@ def graph_schema_name(tenant: str) -> str:
     return "hag_" + hashlib.sha1(tenant.encode("utf-8")).hexdigest()[:20]
 
 
-class PgGraphSQL:
+class PgGraphSQL(GraphSQL):
     """One tenant's graph rows in a PostgreSQL database (see the module text).
 
     Args:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.stores.knowledge import KnowledgeStorage
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_sdk.errors import UsageError
 
@@ -25,7 +26,7 @@ __all__ = ["PgKnowledge"]
 log = logging.getLogger(__name__)
 
 
-class PgKnowledge:
+class PgKnowledge(KnowledgeStorage):
     """One tenant's knowledge entries in a PostgreSQL database.
 
     Args:

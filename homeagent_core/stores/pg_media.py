@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.memory.media import FullRow, Row
+from homeagent_core.memory.stores.media import FullRow, MediaIndex, Row
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_core.stores.pg_follow import ChangeFollower
 from homeagent_sdk.errors import UsageError
@@ -36,7 +36,7 @@ def _row(row: Any) -> Row:
     return (str(row[0]), str(row[1]), int(row[2]), str(row[3]), float(row[4]), str(row[5]), int(row[6]))
 
 
-class PgMediaIndex:
+class PgMediaIndex(MediaIndex):
     """The media rows (and bytes) of one tenant in a PostgreSQL database.
 
     Args:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.stores.settings import SharedSettings
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_core.stores.pg_follow import ChangeFollower
 from homeagent_sdk.errors import UsageError
@@ -25,7 +26,7 @@ __all__ = ["PgSharedSettings"]
 log = logging.getLogger(__name__)
 
 
-class PgSharedSettings:
+class PgSharedSettings(SharedSettings):
     """One tenant's shared settings in a PostgreSQL database.
 
     Args:

@@ -17,16 +17,17 @@ re-read.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.stores.log import ConversationLog
 from homeagent_core.memory.textlog import Listener, edit_change, new_record, purge_change
 from homeagent_core.stores.pg_database import CHANNEL, PgDatabase
 from homeagent_core.stores.pg_follow import ChangeFollower
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
@@ -41,7 +42,7 @@ _BATCH = 500
 _CATCH_UP_MAX = 2000  # more missed records than this: listeners re-read instead
 
 
-class PgTextLog:
+class PgTextLog(ConversationLog):
     """The conversation log of one tenant in a PostgreSQL database.
 
     Args:
@@ -138,7 +139,7 @@ class PgTextLog:
 
     async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
         """:meth:`append` in a worker thread (listeners run in the writing thread, as with files)."""
-        return await asyncio.to_thread(lambda: self.append(role, content, **kwargs))
+        return await run_blocking("memory", lambda: self.append(role, content, **kwargs))
 
     def import_records(self, records: list[dict[str, Any]]) -> None:
         """Commit whole records (ids and times kept) in order, in one transaction."""

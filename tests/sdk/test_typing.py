@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a whole-tree strict run without a cache: minutes on two cores
 def test_the_shipped_packages_pass_strict_mypy():
     api = pytest.importorskip("mypy.api")
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from homeagent_core.agent.kernel import KernelSettings
-from homeagent_core.agent.residents import RESIDENT_CHANNEL, ResidentLimits
+from homeagent_core.agent.residents import RESIDENT_CHANNEL
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.library import Agent
 from homeagent_sdk._fake_model import FakeModel, ToolCallReply
 from homeagent_sdk.errors import InputQueueFull, UsageError
@@ -176,6 +177,20 @@ async def test_limits_on_count_and_hourly_turns(make_kernel: MakeKernel) -> None
             await asyncio.sleep(0)
     assert resident.status == "over budget" and resident.queued() == []
     assert kernel.residents.inspect("one")["turns_last_hour"] == 1
+
+
+async def test_the_hourly_token_budget_counts_the_tokens_the_model_reported(make_kernel: MakeKernel) -> None:
+    limits = ResidentLimits(tokens_per_hour=100, report=False)
+    kernel = await make_kernel(model=FakeModel(default="done"), settings=KernelSettings(residents=limits))
+    await kernel.residents.create("one", "x")
+    assert str(await kernel.residents.send("one", "x" * 800, wait=True, timeout=10)) == "done"
+    assert kernel.residents.inspect("one")["tokens_last_hour"] >= 200  # what the model said it used
+    await kernel.residents.send("one", "second")
+    resident = kernel.residents.get("one")
+    async with asyncio.timeout(10):
+        while resident.waiting_until is None:
+            await asyncio.sleep(0)
+    assert resident.status == "over budget" and resident.queued() == []
 
 
 async def test_a_resident_created_by_a_turn_survives_a_restart_and_its_learning_is_reclaimed(tmp_path: Path) -> None:

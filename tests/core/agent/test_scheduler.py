@@ -236,3 +236,22 @@ def test_one_door_fills_only_its_share_and_other_doors_keep_the_rest() -> None:
     for n in range(4):  # the owner's own doors may use the whole queue
         owner_only.submit(item(f"owner {n}", source="webui"))
     assert len(owner_only) == 4
+
+
+async def test_settle_hands_the_outcome_to_the_waiter_and_ends_the_stream():
+    from homeagent_core.stream import END_OF_STREAM
+
+    loop = asyncio.get_running_loop()
+    answered = InputItem("hi", "cli", reply=loop.create_future(), sink=asyncio.Queue())
+    answered.settle("the reply")
+    assert answered.result == "the reply" and await answered.reply == "the reply"
+    assert answered.sink is not None and answered.sink.get_nowait() is END_OF_STREAM
+
+    failed = InputItem("hi", "cli", reply=loop.create_future())
+    failed.settle(RuntimeError("the turn failed"))
+    with pytest.raises(RuntimeError, match="the turn failed"):
+        await failed.reply
+    failed.settle("too late")  # a settled reply is left as it is; only ``result`` records the last word
+    assert failed.reply.exception() is not None and failed.result == "too late"
+
+    InputItem("fire and forget", "timer").settle("nobody waits")  # no reply, no sink: nothing to hand over

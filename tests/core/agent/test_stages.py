@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from homeagent_core import workers
 from homeagent_core.agent.stages import StageRunner
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import create_plugin_manager
@@ -342,3 +343,42 @@ async def test_a_handlers_own_timeout_and_self_cancel_end_only_that_handler(make
     assert reply.errors == ["pre_action: plugin cancels_itself: CancelledError: the handler's task was cancelled"]
     assert seen[0].extra["own_timeout"] == "gave up on its own" and seen[0].extra["bystander"] is True
     assert kernel.loop.failures == 0
+
+
+async def test_a_sync_handler_that_hangs_every_turn_never_starves_another_plugins_handler(
+    release: threading.Event,
+) -> None:
+    """Its abandoned threads are replaced; past two of them the plugin is refused, not queued."""
+
+    class HangsSync:
+        name = "hangs_sync"
+
+        @hookimpl
+        def pre_action(self, ctx: StageContext) -> None:
+            release.wait(30)
+
+    class QuickSync:
+        name = "quick_sync"
+
+        @hookimpl
+        def pre_action(self, ctx: StageContext) -> None:
+            ctx.extra["quick"] = True
+
+    stages = runner(HangsSync(), QuickSync(), timeout=0.2)
+    errors: list[list[str]] = []
+    try:
+        for _ in range(12):  # more turns than the pool has threads
+            ctx = StageContext()
+            await stages.run("pre_action", ctx)
+            assert ctx.extra.get("quick") is True, ctx.errors
+            errors.append(ctx.errors)
+        assert all(len(e) == 1 and e[0].startswith("pre_action: plugin hangs_sync: ") for e in errors)
+        assert errors[0] == ["pre_action: plugin hangs_sync: did not finish within 0.2 s and was cancelled"]
+        assert "PoolRefused: plugin hangs_sync: not called, 2 of its earlier calls are still running" in errors[-1][0]
+        (stats,) = [s for s in workers.stats() if s["name"] == "stage-sync" and s["abandoned"]]
+        assert stats["abandoned"] == 2 and stats["refused_total"] == 10
+        assert {s["owner"] for s in stats["stuck"]} == {"hangs_sync"}
+        assert all(s["call"].endswith("HangsSync.pre_action") for s in stats["stuck"])
+    finally:
+        release.set()
+        stages.close()

@@ -6,6 +6,7 @@ import asyncio
 import enum
 import logging
 import sys
+import threading
 import time
 from typing import Annotated, Any, Literal
 
@@ -219,6 +220,36 @@ async def test_a_tool_that_raises_becomes_an_error_result_and_a_logged_traceback
     assert result.result == "工具 broken 执行崩溃：ZeroDivisionError: integer division or modulo by zero"
     record = next(r for r in caplog.records if "broken" in r.getMessage())
     assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
+
+
+async def test_a_sync_tool_that_hangs_on_every_call_never_starves_other_plugins_sync_tools() -> None:
+    """Sync tools run in their own bounded pool; a plugin with two hung calls is refused."""
+    release = threading.Event()
+
+    def stuck() -> str:
+        """Hangs."""
+        release.wait(30)
+        return "late"
+
+    def where() -> str:
+        """Names the thread it runs in."""
+        return threading.current_thread().name
+
+    registry = ToolRegistry(default_timeout=0.2)
+    registry.add(stuck, plugin="hangs")
+    registry.add(where, plugin="quick")
+    try:
+        outcomes = [await registry.execute(ToolCall(str(n), "stuck", {})) for n in range(10)]
+        quick = await registry.execute(ToolCall("q", "where", {}))
+        assert quick.success, quick.result
+        assert [r.result for r in outcomes[:2]] == ["工具 stuck 执行超时（0.2秒），已取消"] * 2
+        assert all(not r.success for r in outcomes)
+        assert "plugin hangs: not called, 2 of its earlier calls are still running in worker pool 'tools'" in (
+            outcomes[-1].result
+        )
+        assert quick.result.startswith("tools-"), quick.result
+    finally:
+        release.set()
 
 
 def _timed_registry(log: list[tuple[str, str, float]], *, parallel_safe: bool, serial_name: str = "") -> ToolRegistry:

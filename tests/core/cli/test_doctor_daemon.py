@@ -61,6 +61,8 @@ def test_doctor_reports_the_running_daemon_s_failed_plugin_and_the_source_that_a
     count = next(m for m in messages if "plugins started in the running daemon" in m)
     assert count.startswith("fail ") and " of " in count and "failed: needs-key" in count
     assert "ok running daemon: source box (model qwen2.5:7b) answered last" in messages
+    assert any(m.startswith("ok running daemon: no hung worker threads (") for m in messages), messages
+    assert "ok running daemon: the loop watch is off, event-loop stalls are not recorded" in messages
     assert not any("no API key" in m for m in messages), messages
 
 
