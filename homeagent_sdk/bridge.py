@@ -8,20 +8,27 @@ platform:
 
 * **access** — private senders on the allowlist pass; any other gets a pairing code and
   nothing else until the owner runs ``homeagent pairing approve CODE``; a group is paired the
-  same way the first time it mentions the agent; denied senders are ignored;
+  same way the first time it mentions the agent; denied senders are ignored; codes are capped,
+  rate-limited and expire per platform (see :class:`~homeagent_sdk.pairing.PairingStore`);
 * **groups** — a group message goes in only when it mentions the agent (the platform's @, or
   one of the agent's names in the text), unless the group's setting says otherwise; the
   chatter of an approved group that does not mention the agent is *remembered*: written to
   the conversation log with the speaker's name (no reply, no model call) and shown to the
   model, as what was said before, the next time the group mentions it (``remember`` per group);
 * **people** — every sender is linked to a person of the social layer (``小王``, or
-  ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
-  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what; rights are
-  not the social layer's: each input carries a ``Principal`` naming the sender's account, and
-  the kernel grants the rights of the person the owner linked it to (``homeagent people link``),
-  a guest's otherwise;
+  ``小王 (QQ 12345)`` when a person of that name exists: display names never merge
+  identities; the owner links explicitly with ``pairing approve CODE --person``), and the
+  injected text names the speaker: ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt
+  know who said what; rights are not the social layer's: each input carries a ``Principal``
+  naming the sender's account, and the kernel grants the rights of the person the owner linked
+  it to (``homeagent people link``), a guest's otherwise;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
+* **re-deliveries** — the platform's message id goes with the input
+  (``InjectOptions.message_id``), so a message the platform delivers twice is answered once;
+* **a busy agent** — when the agent's input queue refuses a message (it is full, or this door
+  already holds its share of it), the conversation gets a busy notice naming when to try again
+  (at most one per conversation while the agent stays busy) and one log line, never a traceback;
 * **replies** — split to the platform's ``text_limit`` at natural breaks, paced by a
   per-conversation token bucket; images and files from the media store (digest), a local
   file, or a URL.
@@ -57,7 +64,7 @@ from homeagent_sdk.channels import (
     mentions_name,
     split_text,
 )
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.errors import HomeAgentError, InputQueueFull
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
 from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, Principal, TextEvent
 
@@ -103,6 +110,11 @@ class ChatBridge(abc.ABC):
         self._memory_ok = True
         self._backlog: dict[str, collections.deque[str]] = {}
         self._conversation_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        #: conversation key -> when its last busy notice was sent (monotonic seconds)
+        self._busy_noticed: dict[str, float] = {}
+        self.busy_refused = 0
+        self.pairing_limited = 0
+        self._pairing_limit_logged = float("-inf")
 
     # ------------------------------------------------------------------ settings
 
@@ -237,7 +249,9 @@ class ChatBridge(abc.ABC):
         else:
             decision = self._access(sender.account, sender.name)
         if decision.action == "ignore":
-            return "ignored: denied"
+            if decision.reason and decision.reason != "denied":
+                self._pairing_limited(decision.reason)
+            return f"ignored: {decision.reason or 'denied'}"
         if decision.action == "pair":
             if decision.notify:
                 await self._send_pairing_code(conv, decision.code)
@@ -256,15 +270,43 @@ class ChatBridge(abc.ABC):
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
         # Who speaks: the kernel gives the sender the rights of the person the owner linked
-        # this account to (`homeagent people link`); an unlinked sender is a guest.
+        # this account to (`homeagent people link`); an unlinked sender is a guest. The
+        # platform's message id goes along: a message the platform delivers twice is answered once.
         options = InjectOptions(
-            no_memory=no_memory, principal=Principal(door=self.platform, account=sender.account, thread=conv.key)
+            no_memory=no_memory,
+            principal=Principal(door=self.platform, account=sender.account, thread=conv.key),
+            message_id=f"{conv.key}/{message.message_id}" if message.message_id else "",
         )
-        if message.attachments:
-            await self.sdk.io.inject_media(line, message.attachments, name, options)
-        else:
-            await self.sdk.io.inject_text(line, name, options)
+        try:
+            if message.attachments:
+                await self.sdk.io.inject_media(line, message.attachments, name, options)
+            else:
+                await self.sdk.io.inject_text(line, name, options)
+        except InputQueueFull as exc:
+            await self._busy(conv, exc)
+            return "ignored: busy"
+        self._busy_noticed.pop(conv.key, None)
         return "injected"
+
+    async def _busy(self, conv: Conversation, exc: InputQueueFull) -> None:
+        """The agent refused a message (queue full): tell the conversation once, log one line."""
+        self.busy_refused += 1
+        now = time.monotonic()
+        last = self._busy_noticed.get(conv.key)
+        if last is not None and now - last < max(60.0, exc.retry_after):
+            return
+        self._busy_noticed[conv.key] = now
+        if len(self._busy_noticed) > 1000:
+            self._busy_noticed.pop(next(iter(self._busy_noticed)))
+        self.log.warning("%s: a message in %s was not accepted: %s", self.label, conv.key, exc)
+        text = (
+            f"The agent is busy and could not take this message. Please send it again in about "
+            f"{exc.retry_after_header} s."
+        )
+        try:
+            await self.send_text(conv, text)
+        except Exception as send_error:
+            self.log.warning("%s: busy notice to %s not delivered: %s", self.label, conv.key, send_error)
 
     async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
         """The bytes of media a message announced, or ``None`` when it cannot be had.
@@ -342,6 +384,18 @@ class ChatBridge(abc.ABC):
             )
         return self.pairing.check(self.platform, account, name, allowed=allowed)
 
+    def _pairing_limited(self, reason: str) -> None:
+        """A new sender got no code (a pairing limit): one log line a minute, not one per sender."""
+        self.pairing_limited += 1
+        now = time.monotonic()
+        if now - self._pairing_limit_logged >= 60.0:
+            self._pairing_limit_logged = now
+            self.log.warning(
+                "%s: new senders get no pairing code for now (%s; %d ignored so far); "
+                "approve or deny the waiting codes with `homeagent pairing list`",
+                self.label, reason, self.pairing_limited,
+            )
+
     async def _send_pairing_code(self, conv: Conversation, code: str) -> None:
         self.sdk.events.publish(
             "pairing_requested", {"plugin": self.sdk.name, "platform": self.platform, "conversation": conv.key,
@@ -373,8 +427,11 @@ class ChatBridge(abc.ABC):
     async def person_for(self, sender: Sender, approved_as: str = "") -> str:
         """The person ``sender`` is in the social layer; links a new sender to one.
 
-        ``approved_as`` is the person the owner named when approving. Without a social layer
-        (memory off) the display name is used as is.
+        ``approved_as`` is the person the owner named when approving: linking to an existing
+        person is always explicit. Otherwise a new sender becomes a new person named after their
+        display name, or ``Name (QQ 12345)`` when a person of that name already exists (a sender
+        calling themselves "Mum" is not the owner's Mum). Without a social layer (memory off)
+        the display name is used as is.
         """
         cached = self._people.get(sender.account)
         if cached is not None and not approved_as:
@@ -389,9 +446,8 @@ class ChatBridge(abc.ABC):
                     await self.sdk.social.link_account(person, self.platform, sender.account)
                 elif known:
                     person = known
-                else:
-                    other = await self.sdk.social.trait(fallback, f"account:{self.platform}")
-                    if other is not None and other != sender.account:
+                else:  # a display name never merges identities: a taken name gets the account
+                    if await self.sdk.social.person(fallback):
                         person = f"{fallback} ({self.label} {sender.account})"
                     await self.sdk.social.link_account(person, self.platform, sender.account)
             except HomeAgentError as exc:

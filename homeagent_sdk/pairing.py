@@ -7,6 +7,11 @@ while the daemon runs: every check reads the table, nothing is cached.
 
 Statuses: ``pending`` (code issued), ``approved``, ``denied`` (ignored silently from then on).
 Revoking an approved (or denied) sender forgets the row: their next message gets a new code.
+
+Strangers cannot flood the owner (or the table): per platform at most ``max_pending`` codes
+wait at once, at most ``new_per_minute`` new codes are issued a minute, and a code nobody
+approved is forgotten after ``expire_after`` seconds (the sender may ask again). A sender over
+a limit is ignored (no row, no code sent); the decision's ``reason`` says which limit.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,12 +84,14 @@ class PairingRequest:
 
 @dataclass(frozen=True, slots=True)
 class AccessDecision:
-    """What to do with a message: ``allow``, ``pair`` (send ``code`` when ``notify``) or ``ignore``."""
+    """What to do with a message: ``allow``, ``pair`` (send ``code`` when ``notify``) or ``ignore``
+    (``reason``: ``denied``, ``too many pending`` or ``rate limited``)."""
 
     action: str
     code: str = ""
     notify: bool = False
     person: str = ""
+    reason: str = ""
 
 
 class PairingStore:
@@ -91,12 +99,29 @@ class PairingStore:
 
     :param path: the SQLite file (``<plugin data dir>/pairing.db``).
     :param renotify: seconds before a pending sender who writes again is sent the code again.
+    :param max_pending: most codes waiting for the owner at once, per platform.
+    :param new_per_minute: most new codes issued in any 60 s, per platform.
+    :param expire_after: seconds after which a pending code is forgotten.
+    :param clock: wall clock (injectable for tests).
     """
 
-    def __init__(self, path: Path | str, *, renotify: float = 600.0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        renotify: float = 600.0,
+        max_pending: int = 50,
+        new_per_minute: int = 10,
+        expire_after: float = 86_400.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.renotify = renotify
+        self.max_pending = max_pending
+        self.new_per_minute = new_per_minute
+        self.expire_after = expire_after
+        self._clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=10)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -139,9 +164,13 @@ class PairingStore:
         """Decide for a message from ``account``; issues a code to a new sender.
 
         ``allowed`` (the account is on the bridge's allowlist) lets it through without a row.
+        A new sender over the platform's ``max_pending`` or ``new_per_minute`` is ignored.
         """
-        now = time.time()
+        now = self._clock()
         with self._lock:
+            self._db.execute(
+                "DELETE FROM pairing WHERE status = 'pending' AND created_at < ?", (now - self.expire_after,)
+            )
             row = self._db.execute(
                 "SELECT status, code, person, notified_at FROM pairing WHERE platform = ? AND account = ?",
                 (platform, account),
@@ -149,6 +178,15 @@ class PairingStore:
             if row is None:
                 if allowed:
                     return AccessDecision("allow")
+                pending, recent = self._db.execute(
+                    "SELECT COALESCE(SUM(status = 'pending'), 0), COALESCE(SUM(created_at > ?), 0)"
+                    " FROM pairing WHERE platform = ?",
+                    (now - 60.0, platform),
+                ).fetchone()
+                if pending >= self.max_pending:
+                    return AccessDecision("ignore", reason="too many pending")
+                if recent >= self.new_per_minute:
+                    return AccessDecision("ignore", reason="rate limited")
                 code = self._new_code()
                 self._db.execute(
                     "INSERT INTO pairing (platform, account, name, status, code, created_at, updated_at, notified_at)"
@@ -160,7 +198,7 @@ class PairingStore:
             if status == "approved" or (allowed and status != "denied"):
                 return AccessDecision("allow", person=person)
             if status == "denied":
-                return AccessDecision("ignore")
+                return AccessDecision("ignore", reason="denied")
             notify = now - float(notified_at) >= self.renotify
             if notify:
                 self._db.execute(

@@ -13,7 +13,10 @@ the chat-app bridges (media a sender announces) all go through it. The guard wor
   address in between. Every redirect hop is a new request and is checked the same way.
 
 The allowlist (``plugin.web.allow_private``) names hosts (``nas.local``), addresses
-(``127.0.0.1``) or networks (``192.168.1.0/24``) that may be reached anyway.
+(``127.0.0.1``, ``[::1]``) or networks (``192.168.1.0/24``) that may be reached anyway, each
+on ports: a bare entry allows the web ports 80 and 443 only, ``host:port`` that one port
+(``127.0.0.1:8080``, ``[::1]:8080``, ``192.168.1.0/24:8123``) and ``host:*`` every port.
+Allowing an address therefore never opens every service on it by accident.
 """
 
 from __future__ import annotations
@@ -45,6 +48,37 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _SETTING = "plugin.web.allow_private"
+#: The ports a bare allowlist entry (no ``:port``) allows.
+WEB_PORTS: frozenset[int] = frozenset({80, 443})
+#: Ports of one allowlist entry; None means every port (``host:*``).
+Ports = frozenset[int] | None
+
+
+def _split_port(item: str, raw: str) -> tuple[str, Ports]:
+    """``host[:port|:*]`` / ``[v6][:port|:*]`` → (host, ports); a bare IPv6 address has no port."""
+
+    def bad() -> ToolError:
+        return ToolError(
+            f"{_SETTING}: {raw.strip()!r} has a bad port; write host:port (1-65535), host:* for every "
+            "port, or the host alone for ports 80 and 443"
+        )
+
+    if item.startswith("["):
+        host, sep, rest = item[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise bad()
+        if not rest:
+            return host, WEB_PORTS
+        port = rest[1:]
+    elif item.count(":") == 1:
+        host, port = item.split(":")
+    else:
+        return item, WEB_PORTS
+    if port == "*":
+        return host, None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise bad()
+    return host, frozenset({int(port)})
 
 
 class AddressRefused(ToolError):
@@ -70,19 +104,36 @@ def _why_blocked(ip: IPAddress) -> str:
     return ""
 
 
+def _covers(ports: Ports, port: int) -> bool:
+    return ports is None or port in ports
+
+
+def _merge(a: Ports, b: Ports) -> Ports:
+    return None if a is None or b is None else a | b
+
+
+def _entry(host: str, port: int) -> str:
+    """How to write ``host``:``port`` as an allowlist entry."""
+    bare = host.strip("[]")
+    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
+
+
 @dataclass
 class AddressPolicy:
     """Which addresses the web tools may connect to (see the module docstring)."""
 
-    hosts: set[str] = field(default_factory=set)
-    networks: list[IPNetwork] = field(default_factory=list)
+    #: host name -> its allowed ports (None: every port)
+    hosts: dict[str, Ports] = field(default_factory=dict)
+    networks: list[tuple[IPNetwork, Ports]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, allow: str | Iterable[str]) -> AddressPolicy:
-        """Build from ``"127.0.0.1, 10.0.0.0/8, nas.local"`` (or a list of those).
+        """Build from ``"127.0.0.1:8080, 10.0.0.0/8, nas.local:*"`` (or a list of those).
+
+        A bare entry allows ports 80 and 443, ``:port`` that port, ``:*`` every port.
 
         Raises:
-            ToolError: an entry is neither a host name, an address nor a network.
+            ToolError: an entry is neither a host name, an address nor a network, or its port is bad.
         """
         items = allow.split(",") if isinstance(allow, str) else list(allow)
         policy = cls()
@@ -90,29 +141,40 @@ class AddressPolicy:
             item = raw.strip().lower()
             if not item:
                 continue
+            host, ports = _split_port(item, raw)
             try:
-                policy.networks.append(ipaddress.ip_network(item, strict=False))
+                policy.networks.append((ipaddress.ip_network(host, strict=False), ports))
             except ValueError:
-                if "/" in item or not all(c.isalnum() or c in "-._" for c in item):
+                if not host or "/" in host or not all(c.isalnum() or c in "-._" for c in host):
                     raise ToolError(
                         f"{_SETTING}: {raw.strip()!r} is not a host, address or network; "
-                        "use e.g. 127.0.0.1, 192.168.1.0/24 or nas.local"
+                        "use e.g. 127.0.0.1:8080, 192.168.1.0/24 or nas.local:*"
                     ) from None
-                policy.hosts.add(item.rstrip("."))
+                name = host.rstrip(".")
+                policy.hosts[name] = _merge(policy.hosts[name], ports) if name in policy.hosts else ports
         return policy
 
-    def allowed_host(self, host: str) -> bool:
-        return host.lower().rstrip(".") in self.hosts
+    def allowed_host(self, host: str, port: int) -> bool:
+        name = host.lower().rstrip(".")
+        return name in self.hosts and _covers(self.hosts[name], port)
 
-    def check_address(self, host: str, ip: IPAddress) -> None:
-        """Raise :class:`ToolError` when ``ip`` (an address of ``host``) may not be reached."""
+    def check_address(self, host: str, ip: IPAddress, port: int) -> None:
+        """Raise :class:`ToolError` when ``ip`` (an address of ``host``) may not be reached on ``port``."""
         reason = _why_blocked(ip)
-        if not reason or self.allowed_host(host) or any(ip in net for net in self.networks):
+        if not reason or self.allowed_host(host, port):
+            return
+        if any(ip in net and _covers(ports, port) for net, ports in self.networks):
             return
         shown = host if host == str(ip) else f"{host} ({ip})"
+        listed = host.lower().rstrip(".") in self.hosts or any(ip in net for net, _ in self.networks)
+        hint = (
+            f"it is allowlisted for other ports only: add {_entry(host, port)} to {_SETTING}"
+            if listed
+            else f"the owner can allow it by adding {_entry(host, port)} to {_SETTING}"
+        )
         raise AddressRefused(
-            f"refused to connect to {shown}: the address is {reason}. The web tools only reach public "
-            f"addresses; the owner can allow this one by adding it to {_SETTING}"
+            f"refused to connect to {shown} port {port}: the address is {reason}. The web tools only reach "
+            f"public addresses; {hint}"
         )
 
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
@@ -122,7 +184,7 @@ class AddressPolicy:
         except ValueError:
             literal = None
         if literal is not None:
-            self.check_address(host, literal)
+            self.check_address(host, literal, port)
             return [literal]
         loop = asyncio.get_running_loop()
         try:
@@ -132,7 +194,7 @@ class AddressPolicy:
         addresses: list[IPAddress] = []
         for info in infos:
             ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-            self.check_address(host, ip)
+            self.check_address(host, ip, port)
             if ip not in addresses:
                 addresses.append(ip)
         if not addresses:

@@ -89,7 +89,12 @@ class Kernel:
         s = self.settings
         self.tools = ToolRegistry(default_timeout=s.tool_timeout, on_add=self._noted, on_remove=self._dropped)
         self.channels = ChannelRegistry()
-        self.scheduler = Scheduler(capacity=s.queue_capacity, cooldown=s.preempt_cooldown, dedup_window=s.dedup_window)
+        self.scheduler = Scheduler(
+            capacity=s.queue_capacity,
+            cooldown=s.preempt_cooldown,
+            dedup_window=s.dedup_window,
+            door_share=s.queue_capacity - s.queue_capacity // 4,
+        )
         self.stages = StageRunner(host, timeout=s.stage_timeout, bus=bus)
         self.timeline = Timeline(s.max_context_size)
         self.prompt = PromptBuilder(
@@ -316,9 +321,10 @@ class Kernel:
 
     # ------------------------------------------------------------------ inputs
 
-    def io_for(self, source: str, *, external: bool = False) -> KernelIO:
-        """The IO facade of one plugin; out-of-process ones are clamped to L3."""
-        return KernelIO(self, source, max_level=3 if external else 4)
+    def io_for(self, source: str, *, external: bool = False, shared_door: bool = False) -> KernelIO:
+        """The IO facade of one plugin; out-of-process ones are clamped to L3. ``shared_door``
+        (a plugin's ``sdk.io``) limits the source to the scheduler's ``door_share`` of the queue."""
+        return KernelIO(self, source, max_level=3 if external else 4, shared_door=shared_door)
 
     def make_item(
         self,

@@ -116,12 +116,15 @@ class KernelIO:
     :param source: who injects (recorded with every input; message ids are de-duplicated per source).
     :param max_level: highest interrupt level this source may use (3 for out-of-process
         plugins, 4 for the kernel and built-ins); higher requests are clamped.
+    :param shared_door: a plugin's door (its ``sdk.io``): its inputs may fill only the
+        scheduler's ``door_share`` of the queue, so the owner's own doors keep room.
     """
 
-    def __init__(self, kernel: InputHost, source: str, *, max_level: int = 4) -> None:
+    def __init__(self, kernel: InputHost, source: str, *, max_level: int = 4, shared_door: bool = False) -> None:
         self._kernel = kernel
         self.source = source
         self.max_level = max_level
+        self.shared_door = shared_door
 
     def _level(self, options: InjectOptions | None, *, interrupt: bool) -> int:
         priority = options.priority if options is not None else None
@@ -146,7 +149,7 @@ class KernelIO:
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not channel or not isinstance(channel, str):
             raise ValueError("channel must name the input channel, e.g. 'webui' or 'cli'")
-        return self._kernel.make_item(
+        item = self._kernel.make_item(
             text,
             channel,
             source=self.source,
@@ -155,6 +158,8 @@ class KernelIO:
             attachments=attachments,
             reply=reply,
         )
+        item.shared_door = self.shared_door
+        return item
 
     async def inject_text(self, text: str, channel: str, options: InjectOptions | None = None) -> None:
         """Queue a text input (an interrupt when ``options.priority`` is set).

@@ -28,7 +28,11 @@ twice asks twice, and three changes of one resource are three inputs. The last
 
 The ready queue holds at most ``capacity`` (256) inputs; beyond that :meth:`submit` raises
 :class:`~homeagent_sdk.errors.InputQueueFull` (backpressure is logged once when it starts and
-once when it ends, never with a traceback). Its ``retry_after`` hint is the recent mean turn
+once when it ends, never with a traceback). With ``door_share`` set (the kernel keeps a quarter
+of the queue back), one plugin door (a source injecting through a plugin's ``sdk.io``, such as a
+chat bridge; marked ``shared_door``) may hold at most that many waiting inputs: a busy group chat
+fills its own share and is refused with the same error while the owner's own doors (web UI,
+terminal, HTTP API) still find room. Its ``retry_after`` hint is the recent mean turn
 duration (an exponential average), clamped to 1-60 s: about when a place frees up.
 """
 
@@ -67,7 +71,8 @@ class InputItem:
     turn's :class:`~homeagent_core.agent.turn.Reply`; ``sink`` (when set) receives streamed
     content deltas. ``result`` holds the turn's reply (or the exception it ended with) once
     it finished. ``message_id`` is the door's id of the message ("" when it has none); a
-    re-send of the same id by the same source is a duplicate.
+    re-send of the same id by the same source is a duplicate. ``shared_door`` marks an input
+    from a plugin's door, which may fill only the scheduler's ``door_share`` of the queue.
     """
 
     text: str
@@ -81,6 +86,7 @@ class InputItem:
     cleaner: Callable[[str], str] | None = None
     self_input: bool = False
     message_id: str = ""
+    shared_door: bool = False
     timestamp: float = field(default_factory=time.time)
     seq: int = 0
     passed_over: int = 0
@@ -137,6 +143,8 @@ class Scheduler:
     :param dedup_window: seconds after an input finished during which a re-send of its
         message id by the same source is still treated as a duplicate.
     :param promote_after: passes over an input that earn it one level of promotion.
+    :param door_share: most inputs one plugin door (``shared_door`` inputs of one source) may
+        have waiting (None: up to ``capacity``).
     :param clock: monotonic clock (injectable for tests).
     """
 
@@ -147,9 +155,11 @@ class Scheduler:
         cooldown: float = 2.0,
         dedup_window: float = 10.0,
         promote_after: int = 3,
+        door_share: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.capacity = capacity
+        self.door_share = door_share
         self.promote_after = promote_after
         self.cooldown = cooldown
         self.dedup_window = dedup_window
@@ -216,6 +226,18 @@ class Scheduler:
                 f"on channel {item.channel!r} was not accepted, retry in about {math.ceil(retry)} s",
                 retry_after=retry,
             )
+        share = self.door_share
+        if share is not None and item.shared_door and not restored and len(self._ready) >= share:
+            mine = sum(1 for waiting in self._ready if waiting.shared_door and waiting.source == item.source)
+            if mine >= share:
+                self.rejected += 1
+                retry = self.retry_after()
+                raise InputQueueFull(
+                    f"{InputQueueFull.PREFIX} for {item.source!r}: it has {mine} inputs waiting, the most one "
+                    f"door may have (the rest of the queue is kept for the other doors); the input on channel "
+                    f"{item.channel!r} was not accepted, retry in about {math.ceil(retry)} s",
+                    retry_after=retry,
+                )
         item.seq = self._next_seq()
         self._remember(item)
         self._ready.append(item)

@@ -47,8 +47,9 @@ class WebPlugin:
         registry.add(ConfigDef(
             key="allow_private", type="string", default="",
             description="Comma-separated hosts, addresses or networks the web tools may reach although "
-                        "they are loopback/private/link-local (e.g. 192.168.1.0/24, nas.local). Empty = "
-                        "public addresses only.",
+                        "they are loopback/private/link-local. A bare entry allows ports 80 and 443 only, "
+                        "host:port that port, host:* every port (e.g. nas.local, 127.0.0.1:8080, "
+                        "[::1]:8080, 192.168.1.0/24:*). Empty = public addresses only.",
         ))
         registry.add(ConfigDef(
             key="max_bytes", type="int", default=5 * 1024 * 1024, min=1024, max=200 * 1024 * 1024,

@@ -44,7 +44,7 @@ from homeagent_core.plugins.supervisor import Supervisor
 from homeagent_sdk import hookimpl
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import PluginLoadError, ToolError
-from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, PeerClosed, RemoteError
+from homeagent_sdk.proc.wire import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, FrameTooLarge, PeerClosed, RemoteError
 from homeagent_sdk.types import Event, StageContext, ToolCall, ToolResult
 
 __all__ = ["PROCESS_EXITED", "ProcPlugin", "RemoteCleaner", "discover_proc_plugins", "plugin_environment", "proc_entry"]
@@ -528,7 +528,8 @@ class ProcPlugin:
         """One request to the child.
 
         Raises:
-            ToolError: the plugin is not running, died during the call, or answered an error.
+            ToolError: the plugin is not running, died during the call, answered an error, or
+                answered more than the frame cap (``max_frame``).
         """
         conn = self.conn
         if conn is None or not conn.alive:
@@ -542,7 +543,10 @@ class ProcPlugin:
             )
         try:
             return await conn.peer.call(method, params, timeout=timeout)
-        except RemoteError as exc:
+        except (TimeoutError, asyncio.CancelledError):
+            conn.probe()  # unanswered (a timeout, often the kernel's tool timeout): is its loop alive?
+            raise
+        except (RemoteError, FrameTooLarge) as exc:  # an answer over the frame cap is the plugin's error
             raise ToolError(f"plugin {self.name}: {exc}") from None
         except PeerClosed:
             raise ToolError(f"plugin {self.name}: {PROCESS_EXITED}") from None

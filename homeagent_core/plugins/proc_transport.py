@@ -10,7 +10,10 @@ It sees the process die three ways: the process exits (waited on with a pidfd, n
 from stdout EOF — a grandchild may hold the pipe open); the process lives on with its stdout
 closed (the host owns the read end of a pipe it made, so EOF is seen on every event loop,
 uvloop included); or it stops answering ``plugin.ping`` within the deadline (its event loop is
-blocked). On exit every pending call fails with :data:`PROCESS_EXITED`, every process started
+blocked). Pings go out every ``ping_interval``, and at once (:meth:`Connection.probe`, with a
+deadline of at most :data:`PROBE_TIMEOUT`) whenever a call to the plugin times out or is
+cancelled, so a plugin whose loop hangs is caught right after the first call it left unanswered.
+On exit every pending call fails with :data:`PROCESS_EXITED`, every process started
 from the plugin is killed (its process tree, and anything carrying its instance token in the
 environment, which catches ``setsid`` grandchildren), and its owner — the plugin side,
 :class:`~homeagent_core.plugins.proc.ProcPlugin` — is told through
@@ -44,6 +47,8 @@ __all__ = ["PROCESS_EXITED", "Connection", "ConnectionOwner", "plugin_environmen
 #: Error text of calls pending when the process died (the original's wording first).
 PROCESS_EXITED = "proc: 插件进程已退出 (plugin process exited)"
 _STDERR_TAIL = 20
+#: Longest deadline of the ping sent at once when a call to the plugin went unanswered (s).
+PROBE_TIMEOUT = 5.0
 #: Stderr logging budget: a burst of lines, then a steady rate; longer lines are cut.
 _STDERR_BURST = 200.0
 _STDERR_RATE = 50.0
@@ -197,6 +202,8 @@ class Connection:
         self._stdout_eof = False
         self._reader: asyncio.ReadTransport | None = None
         self._pinger: asyncio.Task[None] | None = None
+        self._prober: asyncio.Task[bool] | None = None
+        self._ping_timeout = 0.0
         self._stdin: asyncio.WriteTransport | None = None
         self._pipe_protocols: list[_PipeProtocol] = []
         self._unconnected: list[IO[bytes]] = []  # pipe ends not (yet) handed to a transport
@@ -339,28 +346,47 @@ class Connection:
     def start_pings(self, interval: float, timeout: float) -> None:
         """Ask ``plugin.ping`` every ``interval`` s; no answer within ``timeout`` s is a crash."""
         if interval > 0 and self._pinger is None:
+            self._ping_timeout = timeout
             self._pinger = asyncio.get_running_loop().create_task(self._ping_loop(interval, timeout))
+
+    def probe(self) -> None:
+        """Ping now, with a deadline of at most :data:`PROBE_TIMEOUT` (a call went unanswered).
+
+        A healthy plugin answers from its loop in milliseconds; one whose loop is blocked is
+        killed as crashed instead of waiting for the next round of pings.
+        """
+        if self._ping_timeout <= 0 or not self.alive or self.owner.stopping:
+            return
+        if self._prober is None or self._prober.done():
+            deadline = min(self._ping_timeout, PROBE_TIMEOUT)
+            self._prober = asyncio.get_running_loop().create_task(self._ping_once(deadline))
 
     async def _ping_loop(self, interval: float, timeout: float) -> None:
         while True:
             await asyncio.sleep(interval)
             if not self.alive or self.owner.stopping:
                 return
-            try:
-                await self.peer.call("plugin.ping", None, timeout=timeout)
-            except RemoteError:
-                continue  # any answer is a sign of life (an older plugin says "unknown method")
-            except TimeoutError:
-                if self.alive and not self.owner.stopping:
-                    self.problem = self.problem or (
-                        f"did not answer plugin.ping within {timeout:g} s (its event loop is blocked, or it "
-                        "stopped reading stdin)"
-                    )
-                    self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
-                    self.kill()
+            if not await self._ping_once(timeout):
                 return
-            except Exception:
-                return
+
+    async def _ping_once(self, timeout: float) -> bool:
+        """One ``plugin.ping``; False when the plugin is gone (or killed for not answering)."""
+        try:
+            await self.peer.call("plugin.ping", None, timeout=timeout)
+        except RemoteError:
+            return True  # any answer is a sign of life (an older plugin says "unknown method")
+        except TimeoutError:
+            if self.alive and not self.owner.stopping:
+                self.problem = self.problem or (
+                    f"did not answer plugin.ping within {timeout:g} s (its event loop is blocked, or it "
+                    "stopped reading stdin)"
+                )
+                self.log.error("plugin %s %s — killing it", self.owner.name, self.problem)
+                self.kill()
+            return False
+        except Exception:
+            return False
+        return True
     @property
     def pid(self) -> int:
         return int(self.proc.pid) if self.proc is not None else 0
@@ -481,8 +507,9 @@ class Connection:
         # Order matters: fail pending calls and let the owner detach *before* "exited" is
         # signalled, so nothing waiting on it tears things down under a running handler.
         self.peer.close(PeerClosed(PROCESS_EXITED))
-        if self._pinger is not None:
-            self._pinger.cancel()
+        for task in (self._pinger, self._prober):
+            if task is not None:
+                task.cancel()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # leftovers of the group (grandchildren)
         self.kill_descendants()  # and those that left the group (setsid)

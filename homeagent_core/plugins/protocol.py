@@ -133,8 +133,11 @@ class KernelLink:
             self.tools = kernel.tools
             self.channels = kernel.channels
             io_for = getattr(kernel, "io_for", None)
-            # Out-of-process plugins inject as themselves, clamped to interrupt level L3.
-            self.io = io_for(plugin, external=True) if callable(io_for) and plugin else getattr(kernel, "io", None)
+            # Out-of-process plugins inject as themselves, clamped to interrupt level L3, within a door's share.
+            if callable(io_for) and plugin:
+                self.io = io_for(plugin, external=True, shared_door=True)
+            else:
+                self.io = getattr(kernel, "io", None)
 
     @classmethod
     def for_sdk(cls, sdk: Any, plugin: str = "") -> KernelLink:
@@ -206,6 +209,7 @@ def _options(params: dict[str, Any], *, interrupt: bool = False) -> InjectOption
         recall_policy=str(params.get("recall_policy", "") or ""),
         cleaner_name=str(params.get("cleaner_name", "") or ""),
         priority=level,
+        message_id=str(params.get("message_id", "") or ""),
         principal=_principal(params.get("principal")),
     )
 

@@ -123,7 +123,8 @@ class ScopedSDK:
         self.log = logging.getLogger(f"homeagent.plugin.{name}")
         self.settings = PluginSettingsView(name, services.config)
         self.events = _Events(services.bus, name)
-        io = services.kernel.io_for(name, external=external) if services.kernel is not None else services.io
+        kernel = services.kernel
+        io = kernel.io_for(name, external=external, shared_door=True) if kernel is not None else services.io
         self.io: IOAPI = _service("io", io)
         self.memory: MemoryAPI = _service("memory", services.memory)
         self.doc: DocAPI = _service("doc", services.doc)

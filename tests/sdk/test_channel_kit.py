@@ -375,3 +375,80 @@ async def test_messages_of_one_conversation_are_handled_in_the_order_they_arrive
     )
     logged = agent.app.services.conversation_log.tail(5, accept=lambda r: r["channel"] == "chat:group:678")
     assert logged[0]["content"] == "甲 (QQ 1): 周六去公园吧"
+
+
+async def test_a_display_name_never_links_a_sender_into_an_existing_person(agent: AgentHarness):
+    """A stranger calling themselves "Mum", approved without a person, is not the owner's Mum."""
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.model.add("hello")
+    await agent.start()
+    assert plugin.bridge is not None
+    social = agent.app.services.social
+    await social.link_account("Mum", "tg", "555")  # the real Mum, known from another app
+
+    store = plugin.bridge.pairing
+    store.approve(store.check("qq", "42", "Mum").code)  # approved without --person
+    chat = Conversation("private", "42")
+    assert await plugin.bridge.handle(IncomingMessage(chat, Sender("42", "Mum"), "it's me")) == "injected"
+    await _next(plugin.sent)
+    assert agent.model.requests[0]["messages"][-1]["content"] == "Mum (QQ 42): it's me"
+    assert await social.person_for_account("qq", "42") == "Mum (QQ 42)"
+    assert (await social.person("Mum"))["traits"] == {"account:tg": "555"}
+
+
+def test_pairing_codes_are_capped_rate_limited_and_expire_per_platform(tmp_path: Path):
+    now = [1000.0]
+    store = PairingStore(
+        tmp_path / "pairing.db", max_pending=5, new_per_minute=3, expire_after=3600, clock=lambda: now[0]
+    )
+    issued = [store.check("qq", str(n), f"stranger {n}") for n in range(4)]
+    assert [d.action for d in issued] == ["pair", "pair", "pair", "ignore"]
+    assert issued[3].reason == "rate limited" and store.get("qq", "3") is None
+    assert store.check("tg", "1").action == "pair"  # another platform has its own limits
+    now[0] += 61
+    more = [store.check("qq", str(n)) for n in range(10, 14)]
+    assert [d.action for d in more] == ["pair", "pair", "ignore", "ignore"]
+    assert more[2].reason == "too many pending" and len(store.list("pending")) == 6
+    store.approve(issued[0].code)  # a decision frees a place
+    assert store.check("qq", "12").action == "pair"
+    now[0] += 3600
+    assert store.get("qq", "1") is not None
+    again = store.check("qq", "1")  # the code expired: forgotten, a new one is issued
+    assert again.action == "pair" and again.code != issued[1].code and again.notify
+    with pytest.raises(KeyError):
+        store.approve(issued[2].code)
+    assert store.check("qq", "0").action == "allow"  # approved senders never expire
+
+
+async def test_a_crowd_of_strangers_gets_a_few_codes_not_one_each(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    results = [
+        await bridge.handle(IncomingMessage(Conversation("private", str(n)), Sender(str(n), f"s{n}"), "hi"))
+        for n in range(300)
+    ]
+    assert results.count("pairing") == 10 and results.count("ignored: rate limited") == 290
+    assert plugin.sent.qsize() == 10 and len(bridge.pairing.list("pending")) == 10
+    assert agent.model.requests == []
+
+
+async def test_a_message_the_platform_delivers_twice_is_answered_once(agent: AgentHarness):
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.allow_from", "5")
+    agent.model.add("one", "two")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    chat, ann = Conversation("private", "5"), Sender("5", "Ann")
+    assert await bridge.handle(IncomingMessage(chat, ann, "继续", message_id="101")) == "injected"
+    await agent.model.wait_started(1)
+    assert await bridge.handle(IncomingMessage(chat, ann, "继续", message_id="101")) == "injected"  # re-delivered
+    assert await bridge.handle(IncomingMessage(chat, ann, "再说一遍", message_id="102")) == "injected"
+    await agent.model.wait_started(2)  # the second model call is the next message, not the re-delivery
+    assert [r["messages"][-1]["content"] for r in agent.model.requests] == ["Ann (QQ 5): 继续", "Ann (QQ 5): 再说一遍"]
+    assert [await _next(plugin.sent) for _ in range(2)] == [("private:5", "one"), ("private:5", "two")]

@@ -4,7 +4,9 @@ A Starlette app served by uvicorn inside the daemon's event loop, bound to 127.0
 default (``homeagent serve --host/--port`` or the setting ``plugin.webui.addr``). Every API
 route requires the API key or a login session; a foreign ``Host`` or a cross-site ``Origin`` is
 refused before any route runs, and a cookie session must echo its CSRF token on every change
-(see ``docs/SECURITY.md``). It is also the only HTTP door of the plugin manager
+(see ``docs/SECURITY.md``). Connections are capped in total and per client address
+(``plugin.webui.max_connections``, ``max_connections_per_address``: 503 with ``Retry-After``),
+and a socket that sends no request is closed after ``IDLE_TIMEOUT``. It is also the only HTTP door of the plugin manager
 (``/api/v1/plugins``). Plugins add routes under ``/plugins/<name>/`` through the
 ``register_routes`` hook.
 """
@@ -36,6 +38,8 @@ __all__ = ["WebUI", "make_plugin", "parse_addr"]
 log = logging.getLogger("homeagent.webui")
 
 STATIC = Path(__file__).resolve().parent / "static"
+#: Seconds a new connection may stay silent before its first request (then it is closed).
+IDLE_TIMEOUT = 10.0
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -85,6 +89,14 @@ class WebUI:
                                description="Largest JSON request body."))
         registry.add(ConfigDef(key="max_upload_bytes", type="int", default=64 * 1024 * 1024, min=1024,
                                description="Largest uploaded file."))
+        registry.add(ConfigDef(key="max_connections", type="int", default=512, min=8, max=100_000,
+                               restart_required=True,
+                               description="Most HTTP connections (event streams included) open at once; "
+                                           "more are answered 503 with Retry-After."))
+        registry.add(ConfigDef(key="max_connections_per_address", type="int", default=384, min=4, max=100_000,
+                               restart_required=True,
+                               description="Most HTTP connections open at once from one client address; "
+                                           "more are answered 503 with Retry-After."))
 
     @hookimpl
     def register_input_channels(self, registry: ChannelRegistry) -> None:
@@ -116,6 +128,7 @@ class WebUI:
         import uvicorn
 
         from homeagent_core.builtin.webui.app import build_app, build_state
+        from homeagent_core.builtin.webui.conncap import capped_protocol
 
         if sdk.services is None:
             raise PluginLoadError("webui needs the privileged services of a built-in plugin", plugin_name=self.name)
@@ -147,8 +160,13 @@ class WebUI:
         # proxy_headers=False: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1, and any
         # local client could claim a fresh address per login try. Forwarded headers are read only from
         # plugin.webui.trusted_proxies (auth.client_ip).
+        http = capped_protocol(
+            max_total=int(sdk.settings.get("max_connections") or 512),
+            max_per_address=int(sdk.settings.get("max_connections_per_address") or 384),
+            idle_timeout=IDLE_TIMEOUT,
+        )
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none",
-                                proxy_headers=False, server_header=False)
+                                proxy_headers=False, server_header=False, http=http)
         self.server = _EmbeddedServer(config)
         self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]), name="webui")
         async with asyncio.timeout(10):

@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_core.builtin.webui.common import ApiError, UIState, busy, json_body, ok, require_api
+from homeagent_sdk.errors import HomeAgentError, InputQueueFull
 
 __all__ = ["routes"]
 
@@ -36,11 +36,14 @@ async def residents_list(request: Request) -> Response:
 
 @require_api
 async def resident_send(request: Request) -> Response:
-    """``{text}`` → queued for the resident; ``{"position": n}``."""
+    """``{text}`` → queued for the resident; ``{"position": n}``. A full resident queue is
+    back-pressure: 503 with ``Retry-After`` (the message was not accepted; send it again)."""
     name = _name(request)
     data = await json_body(request, required={"text": str})
     try:
         position = await _residents(request).send(name, data["text"])
+    except InputQueueFull as exc:
+        raise busy(exc) from None
     except HomeAgentError as exc:
         raise ApiError(400, str(exc)) from None
     return ok({"status": "queued", "name": name, "position": position})

@@ -6,9 +6,11 @@
   ``*.localhost``), the address the server is bound to, this machine's host name (and
   ``<name>.local``), and the names in ``plugin.webui.allowed_hosts``. Anything else is a 421.
 * **Origin.** A state-changing request (any method but GET/HEAD/OPTIONS) whose ``Origin`` is
-  not this server's own origin, or whose ``Sec-Fetch-Site`` says it came from another site
-  (another port of the same host counts as another site), is a 403 — whatever credentials it
-  carries. Clients that are not browsers (scripts, the ``openai`` library) send neither header.
+  not this server's own origin — scheme, host and port compared exactly, and an ``Origin`` that
+  is not a bare ``scheme://host[:port]`` (user info, a path) refused outright — or whose
+  ``Sec-Fetch-Site`` says it came from another site (another port of the same host counts as
+  another site), is a 403 — whatever credentials it carries. Clients that are not browsers
+  (scripts, the ``openai`` library) send neither header.
 
 The CSRF token that cookie sessions must send, and the JSON content-type rule, are checked by
 the route guards in :mod:`homeagent_core.builtin.webui.common`.
@@ -101,8 +103,14 @@ class RequestGuard:
         """Whether a ``Host`` name (no port) may be served."""
         return bool(host) and (host in self.allowed or host.endswith(".localhost") or _is_ip(host))
 
-    def origin_refusal(self, method: str, headers: dict[str, str], host: tuple[str, int | None]) -> str | None:
-        """Why a state-changing request is cross-site, or None when it is not."""
+    def origin_refusal(
+        self, method: str, headers: dict[str, str], host: tuple[str, int | None], scheme: str = "http"
+    ) -> str | None:
+        """Why a state-changing request is cross-site, or None when it is not.
+
+        ``scheme`` is the request's own (``http`` unless TLS or a trusted proxy says ``https``);
+        a page from ``https://127.0.0.1:P`` is another origin than ``http://127.0.0.1:P``.
+        """
         if method in SAFE_METHODS:
             return None
         origin = headers.get("origin")
@@ -112,14 +120,27 @@ class RequestGuard:
                 return f"cross-site request refused (Sec-Fetch-Site: {site})"
             return None
         parts = urlsplit(origin.strip().lower())
-        if origin.strip().lower() == "null" or parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        malformed = (
+            origin.strip().lower() == "null"
+            or parts.scheme not in _DEFAULT_PORTS
+            or not parts.hostname
+            or "@" in parts.netloc  # an origin never carries user info
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+        )
+        if malformed:
             return f"cross-site request refused: Origin {origin!r} is not this server"
-        default = _DEFAULT_PORTS[parts.scheme]
         try:
-            origin_port = parts.port or default
+            origin_port = parts.port or _DEFAULT_PORTS[parts.scheme]
         except ValueError:
             return f"cross-site request refused: Origin {origin!r} is not this server"
-        same = parts.hostname == host[0] and origin_port == (host[1] or default)
+        own_scheme = scheme if scheme in _DEFAULT_PORTS else "http"
+        same = (
+            parts.scheme == own_scheme
+            and parts.hostname == host[0]
+            and origin_port == (host[1] or _DEFAULT_PORTS[own_scheme])
+        )
         if same or parts.hostname in self.extra:
             return None
         return (
@@ -140,7 +161,7 @@ class RequestGuard:
                 "localhost, or add the name to plugin.webui.allowed_hosts"
             ) if shown else "a Host header is required")
             return
-        refusal = self.origin_refusal(scope["method"], headers, host)
+        refusal = self.origin_refusal(scope["method"], headers, host, str(scope.get("scheme") or "http"))
         if refusal is not None:
             await _refuse(send, 403, refusal)
             return

@@ -6,7 +6,9 @@ Two ways to connect, both "universal" (events and API calls on one socket):
   ``Authorization: Bearer <access_token>``; lost connections are retried with backoff;
 * **reverse** — the implementation connects to us (``listen_host``:``listen_port``); its
   ``Authorization`` header (or ``?access_token=``) must carry the access token, else the
-  handshake is answered 401 (missing) or 403 (wrong), as the OneBot spec says.
+  handshake is answered 401 (missing) or 403 (wrong), as the OneBot spec says. Without a
+  configured token every handshake is refused (401): any local program could otherwise
+  connect, replace the implementation's connection and speak as any QQ account.
 
 API calls are ``{"action", "params", "echo"}`` frames answered by
 ``{"status", "retcode", "data", "echo"}``; events are frames with ``post_type``.
@@ -36,6 +38,11 @@ log = logging.getLogger("homeagent.plugin.onebot")
 MAX_FRAME = 16 * 1024 * 1024
 
 EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+_NO_TOKEN = (
+    "reverse mode needs an access token: set plugin.onebot.access_token and the same token in the "
+    "implementation (NapCat: network settings, WebSocket client, token)"
+)
 
 
 class OneBotError(PluginError):
@@ -118,6 +125,9 @@ class OneBotLink:
             sockets = self._server.sockets
             if sockets:
                 self.listen_port = sockets[0].getsockname()[1]
+            if not self.access_token:
+                self.last_error = _NO_TOKEN
+                log.error("onebot: %s", _NO_TOKEN)
             return
         self._task = asyncio.get_running_loop().create_task(self._forward_loop(), name="onebot-forward")
 
@@ -196,12 +206,14 @@ class OneBotLink:
 
     def _check_request(self, connection: Any, request: Any) -> Any:
         """Reject a reverse connection from a web page (403: browsers always send ``Origin``,
-        OneBot implementations never do) or whose token is missing (401) or wrong (403)."""
+        OneBot implementations never do), whose token is missing (401) or wrong (403), and every
+        connection while no token is configured (401)."""
         if request.headers.get("Origin"):
             log.warning("onebot: reverse connection from a web page (Origin %s) refused", request.headers["Origin"])
             return connection.respond(HTTPStatus.FORBIDDEN, "connections from web pages are refused\n")
         if not self.access_token:
-            return None
+            log.warning("onebot: reverse connection refused: %s", _NO_TOKEN)
+            return connection.respond(HTTPStatus.UNAUTHORIZED, _NO_TOKEN + "\n")
         given = ""
         auth = request.headers.get("Authorization", "")
         if auth.lower().startswith("bearer "):

@@ -181,9 +181,12 @@ class OneBotBridge(ChatBridge):
         return MediaAttachment(mime=sniff_mime(blob, media.kind), data=blob, name=Path(media.name).name or media.kind)
 
     def _media_policy(self) -> AddressPolicy:
-        """Public addresses, plus the implementation's own host in forward mode."""
+        """Public addresses, plus the implementation's own host in forward mode (every port: it
+        serves its media cache on a port of its own)."""
         host = urlsplit(self.link.ws_url).hostname if self.link.mode == "forward" else None
-        return AddressPolicy.parse([host] if host else [])
+        if not host:
+            return AddressPolicy()
+        return AddressPolicy.parse([f"[{host}]:*" if ":" in host else f"{host}:*"])
 
     # ------------------------------------------------------------------ sending
 
@@ -266,8 +269,8 @@ class OneBotPlugin:
         registry.add(ConfigDef(
             key="access_token", type="password", default="", secret=True, category="connection",
             restart_required=True,
-            description="The implementation's access token (sent as Authorization: Bearer; required of "
-            "reverse connections when set).",
+            description="The implementation's access token (sent as Authorization: Bearer). Reverse mode "
+            "refuses every connection while it is empty.",
         ))
         registry.add(ConfigDef(
             key="reconnect_min", type="float", default=1.0, min=0.01, max=60, category="connection",

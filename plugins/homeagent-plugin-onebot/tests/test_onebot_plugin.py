@@ -227,18 +227,44 @@ async def test_reverse_mode_checks_the_token_and_carries_messages(agent: AgentHa
         await fake.close()
 
 
-async def test_reverse_mode_refuses_a_web_page_even_without_a_token(agent: AgentHarness):
-    """A page the owner visits can open a WebSocket to loopback; it must not speak as a QQ user."""
+async def test_reverse_mode_without_a_token_refuses_every_connection(agent: AgentHarness):
+    """Any local program could connect, replace the implementation's connection and speak as
+    an allowlisted account: with no token configured the link is refused, not open."""
     plugin = make_plugin()
     agent.register(plugin)
     agent.set("plugin.onebot.mode", "reverse")
     agent.set("plugin.onebot.listen_port", 0)
-    agent.set("plugin.onebot.access", "open")
+    agent.set("plugin.onebot.allow_from", "77")
     await agent.start()
     url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
     from websockets.exceptions import InvalidStatus
 
     fake = FakeOneBot()
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            await fake.connect_reverse(url)
+        assert refused.value.response.status_code == 401
+        assert b"plugin.onebot.access_token" in refused.value.response.body
+        assert not plugin.bridge.link.connected
+        assert "plugin.onebot.access_token" in plugin.bridge.link.last_error
+    finally:
+        await fake.close()
+    assert agent.model.requests == []
+
+
+async def test_reverse_mode_refuses_a_web_page_even_with_the_token(agent: AgentHarness):
+    """A page the owner visits can open a WebSocket to loopback; it must not speak as a QQ user."""
+    plugin = make_plugin()
+    agent.register(plugin)
+    agent.set("plugin.onebot.mode", "reverse")
+    agent.set("plugin.onebot.listen_port", 0)
+    agent.set("plugin.onebot.access_token", TOKEN)
+    agent.set("plugin.onebot.access", "open")
+    await agent.start()
+    url = f"ws://127.0.0.1:{plugin.bridge.link.listen_port}/"
+    from websockets.exceptions import InvalidStatus
+
+    fake = FakeOneBot(access_token=TOKEN)
     try:
         with pytest.raises(InvalidStatus) as refused:
             await fake.connect_reverse(url, origin="http://evil.example")
@@ -337,6 +363,43 @@ async def test_a_media_download_stops_at_the_cap(agent: AgentHarness, onebot: Fa
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert "[image: could not be downloaded]" in json.dumps(agent.model.requests, ensure_ascii=False)
     assert grown_mb < onebot_plugin.MAX_MEDIA / 2**20 * 3  # stopped near the cap, never read whole
+
+
+async def test_a_busy_agent_gets_one_notice_per_group_and_the_owner_keeps_a_share_of_the_queue(
+    agent: AgentHarness, onebot: FakeOneBot, caplog: pytest.LogCaptureFixture
+):
+    """A chatty group fills only its door's share of the input queue: refused messages get one
+    busy notice (no traceback per message), and the owner's own doors still find room."""
+    import asyncio
+    import logging
+
+    from homeagent_sdk.errors import InputQueueFull
+    from homeagent_sdk.testing import FakeReply
+
+    plugin = _forward(agent, onebot, allow_from="group:678", groups={"678": {"require_mention": False}})
+    agent.model.add(FakeReply(content="never", hang=True))
+    await agent.start()
+    await onebot.wait_connected()
+    scheduler = agent.kernel.scheduler
+    scheduler.capacity, scheduler.door_share = 4, 3
+    caplog.set_level(logging.INFO)
+
+    await onebot.group(678, 1, "member1", "第一条")
+    await agent.model.wait_started(1)
+    for member in range(2, 9):
+        await onebot.group(678, member, f"member{member}", f"第{member}条")
+    async with asyncio.timeout(10):
+        while plugin.bridge.busy_refused < 4:
+            await asyncio.sleep(0.02)
+    notice = await onebot.next_sent()
+    assert notice["group_id"] == 678 and "busy" in text_of(notice) and "send it again in about" in text_of(notice)
+    assert onebot.sent.empty()  # one notice for the group, not one per refused message
+    assert len(scheduler) == 3 and plugin.bridge.busy_refused == 4
+    assert not [r for r in caplog.records if r.exc_info], "a refused message logged a traceback"
+
+    agent.kernel.submit(agent.kernel.make_item("owner here", "webui", source="webui"))
+    with pytest.raises(InputQueueFull):
+        agent.kernel.submit(agent.kernel.make_item("and again", "webui", source="webui"))
 
 
 async def test_an_untrusted_groups_chatter_is_kept_for_the_next_mention_but_never_logged(

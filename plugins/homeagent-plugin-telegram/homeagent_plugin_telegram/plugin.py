@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -416,11 +417,18 @@ class _RedactToken(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and self.token in record.msg:
             record.msg = record.msg.replace(self.token, "<bot token>")
-        if record.args:
-            args = record.args if isinstance(record.args, tuple) else (record.args,)
-            if any(self.token in str(a) for a in args):
-                record.args = tuple(str(a).replace(self.token, "<bot token>") for a in args)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._masked(a) for a in record.args)
+        elif isinstance(record.args, Mapping):
+            record.args = {k: self._masked(v) for k, v in record.args.items()}
         return True
+
+    def _masked(self, arg: Any) -> Any:
+        """``arg`` with the token masked; an argument without the token keeps its type (``%d``)."""
+        if isinstance(arg, int | float):
+            return arg
+        text = str(arg)
+        return text.replace(self.token, "<bot token>") if self.token in text else arg
 
 
 #: Loggers that may see Bot API URLs.

@@ -236,3 +236,24 @@ async def test_a_webhook_port_in_use_fails_the_plugin_naming_the_setting(agent: 
         with pytest.raises(PluginError, match=r"cannot listen for the webhook on 127\.0\.0\.1:\d+ .*webhook_port"):
             await agent.start()
     assert api.webhook["url"] == ""  # Telegram was not pointed at a listener that is not there
+
+
+async def test_httpx_request_logs_hide_the_token_and_keep_their_number_arguments(
+    agent: AgentHarness, api: FakeBotAPI, caplog: pytest.LogCaptureFixture
+):
+    """httpx logs 'HTTP Request: %s %s "%s %d %s"': masking the URL must not turn the status
+    code into a string (every such line was a "Logging error" traceback)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="httpx")
+    _plugin(agent, api, access="open")
+    agent.model.add("hi")
+    await agent.start()
+    api.private(42, "Ann", text="hello")
+    await api.next_sent()
+    lines = [r for r in caplog.records if r.name == "httpx" and "HTTP Request" in str(r.msg)]
+    assert lines
+    for record in lines:
+        text = record.getMessage()  # raises TypeError when %d got a string
+        assert TOKEN not in text and "<bot token>" in text and " 200 OK" in text
+        assert any(isinstance(arg, int) for arg in record.args or ())

@@ -216,6 +216,28 @@ async def test_self_inputs_wait_until_no_user_input_is_ready() -> None:
     assert (await s.next()).text == "merge entities"
 
 
+def test_one_door_fills_only_its_share_and_other_doors_keep_the_rest() -> None:
+    s = Scheduler(capacity=4, door_share=3)
+
+    def door(text: str) -> InputItem:
+        return InputItem(text=text, channel="qq:group:1", source="onebot", shared_door=True)
+
+    for n in range(3):
+        s.submit(door(f"group {n}"))
+    with pytest.raises(InputQueueFull, match=r"for 'onebot': it has 3 inputs waiting, the most one door may have"):
+        s.submit(door("group 3"))
+    s.submit(item("owner", source="webui"))  # the reserved place
+    with pytest.raises(InputQueueFull, match="4 inputs waiting"):
+        s.submit(item("owner again", source="webui"))
+    assert s.rejected == 2
+    s.submit(door("restored"), restored=True)  # acknowledged before a restart: kept
+    assert len(s) == 5
+    owner_only = Scheduler(capacity=4, door_share=3)
+    for n in range(4):  # the owner's own doors may use the whole queue
+        owner_only.submit(item(f"owner {n}", source="webui"))
+    assert len(owner_only) == 4
+
+
 async def test_settle_hands_the_outcome_to_the_waiter_and_ends_the_stream():
     from homeagent_core.stream import END_OF_STREAM
 

@@ -87,7 +87,7 @@ async def test_a_redirect_hop_to_a_refused_address_is_refused(harness, code):
     async with target.running():
         app = hostile_app(f"http://127.0.0.1:{target.port}", f"ws://127.0.0.1:{target.port}/")
         async with Loopback(app, host="::1") as srv:
-            h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "::1"})
+            h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "[::1]:*"})
             refused = await h.fails("browser", action="open", url=f"{srv.url}/hop/{code}")
     assert "refused to connect to 127.0.0.1" in refused
     assert "secret" not in refused
@@ -99,7 +99,7 @@ async def test_sub_resources_fetch_post_and_websockets_cannot_reach_a_refused_ad
     async with target.running():
         app = hostile_app(f"http://127.0.0.1:{target.port}", f"ws://127.0.0.1:{target.port}/")
         async with Loopback(app, host="::1") as srv:
-            h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "::1"})
+            h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "[::1]:*"})
             text = await h.ok("browser", action="open", url=f"{srv.url}/page")
             async with asyncio.timeout(30):
                 while "all tried" not in text:
@@ -113,7 +113,7 @@ async def test_sub_resources_fetch_post_and_websockets_cannot_reach_a_refused_ad
 async def test_the_allowlisted_address_is_still_reached_through_the_guard(harness):
     target = Target()
     async with target.running():
-        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1"})
+        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1:*"})
         text = await h.ok("browser", action="open", url=f"http://127.0.0.1:{target.port}/")
         await h.ok("browser", action="close")
     assert "the target's secret text" in text

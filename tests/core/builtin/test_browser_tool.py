@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 async def test_open_read_type_click_screenshot_and_close(harness):
     async with Loopback(pages_app()) as srv:
-        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1"}, memory=True)
+        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1:*"}, memory=True)
         opened = await h.ok("browser", action="open", url=f"{srv.url}/app")
         assert "社区活动预约" in opened and "loading" not in opened  # rendered by JavaScript
         typed = await h.ok("browser", action="type", label="城市", text="杭州")
@@ -49,7 +49,7 @@ async def test_without_the_allowlist_loopback_pages_are_refused(harness):
 
 async def test_the_browser_closes_when_idle(harness):
     async with Loopback(pages_app()) as srv:
-        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1",
+        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1:*",
                                            "plugin.browser.idle_timeout": "1s"})
         await h.ok("browser", action="open", url=f"{srv.url}/article")
         plugin = h.plugin("browser")
@@ -84,7 +84,7 @@ async def test_a_screenshot_reaches_a_model_that_sees_as_an_image_block(harness)
             ToolCallReply("browser", {"action": "screenshot"}),
             "页面上是社区活动预约表单。",
         ])
-        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1"}, memory=True, model=model)
+        h = await harness([WEB, BROWSER], {"plugin.web.allow_private": "127.0.0.1:*"}, memory=True, model=model)
         reply = await h.kernel.ask("看看这个页面长什么样")
     assert str(reply) == "页面上是社区活动预约表单。"
     last = model.requests[-1]["messages"]

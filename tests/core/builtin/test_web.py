@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import httpx
 import pytest
 from web_servers import FakeSearch, Loopback, pages_app
@@ -10,7 +12,7 @@ from homeagent_sdk import ToolError
 from homeagent_sdk.ssrf import AddressPolicy, GuardedTransport
 
 WEB = "homeagent_core.builtin.web"
-ALLOW = {"plugin.web.allow_private": "127.0.0.1"}
+ALLOW = {"plugin.web.allow_private": "127.0.0.1:*"}
 
 
 async def test_fetch_extracts_readable_markdown_with_title_and_links(harness):
@@ -90,7 +92,7 @@ async def test_a_redirect_to_loopback_is_refused_on_the_hop(harness):
     target = Loopback(pages_app(), host="127.0.0.1")
     front = Loopback(pages_app(redirect_target=f"{target.url}/article"), host="127.0.0.2")
     async with target, front:
-        h = await harness([WEB], {"plugin.web.allow_private": "127.0.0.2"})
+        h = await harness([WEB], {"plugin.web.allow_private": "127.0.0.2:*"})
         ok = await h.ok("web_fetch", url=f"{front.url}/article")
         out = await h.fails("web_fetch", url=f"{front.url}/to-target")
     assert "周一闭馆" in ok  # the allowlisted address itself is reachable
@@ -103,9 +105,36 @@ async def test_the_transport_checks_addresses_at_connect_time():
         async with httpx.AsyncClient(transport=GuardedTransport(AddressPolicy())) as client:
             with pytest.raises(ToolError, match="loopback"):
                 await client.get(f"http://localhost:{srv.port}/article")
-        allowed = AddressPolicy.parse("127.0.0.0/8")
+        allowed = AddressPolicy.parse("127.0.0.0/8:*")
         async with httpx.AsyncClient(transport=GuardedTransport(allowed)) as client:
             assert (await client.get(f"http://localhost:{srv.port}/article")).status_code == 200
+
+
+async def test_an_allowlisted_address_opens_only_the_ports_it_names(harness):
+    """Allowing 127.0.0.1 must not open every service on the machine: a bare entry is the web
+    ports 80/443, host:port that port, host:* every port."""
+    async with Loopback(pages_app()) as srv, Loopback(pages_app()) as other:
+        bare = await harness([WEB], {"plugin.web.allow_private": "127.0.0.1"})
+        refused = await bare.fails("web_fetch", url=f"{srv.url}/article")
+        named = await harness([WEB], {"plugin.web.allow_private": f"127.0.0.1:{srv.port}"})
+        ok = await named.ok("web_fetch", url=f"{srv.url}/article")
+        other_port = await named.fails("web_fetch", url=f"{other.url}/article")
+    assert f"refused to connect to 127.0.0.1 port {srv.port}" in refused
+    assert f"allowlisted for other ports only: add 127.0.0.1:{srv.port}" in refused
+    assert "周一闭馆" in ok
+    assert f"port {other.port}" in other_port and f"127.0.0.1:{other.port}" in other_port
+    policy = AddressPolicy.parse("nas.local, [::1]:8080, 192.168.1.0/24:*, 10.0.0.1:8123")
+    assert policy.allowed_host("nas.local", 443) and not policy.allowed_host("nas.local", 22)
+    loop6 = ipaddress.ip_address("::1")
+    policy.check_address("::1", loop6, 8080)
+    with pytest.raises(ToolError, match=r"add \[::1\]:22 to"):
+        policy.check_address("::1", loop6, 22)
+    policy.check_address("192.168.1.9", ipaddress.ip_address("192.168.1.9"), 22)
+    with pytest.raises(ToolError, match="port 80"):
+        policy.check_address("10.0.0.1", ipaddress.ip_address("10.0.0.1"), 80)
+    for bad in ("127.0.0.1:0", "127.0.0.1:http", "[::1]x", "nas.local:"):
+        with pytest.raises(ToolError, match="bad port"):
+            AddressPolicy.parse(bad)
 
 
 def test_a_bad_allowlist_entry_is_named():

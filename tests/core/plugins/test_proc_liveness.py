@@ -152,6 +152,41 @@ async def test_the_sdk_answers_pings_from_its_loop_busy_threads_pass_a_blocked_l
         await harness.close()
 
 
+async def test_a_call_left_unanswered_pings_at_once_and_a_blocked_loop_is_a_crash(tmp_path: Path) -> None:
+    """The next ping round is far away (60 s): the tool call that timed out asks right away,
+    so a plugin whose loop hangs is not left "started" behind timeout after timeout."""
+    install_sdk_child(tmp_path)
+    harness = Harness(tmp_path)
+    try:
+        plugin = await harness.start("sleepy", ping_interval=60.0, ping_timeout=1.0)
+        assert (await run_tool(plugin, "crunch")).success
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run_tool(plugin, "freeze"), 0.5)  # the kernel's tool timeout, in short
+        crashed = await harness.event("plugin_crashed")
+        assert "did not answer plugin.ping within 1 s" in crashed["error"]
+        await harness.event("plugin_restarted")
+        assert (await run_tool(plugin, "crunch")).success
+    finally:
+        await harness.close()
+
+
+async def test_an_answer_over_the_frame_cap_is_a_tool_error_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    install_raw(tmp_path)
+    caplog.set_level(logging.INFO)
+    harness = Harness(tmp_path)
+    try:
+        plugin = await harness.start()
+        result = await run_tool(plugin, "raw_big", size=17 * 1024 * 1024)  # over the 16 MiB frame cap
+        assert not result.success and "frame cap" in result.result and "plugin raw" in result.result
+        assert (await run_tool(plugin, "raw_echo", text="still here")).result == "still here"
+        assert harness.supervisor.crash_count("raw") == 0
+    finally:
+        await harness.close()
+    assert not [r for r in caplog.records if r.exc_info], "an oversized answer logged a traceback"
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_setsid_grandchild_dies_with_its_crashed_plugin(tmp_path: Path, loop: str) -> None:
     async def scenario() -> None:

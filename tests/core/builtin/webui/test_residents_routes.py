@@ -45,6 +45,16 @@ async def test_residents_are_listed_messaged_stopped_and_destroyed_over_http(dae
         assert (await client.get("/api/v1/residents", headers={"X-API-Key": "wrong"})).status_code == 401
 
 
+async def test_a_full_resident_queue_answers_503_with_retry_after(daemon: WebDaemon):
+    residents = await _resident_with_output(daemon)
+    residents.get("shop").scheduler.capacity = 0  # full: nothing more is accepted
+    async with daemon.client() as client:
+        full = await client.post("/api/v1/residents/shop/send", json={"text": "加鸡蛋"})
+    assert full.status_code == 503, full.text
+    assert int(full.headers["Retry-After"]) >= 1
+    assert "input queue is full" in full.json()["error"]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 async def test_the_residents_panel_shows_them_and_its_buttons_stop_and_destroy(daemon: WebDaemon):
     from playwright.async_api import async_playwright

@@ -96,6 +96,23 @@ async def test_a_cross_site_chat_with_the_session_cookie_runs_no_turn(daemon: We
         assert mine.status_code == 200 and mine.json()["response"] == "只回答自己人"
 
 
+async def test_an_origin_matches_only_with_the_same_scheme_host_and_port(daemon: WebDaemon):
+    """https://127.0.0.1:P is another origin than the server's http://127.0.0.1:P, and an Origin
+    smuggling user info or a path is not an origin at all."""
+    daemon.model.add("只回答自己人")
+    async with logged_in(daemon) as (client, token):
+        hostport = daemon.url.split("://", 1)[1]
+        for origin in (f"https://{hostport}", f"http://evil@{hostport}", f"http://{hostport}/evil", f"ws://{hostport}"):
+            forged = await client.post("/api/v1/chat", json={"message": "hi"},
+                                       headers={"Origin": origin, "X-CSRF-Token": token})
+            assert forged.status_code == 403, origin
+            assert "cross-site request refused" in forged.json()["error"]
+        assert daemon.model.requests == []
+        mine = await client.post("/api/v1/chat", json={"message": "你好"},
+                                 headers={"Origin": daemon.url, "X-CSRF-Token": token})
+        assert mine.status_code == 200, mine.text
+
+
 async def test_api_key_clients_need_no_csrf_token_but_must_send_json(daemon: WebDaemon):
     daemon.model.add("ok")
     async with httpx.AsyncClient(base_url=daemon.url, timeout=10,
@@ -305,3 +322,32 @@ async def test_an_upload_with_a_400_character_name_is_stored_under_a_capped_safe
         assert old.headers["content-disposition"].startswith("attachment")
         absurd = await client.post("/api/v1/chat/file", files={"file": ("a" * 1500 + ".png", PNG, "image/png")})
         assert absurd.status_code == 400 and "file name is 1504 characters" in absurd.json()["error"]
+
+
+async def test_connections_are_capped_per_address_with_a_clear_503_and_idle_sockets_are_closed(tmp_path: Path):
+    """Thousands of event streams or silent sockets must not pile up: past the cap a new
+    connection gets 503 with Retry-After naming the limit, and a socket that never sends a
+    request is closed."""
+    import asyncio
+
+    overrides = {"plugin.webui.max_connections": 16, "plugin.webui.max_connections_per_address": 4}
+    async with custom_daemon(tmp_path, overrides) as url:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        held = [await asyncio.open_connection(host, int(port)) for _ in range(4)]
+        try:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+                refused = await client.get("/")
+            assert refused.status_code == 503, refused.text
+            assert int(refused.headers["retry-after"]) >= 1
+            assert f"too many connections from {host}" in refused.json()["error"]
+            assert "max_connections_per_address" in refused.json()["error"]
+            reader = held[0][0]
+            async with asyncio.timeout(30):  # idle: closed by the server, not kept for good
+                assert await reader.read() == b""
+        finally:
+            for _, writer in held:
+                writer.close()
+        async with asyncio.timeout(10), httpx.AsyncClient(base_url=url, timeout=10) as client:
+            while (answer := await client.get("/")).status_code == 503:
+                await asyncio.sleep(0.05)
+        assert answer.status_code in (200, 302)  # the page, or its way to the login
