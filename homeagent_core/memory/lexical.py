@@ -546,6 +546,27 @@ class LexicalIndex:
         else:
             rescore_numpy(self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
 
+    def fingerprints(self, slots: npt.NDArray[np.int64]) -> list[bytes]:
+        """Per slot, bytes equal for two documents exactly when their terms and counts are.
+
+        Texts that differ only in case, full-width forms or which punctuation marks end their
+        clauses ("...王芳。" / "...王芳！") index the same terms
+        (:func:`~homeagent_core.memory.lexical_terms.normalize`), so they share a fingerprint.
+        A slot that is not indexed gets ``b""``.
+        """
+        out = [b""] * len(slots)
+        order = np.argsort(slots, kind="stable")
+        cand = slots[order].astype(np.int64)
+        live = (cand > 0) & (cand < len(self._alive))
+        live[live] = self._alive[cand[live]]
+        at, cand = order[live], cand[live]
+        for which, terms, tfs, starts, lens in self._forward.lists(cand):
+            for i, a, n in zip(which.tolist(), starts.tolist(), lens.tolist(), strict=True):
+                out[int(at[i])] = (
+                    np.asarray(terms[a : a + n], dtype=np.uint32).tobytes() + np.asarray(tfs[a : a + n]).tobytes()
+                )
+        return out
+
     @property
     def forward_file_bytes(self) -> int:
         """Bytes of forward lists this index reads from its snapshot file per query (0: all in memory)."""
