@@ -160,7 +160,7 @@ def rank(
     k = min(top_k, table.count)
     if k <= 0:
         return []
-    size = max(2 * k, k + REPEAT_POOL)
+    size = 4 * k + REPEAT_POOL
     while True:
         pool = best_fused(total.copy(), table.alive, min(size, table.count), order, weights.neighbour, refine=refine)
         prints = lex.fingerprints(np.asarray([slot for slot, _ in pool], dtype=np.int64))

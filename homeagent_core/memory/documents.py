@@ -319,7 +319,9 @@ class DocumentStore(BaseDocumentStore):
             ranked = self._rank(text, top_k, qvec, collapsed)
             if not ranked:
                 return []
-            docs = self._sql.documents([s for s, _ in ranked] + [d for dups in collapsed.values() for d in dups])
+            docs = self._sql.documents([s for s, _ in ranked])
+            twins = [d for dups in collapsed.values() for d in dups]
+            twin_ids = self._sql.ids(twins) if twins else {}
             now = time.time()
             hits: list[DocHit] = []
             for slot, score in ranked:
@@ -329,7 +331,7 @@ class DocumentStore(BaseDocumentStore):
                 if touch:
                     doc.last_access, doc.access_count = now, doc.access_count + 1
                     self._dirty_access[slot] = (doc.last_access, doc.access_count)
-                hits.append(DocHit(doc, score, tuple(docs[d].id for d in collapsed.get(slot, ()) if d in docs)))
+                hits.append(DocHit(doc, score, tuple(twin_ids[d] for d in collapsed.get(slot, ()) if d in twin_ids)))
             return hits
 
     def _rank(

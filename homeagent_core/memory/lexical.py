@@ -56,7 +56,7 @@ from homeagent_core.memory.lexical_buckets import (
     query_terms,
     term_counts,
 )
-from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
+from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists, range_index
 from homeagent_core.memory.lexical_postings import fold_postings
 from homeagent_core.memory.lexical_scoring import accumulate, budget_order, rescore_compiled, rescore_numpy
 from homeagent_core.memory.lexical_snapshot import FileArray, SnapshotArrays, read_snapshot, take_ranges, write_snapshot
@@ -561,10 +561,12 @@ class LexicalIndex:
         live[live] = self._alive[cand[live]]
         at, cand = order[live], cand[live]
         for which, terms, tfs, starts, lens in self._forward.lists(cand):
-            for i, a, n in zip(which.tolist(), starts.tolist(), lens.tolist(), strict=True):
-                out[int(at[i])] = (
-                    np.asarray(terms[a : a + n], dtype=np.uint32).tobytes() + np.asarray(tfs[a : a + n]).tobytes()
-                )
+            idx = range_index(starts, lens)  # one gather and one copy to bytes per part, then slices
+            ids = np.asarray(terms).take(idx).astype(np.uint32).tobytes()
+            counts = np.asarray(tfs).take(idx).tobytes()
+            ends = np.cumsum(lens).tolist()
+            for i, a, b in zip(at[which].tolist(), [0, *ends[:-1]], ends, strict=True):
+                out[i] = ids[4 * a : 4 * b] + counts[a:b]
         return out
 
     @property
