@@ -95,7 +95,8 @@ class DocHit:
     ``duplicates``: ids of other documents with the same index terms (the same text up to
     case, full-width forms and which punctuation marks end its clauses) that the ranking
     collapsed into this place, oldest first: the copies among the documents the query ranked
-    (at least ``2·top_k`` or ``top_k + 16``), not necessarily every copy in the store.
+    (``4·top_k + 16`` or more), not necessarily every copy in the store. The PostgreSQL store
+    collapses copies alike but does not list them yet (its hits carry ``()``).
     """
 
     document: Document
