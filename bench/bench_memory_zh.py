@@ -16,8 +16,9 @@ its answer elsewhere in the haystack; they are dropped from every ranking before
 filtered protocol), for the store and the baselines alike, ranking deeper than ten so that ten
 places remain. The store collapses repeated messages into one place (``DocHit.duplicates``): a
 place stands for every message in it, so it counts for the evidence when any of them is (the
-baselines list every copy in a place of its own). Query latency is that of ``query(question,
-10)``.
+plain baselines list every copy in a place of its own; ``bm25-bigram-collapsed`` is bigram BM25
+with copies collapsed the same way, which tells what the collapsing alone is worth). Query
+latency is that of ``query(question, 10)``.
 
 Tiers: ``tfidf`` (no model, the default configuration) and ``minilm`` (all-MiniLM-L6-v2, an
 English-only model, fused the way the store fuses it: per query language).
@@ -112,20 +113,38 @@ class BM25:
         return sorted(scores, key=lambda i: (-scores[i], i))[:k]
 
 
-def kept_places(hits: list[DocHit], dia_of: dict[str, str], dropped: set[str], evidence: set[str]) -> list[str]:
-    """The store's first ten places after the dropped items leave them, one id per place.
+def first_places(places: list[list[str]], dropped: set[str], evidence: set[str]) -> list[str]:
+    """The first ten places of a ranking after the dropped items leave them, one id per place.
 
-    A place stands for its document and the identical ones collapsed into it
-    (``DocHit.duplicates``); the dropped ones leave it, and a place left empty goes. The id
-    kept for a place is one of its evidence items if it holds any (they are the same text).
+    A place lists its item and the copies collapsed into it; the dropped ones leave it, and a
+    place left empty goes. The id kept for a place is one of its evidence items if it holds
+    any (they are the same text).
     """
     out = []
-    for hit in hits:
-        ids = [dia_of[d] for d in (hit.document.id, *hit.duplicates) if d in dia_of]
-        ids = [d for d in ids if d not in dropped]
+    for place in places:
+        ids = [d for d in place if d not in dropped]
         if ids:
             out.append(next((d for d in ids if d in evidence), ids[0]))
     return out[:10]
+
+
+def store_places(hits: list[DocHit], dia_of: dict[str, str]) -> list[list[str]]:
+    """The store's places: each hit's document and the copies it lists (``DocHit.duplicates``)."""
+    return [[dia_of[d] for d in (hit.document.id, *hit.duplicates) if d in dia_of] for hit in hits]
+
+
+def collapsed_places(bm25: BM25, ranked: list[int], ids: list[str]) -> list[list[str]]:
+    """A baseline's ranking with copies (the same terms and counts) collapsed into the first's place."""
+    places: list[list[str]] = []
+    first: dict[frozenset[tuple[str, int]], int] = {}
+    for i in ranked:
+        key = frozenset(bm25.tf[i].items())
+        if key in first:
+            places[first[key]].append(ids[i])
+        else:
+            first[key] = len(places)
+            places.append([ids[i]])
+    return places
 
 
 async def run_conversation(
@@ -141,6 +160,7 @@ async def run_conversation(
         "bm25-jieba": BM25([t for _, t, _ in turns], jieba_terms),
     }
     rows: dict[str, list[dict[str, Any]]] = {"store": [], **{name: [] for name in baselines}}
+    rows["bm25-bigram-collapsed"] = []  # bigram BM25 with copies collapsed as the store collapses them
     rows["knowledge-tfidf"] = []  # the knowledge base's lexical leg (jieba words + bigrams, cosine tf-idf)
     rows["keyword-seeds"] = []  # graph recall's keyword seeds: does one occur in an evidence turn?
     knowledge = TfidfIndex()
@@ -161,9 +181,13 @@ async def run_conversation(
         latencies.append((time.perf_counter() - t0) * 1000)  # the query an agent asks: its ten best
         if dropped:  # ranked deeper, so that ten places remain once the dropped items leave
             hits = await store.query(qa["question"], deep, touch=False)
-        rows["store"].append({**base, "retrieved": kept_places(hits, dia_of, dropped, set(qa["evidence"]))})
+        evidence = set(qa["evidence"])
+        rows["store"].append({**base, "retrieved": first_places(store_places(hits, dia_of), dropped, evidence)})
         for name, bm25 in baselines.items():
             rows[name].append({**base, "retrieved": kept([turns[i][0] for i in bm25.top(qa["question"], deep)])})
+        ranked = baselines["bm25-bigram"].top(qa["question"], len(turns))
+        places = collapsed_places(baselines["bm25-bigram"], ranked, [t[0] for t in turns])
+        rows["bm25-bigram-collapsed"].append({**base, "retrieved": first_places(places, dropped, evidence)})
         rows["knowledge-tfidf"].append(
             {**base, "retrieved": kept([d for d, _ in knowledge.search(qa["question"], deep)])}
         )

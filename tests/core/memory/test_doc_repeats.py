@@ -108,3 +108,5 @@ async def test_the_bench_reads_the_converted_format_and_drops_equivalent_items(t
     assert rows["store"][0]["retrieved"][0] == "m7"
     assert "m0" not in rows["store"][0]["retrieved"]
     assert "m0" not in rows["bm25-bigram"][0]["retrieved"] and "m7" in rows["bm25-bigram"][0]["retrieved"]
+    # one place for both copies (m0 leaves it, m7 stays), then the other turn that names 张伟
+    assert rows["bm25-bigram-collapsed"][0]["retrieved"] == ["m7", "m8"]
