@@ -1,10 +1,16 @@
 """Fused ranking of the document store: dense + lexical scores, each normalised by its peak,
-then a share of conversation neighbours' scores.
+then a share of conversation neighbours' scores, with repeated texts collapsed into one place.
 
 Documents of the same source written within the neighbour window of each other are turns of
 one conversation, and the turn next to a strong match is often the answer ("What did you
 paint?" / "A sunset."), so each document borrows ``neighbour_weight`` of its neighbours' fused
 scores (:class:`~homeagent_core.memory.time_order.TimeOrder`).
+
+A memory often holds the same message several times (a fact restated, a reminder repeated);
+each copy scores the same, so without care they fill the places of the best ``k`` with one
+text. Documents whose indexed terms equal those of a better-ranked one are collapsed into its
+place (:func:`collapse_repeats`) and the next distinct documents move up; the caller learns
+which documents each place stands for.
 """
 
 from __future__ import annotations
@@ -95,8 +101,14 @@ def rank(
     dense: DenseRows,
     lex: LexicalIndex,
     order: TimeOrder,
+    collapsed: dict[int, list[int]] | None = None,
 ) -> list[tuple[int, float]]:
     """The ``top_k`` (slot, fused score) pairs for ``text`` (and its vector, when given), best first.
+
+    Documents with the same terms as a better-ranked one (the same text up to case, full-width
+    forms and which punctuation marks end its clauses) take no place of their own
+    (:func:`collapse_repeats`); ``collapsed``, when given, receives for each returned slot the
+    slots collapsed into it.
 
     In a store of :data:`PARALLEL_MIN` vectors or more, the dense leg runs on another thread
     while this one scores the lexical head (both mostly outside the GIL: SIMD scans, SQLite
@@ -145,7 +157,46 @@ def rank(
         if peak > 0:
             total[: len(lexical)] += (weights.lexical / peak) * lexical[:cap]
     refine = _exact_head(dense_added, dense, qvec, scale) if dense_added is not None and qvec is not None else None
-    return best_fused(total, table.alive, min(top_k, table.count), order, weights.neighbour, refine=refine)
+    k = min(top_k, table.count)
+    if k <= 0:
+        return []
+    size = 4 * k + REPEAT_POOL
+    while True:
+        pool = best_fused(total.copy(), table.alive, min(size, table.count), order, weights.neighbour, refine=refine)
+        prints = lex.fingerprints(np.asarray([slot for slot, _ in pool], dtype=np.int64))
+        kept, twins = collapse_repeats(pool, prints, k)
+        if len(kept) >= k or len(pool) < min(size, table.count) or size >= table.count:
+            break
+        size *= 4  # repeats filled the pool: look deeper
+    if collapsed is not None:
+        collapsed.update(twins)
+    return kept
+
+
+REPEAT_POOL = 16
+"""Documents beyond ``top_k`` a query ranks so that repeats collapsed out of the best ``top_k``
+leave their places to the next distinct documents."""
+
+
+def collapse_repeats(
+    pool: list[tuple[int, float]], prints: list[bytes], k: int
+) -> tuple[list[tuple[int, float]], dict[int, list[int]]]:
+    """The first ``k`` entries of ``pool`` (best first) whose fingerprint (``prints``, one per
+    entry) is new, and for each of them the slots of the later entries that repeat it.
+
+    An entry without a fingerprint (``b""``: not in the lexical index) is never a repeat.
+    """
+    first: dict[bytes, int] = {}
+    kept: list[tuple[int, float]] = []
+    twins: dict[int, list[int]] = {}
+    for (slot, score), fp in zip(pool, prints, strict=True):
+        if fp and fp in first:
+            twins.setdefault(first[fp], []).append(slot)
+        elif len(kept) < k:
+            kept.append((slot, score))
+            if fp:
+                first[fp] = slot
+    return kept, {slot: sorted(twins[slot]) for slot, _ in kept if slot in twins}
 
 
 Refine = Callable[["npt.NDArray[np.float32]", "npt.NDArray[np.int64]"], None]

@@ -96,6 +96,10 @@ class DocumentRecords(Protocol):
 
     def documents(self, slots: Sequence[int]) -> dict[int, Document]: ...
 
+    def ids(self, slots: Sequence[int]) -> dict[int, str]:
+        """The document id of each of ``slots`` that is stored."""
+        ...
+
     def insert(
         self, docs: Sequence[Document], vectors: Sequence[bytes | None], fingerprint: str,
         terms: Sequence[tuple[bytes, int]],
@@ -244,6 +248,10 @@ class SqliteRecords:
             r[0]: document_from_row(r[1:])
             for r in self.db.execute(f"SELECT slot, {_COLUMNS} FROM documents WHERE slot IN ({marks})", list(slots))
         }
+
+    def ids(self, slots: Sequence[int]) -> dict[int, str]:
+        marks = ",".join("?" * len(slots))
+        return dict(self.db.execute(f"SELECT slot, id FROM documents WHERE slot IN ({marks})", list(slots)))
 
     def insert(
         self, docs: Sequence[Document], vectors: Sequence[bytes | None], fingerprint: str,

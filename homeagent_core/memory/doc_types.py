@@ -90,10 +90,18 @@ def document_from_row(row: Sequence[Any]) -> Document:
 
 @dataclass(slots=True, frozen=True)
 class DocHit:
-    """A search result: the document and its fused score (0..1 + neighbour share)."""
+    """A search result: the document and its fused score (0..1 + neighbour share).
+
+    ``duplicates``: ids of other documents with the same index terms (the same text up to
+    case, full-width forms and which punctuation marks end its clauses) that the ranking
+    collapsed into this place, oldest first: the copies among the documents the query ranked
+    (``4·top_k + 16`` or more), not necessarily every copy in the store. The PostgreSQL store
+    collapses copies alike but does not list them yet (its hits carry ``()``).
+    """
 
     document: Document
     score: float
+    duplicates: tuple[str, ...] = ()
 
 
 def format_related(hits: Sequence[DocHit], *, max_chars: int = 300) -> str:

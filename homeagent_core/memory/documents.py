@@ -315,10 +315,13 @@ class DocumentStore(BaseDocumentStore):
         with self._lock:
             self._check_open()
             self._adopt_vectors()
-            ranked = self._rank(text, top_k, qvec)
+            collapsed: dict[int, list[int]] = {}
+            ranked = self._rank(text, top_k, qvec, collapsed)
             if not ranked:
                 return []
             docs = self._sql.documents([s for s, _ in ranked])
+            twins = [d for dups in collapsed.values() for d in dups]
+            twin_ids = self._sql.ids(twins) if twins else {}
             now = time.time()
             hits: list[DocHit] = []
             for slot, score in ranked:
@@ -328,16 +331,20 @@ class DocumentStore(BaseDocumentStore):
                 if touch:
                     doc.last_access, doc.access_count = now, doc.access_count + 1
                     self._dirty_access[slot] = (doc.last_access, doc.access_count)
-                hits.append(DocHit(doc, score))
+                hits.append(DocHit(doc, score, tuple(twin_ids[d] for d in collapsed.get(slot, ()) if d in twin_ids)))
             return hits
 
     def _rank(
-        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None
+        self,
+        text: str,
+        top_k: int,
+        qvec: npt.NDArray[np.float32] | None,
+        collapsed: dict[int, list[int]] | None = None,
     ) -> list[tuple[int, float]]:
         weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
         return doc_ranking.rank(
             text, top_k, qvec, weights=weights, table=self._table, dense=self._dense, lex=self._lex,
-            order=self._time,
+            order=self._time, collapsed=collapsed,
         )
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:

@@ -56,7 +56,7 @@ from homeagent_core.memory.lexical_buckets import (
     query_terms,
     term_counts,
 )
-from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists
+from homeagent_core.memory.lexical_forward import TF_MAX, ForwardLists, range_index
 from homeagent_core.memory.lexical_postings import fold_postings
 from homeagent_core.memory.lexical_scoring import accumulate, budget_order, rescore_compiled, rescore_numpy
 from homeagent_core.memory.lexical_snapshot import FileArray, SnapshotArrays, read_snapshot, take_ranges, write_snapshot
@@ -545,6 +545,29 @@ class LexicalIndex:
             rescore_compiled(kernel, self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
         else:
             rescore_numpy(self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
+
+    def fingerprints(self, slots: npt.NDArray[np.int64]) -> list[bytes]:
+        """Per slot, bytes equal for two documents exactly when their terms and counts are.
+
+        Texts that differ only in case, full-width forms or which punctuation marks end their
+        clauses ("...王芳。" / "...王芳！") index the same terms
+        (:func:`~homeagent_core.memory.lexical_terms.normalize`), so they share a fingerprint.
+        A slot that is not indexed gets ``b""``.
+        """
+        out = [b""] * len(slots)
+        order = np.argsort(slots, kind="stable")
+        cand = slots[order].astype(np.int64)
+        live = (cand > 0) & (cand < len(self._alive))
+        live[live] = self._alive[cand[live]]
+        at, cand = order[live], cand[live]
+        for which, terms, tfs, starts, lens in self._forward.lists(cand):
+            idx = range_index(starts, lens)  # one gather and one copy to bytes per part, then slices
+            ids = np.asarray(terms).take(idx).astype(np.uint32).tobytes()
+            counts = np.asarray(tfs).take(idx).tobytes()
+            ends = np.cumsum(lens).tolist()
+            for i, a, b in zip(at[which].tolist(), [0, *ends[:-1]], ends, strict=True):
+                out[i] = ids[4 * a : 4 * b] + counts[a:b]
+        return out
 
     @property
     def forward_file_bytes(self) -> int:
