@@ -9,6 +9,7 @@ import typer
 from homeagent_core.cli import (
     adapters_cmd,
     agents_cmd,
+    backup_cmd,
     chat,
     config_cmd,
     doctor,
@@ -63,6 +64,7 @@ app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
+app.add_typer(backup_cmd.app, name="backup")
 
 
 def _add_plugin_commands() -> None:

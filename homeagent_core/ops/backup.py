@@ -1,0 +1,695 @@
+"""Backup and restore of a data directory, online and consistent (``homeagent backup``).
+
+What goes in: every file of the data directory except sockets, lock files, SQLite's ``-wal``,
+``-shm`` and ``-journal`` files, temporary files, ``__pycache__``/cache folders and the
+``backups/`` folder itself. Every SQLite database, wherever it lies (``config.db``,
+``memory/*.db``, ``plugin_data/<name>/*.db``, ...; found by its header, not its name), is copied
+with SQLite's online backup API, never as a file. The databases in WAL mode are pinned first:
+one read transaction on each, opened one after the other in a tight loop, so they are all
+copied as of that moment while the daemon keeps writing. Caches derived from a database (files
+named ``<db>.<suffix>`` beside it, such as the lexical snapshot) are copied *before* the pin,
+so they are never newer than their database — the same state a crash leaves, which the stores
+already handle. Other files are read after the pin: a blob a pinned row names was written
+before the row, so it is there; an append-only log (``*.jsonl``, ``*.log``) is cut at its size
+at the pin and at its last complete line, so no half-written record goes in.
+
+The archive is a tar stream: ``HOMEAGENT-BACKUP.json`` first (format, time, version), the data
+under ``data/``, ``MANIFEST.json`` last (the format, the stores with their row counts per
+table, and the size and SHA-256 of every member). With a passphrase it is sealed as a stream
+(:mod:`homeagent_core.ops.sealed`). It is written under a hidden temporary name in the target
+folder, fsynced, and renamed to its final name only when complete, so an interrupted backup
+(``kill -9``, a full disk) never leaves a file that :func:`list_backups` shows.
+
+Restore reads the archive once, checks every hash against the manifest and opens every
+database (``PRAGMA quick_check`` and the row counts) inside a staging folder next to the
+target; only when all of it passed is the staging folder renamed into place. A non-empty
+target is refused unless ``force``, which moves it aside to ``<target>.before-restore-<time>``.
+PostgreSQL-backed memory stores (``core.memory.store`` set to a URL) are not included yet: a
+backup of such a directory is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from homeagent_core.ops.sealed import MAGIC, SealedReader, SealedWriter, read_public_header
+from homeagent_sdk._version import __version__
+from homeagent_sdk.errors import HomeAgentError
+
+__all__ = [
+    "FORMAT",
+    "BackupError",
+    "BackupInfo",
+    "RestoreResult",
+    "backup_folder",
+    "create_backup",
+    "list_backups",
+    "prune_backups",
+    "restore_backup",
+    "verify_backup",
+]
+
+#: The archive format this version writes and the newest it reads.
+FORMAT = 1
+HEADER = "HOMEAGENT-BACKUP.json"
+MANIFEST = "MANIFEST.json"
+DATA = "data/"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SKIP_DIRS = {"__pycache__", ".cache", "cache", "caches"}
+_SKIP_NAME = re.compile(r"(-wal|-shm|-journal|\.lock|\.sock|\.pid|\.tmp\d*|\.partial-\d+|\.restoring-\d+)$")
+_LOG_SUFFIXES = (".jsonl", ".log")
+_NAME = re.compile(r"^homeagent-(\d{8}T\d{6}Z)(?:-\d+)?\.tar(\.enc)?$")
+_COPY = 1 << 20
+
+
+class BackupError(HomeAgentError):
+    """A backup could not be made, read, checked or restored; the message says why and what to do."""
+
+
+@dataclass
+class BackupInfo:
+    """One archive in a backup folder, as :func:`list_backups` sees it without a passphrase."""
+
+    path: Path
+    size: int
+    created: str
+    encrypted: bool
+    format: int | None
+    homeagent: str
+    status: str  # "complete" | "damaged: <reason>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "name": self.path.name,
+            "size": self.size,
+            "created": self.created,
+            "encrypted": self.encrypted,
+            "format": self.format,
+            "homeagent": self.homeagent,
+            "status": self.status,
+        }
+
+
+@dataclass
+class RestoreResult:
+    target: Path
+    aside: Path | None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def backup_folder(data: Path) -> Path:
+    """Where backups of ``data`` go unless told otherwise: ``<data>/backups``."""
+    return data / "backups"
+
+
+# ---------------------------------------------------------------------------------- scanning
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _walk(data: Path) -> Iterator[Path]:
+    """Every regular file of the data directory that belongs in a backup, in a stable order."""
+    for root, dirs, files in os.walk(data):
+        here = Path(root)
+        keep = []
+        for name in sorted(dirs):
+            path = here / name
+            if name in _SKIP_DIRS or (here == data and name == "backups") or path.is_symlink():
+                continue
+            keep.append(name)
+        dirs[:] = keep
+        for name in sorted(files):
+            path = here / name
+            if _SKIP_NAME.search(name) or path.is_symlink() or not path.is_file():
+                continue
+            yield path
+
+
+def _derived(path: Path, databases: set[Path]) -> bool:
+    """``<db>.<suffix>`` beside a database: a cache the store rebuilds or checks on open."""
+    return any(path.name.startswith(db.name + ".") and path.parent == db.parent for db in databases)
+
+
+def _postgres_in_use(data: Path) -> str | None:
+    config = data / "config.db"
+    if not config.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{config}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT value FROM config WHERE key = 'core.memory.store'").fetchone()
+    except sqlite3.Error:
+        return None
+    value = str(row[0]) if row else ""
+    return value if value.startswith(("postgresql://", "postgres://")) else None
+
+
+# ---------------------------------------------------------------------------------- writing
+
+
+class _Hashing(io.RawIOBase):
+    """Reads exactly ``size`` bytes of ``src`` and hashes them on the way."""
+
+    def __init__(self, src: IO[bytes], size: int) -> None:
+        self.src, self.left, self.sha = src, size, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.src.read(n)
+        self.left -= len(data)
+        self.sha.update(data)
+        return data
+
+
+def _complete_prefix(path: Path, size: int) -> int:
+    """The length of ``path``'s first ``size`` bytes up to and including their last newline."""
+    with path.open("rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            at = block.rfind(b"\n")
+            if at >= 0:
+                return start + at + 1
+            end = start
+    return 0
+
+
+class _Writer:
+    def __init__(self, tar: tarfile.TarFile) -> None:
+        self.tar = tar
+        self.members: dict[str, dict[str, Any]] = {}
+
+    def add_bytes(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
+        self.tar.addfile(info, io.BytesIO(data))
+
+    def add_file(self, rel: str, path: Path, kind: str, size: int | None = None) -> None:
+        with path.open("rb") as f:
+            stat = os.fstat(f.fileno())
+            length = stat.st_size if size is None else size
+            info = tarfile.TarInfo(DATA + rel)
+            info.size, info.mtime, info.mode = length, int(stat.st_mtime), stat.st_mode & 0o777
+            reader = _Hashing(f, length)
+            try:
+                self.tar.addfile(info, reader)
+            except tarfile.ReadError as exc:
+                raise BackupError(f"{path} shrank while it was copied ({exc}); run the backup again") from None
+        self.members[rel] = {"sha256": reader.sha.hexdigest(), "size": length, "kind": kind}
+
+
+def _table_counts(path: Path) -> dict[str, int]:
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        tables = [
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                "AND COALESCE(sql, '') NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+            )
+        ]
+        return {t: int(db.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t in tables}
+
+
+def _open_source(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+    db.execute("PRAGMA busy_timeout = 30000")
+    return db
+
+
+def _pin(path: Path) -> sqlite3.Connection | None:
+    """A read transaction on a WAL database, holding its current state until released."""
+    db = _open_source(path)
+    if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        db.close()
+        return None
+    db.execute("BEGIN")
+    db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return db
+
+
+def _space_message(exc: OSError, where: Path) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return (
+            f"no room to write the backup in {where} ({exc.strerror}); free some space or choose "
+            "another place with --out; no archive was left behind"
+        )
+    return f"the backup could not be written to {where}: {exc}; no archive was left behind"
+
+
+def _final_name(folder: Path, encrypted: bool, now: datetime) -> Path:
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    suffix = ".tar.enc" if encrypted else ".tar"
+    path, n = folder / f"homeagent-{stamp}{suffix}", 1
+    while path.exists():
+        path, n = folder / f"homeagent-{stamp}-{n}{suffix}", n + 1
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    """Delete the temporary files of backups whose process is gone (a ``kill -9`` mid-backup)."""
+    for path in folder.glob(".homeagent-*.partial-*"):
+        pid = int(path.name.rsplit("-", 1)[1]) if path.name.rsplit("-", 1)[1].isdigit() else 0
+        try:
+            os.kill(pid, 0)
+            alive = pid > 0
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            alive = True
+        if not alive:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def create_backup(
+    data: Path, out: Path | None = None, *, passphrase: str | None = None, now: datetime | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Write one archive of ``data``; returns its path and manifest.
+
+    ``out`` is a file path or an existing folder (default :func:`backup_folder`).
+
+    Raises:
+        BackupError: ``data`` is not a data directory, its memory lives in PostgreSQL, or the
+            archive could not be written (then nothing is left at ``out``).
+    """
+    data = data.expanduser().resolve()
+    if not data.is_dir():
+        raise BackupError(f"{data} is not a directory; pass the data directory with --data")
+    url = _postgres_in_use(data)
+    if url is not None:
+        raise BackupError(
+            "this data directory keeps its memory in PostgreSQL (core.memory.store); PostgreSQL-backed "
+            "stores are not yet included in backups: dump that database with pg_dump, or switch to sqlite"
+        )
+    now = now or datetime.now(UTC)
+    if out is None:
+        folder = backup_folder(data)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        final = _final_name(folder, passphrase is not None, now)
+    elif out.is_dir():
+        final = _final_name(out, passphrase is not None, now)
+    else:
+        final = out
+    folder = final.parent
+    if not folder.is_dir():
+        raise BackupError(f"the folder {folder} for the backup does not exist; create it or pick another --out")
+    _remove_stale_partials(folder)
+    partial = folder / f".{final.name}.partial-{os.getpid()}"
+    stage = Path(tempfile.mkdtemp(prefix=".backup-stage-", dir=folder))
+    header = {"format": FORMAT, "homeagent": __version__, "created": now.isoformat(timespec="seconds")}
+    try:
+        with partial.open("xb") as raw:
+            os.chmod(partial, 0o600)
+            sealed = SealedWriter(raw, passphrase, header) if passphrase is not None else None
+            sink: Any = sealed if sealed is not None else raw
+            with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                manifest = _write_members(data, tar, stage, header)
+            if sealed is not None:
+                sealed.finish()
+            raw.flush()
+            os.fsync(raw.fileno())
+        partial.replace(final)
+        _fsync_dir(folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise BackupError(_space_message(exc, folder)) from None
+    except sqlite3.Error as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise BackupError(f"a database of {data} could not be read for the backup: {exc}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return final, manifest
+
+
+def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[str, Any]) -> dict[str, Any]:
+    writer = _Writer(tar)
+    writer.add_bytes(HEADER, json.dumps(header, indent=2).encode())
+    first = list(_walk(data))
+    databases = {p for p in first if _is_sqlite(p)}
+    for path in first:  # caches derived from a database: never newer than it
+        if path not in databases and _derived(path, databases):
+            writer.add_file(path.relative_to(data).as_posix(), path, "derived")
+    pins: dict[Path, sqlite3.Connection] = {}
+    try:
+        for path in sorted(databases):
+            pin = _pin(path)
+            if pin is not None:
+                pins[path] = pin
+        after = list(_walk(data))
+        logs = {p: p.stat().st_size for p in after if p.name.endswith(_LOG_SUFFIXES)}
+        stores: dict[str, Any] = {}
+        written = set(writer.members)
+        late = {
+            p for p in after if p not in databases and p.relative_to(data).as_posix() not in written and _is_sqlite(p)
+        }
+        for path in sorted(databases | late):
+            if not path.exists():
+                continue
+            rel = path.relative_to(data).as_posix()
+            copy = stage / "copy.db"
+            source = pins.pop(path, None)
+            try:
+                source = source or _open_source(path)
+                with contextlib.closing(sqlite3.connect(str(copy))) as target:
+                    source.backup(target)
+            finally:
+                if source is not None:
+                    source.close()
+            stores[rel] = {"kind": "sqlite", "tables": _table_counts(copy)}
+            writer.add_file(rel, copy, "sqlite")
+            copy.unlink()
+        for path in after:
+            rel = path.relative_to(data).as_posix()
+            if rel in writer.members or not path.exists():
+                continue
+            if path in logs:
+                writer.add_file(rel, path, "log", _complete_prefix(path, logs[path]))
+            else:
+                writer.add_file(rel, path, "file")
+    finally:
+        for pin in pins.values():
+            pin.close()
+    counts = {
+        "sqlite": len(stores),
+        "files": sum(1 for m in writer.members.values() if m["kind"] != "sqlite"),
+        "bytes": sum(m["size"] for m in writer.members.values()),
+    }
+    manifest = {**header, "stores": stores, "counts": counts, "members": writer.members}
+    writer.add_bytes(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False).encode())
+    return manifest
+
+
+# ---------------------------------------------------------------------------------- reading
+
+
+@contextlib.contextmanager
+def _open_archive(path: Path, passphrase: str | None) -> Iterator[tarfile.TarFile]:
+    if not path.is_file():
+        raise BackupError(f"{path} does not exist or is not a file")
+    with path.open("rb") as raw:
+        encrypted = raw.read(len(MAGIC)) == MAGIC
+        raw.seek(0)
+        if encrypted and passphrase is None:
+            raise BackupError(f"{path} is encrypted; give its passphrase with --passphrase-env VAR")
+        source: Any = SealedReader(raw, passphrase, str(path)) if encrypted and passphrase is not None else raw
+        try:
+            with tarfile.open(fileobj=source, mode="r|") as tar:
+                yield tar
+        except tarfile.TarError as exc:
+            raise BackupError(f"{path} is not a readable backup archive (truncated or damaged: {exc})") from None
+
+
+def _safe_rel(name: str, archive: Path) -> str:
+    rel = PurePosixPath(name[len(DATA) :])
+    if rel.is_absolute() or not rel.parts or ".." in rel.parts:
+        raise BackupError(f"{archive} holds a member with an unsafe path {name!r}; it was not made by HomeAgent")
+    return rel.as_posix()
+
+
+def _check_database(path: Path, rel: str, expected: dict[str, Any] | None, archive: Path) -> None:
+    try:
+        with contextlib.closing(sqlite3.connect(str(path))) as db:
+            result = db.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise BackupError(f"{rel} in {archive} does not open as a database: {exc}") from None
+    if result != "ok":
+        raise BackupError(f"{rel} in {archive} fails SQLite's check: {result}")
+    if expected is not None and _table_counts(path) != expected.get("tables"):
+        raise BackupError(f"{rel} in {archive} does not hold the rows its manifest counts")
+
+
+def _read(archive: Path, passphrase: str | None, dest: Path | None) -> dict[str, Any]:
+    """Read ``archive`` once, checking everything; write the data under ``dest`` when given."""
+    seen: dict[str, dict[str, Any]] = {}
+    header: dict[str, Any] | None = None
+    manifest: dict[str, Any] | None = None
+    databases: list[tuple[str, Path]] = []
+    scratch = Path(tempfile.mkdtemp(prefix="homeagent-verify-")) if dest is None else None
+    try:
+        with _open_archive(archive, passphrase) as tar:
+            for member in tar:
+                if member.name in (HEADER, MANIFEST):
+                    blob = tar.extractfile(member)
+                    parsed = json.loads(blob.read()) if blob is not None else None
+                    if not isinstance(parsed, dict):
+                        raise BackupError(f"{archive}: {member.name} is not a JSON object")
+                    if member.name == HEADER:
+                        header = parsed
+                        _check_format(header, archive)
+                    else:
+                        manifest = parsed
+                    continue
+                if header is None:
+                    raise BackupError(f"{archive} does not start with {HEADER}; it is not a HomeAgent backup")
+                if not member.name.startswith(DATA) or not member.isfile():
+                    raise BackupError(f"{archive} holds an unexpected member {member.name!r}")
+                rel = _safe_rel(member.name, archive)
+                src = tar.extractfile(member)
+                assert src is not None
+                sqlite_member = False
+                target: Path | None
+                if dest is not None:
+                    target = dest / rel
+                elif scratch is not None:
+                    target = scratch / f"{len(databases)}.db"
+                else:  # pragma: no cover - one of them is set
+                    target = None
+                sha, size, sqlite_member = _copy_member(src, target, keep=dest is not None)
+                seen[rel] = {"sha256": sha, "size": size}
+                if sqlite_member and target is not None:
+                    if dest is not None:
+                        os.chmod(target, member.mode & 0o777 or 0o600)
+                    databases.append((rel, target))
+                elif dest is not None and target is not None:
+                    os.chmod(target, member.mode & 0o777 or 0o600)
+        if manifest is None:
+            raise BackupError(f"{archive} has no {MANIFEST}; it is truncated or incomplete")
+        _compare(manifest, seen, archive)
+        for rel, path in databases:
+            _check_database(path, rel, manifest.get("stores", {}).get(rel), archive)
+        return manifest
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BackupError(f"{archive} is damaged ({exc})") from None
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _copy_member(src: IO[bytes], target: Path | None, *, keep: bool) -> tuple[str, int, bool]:
+    """Hash a member; write it to ``target`` (always for databases, for every file when ``keep``)."""
+    sha, size = hashlib.sha256(), 0
+    first = src.read(_COPY)
+    is_db = first.startswith(_SQLITE_MAGIC)
+    out: IO[bytes] | None = None
+    if target is not None and (keep or is_db):
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        out = target.open("wb")
+    try:
+        chunk = first
+        while chunk:
+            sha.update(chunk)
+            size += len(chunk)
+            if out is not None:
+                out.write(chunk)
+            chunk = src.read(_COPY)
+        if out is not None:
+            out.flush()
+            os.fsync(out.fileno())
+    finally:
+        if out is not None:
+            out.close()
+    return sha.hexdigest(), size, is_db and out is not None
+
+
+def _check_format(header: dict[str, Any], archive: Path) -> None:
+    fmt = header.get("format")
+    if not isinstance(fmt, int):
+        raise BackupError(f"{archive} does not say which format it is in; it is not a HomeAgent backup")
+    if fmt > FORMAT:
+        raise BackupError(
+            f"{archive} was made by HomeAgent {header.get('homeagent', '?')} in backup format {fmt}; this "
+            f"HomeAgent ({__version__}) reads format {FORMAT} and older: upgrade HomeAgent to restore it"
+        )
+
+
+def _compare(manifest: dict[str, Any], seen: dict[str, dict[str, Any]], archive: Path) -> None:
+    _check_format(manifest, archive)
+    listed = manifest.get("members")
+    if not isinstance(listed, dict):
+        raise BackupError(f"{archive}: its manifest lists no members; it is damaged")
+    missing = sorted(set(listed) - set(seen))
+    extra = sorted(set(seen) - set(listed))
+    if missing or extra:
+        raise BackupError(f"{archive} does not match its manifest: missing {missing[:5]}, unlisted {extra[:5]}")
+    for rel, facts in listed.items():
+        if facts.get("sha256") != seen[rel]["sha256"] or facts.get("size") != seen[rel]["size"]:
+            raise BackupError(f"{archive}: {rel} does not match its SHA-256 in the manifest (damaged or altered)")
+
+
+def verify_backup(archive: Path, *, passphrase: str | None = None) -> dict[str, Any]:
+    """Re-check every member's hash and open every database of ``archive``; returns its manifest.
+
+    Raises:
+        BackupError: the archive is truncated, damaged, altered, from a newer version, or
+            encrypted and no passphrase was given.
+        WrongPassphrase: the passphrase does not open it.
+    """
+    return _read(archive, passphrase, None)
+
+
+def restore_backup(archive: Path, target: Path, *, passphrase: str | None = None, force: bool = False) -> RestoreResult:
+    """Restore ``archive`` into ``target`` (absent or empty; with ``force`` the old one is kept aside).
+
+    Nothing is changed at ``target`` unless the whole archive checked out.
+
+    Raises:
+        BackupError: as :func:`verify_backup`, or ``target`` is not empty (without ``force``),
+            or it is the data directory of the daemon running now.
+    """
+    from homeagent_core.datadir import running_data_dir
+
+    target = target.expanduser().absolute()
+    if target.exists() and not target.is_dir():
+        raise BackupError(f"{target} exists and is not a directory; pick a new directory with --data")
+    running = running_data_dir()
+    if running is not None and target.exists() and running.resolve() == target.resolve():
+        raise BackupError(f"{target} is the data directory of the running daemon; stop it (or restore elsewhere)")
+    occupied = target.is_dir() and any(target.iterdir())
+    if occupied and not force:
+        raise BackupError(
+            f"{target} is not empty; restore into a new or empty directory, or pass --force to move "
+            f"the current one aside to {target.name}.before-restore-<time> and restore in its place"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.restoring-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o700)
+    aside: Path | None = None
+    try:
+        manifest = _read(archive, passphrase, staging)
+        if occupied:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            aside = target.parent / f"{target.name}.before-restore-{stamp}"
+            target.rename(aside)
+        elif target.is_dir():
+            target.rmdir()
+        staging.rename(target)
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        raise BackupError(f"the restore into {target} failed: {exc}; {target} was left as it was") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return RestoreResult(target, aside, manifest)
+
+
+# ---------------------------------------------------------------------------------- listing
+
+
+def _info(path: Path) -> BackupInfo:
+    size = path.stat().st_size
+    encrypted, header, status = False, {}, "complete"
+    try:
+        with path.open("rb") as raw:
+            encrypted = raw.read(len(MAGIC)) == MAGIC
+            raw.seek(0)
+            if encrypted:
+                header = read_public_header(raw, str(path))
+            else:
+                with tarfile.open(fileobj=raw, mode="r|") as tar:
+                    first = tar.next()
+                    blob = tar.extractfile(first) if first is not None and first.name == HEADER else None
+                    if blob is None:
+                        raise BackupError(f"it does not start with {HEADER}")
+                    header = json.loads(blob.read())
+    except (HomeAgentError, OSError, tarfile.TarError, ValueError) as exc:
+        status = f"damaged: {exc}"
+    fmt = header.get("format") if isinstance(header, dict) else None
+    return BackupInfo(
+        path,
+        size,
+        str(header.get("created", "")),
+        encrypted,
+        fmt if isinstance(fmt, int) else None,
+        str(header.get("homeagent", "")),
+        status,
+    )
+
+
+def list_backups(folder: Path) -> list[BackupInfo]:
+    """The complete archives in ``folder``, newest first (interrupted ones never have such a name)."""
+    if not folder.is_dir():
+        return []
+    paths = [p for p in folder.iterdir() if _NAME.match(p.name) and p.is_file()]
+    return sorted((_info(p) for p in paths), key=lambda i: i.path.name, reverse=True)
+
+
+def _created(path: Path) -> datetime | None:
+    match = _NAME.match(path.name)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+
+
+def prune_backups(folder: Path, *, keep_daily: int = 7, keep_weekly: int = 4) -> list[Path]:
+    """Delete archives beyond the newest of each of the last ``keep_daily`` days that have one and
+    of each of the ``keep_weekly`` ISO weeks before those; returns what was deleted."""
+    dated = sorted(((c, p) for p in folder.glob("homeagent-*.tar*") if (c := _created(p)) is not None), reverse=True)
+    daily: dict[str, Path] = {}
+    for created, path in dated:
+        day = created.strftime("%Y-%m-%d")
+        if day not in daily and len(daily) < keep_daily:
+            daily[day] = path
+    first_day = min(daily) if daily else "9999-99-99"
+    weekly: dict[tuple[int, int], Path] = {}
+    for created, path in dated:
+        week = (created.isocalendar()[0], created.isocalendar()[1])
+        if created.strftime("%Y-%m-%d") < first_day and week not in weekly and len(weekly) < keep_weekly:
+            weekly[week] = path
+    keep = set(daily.values()) | set(weekly.values())
+    removed = []
+    for _, path in dated:
+        if path not in keep:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
