@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from homeagent_core.ops.errors import BackupError, WrongPassphrase
 from homeagent_core.ops.sealed import MAGIC, SealedReader, SealedWriter, read_public_header
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
@@ -57,6 +58,7 @@ __all__ = [
     "BackupError",
     "BackupInfo",
     "RestoreResult",
+    "WrongPassphrase",
     "backup_folder",
     "create_backup",
     "list_backups",
@@ -76,10 +78,6 @@ _SKIP_NAME = re.compile(r"(-wal|-shm|-journal|\.lock|\.sock|\.pid|\.tmp\d*|\.par
 _LOG_SUFFIXES = (".jsonl", ".log")
 _NAME = re.compile(r"^homeagent-(\d{8}T\d{6}Z)(?:-\d+)?\.tar(\.enc)?$")
 _COPY = 1 << 20
-
-
-class BackupError(HomeAgentError):
-    """A backup could not be made, read, checked or restored; the message says why and what to do."""
 
 
 @dataclass

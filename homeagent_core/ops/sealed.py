@@ -19,9 +19,9 @@ import os
 import struct
 from typing import IO, Any
 
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_core.ops.errors import BackupError, WrongPassphrase
 
-__all__ = ["MAGIC", "SealedReader", "SealedWriter", "WrongPassphrase", "read_public_header"]
+__all__ = ["MAGIC", "SealedError", "SealedReader", "SealedWriter", "WrongPassphrase", "read_public_header"]
 
 MAGIC = b"HABKENC1"
 CHUNK = 1 << 20
@@ -29,11 +29,7 @@ _SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
 _MAX_HEADER = 64 * 1024
 
 
-class WrongPassphrase(HomeAgentError):
-    """The passphrase does not open this archive."""
-
-
-class SealedError(HomeAgentError):
+class SealedError(BackupError):
     """An encrypted archive is damaged, truncated or was altered."""
 
 
