@@ -135,7 +135,8 @@ def _walk(data: Path) -> Iterator[Path]:
         keep = []
         for name in sorted(dirs):
             path = here / name
-            if name in _SKIP_DIRS or (here == data and name == "backups") or path.is_symlink():
+            skip = name in _SKIP_DIRS or name.startswith(".backup-stage-") or (here == data and name == "backups")
+            if skip or path.is_symlink():
                 continue
             keep.append(name)
         dirs[:] = keep
@@ -210,7 +211,11 @@ class _Writer:
         self.tar.addfile(info, io.BytesIO(data))
 
     def add_file(self, rel: str, path: Path, kind: str, size: int | None = None) -> None:
-        with path.open("rb") as f:
+        try:
+            f = path.open("rb")
+        except FileNotFoundError:  # removed since the scan (a temporary file, a replaced cache)
+            return
+        with f:
             stat = os.fstat(f.fileno())
             length = stat.st_size if size is None else size
             info = tarfile.TarInfo(DATA + rel)
@@ -323,6 +328,8 @@ def create_backup(
         final = _final_name(out, passphrase is not None, now)
     else:
         final = out
+        if final.exists():
+            raise BackupError(f"{final} already exists; choose another file name or a folder with --out")
     folder = final.parent
     if not folder.is_dir():
         raise BackupError(f"the folder {folder} for the backup does not exist; create it or pick another --out")
@@ -640,7 +647,16 @@ def _info(path: Path) -> BackupInfo:
                     if blob is None:
                         raise BackupError(f"it does not start with {HEADER}")
                     header = json.loads(blob.read())
-    except (HomeAgentError, OSError, tarfile.TarError, ValueError) as exc:
+                raw.seek(0)
+                last: tarfile.TarInfo | None = None
+                with tarfile.open(fileobj=raw, mode="r:") as index:  # headers only: seeks over the data
+                    for member in index:
+                        last = member
+                if last is None or last.name != MANIFEST or last.offset_data + last.size > size:
+                    raise BackupError(f"it does not end with its {MANIFEST} (truncated?)")
+    except tarfile.TarError as exc:
+        status = f"damaged: not a complete tar archive ({exc}; truncated?)"
+    except (HomeAgentError, OSError, ValueError) as exc:
         status = f"damaged: {exc}"
     fmt = header.get("format") if isinstance(header, dict) else None
     return BackupInfo(

@@ -328,3 +328,19 @@ def test_retention_keeps_the_newest_of_seven_days_and_four_weeks_before_them(tmp
     weeks = {datetime.strptime(n[10:26], "%Y%m%dT%H%M%SZ").isocalendar()[:2] for n in kept[7:]}
     assert len(weeks) == 4
     assert (tmp_path / "notes.txt").exists()
+
+
+async def test_list_marks_a_cut_archive_damaged_and_create_never_overwrites_one(tmp_path: Path):
+    data = await filled(tmp_path)
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    archive, _ = create_backup(data, folder)
+    raw = archive.read_bytes()
+    cut = folder / "homeagent-20200101T000000Z.tar"
+    cut.write_bytes(raw[: len(raw) // 2])
+    listed = {i.path.name: i.status for i in list_backups(folder)}
+    assert listed[archive.name] == "complete"
+    assert listed[cut.name].startswith("damaged: ") and "truncated?" in listed[cut.name]
+    with pytest.raises(BackupError, match="already exists"):
+        create_backup(data, archive)
+    assert archive.read_bytes() == raw
