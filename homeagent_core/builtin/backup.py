@@ -9,6 +9,11 @@ archives beyond the newest of ``keep_daily`` days and ``keep_weekly`` weeks befo
 deleted. The backup runs on a worker thread; the outcome of the last run is kept in
 ``<data>/plugin_data/backup/status.json`` (:func:`read_status`) and answered by the
 ``backup_status`` tool.
+
+With the web UI running, the same is reachable over HTTP (admin login or API key, like the rest of
+the API): ``GET /plugins/backup/status``, ``POST /plugins/backup/create`` (one archive now, no
+pruning) and ``GET /plugins/backup/download/<name>``. The schedule is set like any setting, on
+the settings page or with ``homeagent config set``.
 """
 
 from __future__ import annotations
@@ -24,8 +29,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.ops.backup import backup_folder, create_backup, list_backups, prune_backups
-from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_core.ops.backup import ARCHIVE_NAME, backup_folder, create_backup, list_backups, prune_backups
+from homeagent_sdk import (
+    ConfigDef,
+    HomeAgentError,
+    RouteRegistry,
+    SettingsRegistry,
+    ToolError,
+    ToolRegistryProtocol,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -94,6 +107,12 @@ class BackupPlugin:
         registry.add(self.backup_status, parallel_safe=True)
 
     @hookimpl
+    def register_routes(self, router: RouteRegistry) -> None:
+        router.add("/status", self._route_status, methods=["GET"])
+        router.add("/create", self._route_create, methods=["POST"])
+        router.add("/download/{name}", self._route_download, methods=["GET"])
+
+    @hookimpl
     def startup(self, sdk: ScopedSDK) -> None:
         self._sdk = sdk
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="backup-schedule")
@@ -143,8 +162,8 @@ class BackupPlugin:
                 log.exception("scheduled backup check failed")
             await asyncio.sleep(CHECK_S)
 
-    async def run_backup(self) -> dict[str, Any]:
-        """Write one archive now, prune by the retention settings, record the outcome."""
+    async def run_backup(self, *, prune: bool = True) -> dict[str, Any]:
+        """Write one archive now, prune by the retention settings (``prune``), record the outcome."""
         self._running = True
         started = time.time()
         status: dict[str, Any] = {"started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds")}
@@ -160,7 +179,7 @@ class BackupPlugin:
             folder = self.folder()
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             path, manifest = await asyncio.to_thread(create_backup, self._data_dir(), folder, passphrase=passphrase)
-            removed = await asyncio.to_thread(
+            removed = [] if not prune else await asyncio.to_thread(
                 prune_backups, folder, keep_daily=int(self.sdk.settings.get("keep_daily") or 7),
                 keep_weekly=int(self.sdk.settings.get("keep_weekly") or 0),
             )
@@ -200,6 +219,32 @@ class BackupPlugin:
             "archives": [{"name": a.path.name, "size": a.size, "created": a.created, "status": a.status}
                          for a in archives],
         }
+
+
+    # ------------------------------------------------------------------ web routes (/plugins/backup/...)
+
+    async def _route_status(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({**(await self.backup_status()), "running": self._running})
+
+    async def _route_create(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        if self._running:
+            return JSONResponse({"error": "a backup is being written now; try again when it is done"}, status_code=409)
+        status = await self.run_backup(prune=False)
+        return JSONResponse(status, status_code=200 if status.get("ok") else 500)
+
+    async def _route_download(self, request: Any) -> Any:
+        from starlette.responses import FileResponse, JSONResponse
+
+        name = str(request.path_params.get("name", ""))
+        path = self.folder() / name
+        if not ARCHIVE_NAME.match(name) or not path.is_file():
+            return JSONResponse({"error": f"no backup named {name!r}; GET /plugins/backup/status lists them"},
+                                status_code=404)
+        return FileResponse(path, media_type="application/octet-stream", filename=name)
 
 
 def make_plugin() -> BackupPlugin:

@@ -54,6 +54,7 @@ from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = [
+    "ARCHIVE_NAME",
     "FORMAT",
     "BackupError",
     "BackupInfo",
@@ -76,7 +77,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SKIP_DIRS = {"__pycache__", ".cache", "cache", "caches"}
 _SKIP_NAME = re.compile(r"(-wal|-shm|-journal|\.lock|\.sock|\.pid|\.tmp\d*|\.partial-\d+|\.restoring-\d+)$")
 _LOG_SUFFIXES = (".jsonl", ".log")
-_NAME = re.compile(r"^homeagent-(\d{8}T\d{6}Z)(?:-\d+)?\.tar(\.enc)?$")
+ARCHIVE_NAME = re.compile(r"^homeagent-(\d{8}T\d{6}Z)(?:-\d+)?\.tar(\.enc)?$")
 _COPY = 1 << 20
 
 
@@ -674,12 +675,12 @@ def list_backups(folder: Path) -> list[BackupInfo]:
     """The complete archives in ``folder``, newest first (interrupted ones never have such a name)."""
     if not folder.is_dir():
         return []
-    paths = [p for p in folder.iterdir() if _NAME.match(p.name) and p.is_file()]
+    paths = [p for p in folder.iterdir() if ARCHIVE_NAME.match(p.name) and p.is_file()]
     return sorted((_info(p) for p in paths), key=lambda i: i.path.name, reverse=True)
 
 
 def _created(path: Path) -> datetime | None:
-    match = _NAME.match(path.name)
+    match = ARCHIVE_NAME.match(path.name)
     if match is None:
         return None
     return datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
