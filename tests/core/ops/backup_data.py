@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.library import Agent
+from homeagent_sdk.pairing import PairingStore, pairing_files
 from homeagent_sdk.testing import FakeModel
 from homeagent_sdk.types import Triple
 
@@ -22,6 +23,20 @@ async def fill(agent: Agent) -> None:
     await agent.knowledge.create("home/wifi", "the wifi password is hello123")
     await agent.app.services.social.link_account("小王", "telegram", "42")
     await agent.app.services.media.put(b"\x89PNG photo bytes", "image/png", name="cat.png")
+    for key, value in {"adapter": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "qwen2.5:7b",
+                       "api_key": "sk-family-0123"}.items():
+        agent.config.set(f"core.llm.sources.home.{key}", value)
+    pairing = PairingStore(Path(agent.data_dir) / "plugin_data" / "telegram" / "pairing.db")
+    try:
+        code = pairing.check("telegram", "77", "Grandma").code
+        pairing.approve(code, person="奶奶")
+        pairing.check("telegram", "78", "Stranger")
+    finally:
+        pairing.close()
+    plugin = Path(agent.data_dir) / "plugins" / "weather"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.json").write_text('{"name": "weather", "version": "1.0.0", "entry": "main.lua"}')
+    (plugin / "main.lua").write_text("return {name = 'weather'}")
 
 
 async def answers(agent: Agent) -> dict[str, Any]:
@@ -35,4 +50,20 @@ async def answers(agent: Agent) -> dict[str, Any]:
         "knowledge": [(d.id, d.content) for d in await agent.knowledge.search("wifi password")],
         "people": await agent.app.services.social.persons(),
         "account": await agent.app.services.social.person_for_account("telegram", "42"),
+        "settings": {k: agent.config.get(k) for k in ("core.llm.sources.home.adapter",
+                                                        "core.llm.sources.home.api_key")},
+        "pairing": _pairings(Path(agent.data_dir)),
+        "plugins": sorted(p.relative_to(Path(agent.data_dir)).as_posix()
+                          for p in (Path(agent.data_dir) / "plugins").rglob("*") if p.is_file()),
     }
+
+
+def _pairings(data: Path) -> list[tuple[str, str, str, str, str]]:
+    rows = []
+    for plugin, path in pairing_files(data / "plugin_data").items():
+        store = PairingStore(path)
+        try:
+            rows += [(plugin, r.account, r.code, r.status, r.person) for r in store.list()]
+        finally:
+            store.close()
+    return sorted(rows)

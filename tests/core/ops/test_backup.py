@@ -80,6 +80,9 @@ async def test_a_backup_taken_while_the_agent_writes_restores_to_the_same_answer
         after = await answers(again)
     assert after == before
     assert before["documents"][0][0] == "tea" and before["people"] and before["account"] == "小王"
+    assert before["settings"]["core.llm.sources.home.api_key"] == "sk-family-0123"
+    assert [(p[1], p[3], p[4]) for p in before["pairing"]] == [("77", "approved", "奶奶"), ("78", "pending", "")]
+    assert before["plugins"] == ["plugins/weather/main.lua", "plugins/weather/plugin.json"]
 
     # The archive taken under traffic holds each store at one moment: the notes and counters
     # it has are gap-free prefixes of what was written, at most one step apart.
