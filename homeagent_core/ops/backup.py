@@ -284,20 +284,30 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _owner_alive(path: Path) -> bool:
+    """Whether the process whose id ends ``path``'s name (``…-<pid>``) still runs."""
+    tail = path.name.rsplit("-", 1)[-1]
+    pid = int(tail) if tail.isdigit() else 0
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _remove_stale_partials(folder: Path) -> None:
     """Delete the temporary files of backups whose process is gone (a ``kill -9`` mid-backup)."""
     for path in folder.glob(".homeagent-*.partial-*"):
-        pid = int(path.name.rsplit("-", 1)[1]) if path.name.rsplit("-", 1)[1].isdigit() else 0
-        try:
-            os.kill(pid, 0)
-            alive = pid > 0
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            alive = True
-        if not alive:
+        if not _owner_alive(path):
             with contextlib.suppress(OSError):
                 path.unlink()
+    for stage in folder.glob(".backup-stage-*"):
+        if stage.is_dir() and not _owner_alive(stage):
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def create_backup(
@@ -336,7 +346,9 @@ def create_backup(
         raise BackupError(f"the folder {folder} for the backup does not exist; create it or pick another --out")
     _remove_stale_partials(folder)
     partial = folder / f".{final.name}.partial-{os.getpid()}"
-    stage = Path(tempfile.mkdtemp(prefix=".backup-stage-", dir=folder))
+    stage = folder / f".backup-stage-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(mode=0o700)
     header = {"format": FORMAT, "homeagent": __version__, "created": now.isoformat(timespec="seconds")}
     try:
         with partial.open("xb") as raw:
@@ -608,6 +620,9 @@ def restore_backup(archive: Path, target: Path, *, passphrase: str | None = None
             f"the current one aside to {target.name}.before-restore-<time> and restore in its place"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.restoring-*"):  # left by a restore killed mid-way
+        if not _owner_alive(stale):
+            shutil.rmtree(stale, ignore_errors=True)
     staging = target.parent / f".{target.name}.restoring-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)

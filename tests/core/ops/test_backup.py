@@ -248,8 +248,35 @@ def test_a_backup_killed_mid_way_leaves_nothing_that_list_shows_and_the_next_one
     (data / "memory" / "media" / "blobs" / "video.bin").unlink()
     again = cli("create", "--data", str(data))
     assert again.returncode == 0, again.stderr
-    assert not list(folder.glob(".homeagent-*.partial-*"))
+    assert not list(folder.glob(".homeagent-*.partial-*")) and not list(folder.glob(".backup-stage-*"))
     assert len(list_backups(folder)) == 2
+
+
+def test_a_restore_killed_mid_way_leaves_the_target_untouched_and_the_next_one_cleans_up(tmp_path: Path):
+    data = _slow_data(tmp_path)
+    blob = data / "memory" / "media" / "blobs" / "video.bin"
+    blob.unlink()
+    with blob.open("wb") as f:
+        f.truncate(256 << 20)
+    archive, _ = create_backup(data, tmp_path / "big.tar")
+    blob.unlink()
+    target = tmp_path / "home"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "homeagent_core.cli", "backup", "restore", str(archive), "--data", str(target)],
+        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + WAIT_S
+    staging: list[Path] = []
+    while time.monotonic() < deadline and child.poll() is None and not staging:
+        staging = [p for p in tmp_path.glob(".home.restoring-*") if (p / "memory" / "media" / "blobs").is_dir()]
+        time.sleep(0.005)
+    assert staging, "the restore never started unpacking"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=WAIT_S)
+    assert not target.exists()
+    assert cli("restore", str(archive), "--data", str(target)).returncode == 0
+    assert not list(tmp_path.glob(".home.restoring-*"))
+    assert (target / "memory" / "media" / "blobs" / "video.bin").stat().st_size == 256 << 20
 
 
 def _limit_file_size() -> None:
