@@ -6,9 +6,9 @@ first check at or after ``hour`` o'clock, local time, on a day that has none yet
 ``homeagent backup create`` — into ``folder`` (default ``<data>/backups``), encrypted when
 ``passphrase_env`` names an environment variable holding a passphrase. After each backup,
 archives beyond the newest of ``keep_daily`` days and ``keep_weekly`` weeks before them are
-deleted. The backup runs on a worker thread; the outcome of the last run is kept in
-``<data>/plugin_data/backup/status.json`` (:func:`read_status`) and answered by the
-``backup_status`` tool.
+deleted. The backup runs on a worker thread at a lower CPU priority (nice +10); the outcome
+of the last run is kept in ``<data>/plugin_data/backup/status.json`` (:func:`read_status`) and
+answered by the ``backup_status`` tool.
 
 With the web UI running, the same is reachable over HTTP (admin login or API key, like the rest of
 the API): ``GET /plugins/backup/status``, ``POST /plugins/backup/create`` (one archive now, no
@@ -29,7 +29,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.ops.backup import ARCHIVE_NAME, backup_folder, create_backup, list_backups, prune_backups
+from homeagent_core.ops.backup import (
+    ARCHIVE_NAME,
+    backup_folder,
+    create_backup,
+    list_backups,
+    lower_priority,
+    prune_backups,
+)
 from homeagent_sdk import (
     ConfigDef,
     HomeAgentError,
@@ -63,6 +70,11 @@ def read_status(data_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise HomeAgentError(f"backup status {path} is unreadable ({exc}); delete it to start afresh") from None
     return dict(value) if isinstance(value, dict) else {}
+
+
+def _create_in_background(data: Path, folder: Path, passphrase: str | None) -> tuple[Path, dict[str, Any]]:
+    lower_priority()  # this worker thread only: the daemon's turns go first
+    return create_backup(data, folder, passphrase=passphrase)
 
 
 class BackupPlugin:
@@ -178,7 +190,7 @@ class BackupPlugin:
                     )
             folder = self.folder()
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path, manifest = await asyncio.to_thread(create_backup, self._data_dir(), folder, passphrase=passphrase)
+            path, manifest = await asyncio.to_thread(_create_in_background, self._data_dir(), folder, passphrase)
             removed = [] if not prune else await asyncio.to_thread(
                 prune_backups, folder, keep_daily=int(self.sdk.settings.get("keep_daily") or 7),
                 keep_weekly=int(self.sdk.settings.get("keep_weekly") or 0),

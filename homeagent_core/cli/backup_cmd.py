@@ -69,9 +69,12 @@ def create(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write one consistent archive of the data directory (the daemon may keep running)."""
-    from homeagent_core.ops.backup import create_backup
+    """Write one consistent archive of the data directory (the daemon may keep running).
 
+    The backup runs at a lower CPU priority (nice +10), so a running daemon's turns go first."""
+    from homeagent_core.ops.backup import create_backup, lower_priority
+
+    lower_priority()
     path, manifest = create_backup(_data(data), out, passphrase=_passphrase(passphrase_env))
     if as_json:
         echo_json({"path": str(path), "counts": manifest["counts"], "stores": sorted(manifest["stores"])})

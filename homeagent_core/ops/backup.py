@@ -37,10 +37,12 @@ import io
 import json
 import os
 import re
+import secrets
 import shutil
 import sqlite3
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ __all__ = [
     "backup_folder",
     "create_backup",
     "list_backups",
+    "lower_priority",
     "prune_backups",
     "restore_backup",
     "verify_backup",
@@ -310,12 +313,21 @@ def _remove_stale_partials(folder: Path) -> None:
             shutil.rmtree(stage, ignore_errors=True)
 
 
+def lower_priority(niceness: int = 10) -> None:
+    """Run the calling thread at a lower CPU priority (Linux: per thread), so a backup yields the
+    CPU to the daemon's turns and runs at full speed only when nothing else wants it."""
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
+
+
 def create_backup(
     data: Path, out: Path | None = None, *, passphrase: str | None = None, now: datetime | None = None
 ) -> tuple[Path, dict[str, Any]]:
     """Write one archive of ``data``; returns its path and manifest.
 
-    ``out`` is a file path or an existing folder (default :func:`backup_folder`).
+    ``out`` is a file path or an existing folder (default :func:`backup_folder`). Callers that
+    share the machine with a daemon call :func:`lower_priority` on the thread first.
 
     Raises:
         BackupError: ``data`` is not a data directory, its memory lives in PostgreSQL, or the
@@ -345,9 +357,9 @@ def create_backup(
     if not folder.is_dir():
         raise BackupError(f"the folder {folder} for the backup does not exist; create it or pick another --out")
     _remove_stale_partials(folder)
-    partial = folder / f".{final.name}.partial-{os.getpid()}"
-    stage = folder / f".backup-stage-{os.getpid()}"
-    shutil.rmtree(stage, ignore_errors=True)
+    token = secrets.token_hex(4)  # two backups of one process never share their temporary names
+    partial = folder / f".{final.name}.{token}.partial-{os.getpid()}"
+    stage = folder / f".backup-stage-{token}-{os.getpid()}"
     stage.mkdir(mode=0o700)
     header = {"format": FORMAT, "homeagent": __version__, "created": now.isoformat(timespec="seconds")}
     try:
@@ -395,7 +407,11 @@ def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[s
             if pin is not None:
                 pins[path] = pin
         after = list(_walk(data))
-        logs = {p: p.stat().st_size for p in after if p.name.endswith(_LOG_SUFFIXES)}
+        logs: dict[Path, int] = {}
+        for path in after:
+            if path.name.endswith(_LOG_SUFFIXES):
+                with contextlib.suppress(FileNotFoundError):
+                    logs[path] = path.stat().st_size
         stores: dict[str, Any] = {}
         written = set(writer.members)
         late = {

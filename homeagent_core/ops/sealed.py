@@ -141,6 +141,7 @@ class SealedReader:
         self._raw = raw
         self._aead = ChaCha20Poly1305(key)
         self._buffer = b""
+        self._pos = 0
         self._counter = 0
         self._done = False
 
@@ -171,10 +172,11 @@ class SealedReader:
         raise SealedError(f"{self._what} is damaged or was altered (chunk {self._counter} fails its check)")
 
     def read(self, size: int = -1) -> bytes:
-        while not self._done and (size < 0 or len(self._buffer) < size):
+        while not self._done and (size < 0 or len(self._buffer) - self._pos < size):
+            if self._pos:
+                self._buffer, self._pos = self._buffer[self._pos :], 0
             self._next()
-        if size < 0:
-            out, self._buffer = self._buffer, b""
-        else:
-            out, self._buffer = self._buffer[:size], self._buffer[size:]
+        end = len(self._buffer) if size < 0 else min(len(self._buffer), self._pos + size)
+        out = self._buffer[self._pos : end]
+        self._pos = end
         return out
