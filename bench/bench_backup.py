@@ -72,8 +72,10 @@ async def build(agent: Agent, docs: int) -> None:
     store = agent.app.memory.documents
     batch = 5000
     for start in range(0, docs, batch):
-        chunk = [Document(content=sentence(rng), source="bench", created_at=1e9 + i * 60)
-                 for i in range(start, min(docs, start + batch))]
+        chunk = [
+            Document(content=sentence(rng), source="bench", created_at=1e9 + i * 60)
+            for i in range(start, min(docs, start + batch))
+        ]
         await store.add_many(chunk, batch_size=batch)
     for i in range(0, 500, 50):
         await agent.memory.commit([Triple(f"person{j}", "likes", rng.choice(WORDS)) for j in range(i, i + 50)])
@@ -84,8 +86,7 @@ async def build(agent: Agent, docs: int) -> None:
         await agent.ask(f"turn {i}: {sentence(rng)}")
 
 
-async def turn_times(agent: Agent, rng: random.Random, *, count: int | None = None,
-                     until: Any = None) -> list[float]:
+async def turn_times(agent: Agent, rng: random.Random, *, count: int | None = None, until: Any = None) -> list[float]:
     times: list[float] = []
     while (count is not None and len(times) < count) or (until is not None and not until()):
         t0 = time.perf_counter()
@@ -126,7 +127,9 @@ async def run(docs: int, turns: int) -> tuple[list[Row], dict[str, Any]]:
                 command = ["backup", "create", "--data", str(data), "--out", str(out)]
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "homeagent_core.cli", *command],
-                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
                 )
                 t0 = time.perf_counter()
                 during += await turn_times(agent, rng, until=lambda p=proc: p.poll() is not None)

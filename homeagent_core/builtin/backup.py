@@ -89,30 +89,61 @@ class BackupPlugin:
 
     @hookimpl
     def register_settings(self, registry: SettingsRegistry) -> None:
-        registry.add(ConfigDef(
-            key="schedule", type="select", default="off", options=["off", "daily"],
-            description="Write a backup of the data directory every day (daily) or not (off).",
-        ))
-        registry.add(ConfigDef(
-            key="hour", type="int", default=3, min=0, max=23,
-            description="Local hour from which the day's backup is written.",
-        ))
-        registry.add(ConfigDef(
-            key="keep_daily", type="int", default=7, min=1, max=366,
-            description="Keep the newest backup of this many most recent days.",
-        ))
-        registry.add(ConfigDef(
-            key="keep_weekly", type="int", default=4, min=0, max=520,
-            description="Also keep the newest backup of this many weeks before those days.",
-        ))
-        registry.add(ConfigDef(
-            key="folder", type="string", default="",
-            description="Folder for the archives; empty = <data>/backups (copy them off the machine too).",
-        ))
-        registry.add(ConfigDef(
-            key="passphrase_env", type="string", default="",
-            description="Name of an environment variable holding a passphrase; set = archives are encrypted.",
-        ))
+        registry.add(
+            ConfigDef(
+                key="schedule",
+                type="select",
+                default="off",
+                options=["off", "daily"],
+                description="Write a backup of the data directory every day (daily) or not (off).",
+            )
+        )
+        registry.add(
+            ConfigDef(
+                key="hour",
+                type="int",
+                default=3,
+                min=0,
+                max=23,
+                description="Local hour from which the day's backup is written.",
+            )
+        )
+        registry.add(
+            ConfigDef(
+                key="keep_daily",
+                type="int",
+                default=7,
+                min=1,
+                max=366,
+                description="Keep the newest backup of this many most recent days.",
+            )
+        )
+        registry.add(
+            ConfigDef(
+                key="keep_weekly",
+                type="int",
+                default=4,
+                min=0,
+                max=520,
+                description="Also keep the newest backup of this many weeks before those days.",
+            )
+        )
+        registry.add(
+            ConfigDef(
+                key="folder",
+                type="string",
+                default="",
+                description="Folder for the archives; empty = <data>/backups (copy them off the machine too).",
+            )
+        )
+        registry.add(
+            ConfigDef(
+                key="passphrase_env",
+                type="string",
+                default="",
+                description="Name of an environment variable holding a passphrase; set = archives are encrypted.",
+            )
+        )
 
     @hookimpl
     def register_tools(self, registry: ToolRegistryProtocol) -> None:
@@ -191,9 +222,15 @@ class BackupPlugin:
             folder = self.folder()
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             path, manifest = await asyncio.to_thread(_create_in_background, self._data_dir(), folder, passphrase)
-            removed = [] if not prune else await asyncio.to_thread(
-                prune_backups, folder, keep_daily=int(self.sdk.settings.get("keep_daily") or 7),
-                keep_weekly=int(self.sdk.settings.get("keep_weekly") or 0),
+            removed = (
+                []
+                if not prune
+                else await asyncio.to_thread(
+                    prune_backups,
+                    folder,
+                    keep_daily=int(self.sdk.settings.get("keep_daily") or 7),
+                    keep_weekly=int(self.sdk.settings.get("keep_weekly") or 0),
+                )
             )
             status.update(ok=True, path=str(path), counts=manifest["counts"], pruned=[p.name for p in removed])
             log.info("backup written: %s (%d pruned)", path, len(removed))
@@ -228,10 +265,10 @@ class BackupPlugin:
             "schedule": self.sdk.settings.get("schedule"),
             "folder": str(self.folder()),
             "last": read_status(self._data_dir()),
-            "archives": [{"name": a.path.name, "size": a.size, "created": a.created, "status": a.status}
-                         for a in archives],
+            "archives": [
+                {"name": a.path.name, "size": a.size, "created": a.created, "status": a.status} for a in archives
+            ],
         }
-
 
     # ------------------------------------------------------------------ web routes (/plugins/backup/...)
 
@@ -254,8 +291,9 @@ class BackupPlugin:
         name = str(request.path_params.get("name", ""))
         path = self.folder() / name
         if not ARCHIVE_NAME.match(name) or not path.is_file():
-            return JSONResponse({"error": f"no backup named {name!r}; GET /plugins/backup/status lists them"},
-                                status_code=404)
+            return JSONResponse(
+                {"error": f"no backup named {name!r}; GET /plugins/backup/status lists them"}, status_code=404
+            )
         return FileResponse(path, media_type="application/octet-stream", filename=name)
 
 

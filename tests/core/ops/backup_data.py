@@ -23,8 +23,12 @@ async def fill(agent: Agent) -> None:
     await agent.knowledge.create("home/wifi", "the wifi password is hello123")
     await agent.app.services.social.link_account("小王", "telegram", "42")
     await agent.app.services.media.put(b"\x89PNG photo bytes", "image/png", name="cat.png")
-    for key, value in {"adapter": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "qwen2.5:7b",
-                       "api_key": "sk-family-0123"}.items():
+    for key, value in {
+        "adapter": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "qwen2.5:7b",
+        "api_key": "sk-family-0123",
+    }.items():
         agent.config.set(f"core.llm.sources.home.{key}", value)
     pairing = PairingStore(Path(agent.data_dir) / "plugin_data" / "telegram" / "pairing.db")
     try:
@@ -50,11 +54,15 @@ async def answers(agent: Agent) -> dict[str, Any]:
         "knowledge": [(d.id, d.content) for d in await agent.knowledge.search("wifi password")],
         "people": await agent.app.services.social.persons(),
         "account": await agent.app.services.social.person_for_account("telegram", "42"),
-        "settings": {k: agent.config.get(k) for k in ("core.llm.sources.home.adapter",
-                                                        "core.llm.sources.home.api_key")},
+        "settings": {
+            k: agent.config.get(k) for k in ("core.llm.sources.home.adapter", "core.llm.sources.home.api_key")
+        },
         "pairing": _pairings(Path(agent.data_dir)),
-        "plugins": sorted(p.relative_to(Path(agent.data_dir)).as_posix()
-                          for p in (Path(agent.data_dir) / "plugins").rglob("*") if p.is_file()),
+        "plugins": sorted(
+            p.relative_to(Path(agent.data_dir)).as_posix()
+            for p in (Path(agent.data_dir) / "plugins").rglob("*")
+            if p.is_file()
+        ),
     }
 
 

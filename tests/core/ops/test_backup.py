@@ -40,7 +40,10 @@ def cli(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subproc
     return subprocess.run(
         [sys.executable, "-m", "homeagent_core.cli", "backup", *args],
         env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": "", "NO_COLOR": "1", **(env or {})},
-        capture_output=True, text=True, timeout=WAIT_S, **kwargs,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        **kwargs,
     )
 
 
@@ -121,14 +124,29 @@ async def test_an_encrypted_backup_round_trips_and_a_wrong_passphrase_is_refused
         restore_backup(archive, tmp_path / "wrong", passphrase="wrong horse")
     assert not (tmp_path / "no-pass").exists() and not (tmp_path / "wrong").exists()
 
-    bad = cli("restore", str(archive), "--data", str(tmp_path / "cli"), "--passphrase-env", "HA_PASS",
-              env={"HA_PASS": "wrong horse"})
+    bad = cli(
+        "restore",
+        str(archive),
+        "--data",
+        str(tmp_path / "cli"),
+        "--passphrase-env",
+        "HA_PASS",
+        env={"HA_PASS": "wrong horse"},
+    )
     assert bad.returncode == 1 and "passphrase does not open" in bad.stderr
-    good = cli("restore", str(archive), "--data", str(tmp_path / "cli"), "--passphrase-env", "HA_PASS",
-               env={"HA_PASS": "correct horse"})
+    good = cli(
+        "restore",
+        str(archive),
+        "--data",
+        str(tmp_path / "cli"),
+        "--passphrase-env",
+        "HA_PASS",
+        env={"HA_PASS": "correct horse"},
+    )
     assert good.returncode == 0, good.stderr
     assert (tmp_path / "cli" / "knowledge" / "home" / "wifi" / "content.md").read_text(encoding="utf-8") == (
-        data / "knowledge" / "home" / "wifi" / "content.md").read_text(encoding="utf-8")
+        data / "knowledge" / "home" / "wifi" / "content.md"
+    ).read_text(encoding="utf-8")
 
     truncated = tmp_path / "cut.tar.enc"
     truncated.write_bytes(raw[: len(raw) // 2])
@@ -227,7 +245,9 @@ def test_a_backup_killed_mid_way_leaves_nothing_that_list_shows_and_the_next_one
 
     child = subprocess.Popen(
         [sys.executable, "-m", "homeagent_core.cli", "backup", "create", "--data", str(data)],
-        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + WAIT_S
     partial: list[Path] = []
@@ -263,7 +283,9 @@ def test_a_restore_killed_mid_way_leaves_the_target_untouched_and_the_next_one_c
     target = tmp_path / "home"
     child = subprocess.Popen(
         [sys.executable, "-m", "homeagent_core.cli", "backup", "restore", str(archive), "--data", str(target)],
-        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + WAIT_S
     staging: list[Path] = []

@@ -33,8 +33,12 @@ def homeagent(*args: str) -> list[str]:
 async def seed(data: Path, base_url: str) -> None:
     async with Agent(data, provider=FakeModel(default="好的"), load_entrypoints=False) as agent:
         await fill(agent)
-        for key, value in {"core.llm.sources.box.adapter": "openai", "core.llm.sources.box.base_url": base_url,
-                           "core.llm.sources.box.model": "loopback-model", "core.llm.provider": "box"}.items():
+        for key, value in {
+            "core.llm.sources.box.adapter": "openai",
+            "core.llm.sources.box.base_url": base_url,
+            "core.llm.sources.box.model": "loopback-model",
+            "core.llm.provider": "box",
+        }.items():
             agent.config.set(key, value)
 
 
@@ -50,8 +54,14 @@ def test_a_backup_of_a_serving_daemon_under_traffic_restores_to_the_same_answers
     data, restored = tmp_path / "data", tmp_path / "restored"
     with openai_loopback() as server:
         asyncio.run(seed(data, server.base_url))
-        daemon = subprocess.Popen(homeagent("serve", "--data", str(data), "--port", "0"), env=env(), text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            homeagent("serve", "--data", str(data), "--port", "0"),
+            env=env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(line) for line in daemon.stdout or ()], daemon=True).start()
         stop, asked = threading.Event(), []
@@ -63,8 +73,13 @@ def test_a_backup_of_a_serving_daemon_under_traffic_restores_to_the_same_answers
 
             def traffic() -> None:
                 while not stop.is_set():
-                    run = subprocess.run(homeagent("ask", f"message {len(asked)}", "--data", str(data)), env=env(),
-                                         capture_output=True, text=True, timeout=WAIT_S)
+                    run = subprocess.run(
+                        homeagent("ask", f"message {len(asked)}", "--data", str(data)),
+                        env=env(),
+                        capture_output=True,
+                        text=True,
+                        timeout=WAIT_S,
+                    )
                     asked.append(run.returncode)
 
             talker = threading.Thread(target=traffic)
@@ -72,9 +87,13 @@ def test_a_backup_of_a_serving_daemon_under_traffic_restores_to_the_same_answers
             try:
                 while not asked:
                     stop.wait(0.05)
-                backup = subprocess.run(homeagent("backup", "create", "--data", str(data), "--out",
-                                                  str(tmp_path / "live.tar")),
-                                        env=env(), capture_output=True, text=True, timeout=WAIT_S)
+                backup = subprocess.run(
+                    homeagent("backup", "create", "--data", str(data), "--out", str(tmp_path / "live.tar")),
+                    env=env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=WAIT_S,
+                )
             finally:
                 stop.set()
                 talker.join(timeout=WAIT_S)
@@ -86,8 +105,13 @@ def test_a_backup_of_a_serving_daemon_under_traffic_restores_to_the_same_answers
             if daemon.stdout is not None:
                 daemon.stdout.close()
 
-    done = subprocess.run(homeagent("backup", "restore", str(tmp_path / "live.tar"), "--data", str(restored)),
-                          env=env(), capture_output=True, text=True, timeout=WAIT_S)
+    done = subprocess.run(
+        homeagent("backup", "restore", str(tmp_path / "live.tar"), "--data", str(restored)),
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
     assert done.returncode == 0, done.stderr
     before, after = asyncio.run(ask_both(data, restored))
     log_before, log_after = before.pop("log"), after.pop("log")

@@ -17,8 +17,9 @@ WAIT_S = 60.0
 
 
 async def start(data: Path, settings: dict[str, object]) -> App:
-    app = App(data, load_entrypoints=False, builtins=["homeagent_core.builtin.backup"],
-              provider=FakeModel(default="ok"))
+    app = App(
+        data, load_entrypoints=False, builtins=["homeagent_core.builtin.backup"], provider=FakeModel(default="ok")
+    )
     app.declare_settings()
     for key, value in settings.items():
         app.config.set(key, value)
@@ -40,9 +41,17 @@ async def test_a_daily_schedule_writes_today_s_backup_and_prunes_old_ones(tmp_pa
     for day in range(30):  # thirty days of archives, more than a year old
         (folder / f"homeagent-{(old - timedelta(days=day)).strftime('%Y%m%dT%H%M%SZ')}.tar").write_bytes(b"x")
     monkeypatch.setenv("HA_BACKUP_PASS", "family secret")
-    app = await start(data, {"plugin.backup.schedule": "daily", "plugin.backup.hour": 0,
-                             "plugin.backup.folder": str(folder), "plugin.backup.keep_daily": 2,
-                             "plugin.backup.keep_weekly": 1, "plugin.backup.passphrase_env": "HA_BACKUP_PASS"})
+    app = await start(
+        data,
+        {
+            "plugin.backup.schedule": "daily",
+            "plugin.backup.hour": 0,
+            "plugin.backup.folder": str(folder),
+            "plugin.backup.keep_daily": 2,
+            "plugin.backup.keep_weekly": 1,
+            "plugin.backup.passphrase_env": "HA_BACKUP_PASS",
+        },
+    )
     try:
         status = await wait_for_status(data)
         assert status["ok"] is True, status
@@ -68,8 +77,9 @@ async def test_the_schedule_is_off_by_default_and_a_failure_is_recorded(tmp_path
     assert read_status(data) == {} and list_backups(data / "backups") == []
 
     monkeypatch.delenv("HA_MISSING", raising=False)
-    app = await start(data, {"plugin.backup.schedule": "daily", "plugin.backup.hour": 0,
-                             "plugin.backup.passphrase_env": "HA_MISSING"})
+    app = await start(
+        data, {"plugin.backup.schedule": "daily", "plugin.backup.hour": 0, "plugin.backup.passphrase_env": "HA_MISSING"}
+    )
     try:
         status = await wait_for_status(data)
     finally:

@@ -18,9 +18,12 @@ async def test_the_web_ui_creates_lists_and_serves_backups_to_the_admin_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", API_KEY)
-    app = App(tmp_path / "data", load_entrypoints=False, provider=FakeModel(default="ok"),
-              builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui",
-                        "homeagent_core.builtin.backup"))
+    app = App(
+        tmp_path / "data",
+        load_entrypoints=False,
+        provider=FakeModel(default="ok"),
+        builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui", "homeagent_core.builtin.backup"),
+    )
     app.services.listen_port = 0
     await app.start()
     try:
