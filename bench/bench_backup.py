@@ -45,7 +45,8 @@ from _harness import Row, arg_parser, emit, percentile  # noqa: E402
 
 from homeagent_core.library import Agent  # noqa: E402
 from homeagent_core.memory.documents import Document  # noqa: E402
-from homeagent_core.ops.backup import create_backup, lower_priority, restore_backup  # noqa: E402
+from homeagent_core.ops.backup import create_backup, lower_priority  # noqa: E402
+from homeagent_core.ops.restore import restore_backup  # noqa: E402
 from homeagent_sdk.testing import FakeModel  # noqa: E402
 from homeagent_sdk.types import Triple  # noqa: E402
 

@@ -1,6 +1,6 @@
 """``homeagent backup``: one archive of the whole data directory, made while the daemon runs.
 
-See docs/BACKUP.md. The work is done by :mod:`homeagent_core.ops.backup`.
+See docs/BACKUP.md. The work is done by :mod:`homeagent_core.ops.backup` and :mod:`homeagent_core.ops.restore`.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def verify(
     as_json: JsonOption = False,
 ) -> None:
     """Re-check the SHA-256 of every member and open every database in an archive."""
-    from homeagent_core.ops.backup import verify_backup
+    from homeagent_core.ops.restore import verify_backup
 
     manifest = verify_backup(archive, passphrase=_passphrase(passphrase_env))
     if as_json:
@@ -153,7 +153,7 @@ def restore(
     ] = False,
 ) -> None:
     """Restore an archive into a data directory; nothing changes there unless every check passes."""
-    from homeagent_core.ops.backup import restore_backup
+    from homeagent_core.ops.restore import restore_backup
 
     result = restore_backup(archive, data, passphrase=_passphrase(passphrase_env), force=force)
     typer.echo(f"restored {archive.name} into {result.target}")

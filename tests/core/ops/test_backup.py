@@ -21,15 +21,9 @@ from typing import Any
 import pytest
 from backup_data import answers, fill, make_agent
 
-from homeagent_core.ops.backup import (
-    BackupError,
-    create_backup,
-    list_backups,
-    prune_backups,
-    restore_backup,
-    verify_backup,
-)
+from homeagent_core.ops.backup import BackupError, create_backup, list_backups, prune_backups
 from homeagent_core.ops.errors import WrongPassphrase
+from homeagent_core.ops.restore import restore_backup, verify_backup
 from homeagent_sdk.types import Triple
 
 #: Bound on every wait for a child process (not a speed assertion).

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from homeagent_core.app import App
 from homeagent_core.builtin.backup import read_status
-from homeagent_core.ops.backup import list_backups, restore_backup
+from homeagent_core.ops.backup import list_backups
+from homeagent_core.ops.restore import restore_backup
 from homeagent_sdk.testing import FakeModel
 from homeagent_sdk.types import ToolCall
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from homeagent_core.app import App
-from homeagent_core.ops.backup import verify_backup
+from homeagent_core.ops.restore import verify_backup
 from homeagent_sdk.testing import FakeModel
 
 API_KEY = "test-api-key-0123456789"
