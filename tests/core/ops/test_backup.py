@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from backup_data import answers, fill, make_agent
 
+from homeagent_core.memory.documents import Document
 from homeagent_core.ops.backup import BackupError, create_backup, list_backups, prune_backups
 from homeagent_core.ops.errors import WrongPassphrase
 from homeagent_core.ops.restore import restore_backup, verify_backup
@@ -47,6 +48,10 @@ async def test_a_backup_taken_while_the_agent_writes_restores_to_the_same_answer
     await agent.start()
     try:
         await fill(agent)
+        # Enough rows that copying the documents takes a while: a backup that copied the stores
+        # one after the other, each as of its own moment, would let the counters run ahead.
+        bulk = [Document(content=f"archived line {i} about the garden and the lake") for i in range(8000)]
+        await agent.app.memory.documents.add_many(bulk, batch_size=4000)
         stop = asyncio.Event()
         written: list[int] = []
 
@@ -82,7 +87,8 @@ async def test_a_backup_taken_while_the_agent_writes_restores_to_the_same_answer
     assert before["plugins"] == ["plugins/weather/main.lua", "plugins/weather/plugin.json"]
 
     # The archive taken under traffic holds each store at one moment: the notes and counters
-    # it has are gap-free prefixes of what was written, at most one step apart.
+    # it has are gap-free prefixes of what was written, at most a step or two apart (the stores are
+    # pinned one after the other within a few milliseconds; copied one by one they drift by many).
     mid = tmp_path / "mid"
     restore_backup(tmp_path / "busy.tar", mid)
     with closing(sqlite3.connect(mid / "memory" / "documents.db")) as db:
@@ -90,7 +96,7 @@ async def test_a_backup_taken_while_the_agent_writes_restores_to_the_same_answer
     with closing(sqlite3.connect(mid / "memory" / "graph.db")) as db:
         counters = sorted(int(n[1:]) for (n,) in db.execute("SELECT name FROM entities") if n[1:].isdigit())
     assert notes == list(range(len(notes))) and counters == list(range(len(counters)))
-    assert len(notes) >= 3 and abs(len(notes) - len(counters)) <= 1, (len(notes), len(counters), len(written))
+    assert len(notes) >= 3 and abs(len(notes) - len(counters)) <= 2, (len(notes), len(counters), len(written))
     for line in (mid / "memory" / "text").glob("*.jsonl"):
         for record in line.read_text(encoding="utf-8").splitlines():
             json.loads(record)
