@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: run test bench lint typecheck clean
+.PHONY: run test screenshots bench lint typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,16 @@ $(VENV)/.installed-dev: pyproject.toml hatch_build.py homeagent_core/memory/_nat
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
+	@echo "homeagent is installed in $(VENV)/bin: in another shell, 'source $(VENV)/bin/activate' puts it on the PATH"
 	$(VENV)/bin/homeagent serve $(if $(DATA),--data $(DATA))
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
+
+# Tests render their screenshots into a temporary folder; this renders docs/screenshots/ again
+# (headless Chromium) for a change to the web UI's looks. Review them before committing.
+screenshots: $(VENV)/.installed-dev
+	HOMEAGENT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/core/builtin/webui/test_browser*.py
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/run_all.py

@@ -26,7 +26,7 @@ from typing import Any
 from _harness import Row, arg_parser, emit, rss_mb
 
 from homeagent_core.agent.kernel import Kernel, KernelSettings
-from homeagent_core.agent.residents import ResidentLimits
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.manager import create_plugin_manager
 from homeagent_sdk import hookimpl

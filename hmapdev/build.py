@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from homeagent_sdk._atomic import atomic_file
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["BuildError", "build_project", "pack_project", "read_project", "render_template"]
@@ -306,17 +307,17 @@ def pack_project(project: Path) -> Path:
     dist.mkdir(exist_ok=True)
     target = dist / f"{manifest['name']}-{manifest['version']}.hmap"
     tmp = target.with_suffix(".hmap.tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for arc, path in files.items():
-            info = zipfile.ZipInfo.from_file(path, arc)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with path.open("rb") as fh:
-                zf.writestr(info, fh.read())
-        zf.writestr(CHECKSUMS, sums)
     try:
-        validate_package(tmp)
+        with atomic_file(target, mode=0o644, tmp=tmp) as out:
+            with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+                for arc, path in files.items():
+                    info = zipfile.ZipInfo.from_file(path, arc)
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    with path.open("rb") as fh:
+                        zf.writestr(info, fh.read())
+                zf.writestr(CHECKSUMS, sums)
+            out.flush()
+            validate_package(tmp)
     except PackageError as exc:
-        tmp.unlink(missing_ok=True)
         raise BuildError(f"the package failed validation: {exc}") from None
-    tmp.replace(target)
     return target

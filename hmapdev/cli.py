@@ -25,9 +25,12 @@ from typing import Annotated, Any
 import typer
 
 from hmapdev.build import BuildError, build_project, pack_project, read_project, render_template
+from homeagent_sdk._typer_help import hide_flag_types
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["app", "main"]
+
+hide_flag_types()  # typer's help would print "<bool>" beside every flag
 
 app = typer.Typer(help="Build and package HomeAgent plugins (.hmap).", no_args_is_help=True, add_completion=False)
 

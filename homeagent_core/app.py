@@ -17,20 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core import loopwatch
+from homeagent_core.agent.approvals import Approvals, Rights
 from homeagent_core.agent.kernel import Kernel, KernelSettings
-from homeagent_core.agent.residents import ResidentLimits
+from homeagent_core.agent.people import PeopleRegistry, default_owner_name
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.config import ConfigStore
 from homeagent_core.datadir import prepare_data_dir
 from homeagent_core.events import EventBus
+from homeagent_core.live import LivePlugins
 from homeagent_core.memory.facades import LLMFacade
-from homeagent_core.plugins.live import LivePlugins
 from homeagent_core.plugins.manager import HookHandler, PluginHost, create_plugin_manager
 from homeagent_core.plugins.registries import AdapterFolders, EmbeddingFactories, PluginSettings
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.embeddings import EmbeddingProvider
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError
-from homeagent_sdk.types import Event
+from homeagent_sdk.types import Event, InjectOptions, Principal
 
 if TYPE_CHECKING:
     from homeagent_core.memory.system import MemorySystem
@@ -106,6 +108,8 @@ class App:
         self.with_memory = memory and self.host.pm.get_plugin("memory") is not None
         self.embedder = embedder
         self.kernel: Kernel | None = None
+        self.people: PeopleRegistry | None = None
+        self.rights: Rights | None = None
         self.services = Services(
             config=self.config, bus=self.bus, data_dir=self.data_dir, host=self.host, supervisor=self.supervisor
         )
@@ -142,7 +146,8 @@ class App:
             if host.pm.is_blocked(name):
                 continue
             try:
-                host.register(plugin, name=name, kind=kind)
+                version = str(getattr(getattr(plugin, "manifest", None), "version", "") or "")
+                host.register(plugin, name=name, kind=kind, version=version)
             except PluginValidationError as exc:
                 host.record_failure(name, exc, kind=kind)
         index = discover_skills(self.data_dir, disabled=self.config.disabled_plugins())
@@ -245,6 +250,28 @@ class App:
             data_dir=self.data_dir,
         )
 
+    def _open_rights(self) -> Rights:
+        """The person registry (owner created at first start), tool policy and approvals."""
+        people = PeopleRegistry.open(self.data_dir)
+        people.ensure_owner(default_owner_name())
+        self.people = people
+
+        def timeout() -> float:
+            return float(self.config.get("core.people.approval_timeout") or 600)
+
+        async def deliver(principal: Principal, channel: str, text: str) -> None:
+            kernel = self.kernel
+            if kernel is None or not kernel.started:
+                return
+            options = InjectOptions(principal=principal)
+            kernel.submit(kernel.make_item(text, channel, source="approvals", options=options))
+
+        def is_external(source: str) -> bool:
+            info = self.host.info(source)
+            return info is not None and info.kind not in ("builtin", "core")
+
+        return Rights(people, Approvals(people, self.bus, timeout=timeout, deliver=deliver), is_external=is_external)
+
     def sdk_for(self, name: str) -> ScopedSDK:
         info = self.host.info(name)
         kind = info.kind if info is not None else ""
@@ -267,6 +294,9 @@ class App:
             await self._open_memory()
         self.kernel = self._build_kernel()
         self.services.kernel = self.kernel
+        self.rights = self._open_rights()
+        self.kernel.rights = self.rights
+        self.services.rights = self.rights
         self.services.llm = LLMFacade(self.provider)
         await self.kernel.start()
         await self.host.startup(self.sdk_for)
@@ -296,8 +326,12 @@ class App:
         await self.host.shutdown()
         if self.supervisor is not None:
             await self.supervisor.stop_all()
+        if self.rights is not None:
+            await self.rights.approvals.aclose()
         if self.kernel is not None:
             await self.kernel.aclose()
+        if self.people is not None:
+            self.people.close()
         if self.memory is not None:
             await self.memory.aclose()
         if self.provider is not None and hasattr(self.provider, "aclose"):

@@ -101,6 +101,9 @@ CORE_DEFS: tuple[ConfigDef, ...] = (
        min=1, max=100, category="agent"),
     _d("core.agent.tool_timeout", "duration", "60s", "Hard timeout of one tool call.", category="agent"),
     _d("core.agent.stage_timeout", "duration", "30s", "Timeout of one stage handler.", category="agent"),
+    _d("core.people.approval_timeout", "duration", "10m",
+       "How long a call that asks the owner (an adult's admin tool) waits for a decision before it "
+       "fails with 'no answer' (docs/PEOPLE.md).", min=1, max=7 * 86400, category="people"),
     _d("core.agent.max_context_size", "int", 30, "Events kept in the context window (L0).",
        min=11, max=10_000, category="agent"),
     _d("core.agent.child_max_depth", "int", 1,

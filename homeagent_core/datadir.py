@@ -15,6 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import DataDirError
 
 log = logging.getLogger("homeagent.datadir")
@@ -74,9 +75,7 @@ def note_running(root: Path) -> None:
     path = running_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "data": str(root)}), encoding="utf-8")
-        tmp.replace(path)
+        atomic_write(path, json.dumps({"pid": os.getpid(), "data": str(root)}))
     except OSError as exc:
         log.warning("could not note the running daemon in %s (%s); commands run without --data will not find it",
                     path, exc)

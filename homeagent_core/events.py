@@ -16,27 +16,9 @@ from dataclasses import dataclass, field
 
 from homeagent_sdk.types import Event
 
-__all__ = ["EVENT_NAMES", "EventBus", "Subscription"]
+__all__ = ["EventBus", "Subscription"]
 
 log = logging.getLogger(__name__)
-
-#: Event names published by the kernel (plugins may publish their own, dotted, names).
-EVENT_NAMES: frozenset[str] = frozenset(
-    {
-        "raw_input",
-        "agent_output",
-        "agent_llm_chain",
-        "tool_call",
-        "reasoning",
-        "stage",
-        "system",
-        "reasoning_delta",
-        "content_delta",
-        "skill_detected",
-        "agent_error",
-        "terminal_output",
-    }
-)
 
 Callback = Callable[[Event], Awaitable[None] | None]
 

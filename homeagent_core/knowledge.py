@@ -21,7 +21,6 @@ import base64
 import builtins
 import json
 import logging
-import os
 import re
 import shutil
 import threading
@@ -36,6 +35,7 @@ import numpy as np
 from homeagent_core.aio import run_sync
 from homeagent_core.embeddings.tfidf import TfidfIndex, tokenize
 from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import HomeAgentError, UsageError
 
@@ -193,22 +193,12 @@ class DiskKnowledge(KnowledgeStorage):
 
     def save_index(self, entries: dict[str, Any]) -> None:
         payload = json.dumps({"version": 1, "entries": entries}, ensure_ascii=False, indent=1)
-        tmp = self.root / (INDEX_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(self.root / INDEX_FILE)
+        atomic_write(self.root / INDEX_FILE, payload)
 
     def write(self, name: str, content: str) -> float:
         folder = self._dir(name)
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / (CONTENT_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(folder / CONTENT_FILE)
+        atomic_write(folder / CONTENT_FILE, content)
         return (folder / CONTENT_FILE).stat().st_mtime
 
     def remove(self, name: str) -> None:

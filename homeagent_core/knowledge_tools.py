@@ -20,7 +20,6 @@ from homeagent_sdk.types import ToolDef
 
 if TYPE_CHECKING:
     from homeagent_core.knowledge import KnowledgeBase
-    from homeagent_core.memory.system import MemorySystem
 
 __all__ = ["KNOWLEDGE_TOOLS", "PLUGIN_NAME", "KnowledgePlugin", "KnowledgeTools", "knowledge_tools", "make_plugin"]
 
@@ -101,9 +100,16 @@ def knowledge_tools(kb: KnowledgeBase, *, plugin: str = "core") -> list[ToolDef]
     return KnowledgeTools(kb).tool_defs(plugin=plugin)
 
 
+class _OpenMemory(Protocol):
+    """The memory the app opened (``MemorySystem``), as far as the knowledge plugin uses it."""
+
+    @property
+    def knowledge(self) -> KnowledgeBase: ...
+
+
 class _Services(Protocol):
     @property
-    def memory_system(self) -> MemorySystem | None: ...
+    def memory_system(self) -> _OpenMemory | None: ...
 
 
 class KnowledgeSDK(Protocol):

@@ -16,7 +16,10 @@ platform:
   model, as what was said before, the next time the group mentions it (``remember`` per group);
 * **people** — every sender is linked to a person of the social layer (``小王``, or
   ``小王 (QQ 12345)`` when the name is taken), and the injected text names the speaker:
-  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what;
+  ``小王 (QQ 12345): 今天吃什么`` — so memory and the prompt know who said what; rights are
+  not the social layer's: each input carries a ``Principal`` naming the sender's account, and
+  the kernel grants the rights of the person the owner linked it to (``homeagent people link``),
+  a guest's otherwise;
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
 * **replies** — split to the platform's ``text_limit`` at natural breaks, paced by a
@@ -56,7 +59,7 @@ from homeagent_sdk.channels import (
 )
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
-from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, MediaAttachment, TextEvent
+from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, Principal, TextEvent
 
 if TYPE_CHECKING:
     from homeagent_sdk.api import PluginSDK
@@ -119,10 +122,11 @@ class ChatBridge(abc.ABC):
             ),
             ConfigDef(
                 key="groups", type="json", default={}, category="access",
-                description='Per-group settings: {"<group id>": {"require_mention": false, "remember": false}}; '
-                '"*" applies to every group. Groups answer only when mentioned unless require_mention is false; '
-                "what an approved group says without mentioning the agent is remembered (conversation log, "
-                "no reply) unless remember is false.",
+                description='Per-group settings: {"<group id>": {"require_mention": false, "remember": false, '
+                '"trusted": true}}; "*" applies to every group. Groups answer only when mentioned unless '
+                "require_mention is false; what an approved group says without mentioning the agent is kept "
+                "for the next mention (no reply) unless remember is false, and written to the conversation log "
+                "(so memory) only when the group is trusted.",
             ),
             ConfigDef(
                 key="mention_names", type="string", default="", category="access",
@@ -245,14 +249,21 @@ class ChatBridge(abc.ABC):
         speaker = self.speaker(person, sender)
         line = f"{speaker}: {text}" if text else f"{speaker}:"
         backlog = self._backlog.pop(conv.key, None)
+        # an untrusted group's chatter informs this answer and is written nowhere
+        no_memory = bool(backlog) and not bool(self.group_setting(conv.id, "trusted", False))
         if backlog:
             line = "Said in this group since you last spoke (not to you):\n" + "\n".join(backlog) + "\n\n" + line
         name = f"{self.channel}:{conv.key}"
         await self.on_inject(conv)
+        # Who speaks: the kernel gives the sender the rights of the person the owner linked
+        # this account to (`homeagent people link`); an unlinked sender is a guest.
+        options = InjectOptions(
+            no_memory=no_memory, principal=Principal(door=self.platform, account=sender.account, thread=conv.key)
+        )
         if message.attachments:
-            await self.sdk.io.inject_media(line, message.attachments, name)
+            await self.sdk.io.inject_media(line, message.attachments, name, options)
         else:
-            await self.sdk.io.inject_text(line, name)
+            await self.sdk.io.inject_text(line, name, options)
         return "injected"
 
     async def fetch_media(self, media: MediaRef) -> MediaAttachment | None:
@@ -282,11 +293,14 @@ class ChatBridge(abc.ABC):
         return dataclasses.replace(message, text=text, attachments=attachments, media=[])
 
     async def _remember(self, message: IncomingMessage) -> str:
-        """Record group chatter that does not mention the agent: no reply, no model call.
+        """Keep group chatter that does not mention the agent: no reply, no model call.
 
         Only approved (or allowlisted) groups whose ``remember`` setting is not false; the line
-        (``小王 (QQ 12345): text``) goes to the conversation log and waits, bounded, to be shown
-        to the model with the group's next mention.
+        (``小王 (QQ 12345): text``) waits, bounded, to be shown to the model with the group's next
+        mention. It goes to the conversation log — and so into memory and later prompts — only
+        when the owner marked the group ``trusted``: anyone in a group can write there, so
+        chatter nobody addressed to the agent is no lasting channel into its memory by default
+        (the mention that shows an untrusted group's chatter is answered without being stored).
         """
         conv, sender = message.conversation, message.sender
         if not bool(self.group_setting(conv.id, "remember", True)):
@@ -303,7 +317,7 @@ class ChatBridge(abc.ABC):
         backlog.append(line)
         while len(backlog) > 1 and sum(len(x) + 1 for x in backlog) > _BACKLOG_CHARS:
             backlog.popleft()
-        if self._memory_ok:
+        if self._memory_ok and bool(self.group_setting(conv.id, "trusted", False)):
             event = TextEvent(role="user", content=line, timestamp=time.time(), channel=f"{self.channel}:{conv.key}")
             try:
                 await self.sdk.memory.append_text(event, source=self.sdk.name)

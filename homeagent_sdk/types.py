@@ -27,6 +27,7 @@ __all__ = [
     "Event",
     "InjectOptions",
     "MediaAttachment",
+    "Principal",
     "Priority",
     "Relation",
     "StageContext",
@@ -284,11 +285,35 @@ class ChannelDef(WireType):
     cleaner: Cleaner | None = field(default=None, repr=False, compare=False, metadata=LOCAL)
 
 
+@dataclass(frozen=True, slots=True)
+class Principal(WireType):
+    """Who an input comes from: the person, their role, the door and the conversation thread.
+
+    A door fills in what it knows. A chat-app door names the sender's ``account`` on its
+    ``door`` (platform); the kernel resolves that to the person it is linked to (an unlinked
+    sender is a guest). Only the core's own doors (terminal socket, web UI, library API) may
+    name a ``person`` directly; from any other plugin a named person or role is ignored. The
+    kernel fills in ``role`` from the person registry, whatever the door wrote.
+
+    ``person`` "" = not known (a guest); ``role`` is ``owner``, ``adult``, ``child``, ``guest``,
+    ``system`` (heartbeats) or a role the owner added.
+    """
+
+    _omit_empty: ClassVar[bool] = True
+
+    person: str = ""
+    role: str = ""
+    door: str = ""
+    thread: str = ""
+    account: str = ""
+
+
 @dataclass(slots=True)
 class InjectOptions(WireType):
-    """How an injected input is scheduled and remembered.
+    """How an injected input is scheduled and remembered, and who it comes from.
 
     ``priority`` None = an ordinary queued input; a level makes it an interrupt.
+    ``principal`` None = the door did not say who is speaking (see :class:`Principal`).
     ``message_id`` is the door's own id of the message (a chat app's message id, a client's
     request id): the same source sending the same id again is answered once. Without it an
     input is never treated as a duplicate.
@@ -301,6 +326,7 @@ class InjectOptions(WireType):
     recall_policy: str = ""
     cleaner_name: str = ""
     priority: Priority | None = None
+    principal: Principal | None = None
     message_id: str = ""
 
 
@@ -437,7 +463,9 @@ class StageContext(WireType):
 
     Handlers of one stage run concurrently on the same object: mutate only the fields your
     stage documents. ``response`` set by any handler short-circuits the turn straight to
-    ``after_output`` with that text.
+    ``after_output`` with that text. ``principal`` says who the input comes from; it is a copy
+    for handlers to read: the kernel decides rights from its own record, so changing it here
+    changes nothing.
     """
 
     raw_message: str = ""
@@ -461,3 +489,4 @@ class StageContext(WireType):
     errors: list[str] = field(default_factory=list)
     attachments: list[MediaAttachment] = field(default_factory=list)
     drop: bool = False
+    principal: Principal | None = None

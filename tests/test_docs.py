@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import inspect
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from homeagent_sdk import hookspecs
 
@@ -40,3 +44,14 @@ def test_the_readme_python_examples_run_as_scripts():
     assert blocks, "the README shows no Python example"
     for block in blocks:
         compile(block, "README.md", "exec")  # a SyntaxError names the offending line
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_run_and_the_readme_say_how_to_put_homeagent_on_the_path():
+    """The README's "Using it" calls ``homeagent`` bare; ``make run`` installs it into ``.venv/bin``."""
+    planned = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert "source .venv/bin/activate" in planned.stdout
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    using = text[text.index("## Using it") :]
+    assert using.index("source .venv/bin/activate") < using.index("homeagent serve")

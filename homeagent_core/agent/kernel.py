@@ -6,7 +6,8 @@ the registration hooks (tools, input and output channels), adds the kernel's own
 starts the event loop; ``await kernel.aclose()`` cancels what is in flight and fails what is
 still waiting. ``kernel.io`` is the IO facade for the kernel and built-ins (``io_for(name,
 external=True)`` gives an out-of-process plugin its clamped one); ``ask`` / ``stream`` are
-the library entry points.
+the library entry points. ``host`` is the plugin host as the kernel sees it
+(:class:`~homeagent_core.hookhost.HookHost`): the kernel never imports the plugins package.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
+from homeagent_core.agent.approvals import Rights
 from homeagent_core.agent.channels import (
     CONSOLIDATION_CHANNEL,
     SEND_PREFIX,
@@ -29,17 +30,19 @@ from homeagent_core.agent.channels import (
 )
 from homeagent_core.agent.loop import AgentClosed, EventLoop, KernelIO
 from homeagent_core.agent.prompt import PromptBuilder, Timeline
+from homeagent_core.agent.resident_tool import resident_agents_tool
 from homeagent_core.agent.residents import Residents
 from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
 from homeagent_core.agent.settings import KernelSettings
 from homeagent_core.agent.stages import StageRunner
 from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, CHILD_TOOLS, SubAgents
 from homeagent_core.agent.tools import PluginToolRegistry, ToolRegistry
-from homeagent_core.agent.triage import Triage, answer_status, is_status_query
+from homeagent_core.agent.triage import Triage, is_status_query
 from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
 from homeagent_core.aio import await_me_maybe
 from homeagent_core.events import EventBus
-from homeagent_core.plugins.manager import PluginHost
+from homeagent_core.hookhost import HookHost
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.errors import PluginError, ToolError, UsageError
 from homeagent_sdk.types import ChannelDef, Event, InjectOptions, MediaAttachment, ToolDef
@@ -69,7 +72,7 @@ class Kernel:
 
     def __init__(
         self,
-        host: PluginHost,
+        host: HookHost,
         bus: EventBus,
         provider: ChatProvider,
         *,
@@ -104,6 +107,8 @@ class Kernel:
         self._library_io = KernelIO(self, "library", max_level=4)
         self.loop = EventLoop(self.scheduler, self._run_item)
         self.own_timeline = memory is None or not hasattr(memory, "timeline")
+        #: People, tool policy and approvals; set by the app (None: every tool allowed).
+        self.rights: Rights | None = None
         self.turn: Turn | None = None
         self.started = False
 
@@ -265,7 +270,7 @@ class Kernel:
         if self.data_dir is not None and "persona_set" not in tools:
             tools.add(self._persona_set, plugin=KERNEL_PLUGIN, name="persona_set", serial=True)
         if "resident_agents" not in tools:
-            tools.add(self.residents.tool_function(), plugin=KERNEL_PLUGIN, serial=True)
+            tools.add(resident_agents_tool(self.residents), plugin=KERNEL_PLUGIN, serial=True)
         provider = self.provider
         if isinstance(provider, SourceSwitcher) and "llm_list_sources" not in tools:
 
@@ -348,6 +353,7 @@ class Kernel:
             message_id=opts.message_id,
             reply=_reply_future() if reply or sink is not None else None,
             sink=sink,
+            extra={"principal": opts.principal} if opts.principal is not None else {},
         )
 
     def submit(self, item: InputItem) -> InputItem:
@@ -362,7 +368,7 @@ class Kernel:
         if self.turn is not None and not item.channel.startswith("_") and is_status_query(item.text):
             # "What are you doing?" while busy: answered now from the scheduler's state; the
             # running turn is neither queued behind nor cancelled, whatever the level.
-            _settle(item, answer_status(self, item))
+            item.settle(self.triage.answer_status(item))
             return item
         self.scheduler.submit(item)
         self.triage.poke()
@@ -536,11 +542,11 @@ class Kernel:
             reply = await turn.run()
         except asyncio.CancelledError:
             for injected in turn.injected:
-                _settle(injected, AgentClosed("the turn this interrupt was injected into was cancelled"))
+                injected.settle(AgentClosed("the turn this interrupt was injected into was cancelled"))
             raise
         except Exception as exc:
             for injected in turn.injected:
-                _settle(injected, exc)
+                injected.settle(exc)
             self.bus.publish("agent_error", {"error": f"{type(exc).__name__}: {exc}", "channel": item.channel})
             raise
         finally:
@@ -550,9 +556,9 @@ class Kernel:
             self.scheduler.finished(item)
             for injected in turn.injected:
                 self.scheduler.finished(injected)
-        _settle(item, reply)
+        item.settle(reply)
         for injected in turn.injected:
-            _settle(injected, reply)
+            injected.settle(reply)
 
     async def _run_consolidation(self, item: InputItem) -> None:
         turn = Turn(self, item)
@@ -566,7 +572,7 @@ class Kernel:
             text = await turn.run_plain(system, names, self.settings.consolidation_max_turns)
         finally:
             self.scheduler.running = None
-        _settle(item, Reply(text, channel=CONSOLIDATION_CHANNEL, errors=turn.ctx.errors))
+        item.settle(Reply(text, channel=CONSOLIDATION_CHANNEL, errors=turn.ctx.errors))
 
     async def _run_child(self, task: str, max_turns: int) -> str:
         item = InputItem(text=task, channel=CHILD_CHANNEL, source="spawn_child", no_memory=True)
@@ -640,17 +646,6 @@ class _Replayed:
         return self.emitted[common:]
 
 
-def _settle(item: InputItem, outcome: Reply | BaseException) -> None:
-    item.result = outcome
-    if item.reply is not None and not item.reply.done():
-        if isinstance(outcome, BaseException):
-            item.reply.set_exception(outcome)
-        else:
-            item.reply.set_result(outcome)
-    if item.sink is not None:
-        item.sink.put_nowait(END_OF_STREAM)
-
-
 def _reply_future() -> asyncio.Future[Any]:
     """A future for a reply; its exception counts as seen even if the waiter gave up."""
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -670,12 +665,7 @@ def _json(value: Any) -> str:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def _read_text(path: Path) -> str | None:

@@ -13,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
+from homeagent_core.agent.scheduler import InputItem, Scheduler
 from homeagent_sdk.errors import AgentClosed
 from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
 
-if TYPE_CHECKING:
-    from homeagent_core.agent.kernel import Kernel
-
-__all__ = ["AgentClosed", "EventLoop", "KernelIO"]
+__all__ = ["AgentClosed", "EventLoop", "InputHost", "KernelIO"]
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +54,19 @@ class EventLoop:
                 await asyncio.wait((self._current,))
             except asyncio.CancelledError:
                 self._current.cancel()
-                _fail(item, AgentClosed("the agent shut down while this input was being answered"))
+                item.settle(AgentClosed("the agent shut down while this input was being answered"))
                 raise
             turn = self._current
             self._current = None
             self.turns += 1
             if turn.cancelled():
-                _fail(item, AgentClosed("the turn was cancelled"))
+                item.settle(AgentClosed("the turn was cancelled"))
                 continue
             exc = turn.exception()
             if exc is not None:
                 self.failures += 1
                 log.error("turn for input from %s on %s failed", item.source, item.channel, exc_info=exc)
-                _fail(item, exc)
+                item.settle(exc)
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Stop: cancel the turn in flight, fail waiting inputs, end the loop task."""
@@ -86,27 +83,42 @@ class EventLoop:
             except TimeoutError:
                 log.error("event loop did not stop within %g s", timeout)
         for item in self.scheduler.drain():
-            _fail(item, AgentClosed("the agent shut down before this input was answered"))
+            item.settle(AgentClosed("the agent shut down before this input was answered"))
 
 
-def _fail(item: InputItem, exc: BaseException) -> None:
-    item.result = exc
-    if item.reply is not None and not item.reply.done():
-        item.reply.set_exception(exc)
-    if item.sink is not None:
-        item.sink.put_nowait(END_OF_STREAM)
+class InputHost(Protocol):
+    """Where inputs go: what :class:`KernelIO` (and a resident reporting back) needs of the kernel."""
+
+    def make_item(
+        self,
+        text: str,
+        channel: str,
+        *,
+        source: str,
+        level: int = 0,
+        options: InjectOptions | None = None,
+        attachments: list[MediaAttachment] | None = None,
+        reply: bool = False,
+        sink: asyncio.Queue[Any] | None = None,
+    ) -> InputItem:
+        """An input with its channel's memory policy applied."""
+        ...
+
+    def submit(self, item: InputItem) -> InputItem:
+        """Hand an input to the scheduler (raises ``InputQueueFull`` on backpressure)."""
+        ...
 
 
 class KernelIO:
     """The ``IOAPI`` given to one source (a plugin, the library API, the kernel itself).
 
-    :param kernel: the kernel that receives the inputs.
+    :param kernel: the kernel that receives the inputs (anything with ``make_item`` and ``submit``).
     :param source: who injects (recorded with every input; message ids are de-duplicated per source).
     :param max_level: highest interrupt level this source may use (3 for out-of-process
         plugins, 4 for the kernel and built-ins); higher requests are clamped.
     """
 
-    def __init__(self, kernel: Kernel, source: str, *, max_level: int = 4) -> None:
+    def __init__(self, kernel: InputHost, source: str, *, max_level: int = 4) -> None:
         self._kernel = kernel
         self.source = source
         self.max_level = max_level

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from homeagent_core.agent.residents import RESIDENT_CHANNEL
+from homeagent_core.agent.residents import RESIDENT_CHANNEL, Residents
 from homeagent_sdk.errors import UsageError
-
-if TYPE_CHECKING:
-    from homeagent_core.agent.residents import Residents
 
 __all__ = ["resident_agents_tool"]
 

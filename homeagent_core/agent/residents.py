@@ -38,7 +38,6 @@ import collections
 import contextvars
 import json
 import logging
-import os
 import re
 import shutil
 import threading
@@ -46,22 +45,23 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from homeagent_core.agent.loop import InputHost
 from homeagent_core.agent.scheduler import InputItem, Scheduler
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.agent.tools import ToolRegistry
+from homeagent_core.agent.turn import Reply, Turn, TurnHost
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import ToolCall, ToolDef, ToolResult, Triple
-
-if TYPE_CHECKING:
-    from homeagent_core.agent.kernel import Kernel
-    from homeagent_core.agent.turn import Reply
 
 __all__ = [
     "MEMORY_MAINTENANCE_TOOLS",
     "RESIDENT_CHANNEL",
     "RESIDENT_EXCLUDED_TOOLS",
     "Resident",
+    "ResidentHost",
     "ResidentLimits",
     "Residents",
     "ScratchLike",
@@ -100,17 +100,12 @@ class ScratchLike(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
-class ResidentLimits:
-    """Limits of the resident pool (``core.agent.residents.*``)."""
+class ResidentHost(TurnHost, InputHost, Protocol):
+    """What the residents use of the main kernel: what a turn needs, where their reports go,
+    the data folder their state lives in, and whether the kernel runs."""
 
-    max_residents: int = 8
-    turns_per_hour: int = 60
-    tokens_per_hour: int = 200_000
-    max_tool_turns: int = 10
-    context_size: int = 20
-    queue_capacity: int = 64
-    report: bool = True
+    data_dir: Path | None
+    started: bool
 
 
 def _maintenance_refusal(name: str) -> str:
@@ -234,11 +229,12 @@ class Resident:
 class Residents:
     """The kernel's resident sub-agents (``kernel.residents``; the library's ``agent.residents``).
 
-    :param kernel: the main kernel (its provider, tools, stages and event bus are shared).
+    :param kernel: the main kernel (its provider, tools, stages and event bus are shared; see
+        :class:`ResidentHost`).
     :param limits: pool limits.
     """
 
-    def __init__(self, kernel: Kernel, limits: ResidentLimits | None = None) -> None:
+    def __init__(self, kernel: ResidentHost, limits: ResidentLimits | None = None) -> None:
         self.kernel = kernel
         self.limits = limits or ResidentLimits()
         self.agents: dict[str, Resident] = {}
@@ -479,7 +475,7 @@ class Residents:
                 if self._to_main(resident, f"[常驻代理 {name} 已销毁，未完成的任务转交主代理] {item.text}"):
                     handed += 1
         for item in left:
-            _settle(item, UsageError(f"resident {name!r} was destroyed ({residual}); the message was not answered"))
+            item.settle(UsageError(f"resident {name!r} was destroyed ({residual}); the message was not answered"))
         worker = resident.worker
         if worker is not None and not worker.done():
             worker.cancel()
@@ -497,7 +493,7 @@ class Residents:
     def _drain(self, resident: Resident, why: str) -> int:
         items = resident.scheduler.drain()
         for item in items:
-            _settle(item, UsageError(f"resident {resident.name!r} was {why}; the message was dropped"))
+            item.settle(UsageError(f"resident {resident.name!r} was {why}; the message was dropped"))
         return len(items)
 
     # ------------------------------------------------------------------ working
@@ -550,7 +546,7 @@ class Residents:
             except Exception as exc:
                 resident.failed += 1
                 log.error("resident %s failed on %r", resident.name, item.text[:80], exc_info=True)
-                _settle(item, exc)
+                item.settle(exc)
             finally:
                 resident.current = None
                 resident.activity = "idle"
@@ -571,8 +567,6 @@ class Residents:
             await asyncio.sleep(max(0.0, resident.waiting_until - now))
 
     async def _run(self, resident: Resident, item: InputItem) -> None:
-        from homeagent_core.agent.turn import Reply, Turn
-
         kernel = self.kernel
         turn = Turn(kernel, item)
         turn.tools = self._registry(resident)
@@ -591,7 +585,7 @@ class Residents:
         tokens = int(usage.get("total") or (usage.get("prompt") or 0) + (usage.get("completion") or 0))
         resident.usage.append((time.time(), tokens))
         if turn.stopped:
-            _settle(item, Reply("", channel=item.channel, stopped=True, errors=turn.ctx.errors))
+            item.settle(Reply("", channel=item.channel, stopped=True, errors=turn.ctx.errors))
             return
         resident.context += [{"role": "user", "content": item.text}, {"role": "assistant", "content": text}]
         del resident.context[: max(0, len(resident.context) - self.limits.context_size)]
@@ -600,7 +594,7 @@ class Residents:
         reply = Reply(
             text, usage=usage, channel=item.channel, errors=turn.ctx.errors, tool_results=turn.ctx.tool_results
         )
-        _settle(item, reply)
+        item.settle(reply)
         kernel.bus.publish("resident", {"type": "output", "name": resident.name, "task": item.text, "content": text})
         if self.limits.report and text:
             self._to_main(resident, f"[常驻代理 {resident.name} 汇报] 任务：{item.text}\n结果：{text}")
@@ -628,14 +622,6 @@ class Residents:
         # leave the thread running; the file object orders the writes and refuses them once removed.
         await asyncio.to_thread(disk.write, disk.number(), resident.state())
 
-    # ------------------------------------------------------------------ the tool
-
-    def tool_function(self) -> Callable[..., Awaitable[str]]:
-        """The ``resident_agents`` tool."""
-        from homeagent_core.agent.resident_tool import resident_agents_tool
-
-        return resident_agents_tool(self)
-
 
 #: Tool names a scratch memory offers (the memory tools bound to the scratch graph).
 _MEMORY_TOOL_NAMES = frozenset(
@@ -650,15 +636,6 @@ _MEMORY_TOOL_NAMES = frozenset(
         "person_network",
     }
 )
-
-
-def _settle(item: InputItem, outcome: Any) -> None:
-    item.result = outcome
-    if item.reply is not None and not item.reply.done():
-        if isinstance(outcome, BaseException):
-            item.reply.set_exception(outcome)
-        else:
-            item.reply.set_result(outcome)
 
 
 class _StateFile:
@@ -698,13 +675,7 @@ class _StateFile:
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(state, ensure_ascii=False).encode("utf-8")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state, ensure_ascii=False))
 
 
 def _read_states(root: Path) -> list[dict[str, Any]]:
@@ -722,4 +693,3 @@ def _read_states(root: Path) -> list[dict[str, Any]]:
         else:
             log.error("resident state %s has an unknown format; that resident was not restored", path)
     return states
-

@@ -96,6 +96,21 @@ class InputItem:
     def interrupt(self) -> bool:
         return self.level > 0
 
+    def settle(self, outcome: Any) -> None:
+        """The input is done: record ``outcome``, hand it to whoever waits, end its stream.
+
+        ``outcome`` is the reply, or the exception the input ended with (the waiter gets it
+        raised). A reply already settled is left as it is; the stream, if any, always ends.
+        """
+        self.result = outcome
+        if self.reply is not None and not self.reply.done():
+            if isinstance(outcome, BaseException):
+                self.reply.set_exception(outcome)
+            else:
+                self.reply.set_result(outcome)
+        if self.sink is not None:
+            self.sink.put_nowait(END_OF_STREAM)
+
     def effective_level(self, promote_after: int = 3) -> int:
         """The level used for picking: base level plus starvation promotion."""
         return min(MAX_LEVEL, self.level + min(self.passed_over // max(1, promote_after), 2))

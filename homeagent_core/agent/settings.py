@@ -10,10 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from homeagent_core.agent.prompt import DEFAULT_SYSTEM_PROMPT
-from homeagent_core.agent.residents import ResidentLimits
 from homeagent_sdk.errors import ConfigValueError
 
-__all__ = ["KernelSettings"]
+__all__ = ["KernelSettings", "ResidentLimits"]
+
+
+@dataclass
+class ResidentLimits:
+    """Limits of the resident sub-agents (``core.agent.residents.*``).
+
+    :param max_residents: residents that may exist at once (``core.agent.residents.max``).
+    :param turns_per_hour: messages one resident may run in any hour.
+    :param tokens_per_hour: model tokens one resident may use in any hour.
+    :param max_tool_turns: model rounds with tool calls per message.
+    :param context_size: messages of its own conversation a resident keeps.
+    :param queue_capacity: messages that may wait for one resident.
+    :param report: whether each result goes back to the main agent on ``_resident_``.
+    """
+
+    max_residents: int = 8
+    turns_per_hour: int = 60
+    tokens_per_hour: int = 200_000
+    max_tool_turns: int = 10
+    context_size: int = 20
+    queue_capacity: int = 64
+    report: bool = True
 
 
 @dataclass

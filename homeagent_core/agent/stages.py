@@ -39,7 +39,7 @@ from homeagent_sdk.types import StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from homeagent_core.events import EventBus
-    from homeagent_core.plugins.manager import HookHandler, PluginHost
+    from homeagent_core.hookhost import HookHandler, HookHost
 
 __all__ = ["OWN_TOOLS", "StageRunner"]
 
@@ -53,7 +53,7 @@ _CTX_ONLY = ("ctx",)
 
 
 class StageRunner:
-    """Calls the handlers of a stage through the :class:`PluginHost`.
+    """Calls the handlers of a stage through the plugin host (:class:`~homeagent_core.hookhost.HookHost`).
 
     :param host: the plugin host (the only thing that knows the hook impls).
     :param timeout: seconds each handler may run before it is cancelled and recorded.
@@ -65,7 +65,7 @@ class StageRunner:
 
     def __init__(
         self,
-        host: PluginHost,
+        host: HookHost,
         *,
         timeout: float = 30.0,
         bus: EventBus | None = None,

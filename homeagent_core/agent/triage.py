@@ -29,16 +29,22 @@ import math
 import re
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from homeagent_core.agent.channels import SEND_PREFIX
-from homeagent_core.agent.scheduler import InputItem
+from homeagent_core.agent.residents import Residents
+from homeagent_core.agent.scheduler import InputItem, Scheduler
+from homeagent_core.agent.turn import Reply, Turn, TurnHost
 
-if TYPE_CHECKING:
-    from homeagent_core.agent.kernel import Kernel
-    from homeagent_core.agent.turn import Reply
-
-__all__ = ["BUSY_MARK", "READ_ONLY_TOOLS", "Triage", "busy_notice", "is_status_query", "status_text"]
+__all__ = [
+    "BUSY_MARK",
+    "READ_ONLY_TOOLS",
+    "Triage",
+    "TriageHost",
+    "busy_notice",
+    "is_status_query",
+    "status_text",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +103,16 @@ def busy_notice(text: str, estimate_s: float) -> str:
     return f"Busy right now, please wait: I'm on another task and expect to get to you in about {minutes} min."
 
 
-def status_text(kernel: Kernel, question: str) -> str:
+class TriageHost(TurnHost, Protocol):
+    """What triage and status answers use of the kernel: what a turn needs, the turn in
+    progress, the input queue and the residents (for "what are you doing?")."""
+
+    turn: Turn | None
+    scheduler: Scheduler
+    residents: Residents
+
+
+def status_text(kernel: TriageHost, question: str) -> str:
     """What the agent is doing now, from the scheduler's state, in the language of ``question``."""
     zh = is_zh(question)
     turn = kernel.turn
@@ -139,7 +154,7 @@ def _activity_zh(activity: str) -> str:
 class Triage:
     """The backlog-triage watcher of one kernel (``kernel.triage``)."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: TriageHost) -> None:
         self.kernel = kernel
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -253,8 +268,6 @@ class Triage:
         await self._answer(item, text)
 
     async def _ask(self, item: InputItem) -> str:
-        from homeagent_core.agent.turn import Turn
-
         kernel = self.kernel
         shadow = InputItem(text=item.text, channel=item.channel, source=item.source, no_memory=True)
         turn = Turn(kernel, shadow)
@@ -283,8 +296,6 @@ class Triage:
 
     async def _answer(self, item: InputItem, text: str) -> None:
         """Deliver a triage answer and record it like any reply."""
-        from homeagent_core.agent.turn import Reply, Turn
-
         kernel = self.kernel
         turn = Turn(kernel, item)
         ctx = turn.ctx
@@ -301,7 +312,13 @@ class Triage:
         await self._deliver(item, text, "answer")
         kernel.scheduler.finished(item)
         reply = Reply(text, channel=item.channel, answered_by="triage")
-        _settle(item, reply)
+        item.settle(reply)
+
+    def answer_status(self, item: InputItem) -> Reply:
+        """Answer a status question at once (delivered in the background); never queued, never remembered."""
+        text = status_text(self.kernel, item.text)
+        self.deliver_soon(item, text, "status")
+        return Reply(text, channel=item.channel, answered_by="status")
 
     def deliver_soon(self, item: InputItem, text: str, kind: str) -> None:
         """Deliver ``text`` to ``item``'s channel in the background (from synchronous code)."""
@@ -321,22 +338,3 @@ class Triage:
                 await kernel.channels.send(item.channel, text, {"source": item.source, "triage": kind}, "text")
             except Exception as exc:
                 log.warning("triage %s could not be delivered to %s: %s", kind, item.channel, exc)
-
-
-def answer_status(kernel: Kernel, item: InputItem) -> Reply:
-    """Answer a status question at once (the caller delivers it); never queued, never remembered."""
-    from homeagent_core.agent.turn import Reply
-
-    text = status_text(kernel, item.text)
-    kernel.triage.deliver_soon(item, text, "status")
-    return Reply(text, channel=item.channel, answered_by="status")
-
-
-def _settle(item: InputItem, outcome: Any) -> None:
-    from homeagent_core.agent.scheduler import END_OF_STREAM
-
-    item.result = outcome
-    if item.reply is not None and not item.reply.done():
-        item.reply.set_result(outcome)
-    if item.sink is not None:
-        item.sink.put_nowait(END_OF_STREAM)

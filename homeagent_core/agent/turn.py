@@ -24,14 +24,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
 from homeagent_core.agent.channels import SEND_PREFIX
+from homeagent_core.agent.policy import Decision
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
 from homeagent_core.stream import RESET, ROUND
-from homeagent_sdk.types import StageContext, ToolCall, ToolResult
+from homeagent_sdk.types import Principal, StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    from homeagent_core.agent.approvals import Rights
     from homeagent_core.agent.channels import ChannelRegistry
     from homeagent_core.agent.prompt import PromptBuilder, Timeline
     from homeagent_core.agent.settings import KernelSettings
@@ -164,6 +167,8 @@ class TurnHost(Protocol):
     timeline: Timeline
     own_timeline: bool
     """Whether the kernel keeps the timeline itself (memory offers none)."""
+    rights: Rights | None
+    """People, tool policy and approvals (None: no person registry, every tool allowed)."""
 
     def modalities(self) -> frozenset[str] | None:
         """What the current model takes besides text (None: unknown)."""
@@ -181,6 +186,13 @@ class Turn:
         self.k = kernel
         self.item = item
         self.level = item.level
+        #: Who the input comes from; rights are decided from this, never from ``ctx.principal``.
+        self.principal: Principal | None = None
+        #: Other people whose interrupts were injected into this turn: it then acts only with the
+        #: rights all of them share.
+        self.others: list[Principal] = []
+        if kernel.rights is not None:
+            self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
         self.ctx = StageContext(
             raw_message=item.text,
             source=item.source,
@@ -188,6 +200,7 @@ class Turn:
             no_memory=item.no_memory or item.interrupt,
             interrupt=item.interrupt,
             attachments=list(item.attachments),
+            principal=self.principal,
         )
         self.accepting = False
         self.stopped = item.stopped
@@ -214,6 +227,7 @@ class Turn:
 
     def interrupt(self, item: InputItem) -> None:
         """Inject ``item`` before the next model call, cancelling the one in flight."""
+        self._note_speaker(item)
         self._pending.append(item)
         self.injected.append(item)
         self.level = max(self.level, item.level)
@@ -232,6 +246,13 @@ class Turn:
 
     async def run(self) -> Reply:
         """Run the whole turn for ``self.item``."""
+        token = CURRENT_PRINCIPAL.set(self.principal)
+        try:
+            return await self._run()
+        finally:
+            CURRENT_PRINCIPAL.reset(token)
+
+    async def _run(self) -> Reply:
         k, item, ctx = self.k, self.item, self.ctx
         if k.channels.output(item.channel) is not None:
             k.channels.last_active = item.channel
@@ -285,7 +306,7 @@ class Turn:
             return await self._short_circuit(recorded=record)
         self.accepting = True
         try:
-            final = await self.tool_loop(ctx, ctx.context_msgs, k.tools.schemas(), k.settings.max_tool_turns)
+            final = await self.tool_loop(ctx, ctx.context_msgs, self._offered(None), k.settings.max_tool_turns)
         finally:
             self.accepting = False
         if self.stopped:
@@ -378,17 +399,71 @@ class Turn:
         """
         ctx = self.ctx
         self.allowed = frozenset(tool_names)
-        tools = self.tools.schemas(tool_names)
+        tools = self._offered(tool_names)
         ctx.context_msgs = [
             {"role": "system", "content": system},
             *(history or ()),
             {"role": "user", "content": user_content(ctx.raw_message, ctx.attachments, self.k.modalities())},
         ]
-        final = await self.tool_loop(ctx, ctx.context_msgs, tools, max_turns)
+        token = CURRENT_PRINCIPAL.set(self.principal)
+        try:
+            final = await self.tool_loop(ctx, ctx.context_msgs, tools, max_turns)
+        finally:
+            CURRENT_PRINCIPAL.reset(token)
         if ctx.response is not None:
             final = ctx.response
         ctx.final_text = final
         return final
+
+    # ------------------------------------------------------------------ rights
+
+    def _offered(self, names: list[str] | None) -> list[dict[str, Any]]:
+        """The schemas of ``names`` (None: every tool) the turn's principal may be offered."""
+        rights = self.k.rights
+        if rights is None:
+            return self.tools.schemas(names)
+        assert self.principal is not None
+        return self.tools.schemas(rights.offered(self.principal, names if names is not None else self.tools.names()))
+
+    def _note_speaker(self, item: InputItem) -> None:
+        """Remember the principal of an interrupt from someone else (see :attr:`others`)."""
+        rights = self.k.rights
+        if rights is None or self.principal is None:
+            return
+        other = rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+        if (other.person, other.role) != (self.principal.person, self.principal.role):
+            self.others.append(other)
+
+    def _shared(self, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """``tools`` less those another speaker of this turn may not use."""
+        rights = self.k.rights
+        if not self.others or not tools or rights is None:
+            return tools
+        names = {t["function"]["name"] for t in tools}
+        for other in self.others:
+            names &= set(rights.offered(other, names))
+        return [t for t in tools if t["function"]["name"] in names]
+
+    async def _refused(self, call: ToolCall) -> ToolResult | None:
+        """None when the principal may run ``call`` now; else the result the model gets.
+
+        With other speakers in the turn, the most restricted of them decides (deny, then ask).
+        """
+        rights = self.k.rights
+        if rights is None:
+            return None
+        assert self.principal is not None
+        tools, allowed = self.tools, self.allowed
+
+        async def later(approved: ToolCall) -> ToolResult:
+            return await tools.execute(approved, allowed=allowed)
+
+        principal = self.principal
+        if self.others:
+            rank = {Decision.DENY: 0, Decision.ASK: 1, Decision.ALLOW: 2}
+            speakers = [self.principal, *self.others]
+            principal = min(speakers, key=lambda p: rank[rights.policy.decide(p, call.name)])
+        return await rights.check(principal, call, self.ctx.channel, later, stopped=lambda: self.stopped)
 
     # ------------------------------------------------------------------ the tool loop
 
@@ -418,7 +493,7 @@ class Turn:
             self.rounds = rounds
             self.activity = "thinking"
             try:
-                response = await self._call_model(ctx, messages, None if limited else tools, rounds)
+                response = await self._call_model(ctx, messages, None if limited else self._shared(tools), rounds)
             except _Cancelled:
                 continue
             ctx.llm_text = response["content"]
@@ -482,9 +557,13 @@ class Turn:
             result = ToolResult(call.id, call.name, False, "工具调用被拒绝：" + "；".join(rejections), call.plugin)
             rejected = True
         else:
-            result = await self.tools.execute(call, allowed=self.allowed)
-            await k.stages.run("after_toolcall", ctx, call=call, result=result)
             rejected = False
+            refused = await self._refused(call)
+            if refused is not None:
+                result = refused
+            else:
+                result = await self.tools.execute(call, allowed=self.allowed)
+                await k.stages.run("after_toolcall", ctx, call=call, result=result)
         k.bus.publish(
             "tool_call",
             {

@@ -2,7 +2,10 @@
 
 Scopes are ``core`` (keys ``core.*``) or a plugin name (keys ``plugin.<name>.*``). Secrets are
 never returned; every write goes through the config store's validation, so a wrong type or an
-unknown key comes back to the model as a clear error.
+unknown key comes back to the model as a clear error. Guarded settings (who may run programs,
+read files, log in, install plugins; the model sources and keys; people and their rights) are
+refused whoever's turn it is: only the owner changes them, with ``homeagent config set`` or on
+the web UI (docs/PEOPLE.md).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from homeagent_sdk import HomeAgentError, ToolError, ToolRegistryProtocol, hooki
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
+    from homeagent_core.plugins.privileged import RightsAccess
     from homeagent_core.plugins.sdk import ScopedSDK
 
 PLUGIN_NAME = "cfgmgr"
@@ -28,6 +32,7 @@ class CfgMgr:
 
     def __init__(self) -> None:
         self._config: ConfigStore | None = None
+        self._rights: RightsAccess | None = None
 
     @property
     def config(self) -> ConfigStore:
@@ -40,6 +45,7 @@ class CfgMgr:
         if sdk.config is None:
             raise ToolError("cfgmgr needs the privileged config accessor of a built-in plugin")
         self._config = sdk.config
+        self._rights = sdk.services.rights if sdk.services is not None else None
 
     @hookimpl
     def register_tools(self, registry: ToolRegistryProtocol) -> None:
@@ -66,6 +72,15 @@ class CfgMgr:
     def _full_key(self, scope: str, key: str) -> str:
         prefix = self._prefix(scope)
         return key if key.startswith(prefix) else prefix + key
+
+    def _guard(self, key: str, tool: str) -> None:
+        """Refuse a guarded setting: a model tool never changes who may do what."""
+        if self._rights is None:
+            raise ToolError(f"{tool} cannot tell which settings are guarded (no person registry); nothing changed")
+        try:
+            self._rights.guard_setting(key, f"{tool} (a model tool)")
+        except HomeAgentError as exc:
+            raise ToolError(str(exc)) from None
 
     def _rows(self, prefix: str) -> list[dict[str, Any]]:
         return self.config.describe(prefix)
@@ -101,6 +116,7 @@ class CfgMgr:
             value: the new value as text (numbers, true/false, durations like 30s are parsed).
         """
         full = self._full_key(scope, key)
+        self._guard(full, "config_set")
         typed = self.config.set(full, value)
         definition = self.config.definition(full)
         note = " (takes effect after a restart)" if definition and definition.restart_required else ""
@@ -139,6 +155,7 @@ class CfgMgr:
             except KeyError as exc:
                 raise ToolError(f"items[{index}] lacks {exc.args[0]!r}; each item needs scope, key and value") from None
             try:
+                self._guard(full, "config_batch_set")
                 self.config.validate(full, value)  # validate everything before writing anything
             except HomeAgentError as exc:
                 raise ToolError(f"items[{index}]: {exc}; nothing was changed") from None

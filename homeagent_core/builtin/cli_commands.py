@@ -15,17 +15,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from homeagent_core import loopwatch, workers
 from homeagent_sdk import HomeAgentError, ToolCall
 
 if TYPE_CHECKING:
-    from homeagent_core.builtin.cli_socket import CliSocket
     from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
     from homeagent_core.plugins.sdk import ScopedSDK, Services
 
-__all__ = ["HELP", "Commands"]
+__all__ = ["HELP", "CommandOwner", "Commands"]
 
 HELP = """Commands:
   /help                        this text
@@ -50,13 +49,25 @@ HELP = """Commands:
   /settings get <key>          one setting
   /settings set <key> <value>  change a setting
   /stop                        stop the running reply and drop what is queued
+  /approvals [list]            tool calls waiting for the owner's decision (JSON)
+  /approvals approve|deny <id> decide one: approve runs it with the asker's rights
 Anything else is a message to the agent."""
+
+
+class CommandOwner(Protocol):
+    """What the commands use of the plugin that serves them (the ``cli`` socket's ``CliSocket``)."""
+
+    name: str
+    started_at: float
+
+    @property
+    def sdk(self) -> ScopedSDK: ...
 
 
 class Commands:
     """The commands of one ``cli`` plugin; ``owner`` gives the SDK and the start time."""
 
-    def __init__(self, owner: CliSocket) -> None:
+    def __init__(self, owner: CommandOwner) -> None:
         self.owner = owner
 
     @property
@@ -77,6 +88,7 @@ class Commands:
             "settings": self._settings,
             "stop": self._stop,
             "doctor": self._doctor,
+            "approvals": self._approvals,
         }.get(name.lower())
 
     def _kernel_or_fail(self) -> KernelAccess:
@@ -475,6 +487,19 @@ class Commands:
         if not rows:
             raise HomeAgentError(f"no settings start with {rest!r}")
         return "\n".join(f"{r['key']} = {r['value']}" for r in rows)
+
+    async def _approvals(self, rest: str) -> str:
+        rights = self._services().rights
+        if rights is None:
+            raise HomeAgentError("this agent runs without a person registry, so nothing waits for approval")
+        words = rest.split()
+        if not words or words == ["list"]:
+            return json.dumps([a.to_dict() for a in rights.approvals.list()], ensure_ascii=False, default=str)
+        if len(words) == 2 and words[0] in ("approve", "deny") and words[1].lstrip("#").isdigit():
+            decided = rights.approvals.decide(int(words[1].lstrip("#")), words[0] == "approve", by="owner (cli)")
+            who = decided.principal.person or "a guest"
+            return f"approval #{decided.id} {decided.status}: {decided.call.name} for {who}"
+        raise HomeAgentError("usage: /approvals [list] | /approvals approve <id> | /approvals deny <id>")
 
     async def _stop(self, _rest: str) -> str:
         dropped = self._kernel_or_fail().stop()

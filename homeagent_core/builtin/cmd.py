@@ -8,7 +8,8 @@ timeout (the whole process group is killed when it expires), its combined output
 directory, and the last 100 runs are kept for ``cmd_history``.
 
 Disabled unless ``plugin.cmd.enabled`` is true: a new install cannot run programs until its
-owner decides so.
+owner decides so. A daemon running as root refuses to run programs unless the owner also set
+``plugin.cmd.allow_root``: a model's command would otherwise run with every right on the machine.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "cmd"
 
-__all__ = ["CmdPlugin", "RunRecord", "make_plugin", "split_command"]
+__all__ = ["CmdPlugin", "RunRecord", "check_not_root", "make_plugin", "split_command"]
 
 #: Tokens a shell would interpret; here they would silently become arguments, so refuse them.
 _SHELL_TOKENS = frozenset({"|", "||", "&&", ";", ">", ">>", "<", "<<", "&", "2>", "2>&1", "|&"})
@@ -78,6 +79,21 @@ def split_command(command: str) -> list[str]:
     return argv
 
 
+def check_not_root(allow_root: bool, *, euid: int | None = None) -> None:
+    """Refuse to run programs as root unless the owner allowed it (``plugin.cmd.allow_root``).
+
+    Raises:
+        ToolError: the daemon's effective uid is 0 and ``allow_root`` is false.
+    """
+    uid = os.geteuid() if euid is None else euid
+    if uid == 0 and not allow_root:
+        raise ToolError(
+            "cmd_run refuses to run programs as root: the daemon runs as uid 0, so a command would have every "
+            "right on this machine. Run HomeAgent as an ordinary user, or the owner allows it with "
+            "`homeagent config set plugin.cmd.allow_root true`"
+        )
+
+
 def _names(raw: str) -> set[str]:
     return {item.strip() for item in raw.replace("\n", ",").split(",") if item.strip()}
 
@@ -115,6 +131,11 @@ class CmdPlugin:
         registry.add(ConfigDef(
             key="allow", type="string", default="",
             description="Comma-separated program names that may run; empty = any program not denied.",
+        ))
+        registry.add(ConfigDef(
+            key="allow_root", type="bool", default=False,
+            description="Let cmd_run run programs when the daemon runs as root (uid 0); off: refused, "
+            "run HomeAgent as an ordinary user instead.",
         ))
         registry.add(ConfigDef(
             key="deny", type="string", default="sudo,su,doas,shutdown,reboot,poweroff,halt,mkfs",
@@ -199,6 +220,7 @@ class CmdPlugin:
                 "cmd_run is disabled on this install; the owner can enable it with "
                 "`homeagent config set plugin.cmd.enabled true`"
             )
+        check_not_root(bool(sdk.settings.get("allow_root")))
         if timeout < 0:
             raise ToolError(f"timeout must be positive seconds, got {timeout:g}")
         seconds = float(timeout or sdk.settings.get("default_timeout") or 30.0)

@@ -16,11 +16,11 @@ import mimetypes
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from homeagent_sdk import ConfigDef, ContentBlock, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk._atomic import atomic_write as _atomic_write
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -58,19 +58,9 @@ def _is_binary(head: bytes) -> bool:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename (keeping
+    the mode of the file it replaces; a new file is private)."""
+    _atomic_write(path, data, mode=path.stat().st_mode & 0o7777 if path.exists() else 0o600)
 
 
 class Sandbox:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from homeagent_sdk import ConfigDef, HomeAgentError, SettingsRegistry, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk._atomic import atomic_write
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
@@ -185,16 +186,7 @@ class HealthCheck:
     def _save(self) -> None:
         path = self.sdk.data_dir / HISTORY_FILE
         data = json.dumps({"points": list(self.points), "reports": self.reports}, ensure_ascii=False)
-        fd, tmp = tempfile.mkstemp(prefix=".history.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, data)
 
     # ------------------------------------------------------------------ the checks
 

@@ -8,7 +8,8 @@ headers}`` for a remote one (``transport`` ``"http"`` = streamable HTTP, the def
 so the kernel validates arguments before they travel.
 
 Each server has its own supervisor task: connect, list tools, register them, then watch the
-connection (a ping every ``ping_interval``; a failed call also counts). When a server dies
+connection (a ping every ``ping_interval``, a ``server/discover`` on 2026-07-28 sessions, which
+have no ping; a failed call also counts). When a server dies
 its tools are detached at once, and the supervisor reconnects with exponential backoff (1 s,
 2 s, 4 s … up to ``max_backoff``), registering the tools again when it is back.
 

@@ -3,12 +3,16 @@
 A :class:`ServerConnection` keeps one configured server connected: it registers the server's
 tools (and, through :mod:`homeagent_core.builtin.mcp_extras`, its resources and prompts) while
 the server is up, detaches them when it dies, reconnects with exponential backoff and renews
-resource subscriptions. The ``mcp`` SDK is imported only when a server is actually used.
+resource subscriptions. It negotiates protocol 2026-07-28 (``server/discover``; changes on a
+``subscriptions/listen`` stream) with servers that speak it, and the 2025-era ``initialize``
+handshake (``resources/subscribe``, notifications) with the others. The ``mcp`` SDK is imported
+only when a server is actually used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -18,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from homeagent_core.builtin.mcp_extras import (
+    MAX_BLOB_BYTES,
     METHOD_NOT_FOUND,
+    BlobStore,
     extra_tools,
     mcp_error_text,
     needs_tasks,
@@ -27,7 +33,8 @@ from homeagent_core.builtin.mcp_extras import (
     task_message,
     task_refusal,
 )
-from homeagent_sdk import ToolDef, ToolError
+from homeagent_sdk import HomeAgentError, ToolDef, ToolError
+from homeagent_sdk.types import MediaAttachment, ToolResult
 
 __all__ = [
     "CHANNEL",
@@ -35,10 +42,12 @@ __all__ = [
     "ServerConnection",
     "ServerSpec",
     "describe_error",
+    "is_modern",
     "list_all_tools",
     "open_session",
     "probe",
     "probe_offer",
+    "result_output",
     "result_text",
     "tool_name",
 ]
@@ -115,8 +124,26 @@ async def open_session(
         extra = {"message_handler": message_handler} if message_handler is not None else {}
         session = await stack.enter_async_context(ClientSession(read, write, **extra))
         async with asyncio.timeout(timeout):
-            await session.initialize()
+            await _negotiate(session)
         yield session
+
+
+async def _negotiate(session: Any) -> None:
+    """``server/discover`` (protocol 2026-07-28) when the server speaks it, else the ``initialize``
+    handshake of the 2025-era versions (a server that does not know ``server/discover`` answers
+    it with an error)."""
+    from mcp import MCPError
+
+    try:
+        await session.discover()
+    except MCPError:
+        await session.initialize()
+
+
+def is_modern(session: Any) -> bool:
+    """Whether the session negotiated protocol 2026-07-28 or later (``server/discover``): no
+    ``ping``, no ``resources/subscribe``; changes arrive on ``subscriptions/listen`` streams."""
+    return getattr(session, "discover_result", None) is not None
 
 
 async def list_all_tools(session: Any) -> list[Any]:
@@ -137,27 +164,70 @@ async def list_all_tools(session: Any) -> list[Any]:
     return tools
 
 
-def result_text(result: Any) -> str:
-    """Flatten a ``CallToolResult`` into text for the model."""
-    parts: list[str] = []
-    for block in getattr(result, "content", None) or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            size = len(getattr(block, "data", "") or "") * 3 // 4
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {size} bytes]")
-        elif kind == "resource":
-            resource = block.resource
-            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}]")
-        else:
-            parts.append(str(block))
+def _block_text(block: Any) -> str:
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return str(block.text)
+    if kind in ("image", "audio"):
+        size = len(getattr(block, "data", "") or "") * 3 // 4
+        return f"[{kind} {getattr(block, 'mime_type', '')}, {size} bytes]"
+    if kind == "resource":
+        resource = block.resource
+        return getattr(resource, "text", None) or f"[resource {resource.uri}]"
+    if kind == "resource_link":
+        return f"[resource {block.uri}]"
+    return str(block)
+
+
+def _structured(result: Any, parts: list[str]) -> list[str]:
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts)
+        return [json.dumps(structured, ensure_ascii=False)]
+    return parts
+
+
+def result_text(result: Any) -> str:
+    """Flatten a ``CallToolResult`` into text for the model (images and audio as a size note)."""
+    parts = [_block_text(block) for block in getattr(result, "content", None) or []]
+    return "\n".join(_structured(result, parts))
+
+
+async def result_output(result: Any, where: str, store: BlobStore | None = None) -> tuple[str, list[MediaAttachment]]:
+    """A ``CallToolResult`` as text plus its images and audio as media attachments.
+
+    Each image or audio block is decoded, kept in the media store when there is one (its text
+    names the media digest) and attached with its bytes, so a model that takes images gets the
+    image like an upload right after the tool result. A block that is not valid base64 or is
+    over :data:`MAX_BLOB_BYTES` is only described.
+    """
+    parts: list[str] = []
+    media: list[MediaAttachment] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", "")
+        if kind not in ("image", "audio"):
+            parts.append(_block_text(block))
+            continue
+        mime = str(getattr(block, "mime_type", "") or f"{kind}/*")
+        try:
+            data = base64.b64decode(getattr(block, "data", "") or "", validate=True)
+        except ValueError:
+            parts.append(f"[{kind} {mime} from {where} is not valid base64; dropped]")
+            continue
+        if len(data) > MAX_BLOB_BYTES:
+            parts.append(f"[{kind} {mime}, {len(data)} bytes from {where}: over {MAX_BLOB_BYTES} bytes, dropped]")
+            continue
+        name = f"{where}-{len(media) + 1}.{mime.rsplit('/', 1)[-1].split('+')[0] or 'bin'}"
+        digest, kept = "", ", not stored (this agent has no media store)"
+        if store is not None:
+            try:
+                digest = await store(data, mime, name)
+            except HomeAgentError as exc:
+                kept = f", not stored: {exc}"
+            else:
+                kept = f", stored as media {digest}"
+        parts.append(f"[{kind} {mime}, {len(data)} bytes{kept}; attached below]")
+        media.append(MediaAttachment(digest=digest, mime=mime, data=data, name=name))
+    return "\n".join(_structured(result, parts)), media
 
 
 async def probe(spec: ServerSpec, *, timeout: float = 30.0, errlog: TextIO | None = None) -> list[dict[str, Any]]:
@@ -227,6 +297,13 @@ class ServerConnection:
     subscriptions: dict[str, str] = field(default_factory=dict)
     _session: Any = None
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set when the subscribed URIs changed: the ``subscriptions/listen`` stream is opened again.
+    _relisten: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Requests to open the listen stream again (a counter), and the last request the stream
+    #: answered with the URIs it was acknowledged for (None while no stream runs).
+    _listen_wanted: int = 0
+    _listening: tuple[int, frozenset[str]] | None = None
+    _listened: asyncio.Condition = field(default_factory=asyncio.Condition)
     _task: asyncio.Task[None] | None = None
     _up: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -292,23 +369,34 @@ class ServerConnection:
             self._attach(tools)
             offers = await offered(session, capabilities)
             self._attach_extras(capabilities, offers)
-            await self._resubscribe(session)
-            if offers[1]:
-                with contextlib.suppress(Exception):
-                    self.prompts = await prompt_index(session)
-            self.state = "connected"
-            self.connects += 1
-            self.last_error = ""
-            self._up.set()
-            log.info("MCP server %s connected: %d tools", self.spec.name, len(self.registered))
-            while True:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.ping_interval):
-                        await self._broken.wait()
-                if self._broken.is_set():
-                    raise ConnectionError("a call found the connection broken")
-                async with asyncio.timeout(max(5.0, self.ping_interval)):
-                    await session.send_ping()
+            modern = is_modern(session)
+            listener = asyncio.create_task(self._listen(session, capabilities)) if modern else None
+            try:
+                if not modern:
+                    await self._resubscribe(session)
+                if offers[1]:
+                    with contextlib.suppress(Exception):
+                        self.prompts = await prompt_index(session)
+                self.state = "connected"
+                self.connects += 1
+                self.last_error = ""
+                self._up.set()
+                log.info("MCP server %s connected: %d tools", self.spec.name, len(self.registered))
+                while True:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.ping_interval):
+                            await self._broken.wait()
+                    if self._broken.is_set():
+                        raise ConnectionError("a call found the connection broken")
+                    async with asyncio.timeout(max(5.0, self.ping_interval)):
+                        # 2026-07-28 has no ping: a discover at the negotiated version is the cheapest request
+                        await (session.send_discover(session.protocol_version) if modern else session.send_ping())
+            finally:
+                if listener is not None:
+                    listener.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await listener
+                self._listening = None
 
     def _attach(self, tools: list[Any]) -> None:
         self.skipped = []
@@ -347,32 +435,140 @@ class ServerConnection:
             self._add(definition, definition.name)
 
     async def _on_message(self, message: Any) -> None:
-        """Server notifications: a subscribed resource changed (event + input), or a list changed (event)."""
+        """Notifications of a 2025-era session: a subscribed resource changed, or a list changed."""
+        if self._session is not None and is_modern(self._session):
+            return  # a 2026-07-28 session's changes arrive on its listen stream (see _listen)
         root = getattr(message, "root", message)
         method = getattr(root, "method", "")
         if method == "notifications/resources/updated":
-            uri = str(root.params.uri)
-            self.updates = [*self.updates, uri][-100:]
-            if self.publish is not None:
-                self.publish("mcp_resource_updated", {"server": self.spec.name, "uri": uri})
-            if self.inject is not None and uri in self.subscriptions:
-                text = (
-                    f"[MCP/{self.spec.name}] the subscribed resource {uri} changed; "
-                    f"read it with {tool_name(self.spec.name, 'resource_read')}"
-                )
-                try:
-                    await self.inject(text, self.subscriptions[uri] or CHANNEL)
-                except Exception as exc:  # a full queue must not break the connection
-                    log.warning("MCP server %s: change of %s not delivered: %s", self.spec.name, uri, _describe(exc))
+            await self._resource_updated(str(root.params.uri))
         elif self.publish is not None and method.endswith("/list_changed"):
             self.publish("mcp_list_changed", {"server": self.spec.name, "method": method})
 
+    async def _on_event(self, event: Any) -> None:
+        """An event of the ``subscriptions/listen`` stream (2026-07-28): the same as its notification."""
+        from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ResourceUpdated
+
+        if isinstance(event, ResourceUpdated):
+            await self._resource_updated(str(event.uri))
+            return
+        kind = {PromptsListChanged: "prompts", ResourcesListChanged: "resources"}.get(type(event), "tools")
+        if self.publish is not None:
+            self.publish("mcp_list_changed", {"server": self.spec.name, "method": f"notifications/{kind}/list_changed"})
+
+    async def _resource_updated(self, uri: str) -> None:
+        """A subscribed resource changed: a bus event, and an input telling the model to read it again."""
+        self.updates = [*self.updates, uri][-100:]
+        if self.publish is not None:
+            self.publish("mcp_resource_updated", {"server": self.spec.name, "uri": uri})
+        if self.inject is not None and uri in self.subscriptions:
+            text = (
+                f"[MCP/{self.spec.name}] the subscribed resource {uri} changed; "
+                f"read it with {tool_name(self.spec.name, 'resource_read')}"
+            )
+            try:
+                await self.inject(text, self.subscriptions[uri] or CHANNEL)
+            except Exception as exc:  # a full queue must not break the connection
+                log.warning("MCP server %s: change of %s not delivered: %s", self.spec.name, uri, _describe(exc))
+
+    async def _listen(self, session: Any, capabilities: Any) -> None:
+        """Keep one ``subscriptions/listen`` stream open for the subscribed URIs and the list
+        changes the server announces, opening it again whenever the URIs change (the stream's
+        filter is fixed) or the server drops it."""
+        from mcp import MCPError
+        from mcp.client.subscriptions import SubscriptionLost, listen
+
+        def changes(kind: str) -> bool:
+            return bool(getattr(getattr(capabilities, kind, None), "list_changed", False))
+
+        tools, prompts, resources = changes("tools"), changes("prompts"), changes("resources")
+        while True:
+            self._relisten.clear()
+            wanted, uris = self._listen_wanted, sorted(self.subscriptions)
+            if not uris and not (tools or prompts or resources):
+                await self._set_listening(wanted, frozenset())
+                await self._relisten.wait()
+                continue
+            try:
+                async with listen(
+                    session,
+                    resource_subscriptions=uris,
+                    tools_list_changed=tools,
+                    prompts_list_changed=prompts,
+                    resources_list_changed=resources,
+                ) as stream:
+                    await self._set_listening(wanted, frozenset(stream.honored.resource_subscriptions or ()))
+                    consume = asyncio.create_task(self._consume(stream))
+                    relisten = asyncio.create_task(self._relisten.wait())
+                    try:
+                        await asyncio.wait({consume, relisten}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        for task in (consume, relisten):
+                            task.cancel()
+                        await asyncio.gather(consume, relisten, return_exceptions=True)
+                    failure = consume.exception() if consume.done() and not consume.cancelled() else None
+                    if failure is not None:
+                        raise failure
+            except (MCPError, SubscriptionLost, TimeoutError) as exc:
+                await self._set_listening(wanted, frozenset())
+                log.warning("MCP server %s: subscriptions/listen: %s", self.spec.name, _describe(exc))
+                with contextlib.suppress(TimeoutError):  # retry after a second, or at once on a change
+                    async with asyncio.timeout(1.0):
+                        await self._relisten.wait()
+
+    async def _consume(self, stream: Any) -> None:
+        async for event in stream:
+            await self._on_event(event)
+
+    async def _set_listening(self, request: int, uris: frozenset[str]) -> None:
+        async with self._listened:
+            self._listening = (request, uris)
+            self._listened.notify_all()
+
+    def _listened_uris(self) -> frozenset[str]:
+        return self._listening[1] if self._listening is not None else frozenset()
+
+    async def _listened_for(self, uri: str, wanted: bool) -> bool:
+        """Open the listen stream again and wait (bounded by the call timeout) until it answered
+        this request; whether ``uri`` is then among its acknowledged URIs as ``wanted``."""
+        self._listen_wanted += 1
+        request = self._listen_wanted
+        self._relisten.set()
+
+        def answered() -> bool:
+            return self._listening is not None and self._listening[0] >= request
+
+        try:
+            async with asyncio.timeout(self.call_timeout), self._listened:
+                await self._listened.wait_for(answered)
+        except TimeoutError:
+            return False
+        return (uri in self._listened_uris()) == wanted
+
     async def subscribe(self, uri: str) -> str:
-        """Subscribe to a resource; its changes come back as inputs in the calling conversation."""
+        """Subscribe to a resource; its changes come back as inputs in the calling conversation.
+
+        On a 2026-07-28 session the URI joins the ``subscriptions/listen`` stream's filter (the
+        stream is opened again and must acknowledge it); on an older one ``resources/subscribe``
+        is sent, the method those protocol versions define.
+        """
         if not uri.strip():
             raise ToolError(f"give the uri of a resource of MCP server {self.spec.name!r} to subscribe to")
-        await self.session_call(f"resources/subscribe {uri}", lambda s: _subscription(s, uri, True))
-        self.subscriptions[uri] = self.conversation() if self.conversation is not None else ""
+        conversation = self.conversation() if self.conversation is not None else ""
+        if self._session is not None and is_modern(self._session):
+            had = uri in self.subscriptions
+            self.subscriptions[uri] = conversation
+            if not await self._listened_for(uri, True):
+                if not had:
+                    del self.subscriptions[uri]
+                    self._relisten.set()
+                raise ToolError(
+                    f"MCP server {self.spec.name!r} did not accept a subscription to {uri!r} "
+                    f"(subscriptions/listen acknowledged: {sorted(self._listened_uris()) or 'nothing'})"
+                )
+        else:
+            await self.session_call(f"resources/subscribe {uri}", lambda s: _subscription(s, uri, True))
+            self.subscriptions[uri] = conversation
         return f"subscribed to {uri} on MCP server {self.spec.name}; its changes will arrive as inputs"
 
     async def unsubscribe(self, uri: str) -> str:
@@ -380,12 +576,17 @@ class ServerConnection:
         if uri not in self.subscriptions:
             known = ", ".join(sorted(self.subscriptions)) or "none"
             raise ToolError(f"not subscribed to {uri!r} on MCP server {self.spec.name!r}; subscribed: {known}")
-        await self.session_call(f"resources/unsubscribe {uri}", lambda s: _subscription(s, uri, False))
-        del self.subscriptions[uri]
+        if self._session is not None and is_modern(self._session):
+            del self.subscriptions[uri]
+            await self._listened_for(uri, False)
+        else:
+            await self.session_call(f"resources/unsubscribe {uri}", lambda s: _subscription(s, uri, False))
+            del self.subscriptions[uri]
         return f"unsubscribed from {uri} on MCP server {self.spec.name}"
 
     async def _resubscribe(self, session: Any) -> None:
-        """Renew the subscriptions after a reconnect (a failure is logged, the URI kept)."""
+        """Renew the subscriptions after a reconnect to a 2025-era server (a failure is logged,
+        the URI kept); a 2026-07-28 session opens its listen stream with them instead."""
         for uri in list(self.subscriptions):
             try:
                 async with asyncio.timeout(self.connect_timeout):
@@ -425,15 +626,19 @@ class ServerConnection:
         self.registered = []
         self.prompts = []
 
-    def _handler(self, remote: str) -> Callable[..., Awaitable[str]]:
-        async def call(**arguments: Any) -> str:
+    def _handler(self, remote: str) -> Callable[..., Awaitable[str | ToolResult]]:
+        async def call(**arguments: Any) -> str | ToolResult:
             return await self.call(remote, arguments)
 
         call.__name__ = tool_name(self.spec.name, remote)
         return call
 
-    async def call(self, remote: str, arguments: dict[str, Any]) -> str:
-        """Call a tool of this server; failures become :class:`ToolError` for the model."""
+    async def call(self, remote: str, arguments: dict[str, Any]) -> str | ToolResult:
+        """Call a tool of this server; failures become :class:`ToolError` for the model.
+
+        Returns its text, or a :class:`ToolResult` carrying the images and audio it returned as
+        media attachments (see :func:`result_output`).
+        """
         session = self._session
         if session is None:
             last = self.last_error or "none"
@@ -449,18 +654,29 @@ class ServerConnection:
             if getattr(exc, "code", None) == METHOD_NOT_FOUND:  # how a tool that needs a task answers a plain call
                 raise ToolError(f"{task_message(self.spec.name, remote)} (the server answered -32601)") from None
             raise self._failure(remote, exc) from None
-        text = result_text(result)
         if getattr(result, "is_error", False):
+            text = result_text(result)
             raise ToolError(f"MCP server {self.spec.name!r}: {text or remote + ' reported an error'}")
-        return text
+        text, media = await result_output(result, tool_name(self.spec.name, remote), self.media)
+        return ToolResult("", remote, True, text, attachments=media) if media else text
 
 
 async def _subscription(session: Any, uri: str, on: bool) -> Any:
-    """``resources/subscribe`` / ``unsubscribe`` (the initialize-era API; the SDK marks it deprecated)."""
+    """``resources/subscribe`` / ``unsubscribe`` on a 2025-era session only.
+
+    These are the subscription methods of the protocol versions that session negotiated; the
+    SDK marks them deprecated because 2026-07-28 removed them (for ``subscriptions/listen``,
+    which :meth:`ServerConnection._listen` uses whenever the server speaks that version). Only
+    that deprecation warning is silenced here, only for this call.
+    """
     import warnings
 
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    if is_modern(session):
+        raise RuntimeError("resources/subscribe does not exist in protocol 2026-07-28; use subscriptions/listen")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
         return await (session.subscribe_resource(uri) if on else session.unsubscribe_resource(uri))
 
 

@@ -58,17 +58,37 @@ def build_server(memory: MemoryTools, persona: Callable[[], str] | None = None) 
         memory: an open memory (``App.open_memory()``): its tools and its knowledge base.
         persona: returns the persona text, read at each ``resources/read``; None: no persona resource.
     """
+    from mcp import MCPError
     from mcp.server.lowlevel.helper_types import ReadResourceContents
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
     from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
-    from mcp.types import Resource
+    from mcp.types import INVALID_PARAMS, Resource
 
     own = {t.name: t for t in memory.tool_defs()}
     knowledge = memory.knowledge
 
     class HomeAgentServer(MCPServer):
-        """Lists and reads knowledge and persona resources live, besides any registered ones."""
+        """Lists and reads knowledge and persona resources live, besides any registered ones.
+
+        ``prompts/get`` for an unknown prompt or without a required argument is answered
+        ``-32602`` (invalid params) with a message naming what is wrong; the SDK's own answer
+        is code 0 and a logged traceback.
+        """
+
+        async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+            known = {p.name: p for p in await self.list_prompts()}
+            prompt = known.get(name)
+            if prompt is None:
+                raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; known: {', '.join(sorted(known))}")
+            given = arguments or {}
+            missing = [a.name for a in prompt.arguments or [] if a.required and given.get(a.name) is None]
+            if missing:
+                which, them = ("arguments", "them") if len(missing) > 1 else ("argument", "it")
+                raise MCPError(
+                    INVALID_PARAMS, f"prompt {name!r} needs the {which} {', '.join(missing)}; pass {them} in arguments"
+                )
+            return await super().get_prompt(name, arguments, context)
 
         async def list_resources(self) -> list[Any]:
             listed = []

@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.live import start_after_install
 from homeagent_core.plugins import packages
-from homeagent_core.plugins.live import start_after_install
 from homeagent_core.plugins.packages import PackageError
 from homeagent_sdk import ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import PluginError, PluginLoadError

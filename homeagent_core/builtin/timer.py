@@ -33,6 +33,7 @@ from homeagent_sdk import (
     ChannelRegistry,
     ConfigDef,
     InjectOptions,
+    Principal,
     Priority,
     SettingsRegistry,
     ToolError,
@@ -63,6 +64,8 @@ class Timer:
     message: str
     created_at: float
     channel: str = ""
+    #: Who set it: the timer fires with that person's rights ("" = before people were recorded).
+    person: str = ""
 
     def to_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -87,15 +90,17 @@ class TimerStore:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(timers)")}
         if "channel" not in columns:  # timers.db files from before timers remembered their chat
             self._db.execute("ALTER TABLE timers ADD COLUMN channel TEXT NOT NULL DEFAULT ''")
+        if "person" not in columns:  # timers.db files from before timers remembered who set them
+            self._db.execute("ALTER TABLE timers ADD COLUMN person TEXT NOT NULL DEFAULT ''")
 
-    def add(self, fire_at: float, message: str, channel: str = "") -> Timer:
+    def add(self, fire_at: float, message: str, channel: str = "", person: str = "") -> Timer:
         now = time.time()
         with self._lock:
             cur = self._db.execute(
-                "INSERT INTO timers (fire_at, message, created_at, channel) VALUES (?, ?, ?, ?)",
-                (fire_at, message, now, channel),
+                "INSERT INTO timers (fire_at, message, created_at, channel, person) VALUES (?, ?, ?, ?, ?)",
+                (fire_at, message, now, channel, person),
             )
-        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now, channel)
+        return Timer(f"timer_{cur.lastrowid}", fire_at, message, now, channel, person)
 
     def count(self, channel: str | None = None) -> int:
         """Pending timers in all (``channel`` None) or set from one conversation."""
@@ -109,9 +114,9 @@ class TimerStore:
     def pending(self) -> list[Timer]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, fire_at, message, created_at, channel FROM timers ORDER BY fire_at"
+                "SELECT seq, fire_at, message, created_at, channel, person FROM timers ORDER BY fire_at"
             ).fetchall()
-        return [Timer(f"timer_{seq}", at, message, created, channel) for seq, at, message, created, channel in rows]
+        return [Timer(f"timer_{row[0]}", *row[1:]) for row in rows]
 
     def remove(self, timer_id: str) -> bool:
         seq = _seq(timer_id)
@@ -227,7 +232,8 @@ class TimerPlugin:
     async def _fire(self, timer: Timer) -> bool:
         """Inject the timer's interrupt and wait until the turn handling it ended; False if it must fire again."""
         assert self._sdk is not None
-        options = InjectOptions(no_memory=True, priority=Priority.L3)
+        principal = Principal(person=timer.person, door=CHANNEL) if timer.person else None
+        options = InjectOptions(no_memory=True, priority=Priority.L3, principal=principal)
         while True:
             try:
                 await self._sdk.io.inject_input_sync(
@@ -285,10 +291,20 @@ class TimerPlugin:
         if self.store.count() >= total:
             raise ToolError(f"{total} timers are pending (plugin.timer.max_pending_total); "
                             "cancel one with timer_cancel first")
-        timer = self.store.add(time.time() + seconds, text, conversation)
+        timer = self.store.add(time.time() + seconds, text, conversation, self._creator())
         self._schedule(timer)
         when = timer.to_dict(time.time())["fires_at"]
         return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
+
+    def _creator(self) -> str:
+        """The person whose turn sets the timer (it fires with their rights); "" outside a turn."""
+        services = self._sdk.services if self._sdk is not None else None
+        rights = services.rights if services is not None else None
+        principal = rights.current() if rights is not None else None
+        if principal is None:
+            return ""
+        # A guest's timer must not fire as the owner: a name nobody has resolves to a guest.
+        return principal.person or "(guest)"
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the turn setting a timer, or ""."""

@@ -17,14 +17,18 @@ from homeagent_core.cli import (
     knowledge_cmd,
     memory_cmd,
     pairing_cmd,
+    people_cmd,
     plugins_cmd,
     serve,
     skills_cmd,
     store_cmd,
 )
+from homeagent_sdk._typer_help import hide_flag_types
 from homeagent_sdk._version import __version__
 
 __all__ = ["app", "main"]
+
+hide_flag_types()  # typer's help would print "<bool>" beside every flag
 
 app = typer.Typer(
     name="homeagent",
@@ -62,6 +66,7 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(adapters_cmd.app, name="adapters")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(pairing_cmd.app, name="pairing")
+app.add_typer(people_cmd.app, name="people")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(backup_cmd.app, name="backup")

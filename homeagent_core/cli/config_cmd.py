@@ -66,29 +66,47 @@ def set_(key: KeyArg, value: Annotated[str, typer.Argument(help="New value.")], 
     """Validate and store a setting; a running daemon applies it at once.
 
     With a daemon running on this data directory the change goes through it (as ``/settings
-    set`` in ``homeagent chat`` would), so it takes effect now; otherwise it is written to
-    ``config.db`` and applies when the daemon starts.
+    set`` in ``homeagent chat`` would), so it takes effect now, or at its next restart for a
+    setting read only at start. A setting the running daemon does not know yet (its plugin was
+    installed with pip after the daemon started) is stored in ``config.db`` for the restart that
+    loads the plugin. Without a daemon it is stored and applies when the daemon starts.
     """
     from homeagent_core.config import is_shared_key
 
     instance = _open(data)
     config = instance.config
-    config.validate(key, value)
+    typed = config.validate(key, value)
+    definition = config.definition(key)
+    secret = definition is not None and (definition.secret or definition.type == "password")
+    shown = "****" if secret else typed
+    restart = definition is not None and definition.restart_required
     live = _set_through_daemon(config, Path(instance.data_dir), key, value)
-    if live is not None:
-        typer.echo(f"{live} (applied to the running daemon)")
+    if live == "applied":
+        note = "saved by the running daemon; it takes effect when the daemon restarts" if restart else (
+            "applied to the running daemon"
+        )
+        typer.echo(f"{key} = {shown} ({note})")
         return
     if is_shared_key(key):
         _shared(config, required=True)
-    typed = config.set(key, value)
-    definition = config.definition(key)
-    shown = "****" if definition is not None and definition.secret else typed
-    note = " (restart the daemon for it to take effect)" if definition and definition.restart_required else ""
+    config.set(key, value)
+    if live == "unknown":
+        owner = key.split(".")[1] if key.startswith("plugin.") else ""
+        what = f"plugin {owner}" if owner else "this setting"
+        typer.echo(
+            f"{key} = {shown} (saved; the running daemon started before {what} was installed and does not "
+            "know it yet: restart the daemon to load it with this setting)"
+        )
+        return
+    note = " (restart the daemon for it to take effect)" if restart else ""
     typer.echo(f"{key} = {shown}{note}")
 
 
 def _set_through_daemon(config: Any, data_dir: Path, key: str, value: str) -> str | None:
-    """Send ``/settings set`` to the daemon on this data directory; None when none runs.
+    """Send ``/settings set`` to the daemon on this data directory.
+
+    Returns ``"applied"`` when the daemon stored it, ``"unknown"`` when the daemon refused it
+    because the plugin that declares ``key`` is not loaded there, None when no daemon runs.
 
     Raises:
         HomeAgentError: a daemon runs but refused the change (the message says why).
@@ -105,12 +123,28 @@ def _set_through_daemon(config: Any, data_dir: Path, key: str, value: str) -> st
             api_key = str(config.get(name) or "")
     try:
         with CliClient(path, api_key=api_key, timeout=30) as client:
-            events = list(client.send(f"/settings set {key} {value}"))
+            try:
+                list(client.send(f"/settings set {key} {value}"))
+            except AgentError as exc:
+                if _plugin_missing(client, key):
+                    return "unknown"
+                raise HomeAgentError(f"the running daemon refused {key}: {exc}") from None
     except DaemonUnreachable:
         return None  # a stale socket file: nobody is listening
-    except AgentError as exc:
-        raise HomeAgentError(f"the running daemon refused {key}: {exc}") from None
-    return str(events[-1].get("content", "")) if events else None
+    return "applied"
+
+
+def _plugin_missing(client: Any, key: str) -> bool:
+    """Whether ``key`` belongs to a plugin the daemon behind ``client`` has not loaded at all."""
+    from homeagent_core.cli.chat import AgentError
+
+    if not key.startswith("plugin."):
+        return False
+    try:
+        list(client.send(f"/plugin info {key.split('.')[1]}"))
+    except AgentError:
+        return True  # "unknown plugin": e.g. installed with pip after the daemon started
+    return False
 
 
 @app.command("unset")

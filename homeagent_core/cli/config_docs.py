@@ -165,7 +165,9 @@ sent to it. For Ollama's native API use the `ollama` adapter with
 
 ### Several sources: priority and fallback
 
-Every valid source is a candidate for every request. They are tried in this order: a source
+Every valid source is a candidate for every request, except a remote one without an API key:
+a source whose `base_url` is not on this machine or the local network is never asked (nor
+shown ready) until it has a key. They are tried in this order: a source
 whose `model` equals the model the request names; then higher `priority`; then sources that
 are not cooling down; then the default source (`core.llm.provider`); then by name. So
 `core.llm.provider` breaks ties between sources of equal priority, and `priority` outranks it.

@@ -16,11 +16,14 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, handle_errors
+
+if TYPE_CHECKING:
+    from homeagent_core.providers.manager import SourceConfig
 
 __all__ = ["Finding", "doctor", "run_checks"]
 
@@ -109,12 +112,27 @@ def _answers_models(base_url: str) -> str:
     return "" if response.status_code == 200 else f"{url} answered HTTP {response.status_code}"
 
 
+def _sources_by_credentials(config: Any) -> tuple[list[SourceConfig], list[str], list[str]]:
+    """``(sources, usable, keyless)``: every configured source (keys from config and environment
+    applied) and the names of those the daemon asks and of the remote ones it never asks for
+    want of an API key."""
+    from homeagent_core.providers.manager import missing_credentials, sources_from_config
+
+    configs, _ = sources_from_config(config)
+    keyless = [c.name for c in configs if missing_credentials(c)]
+    return configs, [c.name for c in configs if c.name not in keyless], keyless
+
+
 def _check_llm(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
     config = app.config
     found: list[Finding] = []
     default = config.get("core.llm.provider")
-    sources = sorted({k.split(".")[3] for k in config.items("core.llm.sources.")})
-    found.append(Finding("llm", "ok", f"LLM sources configured: {', '.join(sources)}; default {default!r}"))
+    configs, usable, keyless = _sources_by_credentials(config)
+    sources = [c.name for c in configs]
+    message = f"LLM sources configured: {', '.join(usable) or 'none'}; default {default!r}"
+    if keyless:
+        message += f"; never asked until they get an API key: {', '.join(keyless)}"
+    found.append(Finding("llm", "ok", message))
     llm = (daemon or {}).get("llm")
     if isinstance(llm, dict) and llm.get("source"):
         how = "answered last" if llm.get("answered") else "is next to try (nothing asked yet)"
@@ -122,14 +140,12 @@ def _check_llm(app: Any, daemon: dict[str, Any] | None = None) -> list[Finding]:
                                           f"(model {llm.get('model') or 'adapter default'}) {how}"))
     for row in (daemon or {}).get("llm_sources") or []:
         problem = row.get("disabled") or (row.get("last_error") if not row.get("available") else "")
-        if problem:
+        if problem and row.get("name") not in keyless:
             found.append(Finding("llm", "warn", f"running daemon: source {row['name']} is not usable: {problem}",
                                  f"homeagent config get core.llm.sources.{row['name']}"))
     if isinstance(llm, dict) and llm.get("answered"):
         return found
-    key = config.get("core.llm.api_key")
-    source_keys = [s for s in sources if config.get(f"core.llm.sources.{s}.api_key")]
-    if key or source_keys:
+    if any(c.api_key for c in configs):
         return found
     for name in sources:
         base_url = str(config.get(f"core.llm.sources.{name}.base_url") or "")
@@ -300,6 +316,35 @@ def _check_health(app: Any) -> list[Finding]:
     return [Finding("health", "warn", message, "see `homeagent chat` → /status, or the web UI kernel page")]
 
 
+def _check_heartbeats(app: Any) -> list[Finding]:
+    """The memory heartbeats whose last run failed, from the ledger the daemon keeps."""
+    import re
+    import time
+
+    from homeagent_core.memory.heartbeat import LEDGER_NAME, read_heartbeat_ledger
+
+    path = app.data_dir / "memory" / LEDGER_NAME
+    entries = read_heartbeat_ledger(path)
+    if not entries:
+        return [Finding("memory", "ok", "no memory heartbeat has run yet (the daemon runs them)")]
+    found = []
+    for name, entry in sorted(entries.items()):
+        if entry.get("ok"):
+            continue
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(entry.get("since") or 0)))
+        error = str(entry.get("error") or "no reason recorded")
+        missing = re.search(r"No module named '([\w.]+)'", error)
+        fix = (
+            f"pip install {missing.group(1).split('.')[0]}, then restart the daemon"
+            if missing
+            else f"see the daemon's log in {app.data_dir / 'log'}; the heartbeat is retried at every interval"
+        )
+        found.append(Finding("memory", "warn", f"heartbeat {name} has failed since {when}: {error}", fix))
+    if not found:
+        found.append(Finding("memory", "ok", f"memory heartbeats ok at their last runs: {', '.join(sorted(entries))}"))
+    return found
+
+
 def _check_embeddings(app: Any) -> list[Finding]:
     import asyncio
 
@@ -338,6 +383,22 @@ def _languages_message(tier: str, languages: list[str]) -> str:
     )
 
 
+def check_root(app: Any, euid: int | None = None) -> list[Finding]:
+    """Warn when HomeAgent runs as root: whatever a model runs would have every right on the machine."""
+    uid = os.geteuid() if euid is None else euid
+    if uid != 0:
+        return []
+    key = "plugin.cmd.allow_root"
+    allowed = bool(app.config.get(key, False)) if app.config.is_known(key) else False
+    what = (
+        "cmd_run runs programs as root because plugin.cmd.allow_root is true"
+        if allowed
+        else "cmd_run refuses to run programs until you run HomeAgent as an ordinary user or set plugin.cmd.allow_root"
+    )
+    return [Finding("runtime", "warn", f"running as root (uid 0): {what}",
+                    "run HomeAgent as an ordinary user, e.g. a `homeagent` system account")]
+
+
 def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
     found, app = _check_data_dir(data)
@@ -346,14 +407,15 @@ def run_checks(data: Path | None) -> list[Finding]:
         if daemon is not None:
             found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir} (pid {daemon.get('pid')}); "
                                                  "plugin and model findings are what it reports"))
-        checks = (_check_llm, _check_adapters, _check_plugins, _check_threads, _check_embeddings, _check_health,
-                  _check_runtime)
+        checks = (_check_llm, _check_adapters, _check_plugins, _check_threads, _check_embeddings, _check_heartbeats,
+                  _check_health, _check_runtime)
         with_daemon = (_check_llm, _check_plugins, _check_threads)
         for check in checks:
             try:
                 found.extend(check(app, daemon) if check in with_daemon else check(app))
             except Exception as exc:  # a broken check must not hide the others
                 found.append(Finding(check.__name__.strip("_").replace("check_", ""), "fail", f"check failed: {exc}"))
+        found.extend(check_root(app))
     finally:
         app.config.close()
     return found

@@ -75,11 +75,23 @@ def report_install(root: Path, result: dict[str, Any], *, as_json: bool = False)
     if as_json:
         echo_json({**result, "daemon": live, **({"daemon_error": problem} if problem else {})})
     else:
-        typer.echo(f"installed {result['name']} {result['version']} into {root / 'plugins'} ({result['action']})")
+        typer.echo(f"installed {result['name']} {result['version']} into {root / 'plugins'}{_replaced(result)}")
         typer.echo(_grants(result.get("capabilities") or []))
         typer.echo(live_note(root, live))
     if problem:
         raise fail(f"the running daemon could not start {result['name']}: {problem}")
+
+
+def _replaced(result: dict[str, Any]) -> str:
+    """`` (upgraded from 0.1.0)`` when the install replaced another version, else nothing.
+
+    Whether the plugin runs is said once, by :func:`live_note`: the installer's own ``action``
+    (``reload_required`` for a fresh install) is the library's hint to its caller, not news.
+    """
+    action, previous = result.get("action"), result.get("previous_version")
+    if action not in ("upgraded", "downgraded") or not previous:
+        return ""
+    return " (reinstalled)" if previous == result.get("version") else f" ({action} from {previous})"
 
 
 def start_in_daemon(root: Path, name: str) -> tuple[str | None, str]:

@@ -30,7 +30,6 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 from array import array
 from collections.abc import Iterator
 from math import log
@@ -39,6 +38,8 @@ from typing import IO, Any
 
 import jieba
 import marisa_trie
+
+from homeagent_sdk._atomic import atomic_file
 
 __all__ = ["CompactTokenizer", "cache_path", "write_cache"]
 
@@ -124,16 +125,10 @@ def _save_cache(path: Path, trie: marisa_trie.Trie, freqs: array[int], total: in
     """Write the cache atomically (a temp file renamed into place); a failure is only logged."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".jieba-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(_HEADER.pack(_MAGIC, total, maxlen, len(freqs)))
-                fh.write(freqs.tobytes())
-                fh.write(trie.tobytes())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with atomic_file(path) as fh:
+            fh.write(_HEADER.pack(_MAGIC, total, maxlen, len(freqs)))
+            fh.write(freqs.tobytes())
+            fh.write(trie.tobytes())
     except OSError as exc:
         logger.debug("jieba dictionary cache %s not written: %s", path, exc)
 

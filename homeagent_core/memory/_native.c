@@ -118,9 +118,9 @@ HA_RESCORE(ha_bm25_rescore_u32, uint32_t)
 
 /* Int8 dot products, the dense leg's scans: out[i] = sum_j rows[i * dim + j] * q[j] for `n` rows
  * of `dim`, summed exactly in int32 and converted to float, as simsimd's int8 "dot" does (the
- * fallback where this library is not built): the same scores bit for bit. Values are in
- * [-127, 127], as the quantizer writes them (the AVX2 path relies on it: it multiplies |q| by
- * the row's values with q's sign, in 16-bit pairs that cannot overflow in that range). */
+ * fallback where this library is not built): the same scores bit for bit, for every int8 value.
+ * The quantizer writes [-127, 127]; a damaged file may hold -128 in a row, which scores as it
+ * does in simsimd. A query holding -128 (never quantized so) takes the plain loop. */
 static void i8_dots_plain(const int8_t *rows, int64_t n, int64_t dim, const int8_t *q, float *out) {
     for (int64_t i = 0; i < n; i++) {
         const int8_t *r = rows + i * dim;
@@ -131,13 +131,14 @@ static void i8_dots_plain(const int8_t *rows, int64_t n, int64_t dim, const int8
 }
 
 #ifdef HA_X86
-/* acc + the 32 products row[0..32) * q, as 8 int32 partial sums: |q| (unsigned) times the row's
- * values with q's sign, summed in pairs (|pair| <= 2 * 127 * 127, no 16-bit overflow), then in
- * fours. `qa` = |q|, `qv` = q. */
-__attribute__((target("avx2"))) static inline __m256i i8_step(__m256i acc, const int8_t *row, __m256i qa, __m256i qv,
+/* acc + the 32 products row[0..32) * q, as 8 int32 partial sums: |row| (unsigned, so |-128| =
+ * 128 holds) times q's values with the row's sign (q has no -128, so -q fits), summed in pairs
+ * (|pair| <= 2 * 128 * 127, no 16-bit overflow), then in fours. `qv` = q. */
+__attribute__((target("avx2"))) static inline __m256i i8_step(__m256i acc, const int8_t *row, __m256i qv,
                                                               __m256i ones) {
-    const __m256i signed_row = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)row), qv);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(qa, signed_row), ones));
+    const __m256i rv = _mm256_loadu_si256((const __m256i *)row);
+    const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(rv), _mm256_sign_epi8(qv, rv));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(prod, ones));
 }
 
 /* Four rows at a time, 32 values per step; the four sums are reduced together. */
@@ -151,11 +152,10 @@ __attribute__((target("avx2"))) static void i8_dots_avx2(const int8_t *rows, int
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t j = 0; j < body; j += 32) {
             const __m256i qv = _mm256_loadu_si256((const __m256i *)(q + j));
-            const __m256i qa = _mm256_abs_epi8(qv);
-            a0 = i8_step(a0, r + j, qa, qv, ones);
-            a1 = i8_step(a1, r + dim + j, qa, qv, ones);
-            a2 = i8_step(a2, r + 2 * dim + j, qa, qv, ones);
-            a3 = i8_step(a3, r + 3 * dim + j, qa, qv, ones);
+            a0 = i8_step(a0, r + j, qv, ones);
+            a1 = i8_step(a1, r + dim + j, qv, ones);
+            a2 = i8_step(a2, r + 2 * dim + j, qv, ones);
+            a3 = i8_step(a3, r + 3 * dim + j, qv, ones);
         }
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
         int32_t sums[4];
@@ -168,11 +168,18 @@ __attribute__((target("avx2"))) static void i8_dots_avx2(const int8_t *rows, int
     }
     i8_dots_plain(rows + i * dim, n - i, dim, q, out + i);
 }
+
+/* Whether q holds -128, which the AVX2 loop cannot negate. */
+static int has_min_i8(const int8_t *q, int64_t dim) {
+    for (int64_t j = 0; j < dim; j++)
+        if (q[j] == INT8_MIN) return 1;
+    return 0;
+}
 #endif
 
 void ha_i8_dots(const int8_t *rows, int64_t n, int64_t dim, const int8_t *q, float *out) {
 #ifdef HA_X86
-    if (__builtin_cpu_supports("avx2")) {
+    if (__builtin_cpu_supports("avx2") && !has_min_i8(q, dim)) {
         i8_dots_avx2(rows, n, dim, q, out);
         return;
     }

@@ -30,7 +30,6 @@ import bisect
 import inspect
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -43,13 +42,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.documents import Document
-from homeagent_core.memory.lexical import LexicalIndex
+from homeagent_core.memory.lexical import score_terms, term_counts
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from homeagent_core.memory.stores.documents import BaseDocumentStore
     from homeagent_sdk.embeddings import EmbeddingProvider
+
+    TermCounts = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]
+    """What :func:`~homeagent_core.memory.lexical.term_counts` returns for one text."""
 
 __all__ = [
     "ARCHIVE_EXCLUDED_SOURCES",
@@ -230,16 +235,21 @@ async def atext_for_vector(
     return clean_text("\n".join(p for p in parts if p))
 
 
-def _lexical_similarities(query: str, texts: Sequence[str]) -> np.ndarray:
+def _lexical_similarities(query: str, texts: Sequence[str], counted: dict[str, TermCounts] | None = None) -> np.ndarray:
     """BM25 of each text for ``query`` by the document store's character n-gram index; -1 when empty.
 
-    The same engine as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`),
-    built over the window's few events and scored exactly.
+    The same scores as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`)
+    over the window's few events, scored exactly by :func:`~homeagent_core.memory.lexical.score_terms`
+    at a cost that follows the events' lengths (no index is built per prune). ``counted`` keeps
+    the texts' term counts between calls (a window is scored again on every turn with one new
+    event); it is left holding exactly these texts.
     """
-    index = LexicalIndex(max_postings=None)
-    for slot, text in enumerate(texts, start=1):
-        index.add(slot, text)
-    scores = index.scores(query)[1 : len(texts) + 1]
+    if counted is None:
+        counted = {}
+    terms = [counted.get(text) or term_counts(text) for text in texts]
+    counted.clear()
+    counted.update(zip(texts, terms, strict=True))
+    scores = score_terms(query, terms)
     empty = np.array([not text for text in texts], dtype=bool)
     return np.where(empty, np.float32(-1.0), scores).astype(np.float32)
 
@@ -281,6 +291,7 @@ class RelevanceContext:
         self.debounce = debounce
         self.archive_excluded_sources = frozenset(archive_excluded_sources)
         self._events: list[ContextEvent] = []
+        self._counted: dict[str, TermCounts] = {}  # term counts of the texts the last prune scored
         self._save_handle: asyncio.TimerHandle | None = None
         self._save_tasks: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
@@ -351,7 +362,7 @@ class RelevanceContext:
     async def _scores(self, current_input: str, candidates: list[ContextEvent]) -> np.ndarray:
         query = clean_text(current_input)
         if self.embedder is None or not self.embedder.info.serves(text_language(query)):
-            return _lexical_similarities(query, [e.vector_text for e in candidates])
+            return _lexical_similarities(query, [e.vector_text for e in candidates], self._counted)
         fp = self.embedder.info.fingerprint
         missing = [e for e in candidates if e.vector_text and (e.vector is None or e.fingerprint != fp)]
         if missing:
@@ -450,13 +461,7 @@ class RelevanceContext:
             if number <= self._written:
                 return  # a newer snapshot is already on disk
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.replace(self.path)
-            _fsync_dir(self.path.parent)
+            atomic_write(self.path, payload)
             self._written = number
 
     async def save_now(self) -> None:
@@ -512,20 +517,6 @@ class RelevanceContext:
                 log.warning("context file %s: dropped event #%d: %s", path, number, exc)
         events.sort(key=lambda e: e.timestamp)
         self._events = events
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (best effort where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _salvage(raw: str) -> list[Any]:

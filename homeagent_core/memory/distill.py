@@ -5,7 +5,9 @@ Records (what the user said) are buffered in memory and flushed to
 default, driven by a :class:`~homeagent_core.memory.heartbeat.Heartbeat`) the oldest batch (50)
 is matched against simple patterns — 我叫X / 我住在X / 我喜欢X / 我X岁 / 我的工作是X and the
 English "my name is X", "I live in X", "I like X", "I am N years old", "my job is X" — and the
-triples are committed to the graph. Distilled records are then deleted from the raw files, so a
+triples are committed to the graph. Only statements count: a question (我住在哪里？, "Do I live in
+Paris?"), a hypothetical or wish (如果…, "if…", "suppose…") or a negation (我不…, "I don't…") adds
+nothing. Distilled records are then deleted from the raw files, so a
 restart never distills them twice; records older than the retention (7 days) are dropped; start-up
 loads at most the 5000 newest records.
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
@@ -58,13 +61,71 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str]] = [
 ]
 
 
+# A sentence ends at a Chinese stop, ? ! ; or a newline, or at an English full stop followed by space.
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)(?=\s)")
+# A clause inside a sentence ends at a comma (a hypothetical or a negation governs its own clause).
+_CLAUSE_END = re.compile(r"[，,、：:]")
+_ZH_QUESTION = re.compile(r"(?:吗|么|嘛)\s*[。.!！~～]*\s*$|是不是|是否|有没有|对不对|对吧|是吧")
+_EN_QUESTION = re.compile(
+    r"(?i)^\s*(?:do|does|did|am|is|are|was|were|can|could|would|will|should|shall|have|has|where|what|who|how|why)\b"
+)
+_QUESTION_VALUE = re.compile(r"(?i)哪|什么|啥|谁|多少|怎么|怎样|如何|为什么|为何|^(?:where|what|who|whom|which|how)\b")
+_HYPOTHETICAL = re.compile(
+    r"(?i)如果|假如|假设|假若|倘若|要是|若是|如若|万一|要不是|假装|想象|希望|但愿|梦想|梦见|"
+    r"\b(?:if|suppose|supposing|imagine|pretend|assuming|unless|wish|hope|dream)\b"
+)
+_NEGATION = re.compile(
+    r"(?i)不(?!过|错|少|久|仅|但|管|论|如|同|然|止)|没|(?<!特|区|分|告|级|类|性)别|未(?!来)|(?<!是|除)非(?!常)|并非|"
+    r"\b(?:not|never|no longer|nobody|no one|dont|doesnt|didnt)\b|n't\b"
+)
+_NEGATED_VALUE = re.compile(r"(?i)^(?:不是|并不|并非|没有|没|不)|不是|^(?:not|never|no)\b")
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    """``text`` cut at ``pattern``'s matches into ``(start, end)`` spans covering all of it."""
+    spans, start = [], 0
+    for cut in pattern.finditer(text):
+        end = cut.end()
+        if end > start:
+            spans.append((start, end))
+            start = end
+    spans.append((start, len(text)))
+    return spans
+
+
+def _is_statement(text: str, start: int, end: int, value: str) -> bool:
+    """Whether the match ``text[start:end]`` states a fact rather than asking, supposing or denying it.
+
+    A question is a sentence ending in ``?``/``？``, ending in 吗/么, holding an A-not-A or tag
+    question (是不是, 有没有, 对吧), opening with an English auxiliary or wh-word, or a match whose
+    value is a question word (我住在哪里). A hypothetical or a wish (如果, 假如, 要是, 希望, if,
+    suppose, imagine, wish) or a negation (不, 没, 别, not, never, n't, no longer) before the match
+    in the same clause makes it no fact; so does a value that is itself negated (my name is not Bob).
+    """
+    if _QUESTION_VALUE.search(value) or _NEGATED_VALUE.search(value):
+        return False
+    s_start, s_end = next((a, b) for a, b in _spans(_SENTENCE_END, text) if a <= start < b)
+    sentence = text[s_start:s_end].rstrip()
+    if sentence.endswith(("?", "？")) or _ZH_QUESTION.search(sentence):
+        return False
+    clause = _CLAUSE_END.split(text[s_start:start])[-1]
+    return not (_EN_QUESTION.search(clause) or _HYPOTHETICAL.search(clause) or _NEGATION.search(clause))
+
+
 def extract_triples(text: str, subject: str = DEFAULT_SUBJECT) -> list[Triple]:
-    """Triples the patterns find in ``text``; each carries the text as its sentence."""
+    """Triples the patterns find in ``text``; each carries the text as its sentence.
+
+    Only statements count: questions, hypotheticals and negations (see :func:`_is_statement`)
+    are skipped, so "我住在哪里？" or "I don't live in Paris" adds nothing.
+    """
     out: list[Triple] = []
     seen: set[tuple[str, str]] = set()
     for pattern, relation, template in _PATTERNS:
         for match in pattern.finditer(text):
-            value = template.format(x=match.group("x").strip())
+            x = match.group("x").strip()
+            if not _is_statement(text, match.start(), match.end(), x):
+                continue
+            value = template.format(x=x)
             if (relation, value) in seen:
                 continue
             seen.add((relation, value))
@@ -111,12 +172,7 @@ def _unescape(text: str) -> str:
 
 
 def _atomic_write(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, "".join(lines), tmp=path.with_name(path.name + ".tmp"))
 
 
 class RuleDistiller:

@@ -17,7 +17,6 @@ fsync, rename, fsync of the folder.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from homeagent_core.memory.lexical_snapshot import tmp_path
+from homeagent_sdk._atomic import atomic_file
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -69,19 +69,10 @@ def write_meta(path: Path, meta: DocMeta) -> None:
          "rows": len(blobs[0]), "sources": meta.sources, "spaces": meta.spaces},
         ensure_ascii=False,
     ).encode()
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as fh:
+    with atomic_file(path, tmp=tmp_path(path)) as fh:
         fh.write(MAGIC + struct.pack("<I", len(header)) + header)
         for blob in blobs:
             fh.write(blob.data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_meta(path: Path) -> DocMeta:

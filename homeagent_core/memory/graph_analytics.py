@@ -1,4 +1,4 @@
-"""Graph analytics a personal memory uses, computed on the mirror's networkx view.
+"""Graph analytics a personal memory uses, computed on the mirror's compact columns.
 
 Three questions the graph answers better than counting mentions:
 
@@ -18,11 +18,11 @@ Salience is a snapshot: it is recomputed in a worker thread by the merge heartbe
 start-up, never on the event loop (PageRank over 100k entities takes about a second); until
 the first refresh the index falls back to mention counts.
 
-networkx is used where it earns its place — PageRank — on a weighted graph built for that
-refresh from the mirror's compact columns (the mirror keeps no networkx graph between writes).
-Neighbour sets and shortest paths are read straight from the compact adjacency: a
-breadth-first search there answers in microseconds, where building a networkx view first
-would cost seconds on a large graph.
+PageRank is :func:`pagerank`, power iteration in numpy over the mirror's compact columns:
+the same numbers as networkx's ``pagerank`` (which needs scipy, not a base dependency),
+without building a networkx graph first. Neighbour sets and shortest paths are read straight
+from the compact adjacency: a breadth-first search there answers in microseconds, where
+building a networkx view first would cost seconds on a large graph.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from homeagent_core.memory.keywords import bigrams
 if TYPE_CHECKING:
     from homeagent_core.memory.graph_cache import GraphCache
 
-__all__ = ["GraphAnalytics", "PathStep"]
+__all__ = ["GraphAnalytics", "PathStep", "pagerank"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,43 @@ class PathStep:
 
     def to_dict(self) -> dict[str, str]:
         return {"source": self.source, "relation": self.relation, "target": self.target, "sentence": self.sentence}
+
+
+def pagerank(
+    n: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    weight: np.ndarray,
+    *,
+    alpha: float = 0.85,
+    max_iter: int = 100,
+    tol: float = 1.0e-6,
+) -> np.ndarray:
+    """PageRank of an undirected weighted graph of ``n`` nodes, one entry per node.
+
+    ``a[i] - b[i]`` is an edge of weight ``weight[i]`` (node indices, each pair once). The
+    walk follows an edge in proportion to its weight, jumps to a uniformly chosen node with
+    probability ``1 - alpha``, and leaves a node without (positively weighted) edges to a
+    uniformly chosen node: networkx's ``pagerank`` with its defaults, power iteration stopping
+    when the L1 change is below ``n * tol`` (or after ``max_iter`` rounds), computed with numpy
+    alone (networkx's own needs scipy).
+    """
+    if n == 0:
+        return np.zeros(0)
+    src = np.concatenate([a, b]).astype(np.intp, copy=False)
+    dst = np.concatenate([b, a]).astype(np.intp, copy=False)
+    w = np.concatenate([weight, weight]).astype(np.float64, copy=False)
+    out = np.bincount(src, weights=w, minlength=n)
+    dangling = out <= 0
+    share = w / np.where(dangling, 1.0, out)[src]
+    x = np.full(n, 1.0 / n)
+    for _ in range(max_iter):
+        last = x
+        x = alpha * np.bincount(dst, weights=last[src] * share, minlength=n)
+        x += (alpha * last[dangling].sum() + 1.0 - alpha) / n
+        if np.abs(x - last).sum() < n * tol:
+            break
+    return x
 
 
 class GraphAnalytics:
@@ -77,14 +114,12 @@ class GraphAnalytics:
 
     def refresh(self, now: float | None = None) -> int:
         """Recompute salience (call from a worker thread); returns how many entities got one."""
-        import networkx as nx
-
         now = time.time() if now is None else now
         decay = math.log(2) / max(self.half_life_days * 86400.0, 1.0)
         cache = self.cache
         with cache.lock:
             g = cache.compact
-            nodes = np.flatnonzero(g.present).tolist()
+            present = np.flatnonzero(g.present)
             rids = g.live_relations()
             src, dst = g.src[rids], g.dst[rids]
             confidence, updated = g.confidence[rids], g.rupdated[rids]
@@ -96,10 +131,9 @@ class GraphAnalytics:
         weight = np.maximum(confidence[keep], 0.05) * np.exp(-decay * age)
         pairs, slot = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
         totals = np.bincount(slot.reshape(-1), weights=weight, minlength=len(pairs))
-        graph: nx.Graph[int] = nx.Graph()
-        graph.add_nodes_from(nodes)
-        graph.add_weighted_edges_from(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), totals.tolist(), strict=True))
-        scores: dict[int, float] = nx.pagerank(graph, weight="weight") if len(graph) else {}
+        nodes = np.union1d(present, pairs.reshape(-1))
+        ranks = pagerank(len(nodes), np.searchsorted(nodes, pairs[:, 0]), np.searchsorted(nodes, pairs[:, 1]), totals)
+        scores = dict(zip(nodes.tolist(), ranks.tolist(), strict=True))
         with self._lock:
             self._salience = scores
             self._computed_at = now

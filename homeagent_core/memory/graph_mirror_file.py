@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sqlite3
 import struct
 import uuid
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from homeagent_core.memory.graph_schema import SCHEMA_VERSION
+from homeagent_sdk._atomic import atomic_file
 
 __all__ = [
     "MirrorFileError",
@@ -116,24 +116,12 @@ def write_mirror(path: Path, stamp: Stamp, arrays: dict[str, np.ndarray]) -> Non
         for name, a in parts.items()
     ]
     header = json.dumps({"version": VERSION, "stamp": stamp, "arrays": fields}).encode()
-    tmp = _tmp(path)
-    with open(tmp, "wb") as fh:
+    with atomic_file(path, tmp=_tmp(path)) as fh:
         fh.write(MAGIC + struct.pack("<I", len(header)) + header)
         for a in parts.values():
             view = a.reshape(-1).view(np.uint8).data
             for start in range(0, len(view), _CHUNK):
                 fh.write(view[start : start + _CHUNK])
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    try:
-        folder = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def read_mirror(path: Path, stamp: Stamp) -> dict[str, np.ndarray]:

@@ -22,9 +22,9 @@ change to the sentence a relation cites. Only rows not kept yet are built, colum
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from homeagent_core.memory.graph_adjacency import CompactGraph
-    from homeagent_core.memory.graph_cache import GraphCache
+    from homeagent_core.memory.graph_types import EntityRow, RelationRow
 
-__all__ = ["rank_entities", "rank_relations", "recall"]
+__all__ = ["RecallSource", "rank_entities", "rank_relations", "recall"]
 
 _I = np.int64
 _NO_DIGESTS: list[str] = []  # shared by relations without media, never mutated
@@ -44,8 +44,31 @@ _new = tuple.__new__  # builds a named tuple from a ready tuple, skipping its Py
 _SHIFT = 40  # rank keys: distance << 40 | place in the global order (room for 10^12 ids)
 _LOW = (1 << _SHIFT) - 1
 
+class RecallSource(Protocol):
+    """What the walk and the ranking read of the mirror (the ``GraphCache``, under its lock)."""
+
+    @property
+    def compact(self) -> CompactGraph: ...
+
+    @property
+    def entities(self) -> Mapping[int, EntityRow]: ...
+
+    @property
+    def relations(self) -> Mapping[int, RelationRow]: ...
+
+    @property
+    def sentences(self) -> Mapping[int, str]: ...
+
+    @property
+    def blocks_of_sentence(self) -> Mapping[int, set[int]]: ...
+
+    def digests(self, sentence_id: int | None) -> list[str]:
+        """Digests of the media blocks a sentence contains, sorted."""
+        ...
+
+
 def recall(
-    cache: GraphCache,
+    cache: RecallSource,
     seeds: list[int],
     depth: int,
     max_entities: int,
@@ -196,7 +219,7 @@ def rank_entities(
     return _shared(g.ebuilt, ids, dist, make)
 
 
-def rank_relations(cache: GraphCache, levels: list[npt.NDArray[np.int64]], limit: int) -> list[RecalledRelation]:
+def rank_relations(cache: RecallSource, levels: list[npt.NDArray[np.int64]], limit: int) -> list[RecalledRelation]:
     """The ``limit`` best relations of the walk's levels (level = distance), built.
 
     Rows of relations whose sentence holds media are made anew each time (their digests come
@@ -243,7 +266,7 @@ def rank_relations(cache: GraphCache, levels: list[npt.NDArray[np.int64]], limit
     return _shared(g.rbuilt, ids, dist, lambda i, d: make(i, d, g.sentence[i].tolist()))
 
 
-def check_kept(cache: GraphCache) -> None:
+def check_kept(cache: RecallSource) -> None:
     """Raise AssertionError unless the rank orders and the kept rows agree with the columns.
 
     Ranked ids (rank >= 0) must lie in the order of their current keys, and every kept row must

@@ -10,21 +10,39 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import ModalityUnsupported
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import Changes, GraphStore
+    from homeagent_core.memory.graph_cache import GraphCache
+    from homeagent_core.memory.graph_types import Changes
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["embed_entities", "reembed_stale"]
+__all__ = ["VectorRows", "embed_entities", "reembed_stale"]
+
+T = TypeVar("T")
+
+
+class VectorRows(Protocol):
+    """What re-embedding uses of the graph store (``GraphStore``): its SQL and its mirror."""
+
+    @property
+    def cache(self) -> GraphCache: ...
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` for a read."""
+        ...
+
+    def write(self, fn: Callable[[sqlite3.Connection, Changes], T]) -> T:
+        """Run ``fn(conn, changes)`` in one transaction, then refresh the touched rows."""
+        ...
 
 _TABLES = {"entities": "id, name", "memory_blocks": "id, digest, mime"}
 
 
-def _stale(store: GraphStore, table: str, fingerprint: str, after: int, limit: int) -> list[tuple[Any, ...]]:
+def _stale(store: VectorRows, table: str, fingerprint: str, after: int, limit: int) -> list[tuple[Any, ...]]:
     cols = _TABLES[table]
     return store.read(
         lambda conn: conn.execute(
@@ -34,7 +52,7 @@ def _stale(store: GraphStore, table: str, fingerprint: str, after: int, limit: i
     )
 
 
-def _write_vectors(store: GraphStore, table: str, rows: list[tuple[int, bytes]], fingerprint: str) -> None:
+def _write_vectors(store: VectorRows, table: str, rows: list[tuple[int, bytes]], fingerprint: str) -> None:
     if table not in _TABLES:
         raise ValueError(f"no vectors in table {table!r}")
 
@@ -48,7 +66,7 @@ def _write_vectors(store: GraphStore, table: str, rows: list[tuple[int, bytes]],
     store.write(run)
 
 
-async def embed_entities(store: GraphStore, ids: Iterable[int], provider: EmbeddingProvider) -> int:
+async def embed_entities(store: VectorRows, ids: Iterable[int], provider: EmbeddingProvider) -> int:
     """Embed the names of entities ``ids`` whose vector is missing or of another space."""
     fp = provider.info.fingerprint
     todo: list[tuple[int, str]] = []
@@ -66,7 +84,7 @@ async def embed_entities(store: GraphStore, ids: Iterable[int], provider: Embedd
 
 
 async def reembed_stale(
-    store: GraphStore,
+    store: VectorRows,
     provider: EmbeddingProvider,
     *,
     batch_size: int = 64,

@@ -25,10 +25,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.aio import call_maybe_async
@@ -39,7 +42,16 @@ from homeagent_sdk.types import Doc, Triple
 if TYPE_CHECKING:
     from homeagent_core.memory.graph import GraphStore
 
-__all__ = ["ArchiveJob", "ColdDocuments", "Heartbeat", "MergeJob", "ReviewJob"]
+__all__ = [
+    "LEDGER_NAME",
+    "ArchiveJob",
+    "ColdDocuments",
+    "Heartbeat",
+    "HeartbeatLedger",
+    "MergeJob",
+    "ReviewJob",
+    "read_heartbeat_ledger",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +59,72 @@ AskLLM = Callable[[str], Awaitable[str]]
 SubmitSelfInput = Callable[[str], Awaitable[None]]
 
 
+LEDGER_NAME = "heartbeats.json"
+"""File name of the heartbeat ledger in ``<data>/memory/``."""
+
+
+def read_heartbeat_ledger(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The ledger's entries by heartbeat name (``{}`` when the file is missing or unreadable).
+
+    Each entry: ``ok`` (the last run succeeded), ``error`` (``"Type: message"`` of the failure,
+    else ``""``), ``since`` (when the heartbeat entered that state, epoch seconds).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
+class HeartbeatLedger:
+    """Whether each heartbeat's last run succeeded, in a small JSON file, so that
+    ``homeagent doctor`` can say which one fails and why, daemon running or not.
+
+    The file is rewritten (atomically: tmp, fsync, rename) only when a heartbeat's state
+    changes — its first run, a failure with a new error, a success after a failure — never on
+    every run.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._state = read_heartbeat_ledger(self.path)
+        self._lock = threading.Lock()
+
+    def changes(self, name: str, error: str | None) -> bool:
+        """Whether recording this outcome would change the file."""
+        with self._lock:
+            return self._differs(name, error)
+
+    def _differs(self, name: str, error: str | None) -> bool:
+        entry = self._state.get(name)
+        return entry is None or entry.get("ok") != (error is None) or entry.get("error") != (error or "")
+
+    def record(self, name: str, error: str | None, at: float) -> None:
+        """Record one run's outcome (``error`` None: it succeeded); blocking, call off the loop.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        with self._lock:
+            if not self._differs(name, error):
+                return
+            self._state[name] = {"ok": error is None, "error": error or "", "since": at}
+            body = json.dumps(self._state, ensure_ascii=False, indent=1, sort_keys=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+
+
 class Heartbeat:
-    """Runs ``fn`` every ``interval_s`` seconds in its own task until :meth:`stop`."""
+    """Runs ``fn`` every ``interval_s`` seconds in its own task until :meth:`stop`.
+
+    With a ``ledger``, each run's outcome is recorded there (see :class:`HeartbeatLedger`).
+    """
 
     def __init__(
         self,
@@ -57,6 +133,7 @@ class Heartbeat:
         fn: Callable[[], Any],
         *,
         run_at_start: bool = False,
+        ledger: HeartbeatLedger | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"heartbeat {name!r}: interval_s must be > 0, got {interval_s}")
@@ -64,6 +141,7 @@ class Heartbeat:
         self.interval_s = float(interval_s)
         self.fn = fn
         self.run_at_start = run_at_start
+        self.ledger = ledger
         self.runs = 0
         self.failures = 0
         self.last_error: str | None = None
@@ -128,18 +206,24 @@ class Heartbeat:
         lock = self._run_lock or asyncio.Lock()
         async with lock:
             self.last_run_at = time.time()
+            error: str | None = None
             try:
                 result = await call_maybe_async(self.fn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a loop must survive a failing job
                 self.failures += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error = error = f"{type(exc).__name__}: {exc}"
                 log.warning("heartbeat %s failed: %s", self.name, self.last_error)
                 result = None
             else:
                 self.last_result = result
-            self.runs += 1
+            if self.ledger is not None and self.ledger.changes(self.name, error):
+                try:
+                    await asyncio.to_thread(self.ledger.record, self.name, error, self.last_run_at)
+                except OSError as exc:
+                    log.warning("heartbeat %s: cannot write %s: %s", self.name, self.ledger.path, exc)
+            self.runs += 1  # counted once recorded: wait_runs() then sees the ledger written
         if self._completed is not None:
             async with self._completed:
                 self._completed.notify_all()

@@ -72,6 +72,9 @@ __all__ = [
     "decode_many",
     "decode_terms",
     "encode_terms",
+    "length_factors",
+    "score_terms",
+    "score_texts",
     "term_counts",
 ]
 
@@ -87,6 +90,57 @@ def _saturate(counts: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
     """Term counts as the index keeps them: ``uint8``, saturating at :data:`TF_MAX`."""
     saturated: npt.NDArray[np.uint8] = np.minimum(counts, TF_MAX).astype(np.uint8)
     return saturated
+
+
+def length_factors(
+    dl: npt.NDArray[np.float32], total_len: float, count: int, k1: float, b: float
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Per slot of ``dl`` (gram counts): BM25's length norm ``k1·(1-b+b·dl/avgdl)`` and the tf=1 factor."""
+    avgdl = total_len / count if total_len > 0 and count else 1.0
+    norm = (k1 * (1.0 - b + (b / avgdl) * dl)).astype(np.float32)
+    return norm, ((k1 + 1.0) / (1.0 + norm)).astype(np.float32)
+
+
+def score_texts(query: str, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> npt.NDArray[np.float32]:
+    """BM25 of each of a few ``texts`` for ``query``: the scores a :class:`LexicalIndex` holding
+    just them (slots 1..n, every posting scored) gives, without building one.
+
+    An index is laid out for a store: its tables span every one of the ``2**20`` buckets (tens of
+    MB to create and clear). Here the postings of the texts are matched against the query's
+    buckets directly, so the cost follows the texts' lengths; the sums are the index's own
+    (same postings in the same order through :func:`accumulate`).
+    """
+    return score_terms(query, [term_counts(text) for text in texts], k1=k1, b=b)
+
+
+def score_terms(
+    query: str,
+    docs: Sequence[tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]],
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+) -> npt.NDArray[np.float32]:
+    """:func:`score_texts` of texts already counted by :func:`term_counts` (a caller scoring
+    the same texts again keeps their counts)."""
+    n = len(docs)
+    out = np.zeros(max(64, 1 << n.bit_length()), dtype=np.float32)  # sized as the index's slot arrays
+    qb, _ = query_terms(query)
+    if not n or not len(qb):
+        return out[1 : n + 1]
+    buckets = np.concatenate([d[0] for d in docs]).astype(np.int64)
+    slots = np.repeat(np.arange(1, n + 1, dtype=np.int32), [len(d[0]) for d in docs])
+    tfs = _saturate(np.concatenate([d[1] for d in docs]))
+    at = np.minimum(np.searchsorted(qb, buckets), len(qb) - 1)
+    hit = np.flatnonzero(qb[at] == buckets)
+    if not len(hit):
+        return out[1 : n + 1]
+    df = np.bincount(at[hit], minlength=len(qb)).astype(np.float64)  # a text lists a bucket once
+    idf = np.log1p((float(n) - df + 0.5) / (df + 0.5)).astype(np.float32)
+    dl = np.zeros(len(out), dtype=np.float32)
+    dl[1 : n + 1] = [d[2] for d in docs]
+    factors = length_factors(dl, float(sum(d[2] for d in docs)), n, k1, b)
+    accumulate(out, slots[hit], tfs[hit], idf[at[hit]], factors, k1)
+    return out[1 : n + 1]
 
 
 class LexicalIndex:
@@ -456,9 +510,7 @@ class LexicalIndex:
         """
         key = (self._epoch, len(self._dl))
         if self._factors_key != key:
-            avgdl = self._total_len / self._count if self._total_len > 0 and self._count else 1.0
-            norm = (self.k1 * (1.0 - self.b + (self.b / avgdl) * self._dl)).astype(np.float32)
-            self._factors = (norm, ((self.k1 + 1.0) / (1.0 + norm)).astype(np.float32))
+            self._factors = length_factors(self._dl, self._total_len, self._count, self.k1, self.b)
             self._factors_key = key
         return self._factors
 

@@ -37,13 +37,16 @@ if TYPE_CHECKING:
     ListsPart = tuple[Ints, np.ndarray, npt.NDArray[np.uint8], Ints, Ints]
     """What :meth:`ForwardLists.lists` yields per part: candidates (indexes), term ids, counts, starts, lengths."""
 
-__all__ = ["RUN_SLICES", "TF_MAX", "ForwardLists", "range_index"]
+__all__ = ["COUNT_ALL", "RUN_SLICES", "TF_MAX", "ForwardLists", "range_index"]
 
 RUN_SLICES = 64
 """Entries a run of touching lists must average before a query copies runs as slices rather
 than gathering entry by entry (a slice costs about as much as gathering 64 entries)."""
 TF_MAX = 255
 """Largest term count the index keeps; higher counts saturate (BM25's tf factor is flat there)."""
+COUNT_ALL = BUCKETS // 16
+"""Unseen postings from which :meth:`ForwardLists.ids` counts them over every bucket (one pass
+over ``2**20`` counters) instead of sorting them: below it, the sort of the batch is cheaper."""
 
 
 def range_index(starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -91,10 +94,16 @@ class ForwardLists:
         found = self.term_of[buckets]
         missing = found < 0
         if missing.any():
-            # counted, not sorted: a rebuild passes every posting of the store here at once
-            freq = np.bincount(buckets if missing.all() else buckets[missing], minlength=BUCKETS)
-            fresh = np.flatnonzero(freq)
-            fresh = fresh[np.argsort(-freq[fresh], kind="stable")]
+            unseen = buckets if missing.all() else buckets[missing]
+            if len(unseen) >= COUNT_ALL:
+                # counted, not sorted: a rebuild passes every posting of the store here at once
+                freq = np.bincount(unseen, minlength=BUCKETS)
+                fresh = np.flatnonzero(freq)
+                counts = freq[fresh]
+            else:
+                # one document or a few: sorting its own terms costs what it has, not 2**20 counters
+                fresh, counts = np.unique(unseen, return_counts=True)
+            fresh = fresh[np.argsort(-counts, kind="stable")]
             need = self.n_terms + len(fresh)
             if need > len(self.bucket_of):
                 size = len(self.bucket_of)

@@ -29,6 +29,8 @@ from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_sdk._atomic import atomic_file
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -217,22 +219,13 @@ def write_snapshot(path: Path, arrays: SnapshotArrays) -> None:
             "crc32": crcs,
         }
     ).encode()
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as fh:
+    with atomic_file(path, tmp=tmp_path(path)) as fh:
         fh.write(MAGIC + struct.pack("<I", len(header)) + header)
         for parts in fields:
             for part in parts:
                 view = part.data.cast("B")
                 for start in range(0, len(view), _CHUNK):
                     fh.write(view[start : start + _CHUNK])
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_snapshot(path: Path, *, verify: bool = True) -> SnapshotArrays:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from homeagent_core.embeddings.common import top_k
 from homeagent_core.embeddings.reembed import ReembedStats, reembed_stale
 from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import EmbeddingProvider, EmbedInput, InvalidEmbedInput
 from homeagent_sdk.errors import MemoryStoreError
 
@@ -387,18 +388,7 @@ class MediaStore:
                 if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
                     return  # same bytes already there (a crash before the row was written)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        atomic_write(path, data, tmp=path.with_name(path.name + ".tmp"))
 
     def _put_sync(self, digest: str, data: bytes, mime: str, name: str, vec: Any, vec_model: str) -> MediaRecord:
         with self._lock:

@@ -12,7 +12,11 @@ arithmetic runs in numpy and simsimd, with the same scores bit for bit
 (``tests/core/memory/test_native.py``).
 
 The C code trusts no index it is given: a slot or term id outside its table makes it stop and
-this module raise :class:`IndexError`, as numpy's indexing would.
+this module raise :class:`IndexError`, as numpy's indexing would. The lengths and ranges it is
+handed are checked here, before the call, since C cannot see where an array ends: arrays that
+should pair up but differ in length, a range with a negative length or reaching past its array,
+or an array of more than one dimension raise :class:`ValueError` or :class:`IndexError` naming
+it, and nothing is read or written.
 """
 
 from __future__ import annotations
@@ -122,9 +126,36 @@ def _ptr(array: np.ndarray, dtype: type[np.generic]) -> int:
     return int(array.ctypes.data)
 
 
+def _vectors(**arrays: np.ndarray) -> None:
+    """Each array is one-dimensional (its length is then all the C code is told of it)."""
+    for name, array in arrays.items():
+        if array.ndim != 1:
+            raise ValueError(f"BM25 loops: {name} must be one-dimensional, not of shape {array.shape}")
+
+
+def _same_lengths(**arrays: np.ndarray) -> None:
+    """Each array one-dimensional and all of one length (the C code reads them side by side)."""
+    _vectors(**arrays)
+    names, lengths = list(arrays), [len(array) for array in arrays.values()]
+    if len(set(lengths)) > 1:
+        raise ValueError(
+            f"BM25 loops: {', '.join(names[:-1])} and {names[-1]} must be equally long, "
+            f"not {', '.join(map(str, lengths[:-1]))} and {lengths[-1]}"
+        )
+
+
 def _check_ranges(starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64], size: int) -> None:
-    if len(starts) and (int(starts.min()) < 0 or int((starts + lens).max()) > size):
-        raise IndexError(f"BM25 loops: a range reaches past an array of {size}")
+    """Every range ``starts[r] : starts[r] + lens[r]`` lies inside an array of ``size``."""
+    if not len(starts):
+        return
+    if int(lens.min()) < 0:
+        raise ValueError(f"BM25 loops: range {int(np.argmin(lens))} has a negative length {int(lens.min())}")
+    if int(starts.min()) < 0 or bool((starts > size - lens).any()):  # not starts + lens: that can wrap
+        bad = int(np.flatnonzero((starts < 0) | (starts > size - lens))[0])
+        raise IndexError(
+            f"BM25 loops: a range reaches past an array of {size} "
+            f"(range {bad}: {int(lens[bad])} from {int(starts[bad])})"
+        )
 
 
 def add_ranges(
@@ -142,18 +173,23 @@ def add_ranges(
     """Add the BM25 contribution of postings ``slots/tfs[starts[r] : starts[r] + lens[r]]``,
     weighted by ``weights[r]``, to ``out`` (one score per slot): what
     ``lexical_scoring.accumulate`` does with the same postings concatenated."""
+    pointers = (
+        _ptr(slots, np.int32), _ptr(tfs, np.uint8), _ptr(starts, np.int64), _ptr(lens, np.int64),
+        _ptr(weights, np.float32), _ptr(norm, np.float32), _ptr(unit, np.float32), _ptr(out, np.float32),
+    )
+    _same_lengths(slots=slots, tfs=tfs)
+    _same_lengths(starts=starts, lens=lens, weights=weights)
+    _vectors(norm=norm, unit=unit, out=out)
     size = len(out)
     if len(norm) < size or len(unit) < size:
-        raise ValueError("BM25 loops: length factors shorter than the scores")
-    if len(slots) != len(tfs):
-        raise ValueError("BM25 loops: slots and counts differ in length")
+        raise ValueError(f"BM25 loops: length factors ({len(norm)}, {len(unit)}) shorter than the {size} scores")
     _check_ranges(starts, lens, len(slots))
     many = int(lens.sum()) >= size // 2
     acc = np.zeros(size, dtype=np.float64)
+    p_slots, p_tfs, p_starts, p_lens, p_weights, p_norm, p_unit, p_out = pointers
     bad = lib.ranges(
-        _ptr(slots, np.int32), _ptr(tfs, np.uint8), len(slots), _ptr(starts, np.int64), _ptr(lens, np.int64),
-        _ptr(weights, np.float32), len(starts), _ptr(norm, np.float32), _ptr(unit, np.float32),
-        float(np.float32(k1 + 1.0)), int(many), _ptr(acc, np.float64), _ptr(out, np.float32), size,
+        p_slots, p_tfs, len(slots), p_starts, p_lens, p_weights, len(starts), p_norm, p_unit,
+        float(np.float32(k1 + 1.0)), int(many), _ptr(acc, np.float64), p_out, size,
     )
     if bad >= 0:
         raise IndexError(f"BM25 loops: posting {bad} names a slot outside {size} slots")
@@ -177,17 +213,22 @@ def rescore_sums(
     width = terms.dtype.itemsize
     if terms.dtype not in (np.uint16, np.uint32) or not terms.flags.c_contiguous:
         raise TypeError(f"BM25 loops: term ids must be contiguous uint16 or uint32, not {terms.dtype}")
-    if len(terms) != len(tfs):
-        raise ValueError("BM25 loops: term ids and counts differ in length")
+    pointers = (
+        _ptr(tfs, np.uint8), _ptr(starts, np.int64), _ptr(lens, np.int64), _ptr(slots, np.int64),
+        _ptr(table, np.float32), _ptr(norm, np.float32),
+    )
+    _same_lengths(terms=terms, tfs=tfs)
+    _same_lengths(starts=starts, lens=lens, slots=slots)
+    _vectors(table=table, norm=norm)
     if len(slots) and (int(slots.min()) < 0 or int(slots.max()) >= len(norm)):
-        raise IndexError("BM25 loops: a candidate slot is outside the length factors")
+        raise IndexError(f"BM25 loops: a candidate slot is outside the {len(norm)} length factors")
     _check_ranges(starts, lens, len(terms))
     few = np.empty(len(slots), dtype=np.float64)
     many = np.empty(len(slots), dtype=np.float64)
+    p_tfs, p_starts, p_lens, p_slots, p_table, p_norm = pointers
     hits = lib.rescore[width](
-        int(terms.ctypes.data), _ptr(tfs, np.uint8), len(terms), _ptr(starts, np.int64), _ptr(lens, np.int64),
-        _ptr(slots, np.int64), len(slots), _ptr(table, np.float32), len(table), _ptr(norm, np.float32),
-        float(np.float32(k1 + 1.0)), _ptr(few, np.float64), _ptr(many, np.float64),
+        int(terms.ctypes.data), p_tfs, len(terms), p_starts, p_lens, p_slots, len(slots), p_table, len(table),
+        p_norm, float(np.float32(k1 + 1.0)), _ptr(few, np.float64), _ptr(many, np.float64),
     )
     if hits < 0:
         raise IndexError(f"BM25 loops: forward entry {-hits - 1} names a term outside a table of {len(table)}")
@@ -196,7 +237,7 @@ def rescore_sums(
 
 
 def i8_dots(lib: NativeLibrary, rows: npt.NDArray[np.int8], q: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
-    """``rows @ q`` for int8 rows (values in [-127, 127], as quantized), exact integer sums as float32."""
+    """``rows @ q`` for int8 rows, exact integer sums as float32 (any int8 value, -128 included)."""
     if rows.ndim != 2 or q.shape != (rows.shape[1],):
         raise ValueError(f"int8 dots: rows {rows.shape} and query {q.shape} do not match")
     out = np.empty(len(rows), dtype=np.float32)

@@ -155,7 +155,7 @@ class MemoryPlugin:
 
 def _heartbeats(system: MemorySystem, sdk: MemorySDK, kernel: MemoryHost) -> list[Heartbeat]:
     """The consolidation heartbeats (not started); intervals from ``core.agent.*_interval``."""
-    from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
+    from homeagent_core.memory.heartbeat import LEDGER_NAME, ArchiveJob, Heartbeat, HeartbeatLedger, MergeJob, ReviewJob
 
     async def ask_llm(prompt: str) -> str:
         response = await sdk.llm.chat([{"role": "user", "content": prompt}], max_tokens=2048, temperature=0.2)
@@ -173,13 +173,19 @@ def _heartbeats(system: MemorySystem, sdk: MemorySDK, kernel: MemoryHost) -> lis
 
     assert sdk.config is not None
     get = sdk.config.get
+    ledger = HeartbeatLedger(system.data_dir / "memory" / LEDGER_NAME)  # what `homeagent doctor` reads
     return [
-        Heartbeat("distill", get("core.agent.distill_interval"), distill_context),
-        Heartbeat("rules", RULE_DISTILL_INTERVAL_S, system.distiller.adistill_once),
-        Heartbeat("archive", get("core.agent.archive_interval"), ArchiveJob(system.graph, _ColdDocs(system), ask_llm)),
-        Heartbeat("merge", get("core.agent.merge_interval"), MergeJob(system.graph, submit_self_input)),
-        Heartbeat("review", get("core.agent.review_interval"), ReviewJob(system.graph, ask_llm)),
-        Heartbeat("analytics", ANALYTICS_INTERVAL_S, refresh_analytics, run_at_start=True),
+        Heartbeat("distill", get("core.agent.distill_interval"), distill_context, ledger=ledger),
+        Heartbeat("rules", RULE_DISTILL_INTERVAL_S, system.distiller.adistill_once, ledger=ledger),
+        Heartbeat(
+            "archive",
+            get("core.agent.archive_interval"),
+            ArchiveJob(system.graph, _ColdDocs(system), ask_llm),
+            ledger=ledger,
+        ),
+        Heartbeat("merge", get("core.agent.merge_interval"), MergeJob(system.graph, submit_self_input), ledger=ledger),
+        Heartbeat("review", get("core.agent.review_interval"), ReviewJob(system.graph, ask_llm), ledger=ledger),
+        Heartbeat("analytics", ANALYTICS_INTERVAL_S, refresh_analytics, run_at_start=True, ledger=ledger),
     ]
 
 

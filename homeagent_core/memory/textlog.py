@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from homeagent_core.workers import run_blocking
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
@@ -364,13 +365,7 @@ class TextLog(ConversationLog):
                             out.append(raw)
                 if not touched:
                     continue
-                tmp = path.with_name(path.name + ".tmp")
-                with open(tmp, "wb") as fh:
-                    fh.writelines(out)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                tmp.replace(path)
-                _fsync_dir(self.directory)
+                atomic_write(path, b"".join(out), tmp=path.with_name(path.name + ".tmp"))
                 changed += touched
             if changed:
                 self._notify(None)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.lexical_snapshot import remove_partial, tmp_path
+from homeagent_sdk._atomic import atomic_file
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -178,8 +179,7 @@ def write_vectors(
     ).encode()
     head = MAGIC + struct.pack("<I", len(header)) + header
     at = _offsets(len(head), rows, dim, k)
-    tmp = tmp_path(path)
-    with open(tmp, "wb") as fh:
+    with atomic_file(path, tmp=tmp_path(path)) as fh:
         fd = fh.fileno()
         os.ftruncate(fd, at["end"])
         os.pwrite(fd, head, 0)
@@ -202,13 +202,6 @@ def write_vectors(
         if projection is not None and low_scale is not None:
             os.pwrite(fd, projection.astype("<f4").data, at["projection"])
             os.pwrite(fd, low_scale.astype("<f4").data, at["low_scale"])
-        os.fsync(fd)
-    tmp.replace(path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
     return rows
 
 

@@ -10,18 +10,22 @@ exact denial message; a service the running agent does not have returns an empty
 an error (logged once); ``sdk.http`` needs the ``http`` capability even when the list is empty.
 Secret settings (API keys, passwords) are never handed to a script, even with
 ``settings_cross``: they read as ``"****"`` when set and ``dump`` leaves them out.
-Data functions run in the worker thread of the Lua call; async services are awaited on the
-loop the plugin was started on, with a timeout.
+Data functions run on a thread of the plugin's sandbox (:meth:`LuaSandbox.blocking
+<homeagent_core.providers.lua.LuaSandbox.blocking>`: closing it releases the script's caller),
+never on the event loop; async services are awaited on the loop the plugin was started on,
+with a timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from homeagent_core.agent.policy import guard_setting
 from homeagent_core.plugins.lua_glue import as_text, jsonable
 from homeagent_core.plugins.lua_http import http_request
 from homeagent_core.plugins.lua_manifest import CAPABILITIES
@@ -29,10 +33,11 @@ from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import ConfigDef, InjectOptions, Priority, Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.plugins.lua_plugins import LuaPlugin
+    from homeagent_core.plugins.lua_manifest import LuaPluginManifest
+    from homeagent_core.plugins.lua_script import LoadedScript
     from homeagent_core.plugins.privileged import KernelAccess
 
-__all__ = ["SERVICE_CALLS", "LuaDataFunctions", "kernel_of", "on_loop"]
+__all__ = ["SERVICE_CALLS", "LuaDataFunctions", "ScriptOwner", "kernel_of", "on_loop"]
 
 Args = tuple[list[Any], dict[str, Any]]
 
@@ -181,13 +186,27 @@ _GROUP_CAPABILITY = {"memory": "memory", "doc": "doc_memory", "knowledge": "know
                      "text_memory": "text_memory", "llm": "llm", "social": "social"}
 
 
+class ScriptOwner(Protocol):
+    """What the data functions use of the Lua plugin they serve (``LuaPlugin``)."""
+
+    name: str
+    manifest: LuaPluginManifest
+    sdk: Any
+    loop: asyncio.AbstractEventLoop | None
+    loading: LoadedScript | None
+    log: logging.Logger
+    call_timeout: float
+    http_timeout: float
+    http_max_bytes: int
+
+
 class LuaDataFunctions:
     """Serves the data functions of one :class:`~homeagent_core.plugins.lua_plugins.LuaPlugin`.
 
     Called (through the glue) as ``functions(op, args_json)``; returns ``(result JSON, error)``.
     """
 
-    def __init__(self, plugin: LuaPlugin) -> None:
+    def __init__(self, plugin: ScriptOwner) -> None:
         self.plugin = plugin
         self._warned: set[str] = set()
 
@@ -265,7 +284,7 @@ class LuaDataFunctions:
         return self.plugin.sdk
 
     def run_async(self, coro: Any) -> Any:
-        """Run a coroutine of the (async) SDK from the worker thread a Lua call runs in."""
+        """Run a coroutine of the (async) SDK from the sandbox thread a data function runs on."""
         loop = self.plugin.loop
         if loop is None or loop.is_closed():
             coro.close()
@@ -345,6 +364,7 @@ class LuaDataFunctions:
             key = f"core.{a[0]}"
             return _masked(config, key, config.get(key))
         if method == "set_core":
+            guard_setting(f"core.{a[0]}", f"Lua plugin {self.name!r}")
             config.set(f"core.{a[0]}", a[1])
             return True
         if method == "list_core":
@@ -353,6 +373,7 @@ class LuaDataFunctions:
             key = f"plugin.{a[0]}.{a[1]}"
             return _masked(config, key, config.get(key))
         if method == "set_plugin":
+            guard_setting(f"plugin.{a[0]}.{a[1]}", f"Lua plugin {self.name!r}")
             config.set(f"plugin.{a[0]}.{a[1]}", a[2])
             return True
         if method == "list_plugin":

@@ -156,7 +156,7 @@ class LuaPlugin:
         try:
             script.api = sandbox.load(GLUE, "homeagent-lua-glue")
             script.sdk_table = sandbox.call(
-                script.api.build, self._data, lambda *a: self._bridge_register(script, *a),
+                script.api.build, sandbox.blocking(self._data), lambda *a: self._bridge_register(script, *a),
                 script="homeagent-lua-glue",
             )
             body = sandbox.load(wrapped, self.chunk)

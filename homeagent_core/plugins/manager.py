@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from homeagent_core.aio import await_me_maybe
+from homeagent_core.hookhost import HookHandler
 from homeagent_core.plugins.hookcall import acall_wrapped, is_wrapper
 from homeagent_sdk import hookspecs
 from homeagent_sdk._names import PROJECT_NAME
@@ -110,20 +111,6 @@ class PluginInfo:
             "hooks": sorted(self.hooks),
             "contributions": {k: sorted(v) for k, v in self.contributions.items() if v},
         }
-
-
-@dataclass(frozen=True)
-class HookHandler:
-    """One plugin's implementation of a hook, callable with keyword arguments."""
-
-    plugin_name: str
-    function: Callable[..., Any]
-    argnames: tuple[str, ...]
-    scope: str = ""
-    impl: pluggy.HookImpl | None = field(default=None, compare=False, repr=False)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        return self.function(*[kwargs[name] for name in self.argnames])
 
 
 def _env_list(name: str) -> list[str] | None:

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
     import pluggy
 
+    from homeagent_core.agent.approvals import Approvals
     from homeagent_core.agent.channels import ChannelRegistry
+    from homeagent_core.agent.people import PeopleRegistry
+    from homeagent_core.agent.policy import ToolPolicy
     from homeagent_core.agent.prompt import PromptBuilder
     from homeagent_core.agent.residents import Residents
     from homeagent_core.agent.scheduler import InputItem
@@ -26,9 +29,9 @@ if TYPE_CHECKING:
     from homeagent_core.agent.turn import Reply, Turn
     from homeagent_core.plugins.manager import PluginInfo
     from homeagent_sdk.api import IOAPI
-    from homeagent_sdk.types import InjectOptions, MediaAttachment
+    from homeagent_sdk.types import InjectOptions, MediaAttachment, Principal
 
-__all__ = ["KernelAccess", "PluginHostAccess", "RunningProcPlugin", "SupervisorAccess"]
+__all__ = ["KernelAccess", "PluginHostAccess", "RightsAccess", "RunningProcPlugin", "SupervisorAccess"]
 
 R = TypeVar("R")
 
@@ -134,3 +137,31 @@ class SupervisorAccess(Protocol):
     async def reload_changed(self) -> list[str]: ...
 
     def status(self) -> list[dict[str, Any]]: ...
+
+
+class RightsAccess(Protocol):
+    """People, tool policy and approvals (``sdk.services.rights``), for the built-in doors and admin tools.
+
+    A door resolves who is speaking with :meth:`resolve`; ``cfgmgr`` refuses guarded settings
+    with :meth:`guard_setting`; the web UI and the CLI list and decide approvals through
+    ``approvals``.
+    """
+
+    @property
+    def people(self) -> PeopleRegistry: ...
+
+    @property
+    def policy(self) -> ToolPolicy: ...
+
+    @property
+    def approvals(self) -> Approvals: ...
+
+    def resolve(self, source: str, claim: Principal | None, *, self_input: bool = False) -> Principal: ...
+
+    def current(self) -> Principal | None:
+        """The principal of the turn (or approved call) running in this task, None outside one."""
+        ...
+
+    def guard_setting(self, key: str, writer: str) -> None:
+        """Raise ``GuardedSetting`` when ``key`` decides rights and ``writer`` may not change it."""
+        ...

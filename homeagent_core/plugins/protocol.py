@@ -21,6 +21,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.agent.policy import guard_setting
 from homeagent_core.plugins.packages import CAPABILITIES
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError
 from homeagent_sdk.types import (
@@ -29,6 +30,7 @@ from homeagent_sdk.types import (
     ConfigDef,
     InjectOptions,
     MediaAttachment,
+    Principal,
     Priority,
     StageContext,
     TextEvent,
@@ -204,7 +206,17 @@ def _options(params: dict[str, Any], *, interrupt: bool = False) -> InjectOption
         recall_policy=str(params.get("recall_policy", "") or ""),
         cleaner_name=str(params.get("cleaner_name", "") or ""),
         priority=level,
+        principal=_principal(params.get("principal")),
     )
+
+
+def _principal(raw: Any) -> Principal | None:
+    """The sender a chat bridge names (door and account); the kernel decides what it may do."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError(f"参数解析失败: principal must be an object with door and account, got {raw!r}")
+    return Principal.from_dict(raw)
 
 
 class CoreMethods:
@@ -422,7 +434,9 @@ class CoreMethods:
         return {"value": self._config.get(self._key(params.get("key")))}
 
     async def settings_set(self, params: dict[str, Any]) -> None:
-        self._config.set(self._key(params.get("key")), params.get("value"))
+        key = self._key(params.get("key"))
+        guard_setting(key, f"plugin {self.p.name!r} (settings.set)")
+        self._config.set(key, params.get("value"))
 
     async def settings_list(self, params: dict[str, Any]) -> dict[str, Any]:
         prefix = f"plugin.{self.p.name}."
@@ -566,6 +580,7 @@ class CoreMethods:
             self._need_secrets("settings.setCore", key, "is a secret")
         elif _ROUTE_NAME.search(key.rsplit(".", 1)[-1]):
             self._need_secrets("settings.setCore", key, "decides where secrets are sent")
+        guard_setting(key, f"plugin {self.p.name!r} (settings.setCore)")
         self._config.set(key, params.get("value"))
 
     async def secret_get(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -585,6 +600,7 @@ class CoreMethods:
         key = f"plugin.{params.get('plugin')}.{params.get('key')}"
         if params.get("plugin") != self.p.name and (self._secret(key) or _ROUTE_NAME.search(key.rsplit(".", 1)[-1])):
             self._need_secrets("settings.setPlugin", key, "is a secret or decides where one is sent")
+        guard_setting(key, f"plugin {self.p.name!r} (settings.setPlugin)")
         self._config.set(key, params.get("value"))
 
     async def other_list(self, params: dict[str, Any]) -> dict[str, Any]:

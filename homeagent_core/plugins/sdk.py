@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.events import EventBus
     from homeagent_core.memory.system import MemorySystem
-    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess, SupervisorAccess
+    from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess, RightsAccess, SupervisorAccess
     from homeagent_sdk.api import IOAPI, LLMAPI, DocAPI, KnowledgeAPI, MediaAPI, MemoryAPI, SocialAPI
 
 __all__ = ["PluginSettingsView", "ScopedSDK", "Services"]
@@ -90,7 +90,7 @@ class Services:
     supervisor: SupervisorAccess | None = None
     #: The plugin host, for built-ins that list or reload plugins (webui, pluginmgr).
     host: PluginHostAccess | None = None
-    #: Starts and stops installed packages while running (:class:`~homeagent_core.plugins.live.LivePlugins`).
+    #: Starts and stops installed packages while running (:class:`~homeagent_core.live.LivePlugins`).
     live: Any = None
     #: The durable conversation log (``TextLog``) for built-ins that show the conversation
     #: (the web UI's chat history); None without memory.
@@ -99,6 +99,8 @@ class Services:
     media_store: Any = None
     #: The opened memory layers, for the core ``memory`` and ``knowledge`` plugins; None without memory.
     memory_system: MemorySystem | None = None
+    #: People, tool policy, guarded settings and approvals (``homeagent_core.agent.approvals.Rights``).
+    rights: RightsAccess | None = None
 
 
 class _Events:

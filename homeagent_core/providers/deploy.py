@@ -9,11 +9,11 @@ runs are no-ops. Users may drop their own ``*.lua`` files next to the deployed o
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from homeagent_sdk._atomic import atomic_write
 
 __all__ = [
     "ADAPTER_ALIASES",
@@ -60,16 +60,7 @@ def _read_manifest(path: Path) -> dict[str, str]:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
 
 
 def deploy_bundled_adapters(data_dir: Path | str,
@@ -121,6 +112,57 @@ def _dirs(data_dir: Path | str | None, extra_dirs: Iterable[Path | str]) -> list
     return out
 
 
+_RANK = {"user": 0, "modified": 0, "deployed": 1, "plugin": 2, "bundled": 3}
+
+
+def _files(data_dir: Path | str | None, extra_dirs: Iterable[Path | str]) -> list[tuple[Path, str]]:
+    """Every adapter file with its origin, in folder order (``<data>/adapters``, plugins, bundled)."""
+    bundled = {p.name: _sha(p.read_bytes()) for p in bundled_adapters_dir().glob("*.lua")}
+    manifest = _read_manifest(Path(data_dir) / "adapters" / MANIFEST_NAME) if data_dir is not None else {}
+    out: list[tuple[Path, str]] = []
+    for kind, folder in _dirs(data_dir, extra_dirs):
+        if not folder.is_dir():
+            continue
+        for f in sorted(folder.glob("*.lua")):
+            if kind == "data" and f.name in bundled:
+                digest = _sha(f.read_bytes())
+                origin = "deployed" if digest in (bundled[f.name], manifest.get(f.name)) else "modified"
+            else:
+                origin = "user" if kind == "data" else kind
+            out.append((f, origin))
+    return out
+
+
+def _ranked(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """Lookup order: the user's own and edited files in ``<data>/adapters``, then the deployed
+    bundled copies there, plugin folders, bundled files (stable within each group)."""
+    return sorted(files, key=lambda fo: _RANK[fo[1]])
+
+
+_NAMES: dict[tuple[str, int, int], str] = {}
+
+
+def _registry_key(path: Path) -> str:
+    """The adapter's registry key: the ``name`` its table declares, else the file name.
+
+    A file that does not compile keys by its file name (using it reports the error). Cached by
+    path, size and modification time.
+    """
+    from homeagent_core.providers.adapter import load_adapter
+    from homeagent_core.providers.errors import ProviderError
+
+    st = path.stat()
+    stamp = (str(path), st.st_mtime_ns, st.st_size)
+    name = _NAMES.get(stamp)
+    if name is None:
+        try:
+            name = load_adapter(path).name
+        except ProviderError:
+            name = path.stem
+        _NAMES[stamp] = name
+    return name
+
+
 def resolve_adapter(
     adapter: str,
     *,
@@ -128,8 +170,10 @@ def resolve_adapter(
     data_dir: Path | str | None = None,
     extra_dirs: Iterable[Path | str] = (),
 ) -> Path | None:
-    """File for an adapter name: explicit path, then ``<data>/adapters``, plugin folders,
-    bundled. Relative ``adapter_path`` values are tried against the data dir first."""
+    """File for an adapter name: explicit path, else the first file whose registry key (the
+    ``name`` it declares, else its file name) is the name or its alias, looked up in
+    ``<data>/adapters`` (the user's own and edited files before the deployed bundled copies),
+    plugin folders, bundled. Relative ``adapter_path`` values are tried against the data dir first."""
     if adapter_path:
         p = Path(adapter_path).expanduser()
         candidates = [p] if p.is_absolute() else [
@@ -137,12 +181,18 @@ def resolve_adapter(
         for c in candidates:
             if c.is_file():
                 return c
-    name = ADAPTER_ALIASES.get(adapter, adapter)
-    for _, folder in _dirs(data_dir, extra_dirs):
-        for stem in dict.fromkeys((adapter, name)):
-            f = folder / f"{stem}.lua"
-            if f.is_file():
-                return f
+    wanted = {adapter, ADAPTER_ALIASES.get(adapter, adapter)}
+    quoted = [f'{q}{w}{q}' for w in wanted for q in "\"'"]
+    for f, _ in _ranked(_files(data_dir, extra_dirs)):
+        if f.stem not in wanted:
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if not any(q in text for q in quoted):
+                continue  # cannot declare the name: skip compiling it
+        if _registry_key(f) in wanted:
+            return f
     return None
 
 
@@ -154,42 +204,31 @@ def list_adapters(
 ) -> list[dict[str, Any]]:
     """Every adapter file that can be used, as plain dicts for ``adapters list`` / ``doctor``.
 
-    Keys: ``name``, ``version``, ``path``, ``origin`` (``bundled``, ``deployed`` = unmodified
-    bundled copy, ``modified`` = a bundled copy the user edited, ``user``, ``plugin``),
-    ``status`` (``ok`` or ``error``), ``error`` (message or ``""``), ``active`` (False when a
-    same-named file earlier in the search order shadows it).
+    Keys: ``name`` (the registry key: the ``name`` the script declares, else its file name),
+    ``version``, ``path``, ``origin`` (``bundled``, ``deployed`` = unmodified bundled copy,
+    ``modified`` = a bundled copy the user edited, ``user``, ``plugin``), ``status`` (``ok`` or
+    ``error``), ``error`` (message or ``""``), ``active`` (whether :func:`resolve_adapter` picks
+    this file for its name; False when another file with the same name comes first in the
+    lookup order). Without ``compile_check`` names are file names.
     """
     from homeagent_core.providers.adapter import load_adapter
     from homeagent_core.providers.errors import ProviderError
 
-    bundled_dir = bundled_adapters_dir()
-    bundled = {p.name: _sha(p.read_bytes()) for p in bundled_dir.glob("*.lua")}
-    manifest = (_read_manifest(Path(data_dir) / "adapters" / MANIFEST_NAME)
-                if data_dir is not None else {})
-    seen: set[str] = set()
-    rows: list[dict[str, Any]] = []
-    for kind, folder in _dirs(data_dir, extra_dirs):
-        if not folder.is_dir():
-            continue
-        for f in sorted(folder.glob("*.lua")):
-            if kind == "data" and f.name in bundled:
-                digest = _sha(f.read_bytes())
-                origin = ("deployed" if digest in (bundled[f.name], manifest.get(f.name))
-                          else "modified")
-            elif kind == "data":
-                origin = "user"
+    files = _files(data_dir, extra_dirs)
+    rows: dict[Path, dict[str, Any]] = {}
+    for f, origin in files:
+        row: dict[str, Any] = {"name": f.stem, "version": "", "path": str(f),
+                               "origin": origin, "status": "ok", "error": ""}
+        if compile_check:
+            try:
+                script = load_adapter(f)
+            except ProviderError as exc:
+                row["status"], row["error"] = "error", str(exc)
             else:
-                origin = kind
-            row: dict[str, Any] = {"name": f.stem, "version": "", "path": str(f),
-                                   "origin": origin, "status": "ok", "error": ""}
-            if compile_check:
-                try:
-                    script = load_adapter(f)
-                except ProviderError as exc:
-                    row["status"], row["error"] = "error", str(exc)
-                else:
-                    row["name"], row["version"] = script.name, script.version
-            row["active"] = f.stem not in seen
-            seen.add(f.stem)
-            rows.append(row)
-    return rows
+                row["name"], row["version"] = script.name, script.version
+        rows[f] = row
+    seen: set[str] = set()
+    for f, _ in _ranked(files):
+        rows[f]["active"] = rows[f]["name"] not in seen
+        seen.add(rows[f]["name"])
+    return [rows[f] for f, _ in files]

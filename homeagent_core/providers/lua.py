@@ -19,9 +19,14 @@ before the hook is removed, ``__gc`` is refused (Lua 5.4 runs finalizers with ho
 the host's table helpers iterate raw, and ``string.find/match/gmatch/gsub`` fall back to a Lua
 matcher (``sandbox_patterns.lua``) whenever the C matcher's worst case is large.
 
-Every access to a runtime runs on its own daemon worker thread: :meth:`LuaSandbox.interrupt`
-and :meth:`LuaSandbox.close` stop the running call at its next hook tick and release the
-waiting caller, so a stuck script can hold up neither shutdown nor another plugin.
+A call into an idle runtime runs on the caller's thread; a call that finds the runtime busy
+waits for it on the sandbox's own daemon worker thread, and a host function that can block
+(:meth:`LuaSandbox.blocking`: a plugin's data functions, which do I/O) runs on a second daemon
+thread while the script waits. :meth:`LuaSandbox.interrupt` and :meth:`LuaSandbox.close` stop
+the running call at its next hook tick; ``close`` also releases every caller waiting on either
+thread, so a stuck script can hold up neither shutdown nor another plugin. (Handing every call
+to the worker, as the first version did, cost two thread switches per call: most of a short
+tool call or a stream chunk.)
 
 One :class:`LuaSandbox` per adapter (the documented alternative to the original's single shared
 state): a broken or hostile adapter cannot disturb another one's globals or memory budget, and
@@ -335,6 +340,8 @@ class _Worker:
         self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
             queue.SimpleQueue()
         self.pending: set[Future[Any]] = set()
+        self.error: BaseException | None = None
+        """Set by :meth:`stop`: what later submissions fail with at once."""
         self.thread = threading.Thread(target=self._run, name=f"lua-{name}", daemon=True)
         self.thread.start()
 
@@ -366,11 +373,16 @@ class _Worker:
         fut: Future[Any] = Future()
         self.pending.add(fut)
         fut.add_done_callback(self.pending.discard)
+        if self.error is not None:  # stopped (checked after joining `pending`: stop() fails one or the other)
+            with contextlib.suppress(InvalidStateError):
+                fut.set_exception(self.error)
+            return fut
         self._queue.put((fut, fn, args))
         return fut
 
     def stop(self, error: BaseException) -> None:
         """Fail every waiting caller with ``error`` and let the thread end after its current item."""
+        self.error = error
         for fut in list(self.pending):
             with contextlib.suppress(InvalidStateError):
                 fut.set_exception(error)
@@ -404,8 +416,9 @@ def _weak_callbacks(sandbox: LuaSandbox) -> tuple[Callable[[str, str], None], Ca
 class LuaSandbox:
     """One sandboxed Lua 5.4 state; load scripts with :meth:`load`, call with :meth:`call`.
 
-    Every access to the runtime runs on the sandbox's own worker thread. :meth:`interrupt`
-    stops the call in progress at its next hook tick; :meth:`close` stops it and refuses
+    A call runs on the caller's thread when the runtime is idle, else it waits on the sandbox's
+    own worker thread (see the module docstring). :meth:`interrupt` stops the call in progress
+    at its next hook tick; :meth:`close` stops it, releases the callers waiting and refuses
     further calls.
     """
 
@@ -430,6 +443,12 @@ class LuaSandbox:
         self._closed = False
         self._worker = _Worker(name)
         weakref.finalize(self, self._worker.end)  # an unused sandbox does not keep its thread
+        self._host: _Worker | None = None
+        """Where :meth:`blocking` host functions run while a caller's thread holds the runtime."""
+        self._idle = threading.Lock()
+        """Held by whichever thread is in the runtime (a caller inline, or the worker)."""
+        self._owner: int | None = None
+        """Thread id of the caller running a call inline."""
         self._rt = LuaRuntime(
             register_eval=False,
             register_builtins=False,
@@ -476,15 +495,58 @@ class LuaSandbox:
         return None
 
     def _run(self, script: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn`` on the worker thread and wait for it (inline when already there)."""
-        if threading.current_thread() is self._worker.thread:
+        """Run ``fn`` in the runtime: on this thread when the runtime is idle (or this thread is
+        already in it), else queued on the worker thread, whose future :meth:`close` fails."""
+        me = threading.get_ident()
+        if me == self._owner or me == self._worker.thread.ident:
             return fn(*args)
         if self._closed:
             raise LuaScriptError(script, "closed", "the Lua runtime was closed")
-        return self._worker.submit(fn, *args).result()
+        if not self._idle.acquire(blocking=False):
+            return self._worker.submit(self._queued, script, fn, *args).result()
+        self._owner = me
+        try:
+            result = fn(*args)
+        finally:
+            self._owner = None
+            self._idle.release()
+        if self._closed:  # as a caller waiting on the worker would be: released with "closed"
+            raise LuaScriptError(script, "closed", "the Lua runtime was closed")
+        return result
+
+    def _queued(self, script: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """On the worker: wait for the call running inline to end, then run ``fn``."""
+        with self._idle:
+            if self._closed:
+                raise LuaScriptError(script, "closed", "the Lua runtime was closed")
+            return fn(*args)
+
+    def blocking(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap a host function handed to scripts that may block (I/O, waits on the event loop).
+
+        Called from a call running inline, it runs on the sandbox's host thread while the
+        caller waits on a future that :meth:`close` fails, so a script blocked in it cannot hold
+        its caller past ``close``; the failure reaches the script as an error, and the hook ends
+        the call at its next tick. Called on the worker, it runs there, as before. The wrapper
+        holds the sandbox weakly (Lua keeps what it is given alive).
+        """
+        ref = weakref.ref(self)
+
+        def call(*args: Any) -> Any:
+            owner = ref()
+            if owner is None or threading.get_ident() != owner._owner:
+                return fn(*args)
+            if owner._host is None:
+                owner._host = _Worker(f"{owner.name}-host")
+                weakref.finalize(owner, owner._host.end)
+                if owner._closed:  # closed meanwhile: close() may have missed the new thread
+                    owner._host.stop(LuaScriptError(owner.name, "closed", "the Lua runtime was closed"))
+            return owner._host.submit(fn, *args).result()
+
+        return call
 
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """One budgeted call: the wall-clock deadline starts when the worker starts it."""
+        """One budgeted call: the wall-clock deadline starts when the call starts running."""
         self._interrupted = False
         self._deadline = time.monotonic() + self.time_limit
         try:
@@ -574,6 +636,8 @@ class LuaSandbox:
             return
         self._closed = True
         self._worker.stop(LuaScriptError(self.name, "closed", "the Lua runtime was closed"))
+        if self._host is not None:
+            self._host.stop(LuaScriptError(self.name, "closed", "the Lua runtime was closed"))
 
     @property
     def closed(self) -> bool:

@@ -2,7 +2,9 @@
 
 Candidate order: exact model match, higher ``priority``, available before cooling down, the
 default source, then name. A failing source cools down 30 s × 2^(fails-1) (capped at 30 min);
-HTTP 401/403 disables it until its config changes. When every enabled source is cooling down
+HTTP 401/403 disables it until its config changes. A remote source with no API key is disabled
+from the start (:func:`missing_credentials`): it is never tried and never listed available.
+When every enabled source is cooling down
 they are still tried (in order) rather than failing without a request — honest degradation.
 Streams fall back to the next source while nothing was yielded; after that (or when every
 stream failed) the manager yields ``{"content": "", "reset": True}`` and answers with a
@@ -29,7 +31,14 @@ if TYPE_CHECKING:
 
     from homeagent_core.providers.adapter import AdapterScript, LuaAdaptedProvider
 
-__all__ = ["ConfigLike", "ProviderManager", "SourceConfig", "cooldown_seconds"]
+__all__ = [
+    "ConfigLike",
+    "ProviderManager",
+    "SourceConfig",
+    "cooldown_seconds",
+    "is_local_url",
+    "missing_credentials",
+]
 
 _log = logging.getLogger("homeagent.providers")
 _NIL = {"", "nil", "null", "<nil>", "none"}
@@ -103,6 +112,54 @@ class SourceConfig:
     def fingerprint(self) -> tuple[Any, ...]:
         """Everything that identifies this config (a change re-enables a disabled source)."""
         return tuple(getattr(self, f.name) for f in fields(self))
+
+
+_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization"})
+_LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
+
+
+def is_local_url(base_url: str) -> bool:
+    """Whether ``base_url`` names this machine or a private network by its text alone (no DNS).
+
+    ``localhost``, a loopback, private or link-local address, a single-label host (a container
+    or LAN name such as ``http://ollama:11434``) and the ``.local``/``.lan``/``.internal``/
+    ``.home.arpa`` names count; a public name or address does not.
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(base_url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(_LOCAL_SUFFIXES):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return "." not in host
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+def missing_credentials(src: SourceConfig, headers: dict[str, str] | None = None) -> str:
+    """Why ``src`` must not be asked: it has no API key and is a remote service; ``""`` when usable.
+
+    A source has credentials when it has an ``api_key`` (its own, ``core.llm.api_key`` or an
+    environment variable) or its adapter's static ``headers`` carry one. A keyless source is
+    used only when its ``base_url`` is local (:func:`is_local_url`): a household that never set a
+    key for a cloud API never sends it a request.
+    """
+    if src.api_key or is_local_url(src.base_url):
+        return ""
+    if any(k.lower() in _AUTH_HEADERS and v.strip() for k, v in (headers or {}).items()):
+        return ""
+    return (
+        f"no API key for {src.base_url}, so it is never asked; set core.llm.sources.{src.name}.api_key "
+        "(or core.llm.api_key, or export HOMEAGENT_LLM_API_KEY); a keyless server belongs on this machine "
+        "or the local network"
+    )
 
 
 class ConfigLike(Protocol):
@@ -257,12 +314,18 @@ class ProviderManager:
                 except ProviderError as exc:
                     st.disabled = f"adapter unusable: {exc.reason}"
                 else:
-                    st.provider = LuaAdaptedProvider(
-                        src.name, script, base_url=src.base_url, api_key=src.api_key,
-                        model=src.model, client=self._http(),
-                        max_concurrent=src.max_concurrent, timeout_s=self._timeout_s,
-                        thinking_enabled=src.thinking_enabled)
-            if st.disabled and not st.disabled.startswith("auth"):
+                    missing = missing_credentials(src, script.headers)
+                    if missing:
+                        st.disabled = missing
+                    else:
+                        st.provider = LuaAdaptedProvider(
+                            src.name, script, base_url=src.base_url, api_key=src.api_key,
+                            model=src.model, client=self._http(),
+                            max_concurrent=src.max_concurrent, timeout_s=self._timeout_s,
+                            thinking_enabled=src.thinking_enabled)
+            if st.disabled.startswith("no API key"):
+                _log.info("LLM source %r not used: %s", src.name, st.disabled)
+            elif st.disabled and not st.disabled.startswith("auth"):
                 _log.warning("LLM source %r disabled: %s", src.name, st.disabled)
             self._states[src.name] = st
         if self.default not in self._states:

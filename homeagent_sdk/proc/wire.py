@@ -3,7 +3,9 @@
 One frame is one JSON object on one line. A frame with a non-empty ``method`` is a request
 (``{"id", "method", "params"}``; ``id`` 0 or absent = notification, never answered); any other
 frame is a response (``{"id", "result"}`` or ``{"id", "error": "<text>"}``). Each side numbers
-its own requests from 1 and keeps a table of pending calls.
+its own requests from 1 and keeps a table of pending calls. An ``id`` is an integer and a
+``method`` a string: a frame with any other type there is a bad frame, like one that is not a
+JSON object, and the frames read with it are handled as usual.
 
 :class:`Peer` is transport-free: the owner feeds it bytes (:meth:`Peer.feed`) and gives it a
 ``write`` callable. Incoming requests are run by a small pool of worker tasks, so a handler
@@ -177,8 +179,9 @@ class Peer:
     :param handlers: method name -> ``async def handler(params) -> result``.
     :param max_frame: largest frame in bytes, both directions.
     :param unknown_method: error text prefix for methods without a handler.
-    :param on_bad_frame: called with the offending line when a frame is not a JSON object;
-        the default logs it and skips the line.
+    :param on_bad_frame: called with the offending line when a frame is not a JSON object, or
+        its ``id`` is not an integer or its ``method`` not a string; the default logs it and
+        skips the line.
     :param label: used in log lines and error messages.
     """
 
@@ -359,9 +362,14 @@ class Peer:
         if type(msg) is not dict:
             self._bad(line)
             return
+        call_id = msg.get("id")
+        if call_id is None:
+            call_id = 0
         method = msg.get("method")
+        if type(call_id) is not int or not (method is None or type(method) is str):
+            self._bad(line)  # a list id would not even look up: the frames after it must still run
+            return
         if method:
-            call_id = msg.get("id") or 0
             handler = self.handlers.get(method)
             if handler is None:
                 if call_id:
@@ -373,9 +381,9 @@ class Peer:
             if not self._ready:
                 self._add_worker()
             return
-        future = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
+        future = self._pending.pop(call_id, None)
         if future is None:
-            log.debug("%s: answer to unknown or expired call %r dropped", self.label, msg.get("id"))
+            log.debug("%s: answer to unknown or expired call %r dropped", self.label, call_id)
             return
         if future.done():
             return
@@ -389,7 +397,7 @@ class Peer:
         if self.on_bad_frame is not None:
             self.on_bad_frame(line)
         else:
-            log.warning("%s: skipped a frame that is not a JSON object: %r", self.label, line[:200])
+            log.warning("%s: skipped a frame that is not a protocol frame: %r", self.label, line[:200])
 
     def _add_worker(self) -> None:
         """Wake an idle worker, or start one, to take the queued requests."""

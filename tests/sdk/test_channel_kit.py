@@ -218,7 +218,7 @@ async def test_group_chatter_without_a_mention_is_remembered_not_answered(agent:
     plugin = BridgePlugin()
     agent.register(plugin)
     agent.set("plugin.chat.allow_from", "group:678,group:679")
-    agent.set("plugin.chat.groups", {"679": {"remember": False}})
+    agent.set("plugin.chat.groups", {"679": {"remember": False}, "678": {"trusted": True}})
     agent.model.add("周六下午三点见", "好的")
     await agent.start()
     bridge = plugin.bridge
@@ -353,6 +353,7 @@ async def test_messages_of_one_conversation_are_handled_in_the_order_they_arrive
     plugin = BridgePlugin()
     agent.register(plugin)
     agent.set("plugin.chat.allow_from", "group:678")
+    agent.set("plugin.chat.groups", {"678": {"trusted": True}})
     agent.model.add("在")
     await agent.start()
     assert plugin.bridge is not None

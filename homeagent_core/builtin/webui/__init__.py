@@ -121,15 +121,8 @@ class WebUI:
             raise PluginLoadError("webui needs the privileged services of a built-in plugin", plugin_name=self.name)
         from homeagent_core.builtin.webui.channel import WebChannel
 
-        self.state, secrets = build_state(sdk)
-        self.channel = WebChannel(sdk.services.bus, sdk.services.data_dir / "webui_files",
-                                  max_bytes=sdk.settings.get("max_upload_bytes"),
-                                  clients=lambda: self.state.hub.client_count,
-                                  log=sdk.services.conversation_log)
-        if secrets:
-            self._announce(secrets, sdk)
+        # The address first: a web UI that cannot listen makes no credentials and prints no password.
         host, port = self._listen(sdk)
-        self.app = build_app(self.state, bound_host=host)
         try:
             sock = listen_tcp(host, port)
         except OSError as exc:
@@ -138,6 +131,18 @@ class WebUI:
                 "Choose another port with `homeagent serve --port N` or `homeagent config set plugin.webui.addr`.",
                 plugin_name=self.name,
             ) from None
+        try:
+            self.state, secrets = build_state(sdk)
+        except BaseException:
+            sock.close()
+            raise
+        self.channel = WebChannel(sdk.services.bus, sdk.services.data_dir / "webui_files",
+                                  max_bytes=sdk.settings.get("max_upload_bytes"),
+                                  clients=lambda: self.state.hub.client_count,
+                                  log=sdk.services.conversation_log)
+        if secrets:
+            self._announce(secrets, sdk)
+        self.app = build_app(self.state, bound_host=host)
         self.host, self.port = host, sock.getsockname()[1]
         # proxy_headers=False: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1, and any
         # local client could claim a fresh address per login try. Forwarded headers are read only from

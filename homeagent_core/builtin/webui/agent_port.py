@@ -8,8 +8,9 @@ import resource
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError
-from homeagent_sdk.types import InjectOptions, MediaAttachment, Priority
+from homeagent_sdk.types import InjectOptions, MediaAttachment, Principal, Priority
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.privileged import KernelAccess
@@ -42,13 +43,21 @@ def _reply_dict(reply: Any) -> dict[str, Any]:
     return out
 
 
-async def ask(kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False) -> dict[str, Any]:
-    """Inject ``text`` and wait for the reply.
+async def ask(
+    kernel: KernelAccess,
+    text: str,
+    *,
+    channel: str,
+    source: str,
+    no_memory: bool = False,
+    principal: Principal | None = None,
+) -> dict[str, Any]:
+    """Inject ``text`` and wait for the reply (``principal`` None: the owner's login).
 
     Raises:
         TimeoutError: no reply within 300 s.
     """
-    options = InjectOptions(no_memory=no_memory)
+    options = InjectOptions(no_memory=no_memory, principal=principal)
     reply = await kernel.io_for(source).inject_input_sync(text, channel, options, timeout=ASK_TIMEOUT_S)
     return _reply_dict(reply)
 
@@ -66,7 +75,13 @@ async def ask_with_media(
 
 
 def stream(
-    kernel: KernelAccess, text: str, *, channel: str, source: str, no_memory: bool = False
+    kernel: KernelAccess,
+    text: str,
+    *,
+    channel: str,
+    source: str,
+    no_memory: bool = False,
+    principal: Principal | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Inject ``text`` now and return an iterator of this input's own deltas as they arrive.
 
@@ -77,7 +92,7 @@ def stream(
     Raises:
         InputQueueFull: the agent is busy; raised here, before any response is started.
     """
-    options = InjectOptions(no_memory=no_memory)
+    options = InjectOptions(no_memory=no_memory, principal=principal)
     return _stream_dicts(kernel.open_stream(text, channel, options=options, source=source, parts=True))
 
 
@@ -119,8 +134,19 @@ def plugin_rows(services: Services) -> list[dict[str, Any]]:
     return rows
 
 
-def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]:
-    """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``)."""
+async def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]:
+    """The snapshot behind ``GET /api/v1/kernel`` (and the CLI's ``/status``).
+
+    What lives on the event loop (tasks, the kernel, the plugins) is read there; the parts that
+    touch files or wait for store locks (the health history, memory's status) run in the
+    ``memory`` worker pool, so a status poll never stalls the loop behind a writer's fsync.
+    """
+    status = _loop_status(services, sse_clients)
+    status.update(await run_blocking("memory", _blocking_status, services))
+    return status
+
+
+def _loop_status(services: Services, sse_clients: int) -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     status: dict[str, Any] = {
         "plugins": plugin_rows(services),
@@ -136,8 +162,13 @@ def kernel_status(services: Services, *, sse_clients: int = 0) -> dict[str, Any]
         provider = kernel.provider
         if hasattr(provider, "list_sources"):
             status["llm_sources"] = provider.list_sources()
+    return status
+
+
+def _blocking_status(services: Services) -> dict[str, Any]:
     from homeagent_core.builtin.healthcheck import read_history
 
+    status: dict[str, Any] = {}
     try:
         points = read_history(services.data_dir)["points"]
     except HomeAgentError as exc:

@@ -96,7 +96,7 @@ async def status(request: Request) -> Response:
 @require_api
 async def kernel(request: Request) -> Response:
     ui = _ui(request)
-    return ok(agent_port.kernel_status(ui.services, sse_clients=ui.hub.client_count))
+    return ok(await agent_port.kernel_status(ui.services, sse_clients=ui.hub.client_count))
 
 
 # ---------------------------------------------------------------- settings

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
+from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import InputQueueFull
 
 __all__ = ["routes", "upload_name"]
@@ -164,9 +165,7 @@ def _save_upload(folder: Path, clean: str, data: bytes) -> Path:
     target = folder / clean
     if target.exists():
         target = folder / f"{target.stem}_{int(time.time() * 1000)}{target.suffix}"
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(target)
+    atomic_write(target, data)
     return target
 
 

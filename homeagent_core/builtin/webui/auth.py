@@ -12,13 +12,14 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from homeagent_sdk._atomic import atomic_write
 
 __all__ = ["Credentials", "LoginLimiter", "Sessions", "client_ip", "parse_proxies", "request_scheme"]
 
@@ -68,13 +69,7 @@ class Credentials:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.__dict__, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(self.__dict__))
 
     def check_password(self, username: str, password: str) -> bool:
         ok_user = hmac.compare_digest(username.encode(), self.username.encode())
@@ -96,20 +91,28 @@ class Sessions:
 
     With a ``path`` they are also kept on disk (``sessions.json``, mode 0600), so a daemon
     restart does not log every browser out. Only a hash of each token is stored: the file
-    alone does not let anyone log in.
+    alone does not let anyone log in. Expired sessions are dropped, from memory and the file,
+    whenever a session is made, so logins over months do not pile up.
     """
 
     ttl_s: float = 24 * 3600
     path: Path | None = None
+    clock: Callable[[], float] = time.time
     _tokens: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.path is not None:
-            self._tokens = _load_sessions(self.path)
+            self._tokens = _load_sessions(self.path, self.clock())
+
+    def __len__(self) -> int:
+        """Sessions held (live ones, and expired ones not yet dropped)."""
+        return len(self._tokens)
 
     def create(self) -> str:
         token = secrets.token_hex(32)
-        self._tokens[_sha256(token)] = (time.time() + self.ttl_s, secrets.token_urlsafe(32))
+        now = self.clock()
+        self._tokens = {key: entry for key, entry in self._tokens.items() if entry[0] >= now}
+        self._tokens[_sha256(token)] = (now + self.ttl_s, secrets.token_urlsafe(32))
         self._save()
         return token
 
@@ -128,7 +131,7 @@ class Sessions:
         entry = self._tokens.get(key)
         if entry is None:
             return None
-        if entry[0] < time.time():
+        if entry[0] < self.clock():
             del self._tokens[key]
             self._save()
             return None
@@ -141,17 +144,13 @@ class Sessions:
     def _save(self) -> None:
         if self.path is None:
             return
-        now = time.time()
+        now = self.clock()
         live = {k: list(v) for k, v in self._tokens.items() if v[0] >= now}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(live, fh)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(live))
 
 
-def _load_sessions(path: Path) -> dict[str, tuple[float, str]]:
+def _load_sessions(path: Path, now: float) -> dict[str, tuple[float, str]]:
     """The live sessions stored at ``path``; an unreadable file means none (everyone logs in again)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -159,7 +158,6 @@ def _load_sessions(path: Path) -> dict[str, tuple[float, str]]:
         return {}
     except (OSError, ValueError):
         return {}
-    now = time.time()
     out: dict[str, tuple[float, str]] = {}
     if isinstance(data, dict):
         for key, value in data.items():
@@ -222,7 +220,9 @@ class LoginLimiter:
         """Count a failed login; returns the wait it now imposes on ``source`` (0 while still free)."""
         key, now = self.key(source), self.clock()
         count = (self._entry(key) or (0, 0.0, 0.0))[0] + 1
-        wait = 0.0 if count < self.free else min(self.max_wait_s, self.base_wait_s * 2 ** (count - self.free))
+        # Past ~1,000 doublings the factor is no float: the wait stays at the cap from long before.
+        doublings = min(count - self.free, 1000)
+        wait = 0.0 if doublings < 0 else min(self.max_wait_s, self.base_wait_s * 2.0**doublings)
         self._state[key] = (count, now + wait, now)
         self._state.move_to_end(key)
         while len(self._state) > self.max_sources:

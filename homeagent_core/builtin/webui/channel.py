@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_sdk._atomic import atomic_file
 from homeagent_sdk.errors import ChannelSendError
 
 if TYPE_CHECKING:
@@ -111,6 +112,5 @@ class WebChannel:
 
     def _copy(self, path: Path, name: str) -> None:
         self.files_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.files_dir / f".{name}.tmp"
-        shutil.copyfile(path, tmp)
-        tmp.replace(self.files_dir / name)
+        with atomic_file(self.files_dir / name) as fh, open(path, "rb") as src:
+            shutil.copyfileobj(src, fh)

@@ -101,13 +101,18 @@ def _state(request: Request) -> UIState:
     return state
 
 
-def authenticated(request: Request) -> str | None:
-    """How the request is authenticated: ``api_key``, ``session`` or None."""
-    state = _state(request)
+def _request_key(request: Request) -> str:
     key = request.headers.get("x-api-key", "")
     auth = request.headers.get("authorization", "")
     if not key and auth.lower().startswith("bearer "):
         key = auth[7:].strip()
+    return key
+
+
+def authenticated(request: Request) -> str | None:
+    """How the request is authenticated: ``api_key``, ``session`` or None (both are the owner's)."""
+    state = _state(request)
+    key = _request_key(request)
     if key and state.credentials.check_api_key(key):
         return "api_key"
     if state.sessions.valid(request.cookies.get(SESSION_COOKIE)):
@@ -115,10 +120,28 @@ def authenticated(request: Request) -> str | None:
     return None
 
 
-def _guarded(fn: Endpoint, *, web: bool) -> Endpoint:
+def person_for_key(request: Request) -> str | None:
+    """The person whose own API key (``homeagent people key``) the request carries, or None.
+
+    A person's key opens only the chat endpoints that accept it (the OpenAI-compatible /v1);
+    the key of a removed person is unknown.
+    """
+    rights = _state(request).services.rights
+    key = _request_key(request)
+    if rights is None or not key:
+        return None
+    person = rights.people.person_for_key(key)
+    return person.name if person is not None else None
+
+
+def _guarded(fn: Endpoint, *, web: bool, people: bool = False) -> Endpoint:
     @functools.wraps(fn)
     async def wrapper(request: Request) -> Response:
         method = authenticated(request)
+        request.state.person = None
+        if method is None and people:
+            request.state.person = person_for_key(request)
+            method = "person_key" if request.state.person is not None else None
         if method is None:
             if web:
                 return RedirectResponse("/login", status_code=302)
@@ -146,6 +169,12 @@ def _csrf_ok(request: Request) -> bool:
 def require_api(fn: Endpoint) -> Endpoint:
     """API route: API key or session, else 401 JSON; ApiError becomes a JSON error."""
     return _guarded(fn, web=False)
+
+
+def require_chat_api(fn: Endpoint) -> Endpoint:
+    """Chat API route (/v1): like :func:`require_api`, and a person's own API key is accepted too;
+    ``request.state.person`` is then that person's name (None for the owner's login or key)."""
+    return _guarded(fn, web=False, people=True)
 
 
 def require_web(fn: Endpoint) -> Endpoint:

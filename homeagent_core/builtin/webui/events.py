@@ -25,7 +25,7 @@ from homeagent_sdk.types import Event
 __all__ = ["AGGREGATE", "DELTAS", "EventHub", "SSEFrame", "Subscription"]
 
 AGGREGATE = frozenset(
-    {"agent_output", "reasoning", "agent_error", "tool_call", "stage", "agent_llm_chain", "terminal_output",
+    {"agent_output", "agent_error", "tool_call", "stage", "agent_llm_chain", "terminal_output",
      "raw_input", "system"}
 )
 DELTAS = frozenset({"content_delta", "reasoning_delta"})

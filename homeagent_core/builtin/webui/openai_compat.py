@@ -5,6 +5,8 @@ Only the last message is used and it must come from the user; it is injected on 
 real: this request's own content and reasoning deltas are forwarded as they arrive, the last
 chunk carries the usage the model reported, errors after the headers go in-stream. Request
 errors use OpenAI's shape ``{"error": {"message", "type"}}`` so OpenAI clients show them.
+The admin login and API key speak as the owner; a person's own key (``homeagent people key``)
+as that person, with that person's rights (docs/PEOPLE.md). Only these routes take such a key.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
-from homeagent_core.builtin.webui.common import ApiError, UIState, busy, json_body, ok, require_api
+from homeagent_core.builtin.webui.common import ApiError, UIState, busy, json_body, ok, require_chat_api
 from homeagent_sdk.errors import InputQueueFull
+from homeagent_sdk.types import Principal
 
 __all__ = ["routes"]
 
@@ -61,7 +64,7 @@ def _openai_error(exc: ApiError) -> Response:
     return Response(orjson.dumps(body), status_code=exc.status, media_type="application/json", headers=exc.headers)
 
 
-@require_api
+@require_chat_api
 async def completions(request: Request) -> Response:
     try:
         return await _completions(request)
@@ -77,10 +80,15 @@ async def _completions(request: Request) -> Response:
     model = data.get("model") if isinstance(data.get("model"), str) else MODEL_ID
     ui = _ui(request)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    # A person's own key speaks as that person; the admin login and key are the owner's.
+    person = getattr(request.state, "person", None)
+    principal = Principal(person=person, door="http") if person else None
     created = int(time.time())
     if not data.get("stream"):
         try:
-            result = await agent_port.ask(ui.kernel, text, channel="http", source="http", no_memory=True)
+            result = await agent_port.ask(
+                ui.kernel, text, channel="http", source="http", no_memory=True, principal=principal
+            )
         except TimeoutError:
             raise ApiError(504, "the agent did not answer within 300 s") from None
         message: dict[str, Any] = {"role": "assistant", "content": result["response"]}
@@ -106,7 +114,7 @@ async def _completions(request: Request) -> Response:
 
     kernel = ui.kernel  # a stopped kernel is a 503 before the headers
     # Submitted before the headers, so a full queue is a 503 with Retry-After, not an in-stream error.
-    parts = agent_port.stream(kernel, text, channel="http", source="http", no_memory=True)
+    parts = agent_port.stream(kernel, text, channel="http", source="http", no_memory=True, principal=principal)
 
     async def events() -> AsyncIterator[bytes]:
         yield chunk({"role": "assistant", "content": ""})
@@ -130,7 +138,7 @@ async def _completions(request: Request) -> Response:
     )
 
 
-@require_api
+@require_chat_api
 async def models(request: Request) -> Response:
     return ok({"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": int(_ui(request).started_at),
                                            "owned_by": "homeagent"}]})

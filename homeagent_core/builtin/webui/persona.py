@@ -7,8 +7,9 @@ restart. Choosing "later" only records that the question was answered, so it is 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from homeagent_sdk._atomic import atomic_write
 
 __all__ = ["MAX_PERSONA_CHARS", "MODES", "PersonaFile"]
 
@@ -56,9 +57,4 @@ class PersonaFile:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text)

@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.live import start_after_install
 from homeagent_core.plugins import packages
-from homeagent_core.plugins.live import start_after_install
 from homeagent_sdk.errors import PluginLoadError
 
 if TYPE_CHECKING:

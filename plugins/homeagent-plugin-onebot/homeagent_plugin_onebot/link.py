@@ -91,15 +91,19 @@ class OneBotLink:
         self.self_id = ""
         self.connections = 0
         self.last_error = ""
+        #: Set when the implementation refused the access token before ever accepting it.
+        self.rejected: TokenRejected | None = None
+        self._refused = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, *, first_connect_timeout: float = 5.0) -> None:
-        """Start connecting (forward) or listening (reverse).
+    async def start(self) -> None:
+        """Start connecting (forward) or listening (reverse); never waits for the implementation.
 
-        Forward: waits up to ``first_connect_timeout`` for the first connection; a refused
-        token raises :class:`TokenRejected` (nothing to retry), an unreachable server only
-        logs and keeps retrying in the background.
+        Forward: connects in a background task and returns at once, so the daemon's other doors
+        (the web UI, the terminal) open without waiting for QQ. Lost or failed connections are
+        retried with backoff; a refused access token on the first try stops the retries, is
+        logged, and every call then fails with it (:class:`TokenRejected`).
         """
         if self.mode == "reverse":
             from websockets.asyncio.server import serve
@@ -115,13 +119,23 @@ class OneBotLink:
             if sockets:
                 self.listen_port = sockets[0].getsockname()[1]
             return
-        first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.get_running_loop().create_task(self._forward_loop(first), name="onebot-forward")
-        try:
-            async with asyncio.timeout(first_connect_timeout):
-                await asyncio.shield(first)
-        except TimeoutError:
-            log.warning("onebot: %s not reachable yet (%s); retrying in the background", self.ws_url, self.last_error)
+        self._task = asyncio.get_running_loop().create_task(self._forward_loop(), name="onebot-forward")
+
+    async def wait_connected(self) -> None:
+        """Wait until a connection is up.
+
+        Raises:
+            TokenRejected: the implementation refused the access token (no retries follow).
+        """
+        if not self._connected.is_set() and self.rejected is None:
+            waits = [asyncio.ensure_future(self._connected.wait()), asyncio.ensure_future(self._refused.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
+        if not self._connected.is_set() and self.rejected is not None:
+            raise self.rejected
 
     async def close(self) -> None:
         if self._task is not None:
@@ -141,19 +155,18 @@ class OneBotLink:
 
     # ------------------------------------------------------------------ forward
 
-    async def _forward_loop(self, first: asyncio.Future[None]) -> None:
+    async def _forward_loop(self) -> None:
         from websockets.asyncio.client import connect
         from websockets.exceptions import InvalidStatus
 
         headers = {"Authorization": f"Bearer {self.access_token}"} if self.access_token else {}
+        log.info("onebot: connecting to %s", self.ws_url)
         while True:
             try:
                 async with connect(
                     self.ws_url, additional_headers=headers, max_size=MAX_FRAME, open_timeout=10, proxy=None
                 ) as ws:
                     self.backoff.reset()
-                    if not first.done():
-                        first.set_result(None)
                     await self._run(ws)
             except asyncio.CancelledError:
                 raise
@@ -167,10 +180,11 @@ class OneBotLink:
                         plugin_name="onebot",
                     )
                     self.last_error = str(error)
-                    if not first.done():
-                        first.set_exception(error)
-                        return
                     log.error("onebot: %s", error)
+                    if self.connections == 0:  # never accepted: retrying cannot help until it is fixed
+                        self.rejected = error
+                        self._refused.set()
+                        return
                 else:
                     self.last_error = f"handshake answered HTTP {status}"
             except Exception as exc:
@@ -279,9 +293,13 @@ class OneBotLink:
             OneBotError: no connection within ``connect_wait``, the connection dropped before
                 the answer, no answer within ``call_timeout``, or ``status`` was not ``ok``.
         """
+        if self.rejected is not None:
+            raise OneBotError(f"{action}: {self.rejected}", plugin_name="onebot")
         try:
             async with asyncio.timeout(self.connect_wait):
-                await self._connected.wait()
+                await self.wait_connected()
+        except TokenRejected as exc:
+            raise OneBotError(f"{action}: {exc}", plugin_name="onebot") from None
         except TimeoutError:
             raise OneBotError(
                 f"{action}: not connected to the OneBot implementation ({self.last_error or 'no connection yet'})",

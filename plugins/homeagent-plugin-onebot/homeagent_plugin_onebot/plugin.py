@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from homeagent_plugin_onebot.link import OneBotLink
+from homeagent_plugin_onebot.link import OneBotLink, TokenRejected
 from homeagent_plugin_onebot.message import parse_message
 from homeagent_sdk import (
     ChannelRegistry,
@@ -217,7 +217,12 @@ class OneBotBridge(ChatBridge):
                 await self.link.call("upload_private_file", {"user_id": ident, "file": file, "name": media.name})
 
     async def login(self) -> None:
-        """Learn our QQ number and nickname (``get_login_info``); the nickname counts as a mention."""
+        """Once connected, learn our QQ number and nickname (``get_login_info``); the nickname counts
+        as a mention."""
+        try:
+            await self.link.wait_connected()
+        except TokenRejected:
+            return  # the link has logged why
         try:
             info = await self.link.call("get_login_info")
         except Exception as exc:
@@ -287,6 +292,8 @@ class OneBotPlugin:
 
     @hookimpl
     async def startup(self, sdk: PluginSDK) -> None:
+        """Start the link without waiting for the implementation: forward mode connects (and logs
+        in) in the background, so the daemon's other doors open at once."""
         bridge = OneBotBridge(sdk)
         self.bridge = bridge
         try:

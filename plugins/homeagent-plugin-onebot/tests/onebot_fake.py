@@ -146,6 +146,8 @@ class FakeOneBot:
             await self._ws.send(json.dumps(frame, ensure_ascii=False))
 
     async def _send_event(self, event: dict[str, Any]) -> None:
+        if self._ws is None:  # the plugin connects in the background after its start-up
+            await self.wait_connected()
         assert self._ws is not None, "no connection"
         await self._ws.send(json.dumps({"time": int(time.time()), "self_id": self.self_id, **event},
                                        ensure_ascii=False))

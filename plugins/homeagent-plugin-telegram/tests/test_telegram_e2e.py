@@ -143,6 +143,9 @@ async def test_telegram_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon)
     assert not any("Mia (Telegram 5551)" in str(r["messages"]) for r in model.model.requests)
     code = sent["text"].split("Pairing code: ")[1].split()[0]
     await asyncio.to_thread(_cli, env, data, "pairing", "approve", code, "--person", "Mia")
+    # Linked as a child, Mia may also set timers (an approved but unlinked sender is a guest).
+    await asyncio.to_thread(_cli, env, data, "people", "add", "Mia", "--role", "child")
+    await asyncio.to_thread(_cli, env, data, "people", "link", "Mia", "telegram", "5551")
 
     api.private(5551, "Mia", text="what's for dinner?")
     transcript.append("Mia (Telegram 5551) -> bot: what's for dinner?")

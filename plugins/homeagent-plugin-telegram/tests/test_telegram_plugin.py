@@ -133,6 +133,9 @@ async def test_long_replies_split_and_the_agent_sends_files(agent: AgentHarness,
         "word " * 50,
     )
     await agent.start()
+    # Sending a file is a tool: Flo needs rights (an unlinked sender is a guest, answers only).
+    agent.app.people.add("Flo", "adult")
+    agent.app.people.link("Flo", "telegram", "9")
     api.private(9, "Flo", text="send me the report")
     document = await api.next_sent()
     assert document["method"] == "sendDocument"

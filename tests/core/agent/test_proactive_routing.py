@@ -43,7 +43,14 @@ async def until(condition: Any, limit_s: float = 10.0) -> None:
 
 
 async def ring(agent: AgentHarness, text: str) -> None:
-    """What the timer does: an L3 interrupt on a channel nobody reads."""
+    """What the timer does: an L3 interrupt on a channel nobody reads.
+
+    The plugin ``alarm`` is not one of the core's doors, so the owner links it to themself
+    (``homeagent people link OWNER door alarm``); unlinked, its inputs would be a guest's.
+    """
+    people = agent.app.people
+    if people.person_for_identity("door", "alarm") is None:
+        people.link(people.owner().name, "door", "alarm")
     io = agent.kernel.io_for("alarm")
     await io.inject_interrupt(text, "alarm", InjectOptions(no_memory=True, priority=Priority.L3))
 

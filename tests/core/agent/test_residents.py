@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from homeagent_core.agent.kernel import KernelSettings
-from homeagent_core.agent.residents import RESIDENT_CHANNEL, ResidentLimits
+from homeagent_core.agent.residents import RESIDENT_CHANNEL
+from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.library import Agent
 from homeagent_sdk._fake_model import FakeModel, ToolCallReply
 from homeagent_sdk.errors import InputQueueFull, UsageError

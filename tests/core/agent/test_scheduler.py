@@ -214,3 +214,22 @@ async def test_self_inputs_wait_until_no_user_input_is_ready() -> None:
     s.submit(item("user"))
     assert (await s.next()).text == "user"
     assert (await s.next()).text == "merge entities"
+
+
+async def test_settle_hands_the_outcome_to_the_waiter_and_ends_the_stream():
+    from homeagent_core.stream import END_OF_STREAM
+
+    loop = asyncio.get_running_loop()
+    answered = InputItem("hi", "cli", reply=loop.create_future(), sink=asyncio.Queue())
+    answered.settle("the reply")
+    assert answered.result == "the reply" and await answered.reply == "the reply"
+    assert answered.sink is not None and answered.sink.get_nowait() is END_OF_STREAM
+
+    failed = InputItem("hi", "cli", reply=loop.create_future())
+    failed.settle(RuntimeError("the turn failed"))
+    with pytest.raises(RuntimeError, match="the turn failed"):
+        await failed.reply
+    failed.settle("too late")  # a settled reply is left as it is; only ``result`` records the last word
+    assert failed.reply.exception() is not None and failed.result == "too late"
+
+    InputItem("fire and forget", "timer").settle("nobody waits")  # no reply, no sink: nothing to hand over

@@ -1,9 +1,10 @@
 """A small MCP server built with the mcp SDK, for the client tests: tools, resources, prompts.
 
 Run: ``python mcp_http_server.py PORT [http|sse]`` serves on 127.0.0.1:PORT until killed;
-``python mcp_http_server.py stdio`` speaks over stdin/stdout.
+``python mcp_http_server.py stdio`` speaks over stdin/stdout (``stdio-2025``: only the 2025-era
+protocol versions, the ``initialize`` handshake and ``resources/subscribe``).
 
-Besides the ``add``/``shout``/``fail`` tools it offers a text resource (``note://current``,
+Besides the ``add``/``shout``/``fail`` tools and ``snapshot`` (a caption and a PNG) it offers a text resource (``note://current``,
 changed by the ``set_note`` tool, which notifies subscribers), a binary one
 (``image://pixel.png``), a template (``greeting://{name}``), a ``review`` prompt with a required
 and an optional argument, a ``render`` tool that declares it requires task-augmented calls and a
@@ -18,6 +19,7 @@ from typing import Any
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import (
     EmptyResult,
     SubscribeRequestParams,
@@ -66,9 +68,16 @@ def fail(reason: str) -> str:
 async def set_note(text: str, ctx: Context) -> str:
     """Replace the note and notify its subscribers."""
     note["text"] = text
-    for session in subscribers.get("note://current", []):
+    for session in subscribers.get("note://current", []):  # clients of 2025-era protocol versions
         await session.send_resource_updated("note://current")
+    await ctx.notify_resource_updated("note://current")  # subscriptions/listen streams (2026-07-28)
     return "noted"
+
+
+@server.tool(structured_output=False)
+def snapshot(label: str) -> list[Any]:
+    """Take a (1x1) snapshot: a caption and the PNG."""
+    return [f"snapshot {label}", Image(data=PIXEL, format="png")]
 
 
 @server.tool()
@@ -121,9 +130,24 @@ lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, _sub
 lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, _unsubscribe)
 
 
+async def serve_2025_era() -> None:
+    """Serve stdio in the handshake-only loop (no ``server/discover``), as pre-2026 servers do."""
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
+        options = lowlevel.create_initialization_options()
+        await serve_loop(lowlevel, read, write, lifespan_state=state, init_options=options)
+
+
 def main() -> None:
     if sys.argv[1] == "stdio":
         server.run("stdio")
+        return
+    if sys.argv[1] == "stdio-2025":
+        import anyio
+
+        anyio.run(serve_2025_era)
         return
     import uvicorn
 

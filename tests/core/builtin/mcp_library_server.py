@@ -1,13 +1,18 @@
 """A small stdio MCP server with resources, a resource template, prompts and a task-only tool.
 
-Built with the mcp SDK, for the client tests: ``python mcp_library_server.py``.
+Built with the mcp SDK, for the client tests: ``python mcp_library_server.py``. It speaks only the
+2025-era protocol versions (the ``initialize`` handshake; tasks as in 2025-11-25), as servers
+older than 2026-07-28 do: ``server/discover`` gets an error answer.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolExecution
 
 
@@ -50,5 +55,13 @@ def long_scan(folder: str) -> str:
     return "done"
 
 
+async def serve_2025_era() -> None:
+    """Serve stdio in the handshake-only loop (no ``server/discover``), as pre-2026 servers do."""
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
+        options = lowlevel.create_initialization_options()
+        await serve_loop(lowlevel, read, write, lifespan_state=state, init_options=options)
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    anyio.run(serve_2025_era)

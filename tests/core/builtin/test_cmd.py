@@ -11,7 +11,7 @@ from homeagent_core.builtin.cmd import split_command
 from homeagent_sdk import ToolError
 
 CMD = "homeagent_core.builtin.cmd"
-ON = {"plugin.cmd.enabled": True}
+ON = {"plugin.cmd.enabled": True, "plugin.cmd.allow_root": True}
 
 
 async def test_cmd_run_is_refused_until_the_owner_enables_it(harness):

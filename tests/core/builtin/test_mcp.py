@@ -20,6 +20,7 @@ MCP = "homeagent_core.builtin.mcp"
 HERE = Path(__file__).parent
 TIME_SERVER = {"name": "time", "command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 CALC_STDIO = {"name": "calc", "command": sys.executable, "args": [str(HERE / "mcp_http_server.py"), "stdio"]}
+CALC_2025 = {**CALC_STDIO, "args": [str(HERE / "mcp_http_server.py"), "stdio-2025"]}  # no server/discover
 FAST = {"plugin.mcp.ping_interval": "200ms", "plugin.mcp.max_backoff": "300ms"}
 
 
@@ -310,7 +311,7 @@ async def test_error_answers_of_the_real_time_server_are_tool_errors_naming_it(h
     await connection.wait_connected()
     with pytest.raises(ToolError, match=r"MCP server 'time' rejected resources/read time://now: Unknown resource"):
         await connection.session_call("resources/read time://now", lambda s: s.read_resource("time://now"))
-    with pytest.raises(ToolError, match=r"MCP server 'time': prompts/get x failed: Unknown prompt: x"):
+    with pytest.raises(ToolError, match=r"MCP server 'time': prompts/get x failed: "):
         await connection.session_call("prompts/get x", lambda s: s.get_prompt("x"))
     assert connection.state == "connected"  # an error answer is not a broken connection
     assert await h.ok("time_get_current_time", timezone="UTC")
@@ -339,7 +340,8 @@ async def test_a_stdio_server_s_resources_and_prompts_are_tools_and_blobs_land_i
 
 
 async def test_task_only_tools_and_minus_32601_answers_say_not_supported(harness):
-    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    # Task-only tools are a 2025-11-25 notion (2026-07-28 lists no `execution`): a 2025-era server.
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_2025]})
     connection = h.plugin("mcp").connections["calc"]
     await connection.wait_connected()
     declared = await h.fails("calc_render", scene="x")
@@ -354,10 +356,17 @@ def _mentions(model: Any, text: str) -> bool:
     return any(text in json.dumps(r.get("messages"), ensure_ascii=False) for r in model.requests)
 
 
-async def test_a_subscribed_resource_change_arrives_as_an_event_and_an_input(harness):
-    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+@pytest.mark.parametrize(("server", "modern"), [(CALC_STDIO, True), (CALC_2025, False)], ids=["2026", "2025"])
+async def test_a_subscribed_resource_change_arrives_as_an_event_and_an_input(
+    harness, server: dict[str, Any], modern: bool
+):
+    """2026-07-28 servers get a subscriptions/listen stream, 2025-era ones resources/subscribe."""
+    from homeagent_core.builtin.mcp_connection import is_modern
+
+    h = await harness([MCP], {"plugin.mcp.servers": [server]})
     connection = h.plugin("mcp").connections["calc"]
     await connection.wait_connected()
+    assert is_modern(connection._session) is modern
     assert "subscribed to note://current" in await h.ok("calc_resource_subscribe", uri="note://current")
     assert await h.ok("calc_set_note", text="second note") == "noted"
     (event,) = await h.wait_event("mcp_resource_updated", timeout=20)
@@ -400,3 +409,74 @@ async def test_resources_prompts_and_subscriptions_over_streamable_http(harness,
     await h.ok("calc_set_note", text="over http")
     (event,) = await h.wait_event("mcp_resource_updated", timeout=20)
     assert event.data["uri"] == "note://current"
+    # the server restarts: the reconnected session listens for the same resource again
+    connects = connection.connects
+    http_server.kill()
+    await http_server.start()
+    await until(lambda: connection.state == "connected" and connection.connects > connects)
+    await until(lambda: connection._listening is not None and "note://current" in connection._listening[1])
+    await h.ok("calc_set_note", text="after a restart")
+    await h.wait_event("mcp_resource_updated", count=2, timeout=20)
+
+
+async def test_homeagent_answers_a_bad_prompts_get_with_invalid_params_and_no_traceback(tmp_path: Path):
+    from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+    from mcp.types import INVALID_PARAMS
+
+    data = tmp_path / "served"
+    data.mkdir()
+    config = ConfigStore(data / "config.db")
+    config.set("core.embeddings.provider", "none")
+    config.close()
+    code = f"from homeagent_core.builtin.mcp import build_cli; build_cli()(['serve', '--data', {str(data)!r}])"
+    params = StdioServerParameters(command=sys.executable, args=["-c", code])
+    stderr = tmp_path / "serve.stderr"
+    with stderr.open("w") as errlog:
+        async with (
+            asyncio.timeout(60),
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            with pytest.raises(MCPError) as missing:
+                await session.get_prompt("recall_about", {})
+            assert missing.value.code == INVALID_PARAMS
+            assert missing.value.message == "prompt 'recall_about' needs the argument topic; pass it in arguments"
+            with pytest.raises(MCPError) as unknown:
+                await session.get_prompt("nope", {"x": "1"})
+            assert unknown.value.code == INVALID_PARAMS
+            assert unknown.value.message == "unknown prompt 'nope'; known: knowledge_answer, recall_about, remember"
+            prompt = await session.get_prompt("remember", {"fact": "小王住在杭州"})
+            assert "小王住在杭州" in prompt.messages[0].content.text
+    assert "Traceback" not in stderr.read_text(), stderr.read_text()
+
+
+async def test_an_image_a_tool_returns_is_stored_as_media_and_shown_to_the_model(harness):
+    import base64
+
+    from homeagent_sdk.testing import FakeModel, ToolCallReply
+
+    model = FakeModel([ToolCallReply("calc_snapshot", {"label": "door"}), "一个像素"])
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]}, memory=True, model=model)
+    await h.plugin("mcp").connections["calc"].wait_connected()
+    result = await h.call("calc_snapshot", label="door")
+    assert result.success, result.result
+    (shot,) = result.attachments
+    assert shot.mime == "image/png" and shot.data[:4] == b"\x89PNG" and len(shot.data) == 66
+    assert result.result == f"snapshot door\n[image image/png, 66 bytes, stored as media {shot.digest}; attached below]"
+    stored = await h.app.services.media.get(shot.digest)
+    assert stored.mime == "image/png" and stored.data == shot.data
+    assert await h.kernel.ask("拍一张门口的照片") == "一个像素"
+    after_tool = model.requests[1]["messages"]
+    (image_turn,) = [m for m in after_tool if m["role"] == "user" and isinstance(m["content"], list)]
+    url = f"data:image/png;base64,{base64.b64encode(shot.data).decode('ascii')}"
+    assert {"type": "image_url", "image_url": {"url": url}} in image_turn["content"]
+
+
+async def test_without_a_media_store_the_image_still_reaches_the_model(harness):
+    h = await harness([MCP], {"plugin.mcp.servers": [CALC_STDIO]})
+    await h.plugin("mcp").connections["calc"].wait_connected()
+    result = await h.call("calc_snapshot", label="x")
+    note = "[image image/png, 66 bytes, not stored (this agent has no media store); attached below]"
+    assert result.result == f"snapshot x\n{note}"
+    assert [a.data[:4] for a in result.attachments] == [b"\x89PNG"]

@@ -98,6 +98,26 @@ def test_plugins_list_reports_builtins_and_plugin_settings(tmp_path: Path, monke
     assert "register_settings" in rows["greeter"]["hooks"]
 
 
+def test_installed_packages_are_listed_with_their_version_and_say_when_their_tools_appear(tmp_path: Path):
+    from hmapdev.build import pack_project, render_template
+
+    data = str(tmp_path / "d")
+    render_template("lua", "echo", tmp_path / "echo")
+    package = str(pack_project(tmp_path / "echo"))
+    installed = invoke("plugins", "install", package, "--data", data)
+    assert installed.output.splitlines()[0] == f"installed echo 0.1.0 into {tmp_path / 'd' / 'plugins'}"
+    assert "reload_required" not in installed.output
+    again = invoke("plugins", "install", package, "--force", "--data", data)
+    assert again.output.splitlines()[0].endswith("plugins (reinstalled)"), again.output
+
+    rows = {r["name"]: r for r in json.loads(invoke("plugins", "list", "--json", "--data", data).output)}
+    assert (rows["echo"]["kind"], rows["echo"]["version"]) == ("lua", "0.1.0")
+    text = invoke("plugins", "list", "--data", data).output.splitlines()
+    at = next(i for i, line in enumerate(text) if line.startswith("echo "))
+    assert " 0.1.0 " in text[at]
+    assert text[at + 1].strip() == "tools: registered when it starts (homeagent serve)"
+
+
 def test_hook_register_commands(monkeypatch: pytest.MonkeyPatch):
     import typer
 
@@ -258,6 +278,39 @@ def daemon_says(data: Path, line: str) -> str:
         return str(list(client.send(line))[-1]["content"])
 
 
+def test_serve_refuses_to_start_when_the_web_port_is_taken(tmp_path: Path):
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    env = {**os.environ, "HOMEAGENT_LOAD_PLUGINS": ""}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(tmp_path / "d"), "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+        assert proc.stdout is not None
+        lines = []
+        try:
+            for line in proc.stdout:  # ends when the process exits, or at the line that says it runs
+                lines.append(line)
+                if "HomeAgent running" in line:
+                    break
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+    finally:
+        busy.close()
+    output = "".join(lines)
+    assert proc.returncode == 1, output
+    assert f"the web UI cannot listen on 127.0.0.1:{port}" in output and "--port N" in output
+    assert "HomeAgent running" not in output and "password" not in output
+    assert not (tmp_path / "d" / "plugin_data" / "webui" / "credentials.json").exists()
+
+
 def test_commands_without_data_use_the_running_daemons_directory(served: Path):
     result = invoke("config", "get", "core.agent.max_tool_turns")
     assert result.exit_code == 0, result.output
@@ -301,3 +354,49 @@ def test_doctor_does_not_ask_a_local_keyless_source_for_a_key(tmp_path: Path):
         assert invoke("config", "set", key, value, "--data", data).exit_code == 0
     result = runner.invoke(app, ["doctor", "--data", data, "--json"])
     assert not any("no API key" in f["message"] for f in json.loads(result.output))
+
+
+def test_help_shows_a_type_beside_options_that_take_a_value_and_none_beside_flags():
+    from hmapdev.cli import app as hmapdev_app
+
+    shown = runner.invoke(app, ["plugins", "install", "--help"], env={"NO_COLOR": "1"}).output
+    assert "<path>" in shown and "--force" in shown and "--help" in shown
+    assert "<bool>" not in shown, shown
+    shown = runner.invoke(hmapdev_app, ["validate", "--help"], env={"NO_COLOR": "1"}).output
+    assert "--help" in shown and "<bool>" not in shown, shown
+
+
+def test_doctor_does_not_count_a_keyless_cloud_source_as_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name in ("HOMEAGENT_LLM_API_KEY", "LLM_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    data = str(tmp_path / "local")
+    for key, value in (("core.llm.sources.local.base_url", "http://127.0.0.1:9/v1"),
+                       ("core.llm.sources.local.model", "qwen2.5"), ("core.llm.sources.local.adapter", "openai")):
+        assert invoke("config", "set", key, value, "--data", data).exit_code == 0
+    result = runner.invoke(app, ["doctor", "--data", data, "--json"])
+    first = next(f["message"] for f in json.loads(result.output) if f["area"] == "llm")
+    assert first == ("LLM sources configured: local; default 'deepseek'; "
+                     "never asked until they get an API key: deepseek"), first
+
+
+def test_doctor_reports_a_failing_memory_heartbeat(tmp_path: Path):
+    import asyncio
+
+    from homeagent_core.memory.heartbeat import LEDGER_NAME, Heartbeat, HeartbeatLedger
+
+    data = tmp_path / "d"
+    assert invoke("config", "set", "core.llm.provider", "deepseek", "--data", str(data)).exit_code == 0
+    (data / "memory").mkdir(exist_ok=True)
+
+    def refresh() -> None:
+        raise ModuleNotFoundError("No module named 'scipy'")
+
+    ledger = HeartbeatLedger(data / "memory" / LEDGER_NAME)
+    asyncio.run(Heartbeat("analytics", 3600, refresh, ledger=ledger).run_once())
+    asyncio.run(Heartbeat("merge", 3600, lambda: 0, ledger=ledger).run_once())
+    findings = json.loads(runner.invoke(app, ["doctor", "--data", str(data), "--json"]).output)
+    failing = [f for f in findings if f["message"].startswith("heartbeat ")]
+    assert len(failing) == 1, findings
+    assert failing[0]["status"] == "warn"
+    assert failing[0]["message"].endswith("ModuleNotFoundError: No module named 'scipy'")
+    assert failing[0]["fix"] == "pip install scipy, then restart the daemon"

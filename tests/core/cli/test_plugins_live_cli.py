@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +75,44 @@ def test_packages_installed_from_the_command_line_start_in_the_running_daemon_an
     assert "the running daemon stopped it first" in removed.stdout and not (data / "plugins" / "greeter").exists()
     after = run("ask", "/plugin list", "--data", str(data)).stdout
     assert "greeter " not in after and "luahello" in after  # the daemon kept running throughout
+
+
+def test_against_a_running_daemon_install_list_and_config_set_each_say_one_true_thing(
+    tmp_path: Path, daemons: list[Proc]
+):
+    data = tmp_path / "d"
+    serve(data, daemons)
+
+    installed = run("plugins", "install", str(proc_package(tmp_path, "greeter")), "--data", str(data))
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    lines = installed.stdout.splitlines()
+    assert lines[0] == f"installed greeter 0.1.0 into {data / 'plugins'}"
+    assert lines[-1].startswith("running daemon: started greeter (proc); tools: greeter_greet")
+    assert len([line for line in lines if "started" in line or "reload" in line]) == 1
+
+    listed = run("plugins", "list", "--json", "--data", str(data))
+    row = {r["name"]: r for r in json.loads(listed.stdout)}["greeter"]
+    assert (row["kind"], row["version"], row["status"]) == ("proc", "0.1.0", "started")
+    assert "greeter_greet" in row["contributions"]["tools"]
+
+    live = run("config", "set", "core.agent.max_tool_turns", "7", "--data", str(data))
+    assert live.stdout.strip() == "core.agent.max_tool_turns = 7 (applied to the running daemon)", live
+    later = run("config", "set", "plugin.webui.trusted_proxies", "10.0.0.1", "--data", str(data))
+    assert later.stdout.strip() == (
+        "plugin.webui.trusted_proxies = 10.0.0.1 "
+        "(saved by the running daemon; it takes effect when the daemon restarts)"
+    ), later
+
+    # A Python plugin installed after the daemon started: this command loads it, the daemon has not.
+    with_onebot = subprocess.run(
+        homeagent("config", "set", "plugin.onebot.ws_url", "ws://127.0.0.1:3999", "--data", str(data)),
+        env=env(HOMEAGENT_LOAD_PLUGINS="onebot"), capture_output=True, text=True, timeout=300,
+    )
+    assert with_onebot.returncode == 0, with_onebot.stdout + with_onebot.stderr
+    assert "saved; the running daemon started before plugin onebot was installed" in with_onebot.stdout
+    assert "restart the daemon" in with_onebot.stdout
+    stored = subprocess.run(
+        homeagent("config", "get", "plugin.onebot.ws_url", "--data", str(data)),
+        env=env(HOMEAGENT_LOAD_PLUGINS="onebot"), capture_output=True, text=True, timeout=300,
+    )
+    assert stored.stdout.strip() == "ws://127.0.0.1:3999", stored

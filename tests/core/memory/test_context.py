@@ -163,3 +163,38 @@ def test_lexical_pruning_scores_are_the_document_stores_bm25():
     assert got[1] == -1.0  # an empty event ranks last
     assert np.allclose(np.delete(got, 1), np.delete(expected, 1), rtol=1e-6)
     assert got[2] > got[3] and got[0] > got[3]
+
+
+def test_lexical_pruning_scores_cost_the_events_not_an_index_per_prune():
+    import tracemalloc
+
+    from homeagent_core.memory.context import _lexical_similarities
+
+    texts = [f"第 {i} 条消息：今天我们聊了天气和 the garden party number {i}" for i in range(25)]
+    _lexical_similarities("garden 天气", texts)  # imports and caches outside the measurement
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        scores = _lexical_similarities("garden 天气", texts)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert len(scores) == 25 and (scores > 0).all()
+    assert peak < 256 * 1024, f"scoring 25 events allocated {peak:,} bytes: an index over every bucket"
+
+
+def test_lexical_pruning_counts_each_event_once_while_it_stays_in_the_window():
+    from homeagent_core.memory.context import _lexical_similarities
+
+    texts = ["the cat ate fish", "股票 市场 下跌", "a cat slept", ""]
+    counted: dict = {}
+    first = _lexical_similarities("cat 市场", texts, counted)
+    assert set(counted) == set(texts)
+    kept = {text: counted[text] for text in texts}
+    # the next turn: one event left the window, one came in
+    later = [*texts[1:], "猫咪 and the cat"]
+    again = _lexical_similarities("cat 市场", later, counted)
+    assert set(counted) == set(later)
+    assert all(counted[text] is kept[text] for text in texts[1:])  # reused, not recounted
+    assert np.array_equal(again, _lexical_similarities("cat 市场", later))
+    assert np.array_equal(first, _lexical_similarities("cat 市场", texts))

@@ -30,6 +30,58 @@ def test_patterns_extract_personal_facts(text: str, expected: list[tuple[str, st
     assert all(t.subject == "用户" and t.sentence_text == text.strip() for t in triples)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我住在哪里？",
+        "我住在哪",
+        "我住在北京吗？",
+        "我是不是住在北京",
+        "我叫小王吗",
+        "我喜欢什么",
+        "如果我住在北京，我会很开心",
+        "假如我叫小明",
+        "我希望我住在海边",
+        "我叫不出他的名字",
+        "我喜欢的不是猫",
+        "我没有说我喜欢猫",
+        "Do I live in Paris?",
+        "Is my name Alice?",
+        "If I live in Paris, I will walk to work",
+        "Suppose my name is Alice.",
+        "I don't think I live in Paris",
+        "My name is not Bob",
+    ],
+)
+def test_questions_hypotheticals_and_negations_are_not_facts(text: str) -> None:
+    assert extract_triples(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我叫小王，住在杭州。你住在哪里？", [("叫", "小王"), ("住在", "杭州")]),
+        ("我住在杭州，不住在北京", [("住在", "杭州")]),
+        ("不过我住在杭州", [("住在", "杭州")]),
+        ("如果下雨就算了。我喜欢猫", [("喜欢", "猫")]),
+        ("My name is Alice. Do I like jazz?", [("叫", "Alice")]),
+    ],
+)
+def test_a_statement_next_to_a_question_or_negation_still_counts(text: str, expected: list[tuple[str, str]]) -> None:
+    assert [(t.relation, t.object) for t in extract_triples(text)] == expected
+
+
+def test_a_question_adds_no_relation_to_the_graph(tmp_path: Path, open_graph: Callable[..., GraphStore]) -> None:
+    graph = open_graph(tmp_path / "graph.db")
+    distiller = RuleDistiller(tmp_path / "raw", graph)
+    distiller.add("我住在哪里？")
+    distiller.add("我住在杭州")
+    report = distiller.distill_once()
+    assert (report.records, report.triples) == (2, 1)
+    assert sorted(graph.cache.ids_by_name) == ["杭州", "用户"]
+    graph.close()
+
+
 def test_records_are_persisted_atomically_and_distilled_in_batches(
     tmp_path: Path, open_graph: Callable[..., GraphStore]
 ) -> None:

@@ -113,3 +113,47 @@ async def test_person_network_says_how_the_user_knows_someone(graph: GraphStore)
     tools = {t.name: t.handler for t in memory_tools(graph, social, None)}
     out = await tools["person_network"](name="小李")
     assert [(s["source"], s["target"]) for s in out["how_connected"]] == [("用户", "老张"), ("老张", "小李")]
+
+
+def test_pagerank_gives_networkx_s_numbers() -> None:
+    import networkx as nx
+    import numpy as np
+    from networkx.algorithms.link_analysis.pagerank_alg import _pagerank_python
+
+    from homeagent_core.memory.graph_analytics import pagerank
+
+    rng = np.random.default_rng(3)
+    n = 300  # some nodes stay isolated (dangling), some edges weigh nothing
+    a, b = rng.integers(0, n, 600), rng.integers(0, n, 600)
+    keep = a != b
+    pairs = np.unique(np.stack([np.minimum(a, b)[keep], np.maximum(a, b)[keep]], axis=1), axis=0)
+    weight = rng.random(len(pairs))
+    weight[:10] = 0.0
+    reference: nx.Graph[int] = nx.Graph()
+    reference.add_nodes_from(range(n))
+    reference.add_weighted_edges_from(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), weight.tolist(), strict=True))
+    expected = _pagerank_python(reference, weight="weight")
+    got = pagerank(n, pairs[:, 0], pairs[:, 1], weight)
+    assert got.sum() == pytest.approx(1.0)
+    assert max(abs(expected[i] - got[i]) for i in range(n)) < 1e-6
+    assert pagerank(0, pairs[:0, 0], pairs[:0, 1], weight[:0]).size == 0
+
+
+def test_salience_is_computed_without_scipy(tmp_path: Path) -> None:
+    """A default install has no scipy (networkx's PageRank needs it); salience must not."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.modules["scipy"] = None  # as in an install without it: importing it raises ImportError
+from homeagent_core.memory.graph import GraphStore
+from homeagent_sdk.types import Triple
+graph = GraphStore({str(tmp_path / "graph.db")!r})
+graph.commit([Triple("用户", "认识", "小李"), Triple("小李", "住在", "杭州"), Triple("用户", "喜欢", "橘猫")])
+print(graph.analytics.refresh(), graph.analytics.salient_names(["杭州", "小李"], 1))
+graph.close()
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["4", "['小李']"]

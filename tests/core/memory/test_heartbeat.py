@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.memory.graph import GraphStore
-from homeagent_core.memory.heartbeat import ArchiveJob, Heartbeat, MergeJob, ReviewJob
+from homeagent_core.memory.heartbeat import (
+    ArchiveJob,
+    Heartbeat,
+    HeartbeatLedger,
+    MergeJob,
+    ReviewJob,
+    read_heartbeat_ledger,
+)
 from homeagent_sdk.types import Doc, Triple
 
 
@@ -51,6 +58,36 @@ async def test_a_failing_job_is_counted_and_the_loop_goes_on() -> None:
     await beat.wait_runs(2, timeout=5)
     await beat.stop()
     assert beat.failures >= 2 and beat.last_error == "RuntimeError: disk on fire"
+
+
+async def test_a_failing_heartbeat_stays_in_its_ledger_until_it_succeeds(tmp_path: Path) -> None:
+    path = tmp_path / "heartbeats.json"
+    broken = True
+
+    def refresh() -> int:
+        if broken:
+            raise ModuleNotFoundError("No module named 'scipy'")
+        return 3
+
+    beat = Heartbeat("analytics", 3600, refresh, ledger=HeartbeatLedger(path))
+    await beat.run_once()
+    entry = read_heartbeat_ledger(path)["analytics"]
+    assert entry["ok"] is False and entry["error"] == "ModuleNotFoundError: No module named 'scipy'"
+    written = path.stat().st_mtime_ns, path.read_text(encoding="utf-8")
+    await beat.run_once()  # the same failure again: the file is not rewritten
+    assert (path.stat().st_mtime_ns, path.read_text(encoding="utf-8")) == written
+    assert read_heartbeat_ledger(path)["analytics"]["since"] == entry["since"]
+    # a restarted daemon reads the ledger back, and a success clears the failure
+    broken = False
+    again = Heartbeat("analytics", 3600, refresh, ledger=HeartbeatLedger(path))
+    assert await again.run_once() == 3
+    assert read_heartbeat_ledger(path)["analytics"] == {"ok": True, "error": "", "since": again.last_run_at}
+
+
+def test_an_unreadable_ledger_reads_as_empty(tmp_path: Path) -> None:
+    (tmp_path / "heartbeats.json").write_text("{not json", encoding="utf-8")
+    assert read_heartbeat_ledger(tmp_path / "heartbeats.json") == {}
+    assert read_heartbeat_ledger(tmp_path / "missing.json") == {}
 
 
 async def test_stop_cancels_a_run_that_outlives_the_grace_period() -> None:

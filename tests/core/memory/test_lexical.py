@@ -413,3 +413,68 @@ def test_a_check_that_keeps_the_forward_lists_returns_them_as_written(tmp_path):
     forged = tuple((n, zlib.crc32(terms.tobytes()) if n == "fwd_terms" else c, o, s) for n, c, o, s in bad.unchecked)
     with pytest.raises(ValueError, match="term ids beyond"):
         verify_arrays(dataclasses.replace(bad, unchecked=forged), keep=frozenset({"fwd_terms", "fwd_tfs"}))
+
+
+def _peak_bytes(fn: object) -> int:
+    """Peak bytes traced while ``fn()`` runs (numpy reports its buffers to tracemalloc)."""
+    import tracemalloc
+
+    assert callable(fn)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_adding_a_document_with_unseen_terms_costs_its_terms_not_every_bucket():
+    index = LexicalIndex()
+    index.add(1, "alpha beta gamma")
+    # every gram of this one is new to the index: it gets fresh term ids
+    peak = _peak_bytes(lambda: index.add(2, "melanie painted a sunrise over the lake 小王 你好"))
+    assert index.scores("sunrise 小王")[2] > 0
+    assert peak < 256 * 1024, f"one add allocated {peak:,} bytes: a pass over the bucket table"
+
+
+def test_term_ids_given_by_sorting_a_batch_equal_those_given_by_counting_it(monkeypatch):
+    from homeagent_core.memory import lexical_forward
+
+    texts = random_texts(11, 300)
+
+    def build() -> LexicalIndex:
+        index = LexicalIndex()
+        for slot, text in enumerate(texts[:100], start=1):
+            index.add(slot, text)
+        terms = [term_counts(t) for t in texts[100:]]
+        index.add_many_terms(np.arange(101, 301, dtype=np.int64), terms)
+        return index
+
+    sorted_ids = build()._forward
+    monkeypatch.setattr(lexical_forward, "COUNT_ALL", 0)  # every batch counted over all buckets
+    counted_ids = build()._forward
+    assert sorted_ids.n_terms == counted_ids.n_terms > 0
+    assert np.array_equal(sorted_ids.bucket_of[: sorted_ids.n_terms], counted_ids.bucket_of[: counted_ids.n_terms])
+    assert np.array_equal(sorted_ids.mem_terms[: sorted_ids.mem_n], counted_ids.mem_terms[: counted_ids.mem_n])
+
+
+@pytest.mark.parametrize("count", [1, 5, 63, 64, 65, 130])
+def test_scoring_a_few_texts_gives_the_scores_of_an_index_holding_them(count):
+    texts = random_texts(count, count)
+    texts[count // 2] = ""  # an empty text counts towards the average length, as in the index
+    index = LexicalIndex(max_postings=None)
+    for slot, text in enumerate(texts, start=1):
+        index.add(slot, text)
+    for query in ("paint the lake", "小王 pottery", "zzz", ""):
+        expected = index.scores(query)[1 : count + 1]
+        got = lexical.score_texts(query, texts)
+        assert got.dtype == np.float32 and len(got) == count
+        assert np.array_equal(got, expected), query
+
+
+def test_scoring_a_few_texts_costs_their_terms_not_an_index():
+    texts = random_texts(5, 20)
+    peak = _peak_bytes(lambda: lexical.score_texts("paint the lake at sunrise", texts))
+    assert peak < 256 * 1024, f"scoring 20 texts allocated {peak:,} bytes"

@@ -9,6 +9,7 @@ import pytest
 
 from homeagent_core.library import Agent
 from homeagent_core.memory.document_tools import DOCUMENT_TOOLS
+from homeagent_core.memory.heartbeat import LEDGER_NAME, read_heartbeat_ledger
 from homeagent_core.memory.tools import GRAPH_TOOLS
 from homeagent_sdk.testing import FakeModel, ToolCallReply
 
@@ -40,6 +41,10 @@ async def test_memory_tools_are_contributed_by_the_memory_and_knowledge_plugins(
         plugin = host.pm.get_plugin("memory")
         assert [h.name for h in plugin.heartbeats] == ["distill", "rules", "archive", "merge", "review", "analytics"]
         assert all(h.running for h in plugin.heartbeats)
+        analytics = plugin.heartbeats[-1]
+        await analytics.wait_runs(1)  # it runs at start; its outcome is what `homeagent doctor` reads
+        ledger = read_heartbeat_ledger(tmp_path / "memory" / LEDGER_NAME)
+        assert ledger["analytics"]["ok"] is True, ledger
     assert sent_tools(model) >= MEMORY_TOOLS | KNOWLEDGE_TOOLS
     assert plugin.heartbeats == []  # stopped by the plugin's shutdown
 

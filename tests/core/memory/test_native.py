@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from homeagent_core.memory import lexical, lexical_scoring, native
 from homeagent_core.memory.lexical import LexicalIndex, term_counts
@@ -47,6 +49,8 @@ def texts(seed: int, count: int) -> list[str]:
 def kernel() -> native.NativeLibrary:
     if os.environ.get("HOMEAGENT_BUILD_NATIVE") == "0":
         pytest.skip("installed with HOMEAGENT_BUILD_NATIVE=0: no compiled loops to compare")
+    if os.environ.get("HOMEAGENT_NATIVE") == "0":
+        pytest.skip("HOMEAGENT_NATIVE=0 switches the compiled loops off: the numpy path alone runs")
     lib = native.library()
     assert lib is not None, f"the install did not build {native.LIBRARY} (hatch_build.py)"
     return lib
@@ -236,6 +240,224 @@ def test_indexes_outside_the_tables_raise_instead_of_reaching_past_them(kernel):
         native.rescore_sums(
             kernel, np.array([0, 2, 3], np.int64), np.ones(3, np.uint8), starts, lens, cand, table, norm, 1.2
         )
+
+
+def test_lengths_and_ranges_are_checked_before_the_compiled_loops_read_anything(kernel):
+    """Arrays read side by side must be equally long, ranges non-negative and inside their array
+    (also where start + length would wrap), every array one-dimensional: else an error names it
+    and nothing is read or written."""
+    slots, tfs = np.array([1, 2, 3], np.int32), np.ones(3, np.uint8)
+    norm = np.ones(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+
+    def ranges(starts: list[int], lens: list[int], weights: list[float], **kw: np.ndarray) -> None:
+        args = {"slots": slots, "tfs": tfs, "norm": norm, "unit": norm, "out": out, **kw}
+        native.add_ranges(
+            kernel, args["slots"], args["tfs"], np.array(starts, np.int64), np.array(lens, np.int64),
+            np.array(weights, np.float32), args["norm"], args["unit"], 1.2, args["out"],
+        )
+
+    with pytest.raises(ValueError, match="starts, lens and weights must be equally long, not 3, 1 and 1"):
+        ranges([0, 1, 2], [1], [1.0])
+    with pytest.raises(ValueError, match="not 1, 1 and 3"):
+        ranges([0], [1], [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="slots and tfs must be equally long, not 3 and 2"):
+        ranges([0], [2], [1.0], tfs=np.ones(2, np.uint8))
+    with pytest.raises(ValueError, match="range 1 has a negative length -2"):
+        ranges([0, 1], [1, -2], [1.0, 1.0])
+    with pytest.raises(IndexError, match=r"reaches past an array of 3 \(range 0: 4611686018427387904 from 4611686"):
+        ranges([1 << 62], [1 << 62], [1.0])  # start + length wraps to a negative int64
+    with pytest.raises(IndexError, match="range 0: 1 from -1"):
+        ranges([-1], [1], [1.0])
+    with pytest.raises(ValueError, match="out must be one-dimensional"):
+        ranges([0], [1], [1.0], out=np.zeros((10, 1), np.float32))
+    with pytest.raises(ValueError, match=r"length factors \(4, 10\) shorter than the 10 scores"):
+        ranges([0], [1], [1.0], norm=np.ones(4, np.float32))
+    assert not out.any()
+    ranges([0, 2], [2, 1], [1.0, 2.0])
+    assert out[1] > 0 and out[2] > 0 and out[3] > 0 and out[[0, 4]].tolist() == [0, 0]
+
+    table = np.ones(4, dtype=np.float32)
+    terms = np.array([0, 2, 3], np.uint16)
+
+    def rescore(starts: list[int], lens: list[int], cand: list[int]) -> object:
+        return native.rescore_sums(
+            kernel, terms, tfs, np.array(starts, np.int64), np.array(lens, np.int64), np.array(cand, np.int64),
+            table, norm, 1.2,
+        )
+
+    with pytest.raises(ValueError, match="starts, lens and slots must be equally long, not 1, 1 and 3"):
+        rescore([0], [3], [1, 2, 3])
+    with pytest.raises(ValueError, match="not 3, 1 and 1"):
+        rescore([0, 1, 2], [1], [1])
+    with pytest.raises(ValueError, match="negative length"):
+        rescore([0], [-1], [1])
+    with pytest.raises(IndexError, match="reaches past an array of 3"):
+        rescore([1 << 62], [1 << 62], [1])
+
+
+@st.composite
+def ranged_postings(draw: st.DrawFn) -> dict[str, object]:
+    """Postings, ranges over them and per-slot factors; about half the cases carry some damage
+    (a length that does not pair up, a range outside, a slot outside the scores)."""
+    clean = draw(st.booleans())
+
+    def sized(k: int) -> int:  # a length, or in a damaged case sometimes one off
+        return k if clean else max(0, k + draw(st.sampled_from([-1, 0, 0, 0, 1])))
+
+    def floats(lo: float, hi: float, count: int) -> list[float]:
+        return draw(st.lists(st.floats(lo, hi, width=32), min_size=count, max_size=count))
+
+    size = draw(st.integers(0, 24))
+    n = draw(st.integers(0, 40)) if size or not clean else 0  # no slot is valid among 0 scores
+    slot = st.integers(0, max(size - 1, 0)) if clean else st.integers(-2, size + 1)
+    slots = draw(st.lists(slot, min_size=n, max_size=n))
+    starts, lens = [], []
+    for _ in range(draw(st.integers(0, 6))):
+        if clean:
+            starts.append(draw(st.integers(0, n)))
+            lens.append(draw(st.integers(0, n - starts[-1])))
+        else:
+            starts.append(draw(st.sampled_from([-1, 0, n // 2, n, n + 1, 1 << 62])))
+            lens.append(draw(st.sampled_from([-1, 0, 1, 2, n, 1 << 62])))
+    nlens, nweights, ntfs = sized(len(starts)), sized(len(starts)), sized(n)
+    return {
+        "slots": np.array(slots, np.int32),
+        "tfs": np.array(draw(st.lists(st.integers(0, 255), min_size=ntfs, max_size=ntfs)), np.uint8),
+        "starts": np.array(starts, np.int64),
+        "lens": np.array([*lens, 1, 1][:nlens], np.int64),
+        "weights": np.array(floats(0, 30, nweights), np.float32),
+        "norm": np.array(floats(0.0625, 8, sized(size) + draw(st.integers(0, 2))), np.float32),
+        "unit": np.array(floats(0.0625, 3, size + draw(st.integers(0, 2))), np.float32),
+        "out": np.array(floats(-5, 50, size), np.float32),
+        "k1": draw(st.floats(0.1, 3.0)),
+    }
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranged_postings())
+def test_the_compiled_ranges_equal_numpy_or_refuse_for_any_lengths_and_ranges(kernel, case):
+    slots, tfs, starts, lens, weights = (case[k] for k in ("slots", "tfs", "starts", "lens", "weights"))
+    norm, unit, out, k1 = case["norm"], case["unit"], case["out"], case["k1"]
+    size, n = len(out), len(slots)
+    pairs = [(int(a), int(b)) for a, b in zip(starts, lens, strict=False)]
+    valid = (
+        len(tfs) == n and len(starts) == len(lens) == len(weights) and len(norm) >= size and len(unit) >= size
+        and all(length >= 0 and start >= 0 and start + length <= n for start, length in pairs)
+        and all(0 <= slot < size for start, length in pairs for slot in slots[start : start + length].tolist())
+    )
+    before = out.copy()
+    if not valid:
+        with pytest.raises((ValueError, IndexError)):
+            native.add_ranges(kernel, slots, tfs, starts, lens, weights, norm, unit, k1, out)
+        assert np.array_equal(out, before)  # nothing added on a refusal
+        return
+    native.add_ranges(kernel, slots, tfs, starts, lens, weights, norm, unit, k1, out)
+    expected = before.copy()
+    taken = [np.zeros(0, np.int64)] + [np.arange(start, start + length) for start, length in pairs]
+    picked = np.concatenate(taken)
+    lexical_scoring.accumulate(
+        expected, slots[picked], tfs[picked], np.repeat(weights, lens), (norm, unit), k1
+    )
+    assert np.array_equal(out, expected)
+
+
+@st.composite
+def forward_entries(draw: st.DrawFn) -> dict[str, object]:
+    """Candidates' forward entries and a term table; about half the cases carry some damage."""
+    clean = draw(st.booleans())
+    n = draw(st.integers(0, 40))
+    table_len = draw(st.integers(1, 12))
+    nnorm = draw(st.integers(1, 12))
+    ncand = draw(st.integers(0, 6))
+    term_hi = table_len - 1 if clean else table_len + 1
+    starts, lens = [], []
+    for _ in range(ncand):
+        start = draw(st.integers(0, n) if clean else st.sampled_from([-1, 0, n // 2, n, n + 1, 1 << 62]))
+        lens.append(draw(st.integers(0, n - start)) if clean else draw(st.sampled_from([-1, 0, 1, n, 1 << 62])))
+        starts.append(start)
+    extra = 0 if clean else draw(st.sampled_from([-1, 0, 0, 1]))
+    table = draw(st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.25, 3.0, 7.5]), min_size=table_len, max_size=table_len))
+    finite = {"allow_nan": False, "allow_infinity": False, "width": 32}
+    return {
+        "terms": np.array(draw(st.lists(st.integers(0, term_hi), min_size=n, max_size=n)),
+                          draw(st.sampled_from([np.uint16, np.uint32]))),
+        "tfs": np.array(draw(st.lists(st.integers(0, 255), min_size=max(0, n + extra), max_size=max(0, n + extra))),
+                        np.uint8),
+        "starts": np.array(starts, np.int64),
+        "lens": np.array(lens, np.int64),
+        "slots": np.array(draw(st.lists(st.integers(0 if clean else -1, nnorm - (1 if clean else 0)),
+                                        min_size=max(0, ncand + extra), max_size=max(0, ncand + extra))), np.int64),
+        "table": np.array(table, np.float32),
+        "norm": np.array(draw(st.lists(st.floats(0.0625, 8, **finite), min_size=nnorm, max_size=nnorm)), np.float32),
+        "k1": draw(st.floats(0.1, 3.0)),
+    }
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(forward_entries())
+def test_the_compiled_rescoring_sums_equal_numpy_or_refuse_for_any_lengths_and_ranges(kernel, case):
+    terms, tfs, starts, lens, slots = (case[k] for k in ("terms", "tfs", "starts", "lens", "slots"))
+    table, norm, k1 = case["table"], case["norm"], case["k1"]
+    pairs = [(int(a), int(b)) for a, b in zip(starts, lens, strict=False)]
+    valid = (
+        len(terms) == len(tfs) and len(starts) == len(lens) == len(slots)
+        and all(0 <= slot < len(norm) for slot in slots.tolist())
+        and all(length >= 0 and start >= 0 and start + length <= len(terms) for start, length in pairs)
+        and all(term < len(table) for start, length in pairs for term in terms[start : start + length].tolist())
+    )
+    if not valid:
+        with pytest.raises((ValueError, IndexError)):
+            native.rescore_sums(kernel, terms, tfs, starts, lens, slots, table, norm, k1)
+        return
+    few, many, hits = native.rescore_sums(kernel, terms, tfs, starts, lens, slots, table, norm, k1)
+    # numpy, with the arithmetic of lexical_scoring.accumulate, per candidate
+    owner = np.concatenate([np.zeros(0, np.int64)] + [np.full(length, i) for i, (_, length) in enumerate(pairs)])
+    entry = np.concatenate([np.zeros(0, np.int64)] + [np.arange(start, start + length) for start, length in pairs])
+    weights = table[terms[entry]]
+    hit = weights != 0
+    owner, entry, weights = owner[hit], entry[hit], weights[hit]
+    tf, near = tfs[entry].astype(np.float32), norm[slots[owner]]
+    contrib = weights * tf * (k1 + 1.0) / (tf + near)
+    scaled = weights.astype(np.float64)
+    more = tfs[entry] > 1
+    scaled[more] *= (tf * (1.0 + near) / (tf + near))[more]
+    assert hits == int(hit.sum())
+    assert np.array_equal(few, np.bincount(owner, weights=contrib, minlength=len(slots)))
+    assert np.array_equal(many, np.bincount(owner, weights=scaled, minlength=len(slots)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 9), st.integers(0, 80), st.sampled_from([0, 0, 0, -1, 1, 32]), st.randoms(use_true_random=False))
+def test_the_compiled_int8_dots_equal_integer_sums_or_refuse_for_any_shape(kernel, rows, dim, off, rng):
+    """Any int8 values (-128 included), any row count and width; a query of another width is refused."""
+    qdim = max(0, dim + off)
+    matrix = np.array([[rng.randint(-128, 127) for _ in range(dim)] for _ in range(rows)], np.int8).reshape(rows, dim)
+    q = np.array([rng.randint(-128, 127) for _ in range(qdim)], np.int8)
+    if qdim != dim:
+        with pytest.raises(ValueError, match="do not match"):
+            native.i8_dots(kernel, matrix, q)
+        return
+    got = native.i8_dots(kernel, matrix, q)
+    assert np.array_equal(got, (matrix.astype(np.int64) @ q.astype(np.int64)).astype(np.float32))
+
+
+def test_int8_dot_products_are_exact_for_minus_128_in_rows_and_query(kernel):
+    """-128 never comes out of the quantizer, but a damaged vector file can hold it: it must score
+    as in simsimd and the plain loop (the AVX2 loop once gave it the wrong sign)."""
+    import simsimd
+
+    rng = np.random.default_rng(11)
+    for rows, dim in ((8, 64), (13, 96), (5, 33)):
+        matrix = rng.integers(-128, 128, (rows, dim), dtype=np.int8)
+        matrix[:, ::3] = -128
+        for q in (rng.integers(-127, 128, dim, dtype=np.int8), np.full(dim, -127, np.int8),
+                  rng.integers(-128, 128, dim, dtype=np.int8), np.full(dim, -128, np.int8)):
+            got = native.i8_dots(kernel, matrix, q)
+            want = (matrix.astype(np.int64) @ q.astype(np.int64)).astype(np.float32)
+            assert np.array_equal(got, want), (rows, dim, q[:4])
+            simd = np.asarray(simsimd.cdist(matrix, q.reshape(1, -1), metric="dot", out_dtype="float32")).reshape(-1)
+            assert np.array_equal(got, simd)
 
 
 def _reload(monkeypatch: pytest.MonkeyPatch, path: object) -> native.NativeLibrary | None:

@@ -360,3 +360,17 @@ async def test_a_plugin_starts_without_the_daemons_secret_environment(
         assert trusted["OPENAI_API_KEY"] == "sk-leak" and trusted["TELEGRAM_BOT_TOKEN"] == "123:leak"
     finally:
         await other.close()
+
+
+async def test_no_plugin_settings_write_changes_a_guarded_setting(harness: Harness) -> None:
+    install_raw(harness.data_dir, caps=["settings_cross", "secrets"])
+    plugin = await harness.start()
+    for method, params in (
+        ("settings.setPlugin", {"plugin": "cmd", "key": "enabled", "value": True}),
+        ("settings.setCore", {"key": "core.llm.provider", "value": "evil"}),
+        ("settings.setCore", {"key": "core.people.approval_timeout", "value": "7d"}),
+    ):
+        refused = await core_call(plugin, method, params)
+        assert "is a guarded setting" in refused["error"] and "plugin 'raw'" in refused["error"], method
+    assert harness.config.get("core.llm.provider") == "deepseek"
+    assert harness.config.get("core.people.approval_timeout") == 600

@@ -8,6 +8,7 @@ runs in a helper thread and the test only asserts that it *finished* within a ge
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -179,3 +180,81 @@ def test_a_dropped_sandbox_is_freed_with_its_worker_thread() -> None:
     assert ref() is None, "the runtime kept its own sandbox alive"
     worker.join(60)
     assert not worker.is_alive()
+
+
+def test_a_call_into_an_idle_runtime_runs_on_the_callers_thread() -> None:
+    import logging
+
+    threads: list[int] = []
+
+    class Record(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            threads.append(record.thread or 0)
+
+    logger = logging.getLogger("homeagent.test.lua-inline")
+    logger.addHandler(Record())
+    logger.setLevel(logging.INFO)
+    sandbox = LuaSandbox("inline", logger=logger)
+    fn = sandbox.load('return function() log("info", "here") return 7 end', "inline")
+    assert sandbox.call(fn) == 7
+    assert threads == [threading.get_ident()], "the call was handed to another thread"
+
+
+def test_close_releases_a_caller_whose_script_waits_in_a_blocking_host_function() -> None:
+    sandbox = LuaSandbox("host", instruction_limit=10**15, time_limit=3600)
+    entered, release = threading.Event(), threading.Event()
+
+    def wait_for_io() -> str:
+        entered.set()
+        release.wait(120)  # an HTTP request the server holds open, say
+        return "late"
+
+    fn = sandbox.load(f"return function(io) io() return ({SPIN})() end", "host")
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(finished(sandbox.call, fn, sandbox.blocking(wait_for_io))),
+                              daemon=True)
+    thread.start()
+    try:
+        assert entered.wait(30)
+        sandbox.close()
+        thread.join(30)
+        assert not thread.is_alive(), "close() did not release the caller"
+        assert box["error"].kind == "closed"
+    finally:
+        release.set()
+
+
+def test_calls_from_several_threads_take_turns_and_close_releases_the_waiting_one() -> None:
+    sandbox = LuaSandbox("busy", instruction_limit=10**15, time_limit=3600)
+    square = sandbox.load("return function(x) local s = 0 for i = 1, 200 do s = s + i end return x * x end", "sq")
+    results: dict[int, list[int]] = {}
+
+    def many(k: int) -> None:
+        results[k] = [sandbox.call(square, k * 1000 + i) for i in range(300)]
+
+    threads = [threading.Thread(target=many, args=(k,), daemon=True) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == {k: [(k * 1000 + i) ** 2 for i in range(300)] for k in range(4)}
+
+    spin = sandbox.load(f"return {SPIN}", "spin")
+    running: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: running.update(finished(sandbox.call, spin)), daemon=True)
+    first.start()
+    deadline = time.monotonic() + 30
+    while sandbox._owner is None and time.monotonic() < deadline:  # until the spin holds the runtime
+        first.join(0.01)
+    assert sandbox._owner is not None
+    queued: dict[str, Any] = {}
+    second = threading.Thread(target=lambda: queued.update(finished(sandbox.call, square, 3)), daemon=True)
+    second.start()
+    while not sandbox._worker.pending and time.monotonic() < deadline:  # until it waits on the worker
+        second.join(0.01)
+    assert sandbox._worker.pending
+    sandbox.close()
+    second.join(30)
+    first.join(30)
+    assert not second.is_alive() and not first.is_alive()
+    assert queued["error"].kind == "closed" and running["error"].kind == "closed"

@@ -126,3 +126,43 @@ def test_import_is_light() -> None:
     code = "import sys, homeagent_core.providers as p; print('lupa' in sys.modules, 'httpx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_name_a_script_declares_is_its_registry_key(tmp_path: Path) -> None:
+    deploy_bundled_adapters(tmp_path)
+    adir = tmp_path / "adapters"
+    mine = adir / "my-claude.lua"
+    mine.write_text(
+        'return {name = "anthropic", version = "9.9", transform_request = function(r) return r end}', encoding="utf-8"
+    )
+    assert resolve_adapter("anthropic", data_dir=tmp_path) == mine
+    assert resolve_adapter("claude", data_dir=tmp_path) == mine  # the alias reaches it too
+    rows = [r for r in list_adapters(tmp_path) if r["name"] == "anthropic"]
+    active = [r for r in rows if r["active"]]
+    assert [(r["path"], r["version"]) for r in active] == [(str(mine), "9.9")]
+    assert {r["origin"] for r in rows if not r["active"]} == {"deployed", "bundled"}
+    # A file keeps its file name only while it declares no other name.
+    proxy = adir / "openai.lua"
+    proxy.write_text(proxy.read_text(encoding="utf-8").replace('name = "openai"', 'name = "openai-proxy"'), "utf-8")
+    assert resolve_adapter("openai-proxy", data_dir=tmp_path) == proxy
+    assert resolve_adapter("openai", data_dir=tmp_path) == bundled_adapters_dir() / "openai.lua"
+    names = {(r["name"], r["origin"]): r["active"] for r in list_adapters(tmp_path)}
+    assert names[("openai-proxy", "modified")] is True and names[("openai", "bundled")] is True
+
+
+async def test_a_source_uses_the_user_file_that_declares_its_adapter_name(tmp_path: Path) -> None:
+    from homeagent_core.providers.manager import ProviderManager, SourceConfig
+
+    deploy_bundled_adapters(tmp_path)
+    bundled = (bundled_adapters_dir() / "openai.lua").read_text(encoding="utf-8")
+    (tmp_path / "adapters" / "zz-mine.lua").write_text(
+        bundled.replace('name = "openai"', 'name = "house"').replace("headers = {}", 'headers = {["x-house"] = "1"}'),
+        encoding="utf-8",
+    )
+    mgr = ProviderManager(
+        [SourceConfig(name="box", base_url="http://127.0.0.1:9/v1", model="m", adapter="house")], data_dir=tmp_path
+    )
+    (provider,) = mgr.candidates()
+    assert provider.adapter.origin == str(tmp_path / "adapters" / "zz-mine.lua")
+    assert provider.adapter.headers == {"x-house": "1"}
+    await mgr.aclose()

@@ -12,7 +12,13 @@ from provider_helpers import collect
 from provider_servers import FakeVendors
 
 from homeagent_core.providers import ProviderError
-from homeagent_core.providers.manager import ProviderManager, SourceConfig, cooldown_seconds
+from homeagent_core.providers.manager import (
+    ProviderManager,
+    SourceConfig,
+    cooldown_seconds,
+    is_local_url,
+    missing_credentials,
+)
 
 MSG = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -362,3 +368,62 @@ async def test_adapter_path_alone_names_the_adapter_file(
     row = {r["name"]: r for r in mgr.list_sources()}["mine"]
     assert "adapter_path 'my_adapters/missing.lua' is not a file" in str(row["disabled"]), row
     cfg.close()
+
+
+async def test_a_remote_source_without_a_key_is_never_tried_nor_listed_available(
+    vendors: tuple[FakeVendors, str], managers: list[ProviderManager]
+) -> None:
+    fake, base = vendors
+    cfg = DictConfig(
+        {
+            "core.llm.provider": "deepseek",
+            "core.llm.sources.deepseek.base_url": "https://api.deepseek.com",
+            "core.llm.sources.deepseek.model": "deepseek-v4-flash",
+            "core.llm.sources.deepseek.adapter": "deepseek",
+            "core.llm.sources.local.base_url": base,
+            "core.llm.sources.local.model": "m",
+            "core.llm.sources.local.adapter": "openai",
+        }
+    )
+    mgr = ProviderManager.from_config(cfg)
+    managers.append(mgr)
+    assert [p.name for p in mgr.candidates()] == ["local"]
+    rows = {r["name"]: r for r in mgr.list_sources()}
+    assert rows["deepseek"]["available"] is False
+    assert "core.llm.sources.deepseek.api_key" in rows["deepseek"]["disabled"]
+    assert rows["local"]["available"] is True
+    assert mgr.active_source() == ("local", "m", False)
+    assert await mgr.quick_chat("ping") == "Hello there, how may I assist you today?"
+    assert len(fake.requests) == 1
+    cfg.set("core.llm.sources.deepseek.api_key", "sk-now-set")
+    assert [p.name for p in mgr.candidates()] == ["deepseek", "local"]
+
+
+async def test_only_remote_keyless_sources_means_no_request_and_a_clear_error() -> None:
+    mgr = ProviderManager([src("cloud", "https://api.example.com/v1")])
+    with pytest.raises(ProviderError, match=r"no usable LLM source; configured: cloud \(no API key"):
+        await mgr.chat(MSG)
+    await mgr.aclose()
+
+
+@pytest.mark.parametrize(
+    ("base_url", "local"),
+    [
+        ("http://127.0.0.1:11434", True),
+        ("http://localhost:8080/v1", True),
+        ("http://[::1]:8080", True),
+        ("http://192.168.1.20:8000/v1", True),
+        ("http://ollama:11434", True),
+        ("http://gpu-box.lan:8000", True),
+        ("https://api.deepseek.com", False),
+        ("https://8.8.8.8/v1", False),
+    ],
+)
+def test_which_base_urls_count_as_local(base_url: str, local: bool) -> None:
+    assert is_local_url(base_url) is local
+
+
+def test_a_key_in_the_adapter_headers_counts_as_credentials() -> None:
+    cloud = src("cloud", "https://api.example.com/v1")
+    assert missing_credentials(cloud, {"Authorization": "Bearer sk-in-file"}) == ""
+    assert "core.llm.sources.cloud.api_key" in missing_credentials(cloud, {"Accept": "x"})

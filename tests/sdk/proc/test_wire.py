@@ -242,3 +242,53 @@ async def test_a_burst_of_frames_reaches_the_pipe_in_groups_in_order() -> None:
     finally:
         transport.close()
         os.close(read_fd)
+
+
+async def test_frames_with_ids_or_methods_of_the_wrong_type_are_skipped_and_the_rest_of_the_read_is_kept() -> None:
+    """An id that is a list, an object, a bool or a float, or a method that is not a string, makes
+    the frame a bad one: it is reported and skipped, and the valid answers read with it still
+    complete their calls."""
+    sent: list[bytes] = []
+    bad: list[bytes] = []
+    ran: list[Any] = []
+    peer = Peer(sent.append, on_bad_frame=bad.append)
+
+    async def note(params: Any) -> Any:
+        ran.append(params)
+        return "noted"
+
+    peer.handlers["note"] = note
+    first = asyncio.ensure_future(peer.call("one"))
+    second = asyncio.ensure_future(peer.call("two"))
+    await asyncio.sleep(0)
+    assert len(sent) == 2
+    wrong = [
+        b'{"id":[1],"result":"list"}',
+        b'{"id":{"a":1},"result":"object"}',
+        b'{"id":true,"result":"bool"}',
+        b'{"id":1.0,"result":"float"}',
+        b'{"id":[3],"method":"note","params":"list id"}',
+        b'{"id":4,"method":["note"],"params":"list method"}',
+        b'{"id":5,"method":{"n":1},"params":"object method"}',
+        b'{"id":6,"method":7,"params":"number method"}',
+    ]
+    good = [b'{"id":1,"result":"first"}', b'{"id":8,"method":"note","params":"kept"}', b'{"id":2,"result":"second"}']
+    peer.feed(b"\n".join([wrong[0], good[0], *wrong[1:4], good[1], *wrong[4:], good[2]]) + b"\n")
+    async with asyncio.timeout(5):
+        assert await first == "first"
+        assert await second == "second"
+        while len(sent) < 3:
+            await asyncio.sleep(0)
+    assert bad == wrong
+    assert ran == ["kept"]
+    assert sent[2] == b'{"id":8,"result":"noted"}\n'
+    # The same frames split over several reads (the buffered path) are handled alike.
+    bad.clear()
+    third = asyncio.ensure_future(peer.call("three"))
+    await asyncio.sleep(0)
+    stream = b'{"id":[3],"result":"x"}\n{"id":3,"result":"third"}\n'
+    for i in range(0, len(stream), 5):
+        peer.feed(stream[i : i + 5])
+    async with asyncio.timeout(5):
+        assert await third == "third"
+    assert bad == [b'{"id":[3],"result":"x"}']

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import stat
 import zipfile
@@ -135,6 +136,25 @@ LAUNCH_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
+
+
+#: Set to a folder (``make screenshots`` sets ``docs/screenshots``) to keep the browser tests' renders.
+SCREENSHOTS_ENV = "HOMEAGENT_SCREENSHOTS"
+
+
+@pytest.fixture(scope="session")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the browser tests save screenshots in.
+
+    A temporary one, so a test run never changes the checkout; ``$HOMEAGENT_SCREENSHOTS`` names
+    another (``make screenshots`` renders the committed ``docs/screenshots/`` this way).
+    """
+    chosen = os.environ.get(SCREENSHOTS_ENV, "")
+    if not chosen:
+        return tmp_path_factory.mktemp("screenshots")
+    folder = Path(chosen).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture

@@ -191,6 +191,39 @@ async def test_kernel_status_lists_plugins_and_tools(daemon: WebDaemon):
     assert "config_get" in status["tools"] and status["kernel"]["running"] is True
 
 
+async def test_a_status_poll_waiting_on_memory_does_not_stall_the_event_loop(daemon: WebDaemon):
+    import time
+
+    services = daemon.app.services
+    original = services.status_extra
+
+    def slow_memory_status() -> dict[str, object]:
+        time.sleep(0.6)  # memory's status waiting for a store lock a writer holds
+        return original()
+
+    services.status_extra = slow_memory_status
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        async with daemon.client() as client:
+            status = (await client.get("/api/v1/kernel")).json()
+    finally:
+        ticking.cancel()
+        services.status_extra = original
+    assert "memory" in status and status["kernel"]["running"] is True
+    assert max(gaps) < 0.4, f"the event loop stalled {max(gaps):.2f} s behind a status poll"
+
+
 async def test_plugins_can_be_disabled_and_enabled_and_names_are_checked(daemon: WebDaemon):
     async with daemon.client() as client:
         assert (await client.post("/api/v1/plugins/cfgmgr/disable")).json()["status"] == "disabled"
@@ -236,7 +269,7 @@ async def test_memory_routes_say_when_memory_is_not_running(daemon: WebDaemon):
     assert response.status_code == 503 and "not running" in response.json()["error"]
 
 
-async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path):
+async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
@@ -251,6 +284,9 @@ async def test_a_port_in_use_is_a_clear_startup_error(tmp_path: Path):
         info = app.host.info("webui")
         assert info.status == "failed"
         assert f"cannot listen on 127.0.0.1:{port}" in info.error and "--port" in info.error
+        # No web UI, so no password to show: none is made (the next start that listens makes it).
+        assert not (tmp_path / "d" / "plugin_data" / "webui" / "credentials.json").exists()
+        assert "password" not in capsys.readouterr().err
         await app.stop()
     finally:
         busy.close()

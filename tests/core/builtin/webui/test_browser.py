@@ -2,7 +2,8 @@
 ``.hmap``, change a setting; and a page on another port trying to use the owner's login.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it); skipped with the reason when absent.
-Screenshots of the main pages are written to ``docs/screenshots/``.
+Screenshots of the main pages go to the ``shots`` folder (temporary; ``make screenshots``
+renders them into ``docs/screenshots/``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import http.server
 import shutil
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from homeagent_sdk.testing import FakeReply, ToolCallReply
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
@@ -36,8 +35,9 @@ async def login(page, daemon) -> None:
     await page.wait_for_selector("#chat-form")
 
 
-async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, tmp_path, build_hmap, hostile_hmap):
-    SHOTS.mkdir(parents=True, exist_ok=True)
+async def test_chat_memory_plugins_and_settings_in_a_real_browser(
+    daemon, page, tmp_path, build_hmap, hostile_hmap, shots
+):
     daemon.model.add(
         ToolCallReply("memory_commit", {"triples": [{"subject": "小王", "relation": "住在", "object": "杭州"}]},
                       reasoning="用户告诉了我住址，记下来。"),
@@ -54,7 +54,7 @@ async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, 
     assert "你住在杭州" in await reply.inner_text()
     assert "memory_commit" in await reply.locator(".tool").inner_text()
     assert "记下来" in await reply.locator(".reasoning").inner_text()
-    await page.screenshot(path=str(SHOTS / "chat.png"), full_page=True)
+    await page.screenshot(path=str(shots / "chat.png"), full_page=True)
 
     await page.click("nav a[data-page='memory']")
     await page.wait_for_selector("#entities li.entity:has-text('小王')")
@@ -62,7 +62,7 @@ async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, 
     await page.fill("#memory-query", "小王")
     await page.click("#memory-form button")
     await page.wait_for_selector("#entities li:has-text('住在')")
-    await page.screenshot(path=str(SHOTS / "memory.png"), full_page=True)
+    await page.screenshot(path=str(shots / "memory.png"), full_page=True)
 
     await page.click("nav a[data-page='plugins']")
     await page.wait_for_selector("#plugins tr[data-plugin='webui']")
@@ -73,7 +73,7 @@ async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, 
     await row.wait_for()
     await row.locator(".status-started").wait_for()  # started at once, no restart
     assert (daemon.app.data_dir / "plugins" / "greeter" / "plugin.pyz").is_file()
-    await page.screenshot(path=str(SHOTS / "plugins.png"), full_page=True)
+    await page.screenshot(path=str(shots / "plugins.png"), full_page=True)
     evil = tmp_path / "evil.hmap"
     evil.write_bytes(hostile_hmap("slip"))
     await page.set_input_files("#hmap", str(evil))
@@ -96,7 +96,7 @@ async def test_chat_memory_plugins_and_settings_in_a_real_browser(daemon, page, 
     await page.wait_for_selector("#settings-result.error:has-text('below the minimum')")
 
 
-async def test_the_ui_fits_a_phone_screen(daemon, page):
+async def test_the_ui_fits_a_phone_screen(daemon, page, shots):
     await page.set_viewport_size({"width": 360, "height": 740})
     await login(page, daemon)
     width = await page.evaluate("document.documentElement.scrollWidth")
@@ -105,7 +105,7 @@ async def test_the_ui_fits_a_phone_screen(daemon, page):
     await page.fill("#input", "你好")
     await page.click("#send")
     await page.locator(".msg.assistant[data-done='1']").last.wait_for(timeout=10_000)
-    await page.screenshot(path=str(SHOTS / "chat-phone.png"), full_page=True)
+    await page.screenshot(path=str(shots / "chat-phone.png"), full_page=True)
 
 
 EVIL_PAGE = """<!doctype html><html><body>

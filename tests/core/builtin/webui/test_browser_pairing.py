@@ -1,7 +1,8 @@
 """The pairing page in headless Chromium with a real chat bridge: the OneBot (QQ) plugin, loaded
 from its entry point into a running daemon, connected to the loopback OneBot v11 server of its
 own tests. An unknown sender gets a code, the owner approves it on the page, the sender's next
-message is answered; deny and revoke work the same way. Screenshot: ``docs/screenshots/pairing.png``.
+message is answered; deny and revoke work the same way. Screenshot: ``pairing.png`` in the
+``shots`` folder (see conftest).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from homeagent_sdk import ConfigDef
 from homeagent_sdk.testing import FakeModel
 
 ROOT = Path(__file__).resolve().parents[4]
-SHOTS = ROOT / "docs" / "screenshots"
 ONEBOT = ROOT / "plugins" / "homeagent-plugin-onebot"
 for _path in (ONEBOT / "tests", ONEBOT):
     if str(_path) not in sys.path:
@@ -94,7 +94,9 @@ async def _code_for(fake: FakeOneBot, user_id: int, name: str, text: str, transc
     return text_of(sent).split("Pairing code: ")[1].split()[0]
 
 
-async def test_owner_approves_denies_and_revokes_qq_senders_on_the_pairing_page(tmp_path, monkeypatch, page, login):
+async def test_owner_approves_denies_and_revokes_qq_senders_on_the_pairing_page(
+    tmp_path, monkeypatch, page, login, shots
+):
     transcript: list[str] = []
     async with bridge_daemon(tmp_path, monkeypatch) as daemon:
         fake = daemon.fake
@@ -116,7 +118,7 @@ async def test_owner_approves_denies_and_revokes_qq_senders_on_the_pairing_page(
         assert "王小明" in await done.inner_text()
         assert "approved" in await page.inner_text("#pairing-result")
         await page.locator(f"#pairing-pending tr[data-code='{li}']").wait_for()
-        await page.screenshot(path=str(SHOTS / "pairing.png"), full_page=True)
+        await page.screenshot(path=str(shots / "pairing.png"), full_page=True)
 
         daemon.model.add("今天吃饺子吧")
         await fake.private(12345, "小王", "今天吃什么")

@@ -1,15 +1,12 @@
 """In headless Chromium: settings grouped by plugin with one search over all groups, a plugin's row
 opening its settings group, and a ``.hmap`` installed from the Plugins page answering in the chat
-without a restart. Screenshots go to ``docs/screenshots/``."""
+without a restart. Screenshots go to the ``shots`` folder (see conftest)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from homeagent_sdk.testing import ToolCallReply
-
-SHOTS = Path(__file__).resolve().parents[4] / "docs" / "screenshots"
 
 
 def matching(config: Any, term: str) -> set[str]:
@@ -29,8 +26,7 @@ async def shown_keys(page: Any) -> set[str]:
     return set(keys)
 
 
-async def test_settings_are_grouped_by_plugin_and_one_search_filters_every_group(daemon, page, login):
-    SHOTS.mkdir(parents=True, exist_ok=True)
+async def test_settings_are_grouped_by_plugin_and_one_search_filters_every_group(daemon, page, login, shots):
     config = daemon.app.config
     await login(page, daemon)
     await page.click("nav a[data-page='settings']")
@@ -51,7 +47,7 @@ async def test_settings_are_grouped_by_plugin_and_one_search_filters_every_group
     assert config.get("core.agent.max_tool_turns") == 7
     await core.locator("summary").click()  # fold the long core group: one heading per plugin remains
     await page.wait_for_function("() => !document.querySelector(\"details[data-scope='core']\").open")
-    await page.screenshot(path=str(SHOTS / "settings.png"), full_page=True)
+    await page.screenshot(path=str(shots / "settings.png"), full_page=True)
 
     # One search over every group: by key (hits core and a plugin), then by a word of a description.
     await page.fill("#settings-filter", "api_key")
@@ -67,7 +63,7 @@ async def test_settings_are_grouped_by_plugin_and_one_search_filters_every_group
     await page.wait_for_selector("#settings-form [data-key='plugin.webui.session_ttl_hours']")
     assert await shown_keys(page) == matching(config, "lifetime")
     assert await page.locator("#settings-count").inner_text() == f"{len(matching(config, 'lifetime'))} match"
-    await page.screenshot(path=str(SHOTS / "settings-search.png"), full_page=True)
+    await page.screenshot(path=str(shots / "settings-search.png"), full_page=True)
     await page.fill("#settings-filter", "no-such-setting-anywhere")
     await page.wait_for_selector("#settings-form .empty:has-text('No settings match')")
 
@@ -80,9 +76,8 @@ async def test_settings_are_grouped_by_plugin_and_one_search_filters_every_group
 
 
 async def test_an_hmap_installed_from_the_plugins_page_runs_and_its_tool_answers_in_the_chat(
-    daemon, page, login, tmp_path, build_hmap
+    daemon, page, login, tmp_path, build_hmap, shots
 ):
-    SHOTS.mkdir(parents=True, exist_ok=True)
     await login(page, daemon)
     await page.click("nav a[data-page='plugins']")
     await page.wait_for_selector("#plugins tr[data-plugin='webui']")
@@ -92,7 +87,7 @@ async def test_an_hmap_installed_from_the_plugins_page_runs_and_its_tool_answers
     row = page.locator("#plugins tr[data-plugin='greeter']")
     await row.locator(".status-started").wait_for()
     assert "restart" not in (await row.inner_text()).lower()
-    await page.screenshot(path=str(SHOTS / "plugins-installed-live.png"), full_page=True)
+    await page.screenshot(path=str(shots / "plugins-installed-live.png"), full_page=True)
 
     daemon.model.add(ToolCallReply("greeter_greet", {"who": "小王"}), "已经跟小王打过招呼了。")
     await page.click("nav a[data-page='chat']")
@@ -118,3 +113,17 @@ async def test_a_package_put_on_disk_behind_the_daemon_is_started_with_one_click
     await row.locator(".status-started").wait_for()
     assert await row.locator("button.start").count() == 0
     assert "luahello_greet" in daemon.app.kernel.tools
+
+
+async def test_the_source_name_pattern_compiles_and_the_browser_enforces_it(daemon, page, login):
+    console_errors: list[str] = []
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
+    await login(page, daemon)
+    await page.click("nav a[data-page='settings']")
+    await page.wait_for_selector("#source-name")
+    # The same rule as the server's (api_llm._NAME): letters, digits, "_" and "-", 1 to 64 of them.
+    for name, valid in (("local", True), ("my-source_2", True), ("bad name!", False), ("a" * 65, False)):
+        await page.fill("#source-name", name)
+        state = await page.eval_on_selector("#source-name", "e => [e.validity.valid, e.validity.patternMismatch]")
+        assert state == [valid, not valid], (name, state)
+    assert not [text for text in console_errors if "pattern" in text], console_errors

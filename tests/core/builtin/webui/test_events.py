@@ -236,3 +236,34 @@ async def test_a_stream_is_subscribed_when_it_is_created_not_when_it_is_first_re
     assert retry.startswith(b"retry:") and "第一个字".encode() in first and first.startswith(b"event: content_delta")
     await stream.aclose()
     assert hub.client_count == 0
+
+
+def _published_names() -> set[str]:
+    """Event names the package publishes: the literal first argument of every ``publish`` / ``_emit`` call."""
+    import ast
+    from pathlib import Path
+
+    import homeagent_core
+
+    names: set[str] = set()
+    for path in Path(homeagent_core.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("publish", "_emit")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_the_hub_forwards_only_events_something_publishes():
+    from homeagent_core.builtin.webui.events import AGGREGATE, DELTAS
+
+    published = _published_names()
+    assert {"agent_output", "content_delta", "raw_input"} <= published  # the scan finds the kernel's events
+    never = sorted((AGGREGATE | DELTAS) - published)
+    assert not never, f"the web UI's event hub subscribes to {never}, which nothing publishes"

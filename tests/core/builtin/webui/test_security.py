@@ -9,7 +9,10 @@ name) to the web UI on loopback and checks it is refused, and that the owner's o
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import httpx
 import pytest
 
 from homeagent_core.app import App
-from homeagent_core.builtin.webui.auth import LoginLimiter
+from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions
 from homeagent_sdk.testing import FakeModel
 
 WebDaemon = Any  # the `daemon` fixture (tests/core/builtin/webui/conftest.py)
@@ -211,6 +214,63 @@ def test_the_login_backoff_doubles_up_to_a_cap_and_never_locks_the_owner_out_for
     assert limiter.retry_after("192.0.2.9") == 0  # the wait ends; the owner gets back in
     limiter.succeeded("192.0.2.9")
     assert limiter.failed("192.0.2.9") == 0
+
+
+def test_the_login_backoff_keeps_its_cap_after_thousands_of_failures_from_one_address() -> None:
+    """The doubling stops at the cap: a guesser who keeps going past 1,028 failures still waits."""
+    now = [1000.0]
+    limiter = LoginLimiter(clock=lambda: now[0])  # the defaults: 5 free, 30 s doubling up to 900 s
+    for count in range(1, 3001):
+        now[0] += limiter.retry_after("192.0.2.9")
+        wait = limiter.failed("192.0.2.9")
+        assert wait == (0 if count < 5 else min(900, 30 * 2 ** (count - 5))), count
+    assert limiter.retry_after("192.0.2.9") == 900
+    now[0] += 899.5
+    assert limiter.retry_after("192.0.2.9") == 1
+
+
+def test_expired_sessions_leave_memory_and_the_file_when_new_ones_are_made(tmp_path: Path) -> None:
+    now = [1000.0]
+    sessions = Sessions(ttl_s=60, path=tmp_path / "sessions.json", clock=lambda: now[0])
+    old = [sessions.create() for _ in range(50)]
+    now[0] += 30
+    recent = sessions.create()
+    now[0] += 31  # the first fifty have expired, never to be used again
+    assert sessions.valid(recent)
+    fresh = sessions.create()
+    assert len(sessions) == 2 and len(json.loads((tmp_path / "sessions.json").read_text())) == 2
+    assert not any(sessions.valid(token) for token in old)
+    assert sessions.valid(fresh)
+    again = Sessions(ttl_s=60, path=tmp_path / "sessions.json", clock=lambda: now[0])
+    assert again.valid(recent) and again.valid(fresh) and len(again) == 2
+
+
+def test_sessions_and_credentials_reach_the_disk_before_a_login_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each write of sessions.json and credentials.json is synced (the file, then its folder)
+    before the call returns, and leaves a private file and no temporary one behind."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    sessions = Sessions(path=tmp_path / "sessions.json")
+    token = sessions.create()
+    assert [Path(p).name.startswith(".sessions.json.") for p in synced] == [True, False]
+    assert synced[1] == str(tmp_path)
+    synced.clear()
+    sessions.drop(token)
+    assert len(synced) == 2 and synced[1] == str(tmp_path)
+    synced.clear()
+    Credentials.load_or_create(tmp_path / "credentials.json")
+    assert len(synced) == 2 and synced[1] == str(tmp_path)
+    for name in ("sessions.json", "credentials.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["credentials.json", "sessions.json"]
 
 
 def test_the_login_limiter_keeps_a_bounded_number_of_sources():

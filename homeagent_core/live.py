@@ -19,17 +19,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.plugins.packages import NAME_RE, PackageError, load_manifest
 from homeagent_sdk.errors import PluginError, PluginLoadError
 
 if TYPE_CHECKING:
-    from homeagent_core.app import App
-    from homeagent_core.plugins.manager import HookHandler
+    from homeagent_core.agent.kernel import Kernel
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.events import EventBus
+    from homeagent_core.plugins.manager import HookHandler, PluginHost
+    from homeagent_core.plugins.registries import PluginSettings
+    from homeagent_core.plugins.sdk import ScopedSDK
+    from homeagent_core.plugins.supervisor import Supervisor
     from homeagent_sdk.types import Event
 
-__all__ = ["STARTUP_TIMEOUT", "LivePlugins", "package_kind", "start_after_install"]
+__all__ = ["STARTUP_TIMEOUT", "LiveHost", "LivePlugins", "package_kind", "start_after_install"]
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +55,26 @@ def package_kind(directory: Path) -> str:
     return ""
 
 
+class LiveHost(Protocol):
+    """What starting and stopping packages uses of the running app (:class:`~homeagent_core.app.App`)."""
+
+    data_dir: Path
+    config: ConfigStore
+    bus: EventBus
+    host: PluginHost
+    supervisor: Supervisor | None
+    kernel: Kernel | None
+    settings: dict[str, PluginSettings]
+
+    def sdk_for(self, name: str) -> ScopedSDK:
+        """The scoped SDK a plugin's ``startup`` gets."""
+        ...
+
+
 class LivePlugins:
     """The running app's door for starting and stopping installed packages."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: LiveHost) -> None:
         self.app = app
         self._events: dict[str, list[Callable[[], None]]] = {}
         # One start or stop at a time: two doors (the web UI and the terminal, say) starting the
@@ -129,7 +150,9 @@ class LivePlugins:
             manifest = load_manifest(directory)
         except PackageError as exc:
             raise PluginLoadError(f"plugin {directory.name}: {exc}", plugin_name=directory.name) from None
-        return ProcPlugin(directory, supervisor=self.app.supervisor, manifest=manifest)
+        supervisor = self.app.supervisor
+        assert supervisor is not None  # _start refuses out-of-process packages in an agent without one
+        return ProcPlugin(directory, supervisor=supervisor, manifest=manifest)
 
     async def attach(self, plugin: object, name: str, kind: str) -> dict[str, Any]:
         """Register ``plugin`` and run what start-up runs for it: settings, tools, ``startup``, events.
