@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from homeagent_core.agent.people import PeopleRegistry
 from homeagent_core.library import Agent
 from homeagent_sdk.pairing import PairingStore, pairing_files
 from homeagent_sdk.testing import FakeModel
@@ -37,6 +38,12 @@ async def fill(agent: Agent) -> None:
         pairing.check("telegram", "78", "Stranger")
     finally:
         pairing.close()
+    registry = PeopleRegistry.open(agent.data_dir)
+    try:
+        registry.add("奶奶", "guest")
+        registry.link("奶奶", "telegram", "77")
+    finally:
+        registry.close()
     plugin = Path(agent.data_dir) / "plugins" / "weather"
     plugin.mkdir(parents=True)
     (plugin / "plugin.json").write_text('{"name": "weather", "version": "1.0.0", "entry": "main.lua"}')
@@ -58,6 +65,7 @@ async def answers(agent: Agent) -> dict[str, Any]:
             k: agent.config.get(k) for k in ("core.llm.sources.home.adapter", "core.llm.sources.home.api_key")
         },
         "pairing": _pairings(Path(agent.data_dir)),
+        "registry": _registry(Path(agent.data_dir)),
         "plugins": sorted(
             p.relative_to(Path(agent.data_dir)).as_posix()
             for p in (Path(agent.data_dir) / "plugins").rglob("*")
@@ -75,3 +83,11 @@ def _pairings(data: Path) -> list[tuple[str, str, str, str, str]]:
         finally:
             store.close()
     return sorted(rows)
+
+
+def _registry(data: Path) -> list[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    registry = PeopleRegistry.open(data)
+    try:
+        return sorted((p.name, p.role, p.identities) for p in registry.list())
+    finally:
+        registry.close()

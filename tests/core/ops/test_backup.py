@@ -85,6 +85,7 @@ async def test_a_backup_taken_while_the_agent_writes_restores_to_the_same_answer
     assert before["settings"]["core.llm.sources.home.api_key"] == "sk-family-0123"
     assert [(p[1], p[3], p[4]) for p in before["pairing"]] == [("77", "approved", "奶奶"), ("78", "pending", "")]
     assert before["plugins"] == ["plugins/weather/main.lua", "plugins/weather/plugin.json"]
+    assert ("奶奶", "guest", (("telegram", "77"),)) in before["registry"]
 
     # The archive taken under traffic holds each store at one moment: the notes and counters
     # it has are gap-free prefixes of what was written, at most a step or two apart (the stores are
