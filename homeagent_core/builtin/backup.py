@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +45,7 @@ from homeagent_sdk import (
     ToolRegistryProtocol,
     hookimpl,
 )
+from homeagent_sdk._atomic import atomic_write
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -244,17 +244,7 @@ class BackupPlugin:
         return status
 
     def _save(self, status: dict[str, Any]) -> None:
-        path = self.sdk.data_dir / STATUS_FILE
-        fd, tmp = tempfile.mkstemp(prefix=".status.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(json.dumps(status, ensure_ascii=False))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.sdk.data_dir / STATUS_FILE, json.dumps(status, ensure_ascii=False))
 
     # ------------------------------------------------------------------ tools
 

@@ -52,6 +52,7 @@ from typing import IO, Any
 
 from homeagent_core.ops.errors import BackupError, WrongPassphrase
 from homeagent_core.ops.sealed import MAGIC, SealedWriter, read_public_header
+from homeagent_sdk._atomic import fsync_dir
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
 
@@ -68,7 +69,6 @@ __all__ = [
     "WrongPassphrase",
     "backup_folder",
     "create_backup",
-    "fsync_dir",
     "list_backups",
     "lower_priority",
     "owner_alive",
@@ -275,14 +275,6 @@ def _final_name(folder: Path, encrypted: bool, now: datetime) -> Path:
     while path.exists():
         path, n = folder / f"homeagent-{stamp}-{n}{suffix}", n + 1
     return path
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def owner_alive(path: Path) -> bool:

@@ -30,12 +30,12 @@ from homeagent_core.ops.backup import (
     HEADER,
     MANIFEST,
     SQLITE_MAGIC,
-    fsync_dir,
     owner_alive,
     table_counts,
 )
 from homeagent_core.ops.errors import BackupError
 from homeagent_core.ops.sealed import MAGIC, SealedReader
+from homeagent_sdk._atomic import fsync_dir
 from homeagent_sdk._version import __version__
 
 __all__ = ["RestoreResult", "restore_backup", "verify_backup"]
