@@ -9,6 +9,7 @@ import typer
 from homeagent_core.cli import (
     adapters_cmd,
     agents_cmd,
+    backup_cmd,
     chat,
     config_cmd,
     doctor,
@@ -70,6 +71,7 @@ app.add_typer(people_cmd.app, name="people")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(reminders_cmd.app, name="reminders")
+app.add_typer(backup_cmd.app, name="backup")
 
 
 def _add_plugin_commands() -> None:

@@ -62,6 +62,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.files",
     "homeagent_core.builtin.agentcli",
     "homeagent_core.builtin.healthcheck",
+    "homeagent_core.builtin.backup",
     "homeagent_core.builtin.mcp",
     "homeagent_core.builtin.web",
     "homeagent_core.builtin.senses",
