@@ -15,8 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.memory import lexical, lexical_scoring, native
-from homeagent_core.memory.lexical import LexicalIndex, term_counts
+from homeagent_core.memory.documents import native
+from homeagent_core.memory.documents.lexical import index as lexical
+from homeagent_core.memory.documents.lexical import scoring as lexical_scoring
+from homeagent_core.memory.documents.lexical.index import LexicalIndex, term_counts
 
 _WORD_TEXT = (
     "i painted a sunrise at the lake last weekend melanie caroline went to the support group "
@@ -478,7 +480,7 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
         expected = index.scores(QUERIES[0])
     finally:
         native.set_enabled(True)
-    caplog.set_level(logging.INFO, logger="homeagent_core.memory.native")
+    caplog.set_level(logging.INFO, logger="homeagent_core.memory.documents.native")
     assert _reload(monkeypatch, tmp_path / "absent.so") is None
     assert "no compiled BM25 loops at" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
