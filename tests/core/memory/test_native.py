@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import random
@@ -9,6 +10,7 @@ import shutil
 import string
 import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -501,3 +503,30 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
     assert _reload(monkeypatch, old) is None
     assert f"are version 0, this code needs {native.ABI}" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
+
+
+def test_the_wheel_hook_builds_the_library_where_native_loads_it_from():
+    """hatch_build.py compiles the source beside native.py into the file native.py loads; make and git agree."""
+    root = Path(__file__).resolve().parents[3]
+    tree = ast.parse((root / "hatch_build.py").read_text(encoding="utf-8"))
+    values = {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    source = ast.literal_eval(values["SOURCE"])
+    library = values["LIBRARY"]
+    assert isinstance(library, ast.BinOp), "hatch_build.LIBRARY is no longer '<folder>/' + <file name>"
+    folder = ast.literal_eval(library.left)
+    assert (root / source).resolve() == native.LIBRARY.with_name("_native.c").resolve(), (
+        f"hatch_build.SOURCE is {source}, but native.py sits beside {native.LIBRARY.with_name('_native.c')}"
+    )
+    assert (root / folder).resolve() == native.LIBRARY.parent.resolve(), (
+        f"hatch_build.LIBRARY builds into {folder}, but native.py loads {native.LIBRARY}"
+    )
+    relative = native.LIBRARY.resolve().relative_to(root.resolve()).as_posix()
+    ignored = (root / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert relative.endswith(".dll") or relative in ignored, f".gitignore does not list the built {relative}"
+    assert source in (root / "Makefile").read_text(encoding="utf-8"), "the Makefile's installs do not depend on SOURCE"
