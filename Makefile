@@ -18,14 +18,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(VENV)/.installed-run: pyproject.toml hatch_build.py homeagent_core/memory/_native.c | $(PY)
+$(VENV)/.installed-run: pyproject.toml hatch_build.py homeagent_core/memory/documents/_native.c | $(PY)
 	$(PIP) install --quiet $(CONSTRAINTS) -e .
 	touch $@
 
 # First-party plugin distributions (plugins/*): installed with the dev tools, tested by `make test`.
 PLUGINS := plugins/homeagent-plugin-onebot plugins/homeagent-plugin-telegram
 
-$(VENV)/.installed-dev: pyproject.toml hatch_build.py homeagent_core/memory/_native.c constraints-cpu.txt $(addsuffix /pyproject.toml,$(PLUGINS)) | $(PY)
+$(VENV)/.installed-dev: pyproject.toml hatch_build.py homeagent_core/memory/documents/_native.c constraints-cpu.txt $(addsuffix /pyproject.toml,$(PLUGINS)) | $(PY)
 	$(PIP) install --quiet $(CONSTRAINTS) -e ".[dev,multimodal]" $(addprefix -e ,$(PLUGINS))
 	touch $@ $(VENV)/.installed-run
 

@@ -1,10 +1,10 @@
-"""Wheel build hook: compile the document queries' loops (``homeagent_core/memory/_native.c``).
+"""Wheel build hook: compile the document queries' loops (``homeagent_core/memory/documents/_native.c``).
 
 The lexical index's BM25 loops and the dense leg's int8 scans are a plain C shared library
 loaded with ctypes (no Python headers needed), built with the C compiler Python itself was
 built with (``CC``, else ``cc``). Where no compiler works, the wheel is built without it and
 queries score in numpy and simsimd — the same scores, slower
-(``homeagent_core/memory/native.py``); the build says so. ``HOMEAGENT_BUILD_NATIVE=0``
+(``homeagent_core/memory/documents/native.py``); the build says so. ``HOMEAGENT_BUILD_NATIVE=0``
 skips it on purpose.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "homeagent_core/memory/_native.c"
-LIBRARY = "homeagent_core/memory/" + ("_native.dll" if sys.platform == "win32" else "_native.so")
+SOURCE = "homeagent_core/memory/documents/_native.c"
+LIBRARY = "homeagent_core/memory/documents/" + ("_native.dll" if sys.platform == "win32" else "_native.so")
 # -ffp-contract=off: no fused multiply-add, so every step rounds as numpy's does
 FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-std=c99"]
 

@@ -75,10 +75,10 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_locomo import DEFAULT_DATA, load_conversation  # noqa: E402
 
-from homeagent_core.memory.doc_ranking import DENSE_PREFILTER  # noqa: E402
-from homeagent_core.memory.doc_vectors import DenseRows  # noqa: E402
-from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
-from homeagent_core.memory.lexical import char_ngrams  # noqa: E402
+from homeagent_core.memory.documents.lexical.index import char_ngrams  # noqa: E402
+from homeagent_core.memory.documents.ranking import DENSE_PREFILTER  # noqa: E402
+from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
+from homeagent_core.memory.documents.vectors import DenseRows  # noqa: E402
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput  # noqa: E402
 
 _WORD_TEXT = (
@@ -102,7 +102,7 @@ _WRITER = """
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/bench")
 from bench_documents import RandomSpace
-from homeagent_core.memory.documents import Document, DocumentStore
+from homeagent_core.memory.documents.store import Document, DocumentStore
 
 async def main(path, docs_file, dim):
     store = DocumentStore(path, RandomSpace(dim) if dim else None)

@@ -20,7 +20,7 @@ entity per three relations, random CJK names and uniformly random edges, it meas
   - mirror from seeds: the same from the seed ids (``GraphCache.recall``), i.e. exactly the
     work the SQLite side does; ``recall_first_p50_ms`` is each probe's first such recall, before
     the rows it returns were built by an earlier recall (the mirror keeps built rows; see
-    ``memory/graph_recall.py``);
+    ``memory/graph/recall.py``);
   - mirror from seeds with a write delta: the same after 2,000 more triples were committed
     (new edges in the delta, refreshed ones marked in the CSR; below the merge threshold);
   - SQLite: the same recall as SQL over the same file, *given the seed ids for free* (the
@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from homeagent_core.embeddings.tfidf import _segment
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.memory.graph_types import RecallResult
+from homeagent_core.memory.graph.model import RecallResult
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.keywords import name_terms, warm_up
 from homeagent_sdk.types import Triple
 

@@ -43,7 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
+from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -102,7 +102,7 @@ async def run_conversation(
 ) -> tuple[list[dict[str, Any]], list[float], float]:
     turns, questions = load_conversation(path)
     if pg_url:
-        from homeagent_core.stores.pg_documents import PgDocumentStore
+        from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 
         store: Any = PgDocumentStore(pg_url, embedder, tenant=f"locomo-{path.stem}-{os.getpid()}-{time.time_ns()}")
     else:
@@ -171,7 +171,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         server = None
         pg_url = args.pg_url
         if args.store == "postgresql" and not pg_url:
-            from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+            from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
 
             bindir = find_bindir()
             if bindir is None:

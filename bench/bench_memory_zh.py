@@ -50,7 +50,7 @@ from bench_locomo import make_embedder, parse_date, score  # noqa: E402
 from zh_devset import CATEGORIES, generate  # noqa: E402
 
 from homeagent_core.embeddings.tfidf import TfidfIndex  # noqa: E402
-from homeagent_core.memory.documents import DocHit, Document, DocumentStore  # noqa: E402
+from homeagent_core.memory.documents.store import DocHit, Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.keywords import extract_keywords  # noqa: E402
 
 

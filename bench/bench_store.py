@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._harness import Row, arg_parser, emit  # noqa: E402
-from homeagent_core.memory.documents import Document, DocumentStore  # noqa: E402
+from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
 from homeagent_sdk.testing import FakeEmbedder  # noqa: E402
 
 _WORD_TEXT = (
@@ -111,8 +111,8 @@ async def visibility(url: str, rounds: int = 50) -> list[float]:
     An upper bound of commit-to-visible: it includes A's embedding and insert (B usually has
     the document before A's ``add`` returns, as A also replays its own commit first).
     """
-    from homeagent_core.stores.pg_database import PgDatabase
-    from homeagent_core.stores.pg_documents import PgDocumentStore
+    from homeagent_core.memory.stores.postgresql.database import PgDatabase
+    from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 
     tenant = f"bench-vis-{uuid.uuid4().hex[:8]}"
     a = PgDocumentStore(PgDatabase(url), tenant=tenant)
@@ -138,8 +138,8 @@ def log_appends(url: str, folder: Path, n: int) -> tuple[list[float], list[float
     to B's listener holding the record."""
     import threading
 
+    from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
     from homeagent_core.memory.textlog import TextLog
-    from homeagent_core.stores.pg_textlog import PgTextLog
 
     def timed(log: Any) -> list[float]:
         samples = []
@@ -191,8 +191,8 @@ def commit_triples_s(store: Any, items: list[Any], per_commit: int = 10) -> floa
 
 def graph_commits(url: str, data: Path, n: int) -> tuple[float, float]:
     """Seconds to commit ``n`` triples into a SQLite ``graph.db`` and into a tenant's graph on ``url``."""
-    from homeagent_core.memory.graph import GraphStore
-    from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_core.memory.graph.store import GraphStore
+    from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 
     graph_items = triples(n)
     lite_graph = GraphStore(data / "memory" / "graph.db")
@@ -219,9 +219,9 @@ def graph_only(url: str, n: int) -> tuple[list[Row], dict[str, Any]]:
 
 
 async def main_async(args: Any) -> tuple[list[Row], dict[str, Any]]:
-    from homeagent_core.stores.migrate import migrate_documents
-    from homeagent_core.stores.pg_documents import PgDocumentStore
-    from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+    from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+    from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
+    from homeagent_core.memory.stores.postgresql.migrate import migrate_documents
 
     server = None
     url = args.pg_url

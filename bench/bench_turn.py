@@ -185,7 +185,7 @@ class Daemon:
 
     def add_documents(self, n: int) -> None:
         """Age the store: ``n`` documents of conversation-like text, added in batches."""
-        from homeagent_core.memory.documents import Document
+        from homeagent_core.memory.documents.store import Document
 
         async def add() -> None:
             store = self.app.memory.documents

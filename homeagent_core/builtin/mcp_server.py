@@ -26,7 +26,7 @@ from homeagent_sdk import HomeAgentError
 from homeagent_sdk._version import __version__
 
 if TYPE_CHECKING:
-    from homeagent_core.knowledge import KnowledgeBase
+    from homeagent_core.memory.knowledge.base import KnowledgeBase
     from homeagent_sdk.types import ToolDef
 
 __all__ = ["KNOWLEDGE_SCHEME", "PERSONA_URI", "build_server", "knowledge_uri", "serve_stdio"]

@@ -213,7 +213,7 @@ def _check_runtime(app: Any) -> list[Finding]:
     for module, why in (("uvloop", "faster event loop"), ("orjson", "faster JSON on hot paths")):
         if importlib.util.find_spec(module) is None:
             found.append(Finding("runtime", "warn", f"{module} is not installed ({why})", f"pip install {module}"))
-    from homeagent_core.memory import native
+    from homeagent_core.memory.documents import native
 
     if native.library() is None:
         found.append(Finding(

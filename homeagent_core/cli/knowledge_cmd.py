@@ -18,8 +18,8 @@ def _kb(data: Path | None):  # type: ignore[no-untyped-def]
     """The knowledge base: ``<data>/knowledge``, or the tenant's on a shared PostgreSQL store."""
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.knowledge import KnowledgeBase
-    from homeagent_core.stores.factory import open_knowledge_storage
+    from homeagent_core.memory.knowledge.base import KnowledgeBase
+    from homeagent_core.memory.stores.factory import open_knowledge_storage
 
     root = prepare_data_dir(data)
     config = ConfigStore(root / "config.db")

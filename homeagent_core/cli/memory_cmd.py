@@ -122,7 +122,7 @@ def export(
     """Print the conversation log as JSON lines (the durable record of every message)."""
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.stores.factory import open_conversation_log
+    from homeagent_core.memory.stores.factory import open_conversation_log
 
     root = prepare_data_dir(data)
     config = ConfigStore(root / "config.db")

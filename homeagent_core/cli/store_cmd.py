@@ -38,13 +38,13 @@ def migrate(
     """
     from homeagent_core.config import ConfigStore
     from homeagent_core.datadir import prepare_data_dir
-    from homeagent_core.stores.migrate import migrate_documents
-    from homeagent_core.stores.migrate_graph import migrate_graph
-    from homeagent_core.stores.migrate_knowledge import migrate_knowledge
-    from homeagent_core.stores.migrate_media import migrate_media
-    from homeagent_core.stores.migrate_settings import migrate_settings
-    from homeagent_core.stores.migrate_textlog import migrate_textlog
-    from homeagent_core.stores.pg_database import redact_url
+    from homeagent_core.memory.stores.postgresql.database import redact_url
+    from homeagent_core.memory.stores.postgresql.migrate import migrate_documents
+    from homeagent_core.memory.stores.postgresql.migrate_graph import migrate_graph
+    from homeagent_core.memory.stores.postgresql.migrate_knowledge import migrate_knowledge
+    from homeagent_core.memory.stores.postgresql.migrate_media import migrate_media
+    from homeagent_core.memory.stores.postgresql.migrate_settings import migrate_settings
+    from homeagent_core.memory.stores.postgresql.migrate_textlog import migrate_textlog
 
     root = prepare_data_dir(data)
     if tenant is None:

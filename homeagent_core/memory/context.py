@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.documents import Document
-from homeagent_core.memory.lexical import score_terms, term_counts
+from homeagent_core.memory.documents.lexical.index import score_terms, term_counts
+from homeagent_core.memory.documents.store import Document
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
 
     TermCounts = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]
-    """What :func:`~homeagent_core.memory.lexical.term_counts` returns for one text."""
+    """What :func:`~homeagent_core.memory.documents.lexical.index.term_counts` returns for one text."""
 
 __all__ = [
     "ARCHIVE_EXCLUDED_SOURCES",
@@ -238,8 +238,9 @@ async def atext_for_vector(
 def _lexical_similarities(query: str, texts: Sequence[str], counted: dict[str, TermCounts] | None = None) -> np.ndarray:
     """BM25 of each text for ``query`` by the document store's character n-gram index; -1 when empty.
 
-    The same scores as the document store's lexical path (:class:`~homeagent_core.memory.lexical.LexicalIndex`)
-    over the window's few events, scored exactly by :func:`~homeagent_core.memory.lexical.score_terms`
+    The same scores as the document store's lexical path
+    (:class:`~homeagent_core.memory.documents.lexical.index.LexicalIndex`) over the window's
+    few events, scored exactly by :func:`~homeagent_core.memory.documents.lexical.index.score_terms`
     at a cost that follows the events' lengths (no index is built per prune). ``counted`` keeps
     the texts' term counts between calls (a window is scored again on every turn with one new
     event); it is left holding exactly these texts.

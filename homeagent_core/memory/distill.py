@@ -34,7 +34,7 @@ from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
 
 __all__ = ["DistillReport", "RawRecord", "RuleDistiller", "extract_triples"]
 

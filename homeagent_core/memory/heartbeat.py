@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from homeagent_core.aio import call_maybe_async
-from homeagent_core.memory.graph import Changes
+from homeagent_core.memory.graph.store import Changes
 from homeagent_core.memory.keywords import bigram_jaccard, bigrams
 from homeagent_sdk.types import Doc, Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
 
 __all__ = [
     "LEDGER_NAME",

@@ -19,11 +19,11 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from homeagent_core.memory.graph_cache import RecallResult
+from homeagent_core.memory.graph.cache import RecallResult
 from homeagent_core.memory.keywords import extract_keywords, warm_up
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
 
 __all__ = ["MemoryIndexer", "format_index"]
 

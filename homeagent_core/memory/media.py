@@ -16,7 +16,7 @@ reference counting: deleting a block deletes its bytes. A store built with ``ena
 returns nothing, so callers fall back to text-only behaviour.
 
 The metadata rows go through a :class:`MediaIndex`: ``media.db`` by default, or the tenant's
-rows on PostgreSQL (:class:`~homeagent_core.stores.pg_media.PgMediaIndex`), which also keeps
+rows on PostgreSQL (:class:`~homeagent_core.memory.stores.postgresql.media.PgMediaIndex`), which also keeps
 each block's bytes so that every daemon of the tenant can serve them: ``blobs/`` is then this
 daemon's verified copy, filled from the database on first use.
 """

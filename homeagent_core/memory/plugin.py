@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from homeagent_core.memory.document_tools import DOCUMENT_TOOLS, DocBinding, DocumentTools
+from homeagent_core.memory.documents.tools import DOCUMENT_TOOLS, DocBinding, DocumentTools
 from homeagent_core.memory.tools import GRAPH_TOOLS, GraphBinding, GraphTools
 from homeagent_sdk import ToolRegistryProtocol, hookimpl
 from homeagent_sdk.errors import ToolError, UsageError

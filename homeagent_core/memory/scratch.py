@@ -1,6 +1,6 @@
 """A scratch graph memory: the temporary memory of one resident sub-agent.
 
-It is an ordinary :class:`~homeagent_core.memory.graph.GraphStore` on its own file (a
+It is an ordinary :class:`~homeagent_core.memory.graph.store.GraphStore` on its own file (a
 resident keeps it under ``<data>/residents/<name>/graph.db``), with the ``memory_*`` /
 ``person_*`` tools bound to it. :meth:`ScratchMemory.learned` lists what was stored there as
 triples, so the main memory can take it over (``reclaim``) with an ordinary commit.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from homeagent_sdk.types import ToolDef, Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = ["ScratchMemory"]
@@ -44,7 +44,7 @@ class ScratchMemory:
     @property
     def graph(self) -> GraphStore:
         if self._graph is None:
-            from homeagent_core.memory.graph import GraphStore
+            from homeagent_core.memory.graph.store import GraphStore
 
             self._graph = GraphStore(self.path, embedder=self.embedder)
         return self._graph

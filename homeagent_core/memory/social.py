@@ -14,12 +14,12 @@ import unicodedata
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.memory.graph import Changes, check_name
+from homeagent_core.memory.graph.store import Changes, check_name
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
 
 __all__ = ["ACCOUNT_TRAIT", "PERSON_TYPE", "SocialGraph"]
 

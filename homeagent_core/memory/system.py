@@ -35,11 +35,11 @@ from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.embeddings.registry import TierSelection
-    from homeagent_core.knowledge import KnowledgeBase
     from homeagent_core.memory.context import RelevanceContext
     from homeagent_core.memory.distill import RuleDistiller
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
+    from homeagent_core.memory.knowledge.base import KnowledgeBase
     from homeagent_core.memory.media import MediaStore
     from homeagent_core.memory.scratch import ScratchMemory
     from homeagent_core.memory.social import SocialGraph
@@ -152,13 +152,13 @@ class MemorySystem:
         tiers are tried best first and each unavailable one is reported once.
         """
         from homeagent_core.embeddings.registry import ProviderRegistry, TierSelection, TierStatus
-        from homeagent_core.knowledge import KnowledgeBase
         from homeagent_core.memory.context import RelevanceContext
         from homeagent_core.memory.distill import RuleDistiller
         from homeagent_core.memory.indexer import MemoryIndexer
+        from homeagent_core.memory.knowledge.base import KnowledgeBase
         from homeagent_core.memory.media import MediaStore
         from homeagent_core.memory.social import SocialGraph
-        from homeagent_core.stores.factory import (
+        from homeagent_core.memory.stores.factory import (
             open_conversation_log,
             open_database,
             open_document_store,
@@ -211,7 +211,7 @@ class MemorySystem:
             documents=documents,
             max_context_size=config.get("core.agent.max_context_size"),
         )
-        from homeagent_core.memory.document_tools import settle_moves
+        from homeagent_core.memory.documents.tools import settle_moves
 
         await asyncio.to_thread(settle_moves, context, documents)
         await _replay_log_tail(context, textlog)
@@ -302,8 +302,8 @@ class MemorySystem:
     def tool_defs(self) -> list[ToolDef]:
         """Memory's and the knowledge base's tools bound to these stores, for use without an agent
         (``homeagent mcp serve``); a running agent gets them from the ``memory`` and ``knowledge`` plugins."""
-        from homeagent_core.knowledge_tools import knowledge_tools
-        from homeagent_core.memory.document_tools import document_tools
+        from homeagent_core.memory.documents.tools import document_tools
+        from homeagent_core.memory.knowledge.tools import knowledge_tools
         from homeagent_core.memory.tools import GraphTools
 
         return [
@@ -383,7 +383,7 @@ class MemorySystem:
         hits = await self.documents.query(text, 3, touch=False)  # read-only injection
         if not hits:
             return ""
-        from homeagent_core.memory.documents import format_related
+        from homeagent_core.memory.documents.store import format_related
 
         return format_related(hits)
 
@@ -463,7 +463,7 @@ def attach_shared_settings(config: ConfigStore) -> None:
     Raises:
         MemoryStoreError: the database cannot be reached (the message names it without its password).
     """
-    from homeagent_core.stores.factory import open_shared_settings
+    from homeagent_core.memory.stores.factory import open_shared_settings
 
     if config.shared is not None:
         return

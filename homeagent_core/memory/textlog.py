@@ -14,7 +14,7 @@ record once it is on disk (``None`` after ``edit``/``purge`` rewrote the files).
 
 :class:`ConversationLog` is the interface the rest of memory uses; :class:`TextLog` (files, the
 default) and the PostgreSQL log shared by several daemons
-(:class:`~homeagent_core.stores.pg_textlog.PgTextLog`) implement it.
+(:class:`~homeagent_core.memory.stores.postgresql.textlog.PgTextLog`) implement it.
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from homeagent_core.memory.distill import DEFAULT_SUBJECT
-from homeagent_core.memory.graph import PURGE_CRITERIA
+from homeagent_core.memory.graph.store import PURGE_CRITERIA
 from homeagent_sdk.errors import HomeAgentError, MemoryStoreError, ToolError
 from homeagent_sdk.schema import tool_from_function
 from homeagent_sdk.types import ToolDef, ToolOptions, Triple
 
 if TYPE_CHECKING:
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
     from homeagent_core.memory.social import SocialGraph
 

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from homeagent_core.knowledge import (
+from homeagent_core.memory.knowledge.base import (
     InvalidKnowledgeName,
     KnowledgeBase,
     KnowledgeNotFound,
     normalize_name,
 )
-from homeagent_core.knowledge_tools import knowledge_tools
+from homeagent_core.memory.knowledge.tools import knowledge_tools
 from homeagent_sdk.errors import SyncInAsyncError, ToolError
 from homeagent_sdk.testing import FakeEmbedder
 
@@ -27,7 +27,7 @@ def open_kb(request):
         return kb
 
     def open_pg(root, embedder=None):
-        from homeagent_core.stores.pg_knowledge import PgKnowledge
+        from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
 
         url, tenant = request.getfixturevalue("pg_url"), request.getfixturevalue("pg_tenant")
         kb = KnowledgeBase(root, embedder, storage=PgKnowledge(url, tenant=f"{tenant}:{root.name}"))

@@ -12,12 +12,13 @@ backends share) or a Protocol:
 * :mod:`~homeagent_core.memory.stores.knowledge`: ``KnowledgeStorage``;
 * :mod:`~homeagent_core.memory.stores.settings`: ``SharedSettings``.
 
-The Protocols are still defined beside the stores that use them (``memory/graph_sql.py``,
-``memory/textlog.py``, ``memory/media.py``, ``knowledge.py``, ``config.py``); import them from
-here. Every backend class names the interface it implements as its base class, so the type
+The Protocols are still defined beside the stores that use them (``memory/graph/sql.py``,
+``memory/textlog.py``, ``memory/media.py``, ``memory/knowledge/base.py``, ``config.py``); import
+them from here. Every backend class names the interface it implements as its base class, so the type
 checker holds each one to it.
 
 The embedded SQLite classes live beside the memory they serve (``homeagent_core.memory``), the
-PostgreSQL ones in ``homeagent_core.stores``; ``homeagent_core.stores.factory`` opens the one
-``core.memory.store`` names and returns the interface type.
+PostgreSQL ones in :mod:`homeagent_core.memory.stores.postgresql`;
+:mod:`homeagent_core.memory.stores.factory` opens the one ``core.memory.store`` names and returns
+the interface type.
 """

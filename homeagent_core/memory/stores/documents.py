@@ -5,8 +5,8 @@ returns it). The logic both backends share lives here once: argument checks, emb
 documents and queries, the choice of the dense path, consume-on-read, cold-document cut-offs,
 re-embedding batches, and running every blocking call off the event loop.
 
-A backend (the embedded SQLite :class:`~homeagent_core.memory.documents.DocumentStore`, the
-PostgreSQL :class:`~homeagent_core.stores.pg_documents.PgDocumentStore`) implements the plain
+A backend (the embedded SQLite :class:`~homeagent_core.memory.documents.store.DocumentStore`, the
+PostgreSQL :class:`~homeagent_core.memory.stores.postgresql.documents.PgDocumentStore`) implements the plain
 (synchronous, thread-safe, possibly blocking) methods marked abstract below. The ``async``
 methods hand them to the ``documents`` worker pool (:mod:`homeagent_core.workers`, 4 threads
 shared by every store of the process, counted in ``homeagent doctor``): ranking a query,
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from homeagent_core.memory.doc_types import DocHit, Document
+from homeagent_core.memory.documents.model import DocHit, Document
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
@@ -43,7 +43,7 @@ async def off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> 
     """Run ``fn(*args, **kwargs)`` in the ``documents`` worker pool and await its result.
 
     The pool (:mod:`homeagent_core.workers`) is separate from
-    :func:`~homeagent_core.memory.query_pool.query_pool`, which a query running there hands its
+    :func:`~homeagent_core.memory.documents.query_pool.query_pool`, which a query running there hands its
     dense leg to: a query never waits for a thread its own pool holds.
     """
     return await run_blocking("documents", functools.partial(fn, *args, **kwargs))

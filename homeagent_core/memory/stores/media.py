@@ -3,7 +3,7 @@
 database, the bytes).
 
 Implemented by :class:`~homeagent_core.memory.media.SqliteMediaIndex` (``media.db`` beside the
-blob files) and :class:`~homeagent_core.stores.pg_media.PgMediaIndex` (a tenant of a PostgreSQL
+blob files) and :class:`~homeagent_core.memory.stores.postgresql.media.PgMediaIndex` (a tenant of a PostgreSQL
 database, bytes included so other daemons can serve them). Hashing, embedding, search and the
 blob files are written once, in the media store.
 """

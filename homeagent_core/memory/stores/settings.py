@@ -1,7 +1,7 @@
 """The settings tier's interface: :class:`SharedSettings`, where a household's shared settings
 live when several daemons serve it.
 
-Implemented by :class:`~homeagent_core.stores.pg_settings.PgSharedSettings` (a tenant of a
+Implemented by :class:`~homeagent_core.memory.stores.postgresql.settings.PgSharedSettings` (a tenant of a
 PostgreSQL database). On the embedded SQLite store there is no shared tier: every setting stays
 in the daemon's own ``config.db`` (:class:`~homeagent_core.config.ConfigStore`), and
 ``open_shared_settings`` returns ``None``.

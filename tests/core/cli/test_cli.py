@@ -142,7 +142,7 @@ def test_doctor_reports_missing_api_key_with_a_fix(tmp_path: Path):
 
 
 def test_doctor_says_when_document_queries_score_without_their_compiled_loops(tmp_path: Path):
-    from homeagent_core.memory import native
+    from homeagent_core.memory.documents import native
 
     def kernel_lines() -> list[dict[str, str]]:
         findings = json.loads(invoke("doctor", "--json", "--data", str(tmp_path / "d")).output)

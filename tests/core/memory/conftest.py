@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -26,7 +26,7 @@ def open_documents(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any
 
         yield open_sqlite
         return
-    from homeagent_core.stores.pg_documents import PgDocumentStore
+    from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 
     url = request.getfixturevalue("pg_url")
     tenant = request.getfixturevalue("pg_tenant")
@@ -48,12 +48,12 @@ def open_graph(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     SQLite opens the file at ``path``; PostgreSQL opens the session server's graph of a tenant
     named after ``path``, so opening the same path again reopens the same graph.
     """
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
 
     if request.param == "sqlite":
         yield GraphStore
         return
-    from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 
     url = request.getfixturevalue("pg_url")
     tenant = request.getfixturevalue("pg_tenant")
@@ -86,7 +86,7 @@ def open_log(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
 
         yield open_files
         return
-    from homeagent_core.stores.pg_textlog import PgTextLog
+    from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 
     url = request.getfixturevalue("pg_url")
     tenant = request.getfixturevalue("pg_tenant")
@@ -120,7 +120,7 @@ def open_media(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
 
         yield open_sqlite
     else:
-        from homeagent_core.stores.pg_media import PgMediaIndex
+        from homeagent_core.memory.stores.postgresql.media import PgMediaIndex
 
         url = request.getfixturevalue("pg_url")
         tenant = request.getfixturevalue("pg_tenant")

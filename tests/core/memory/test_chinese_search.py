@@ -13,9 +13,9 @@ import pytest
 
 from homeagent_core.embeddings.common import model_card_languages, parse_languages
 from homeagent_core.embeddings.registry import ProviderRegistry
-from homeagent_core.memory.documents import Document, DocumentStore
-from homeagent_core.memory.lexical import char_ngrams
-from homeagent_core.memory.lexical_terms import TERMS_VERSION, normalize, word_grams
+from homeagent_core.memory.documents.lexical.index import char_ngrams
+from homeagent_core.memory.documents.lexical.terms import TERMS_VERSION, normalize, word_grams
+from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.testing import FakeEmbedder
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from homeagent_core.memory.context import ContextEvent, RelevanceContext, ToolOutput, text_for_vector
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
 
@@ -152,7 +152,7 @@ def test_invalid_events_are_dropped_and_counted(tmp_path, caplog):
 
 def test_lexical_pruning_scores_are_the_document_stores_bm25():
     from homeagent_core.memory.context import _lexical_similarities
-    from homeagent_core.memory.lexical import LexicalIndex
+    from homeagent_core.memory.documents.lexical.index import LexicalIndex
 
     texts = ["猫咪 吃 鱼", "", "the cat ate fish and the cat slept", "股票 市场 下跌", "cat"]
     reference = LexicalIndex(max_postings=None)

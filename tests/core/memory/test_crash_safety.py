@@ -11,13 +11,13 @@ import textwrap
 
 import numpy as np
 
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
 from homeagent_core.memory.textlog import TextLog
 
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.documents.store import DocumentStore
     from homeagent_core.memory.textlog import TextLog
 
     async def main(root):
@@ -85,8 +85,9 @@ async def test_acknowledged_records_survive_kill_9(tmp_path):
 SNAPSHOT_WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from homeagent_core.memory import lexical, lexical_snapshot
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.documents.lexical import index as lexical
+    from homeagent_core.memory.documents.lexical import snapshot as lexical_snapshot
+    from homeagent_core.memory.documents.store import DocumentStore
 
     lexical.DELTA_MAX = 3000         # fold the delta often: a snapshot after every few inserts
     lexical_snapshot._CHUNK = 4096   # many small writes: a snapshot takes a while to write
@@ -135,8 +136,8 @@ async def _kill_while_snapshot_is_written(proc: asyncio.subprocess.Process, part
 
 
 async def test_kill_9_while_a_lexical_snapshot_is_written_loses_nothing(tmp_path, caplog):
-    from homeagent_core.memory.lexical import LexicalIndex, decode_many
-    from homeagent_core.memory.lexical_snapshot import tmp_path as partial_path
+    from homeagent_core.memory.documents.lexical.index import LexicalIndex, decode_many
+    from homeagent_core.memory.documents.lexical.snapshot import tmp_path as partial_path
 
     script = tmp_path / "writer.py"
     script.write_text(SNAPSHOT_WRITER)
@@ -159,7 +160,7 @@ async def test_kill_9_while_a_lexical_snapshot_is_written_loses_nothing(tmp_path
     assert caught == 2, "the writer was never caught in the middle of a snapshot"
     assert partial.exists() and db.with_name("documents.db.lex").exists()
 
-    with caplog.at_level("INFO", logger="homeagent_core.memory.documents"):
+    with caplog.at_level("INFO", logger="homeagent_core.memory.documents.store"):
         store = DocumentStore(db)
     assert "removed a partial lexical snapshot" in caplog.text
     assert "rebuilding" not in caplog.text  # the previous snapshot was intact and used

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.memory.distill import RuleDistiller, extract_triples
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 
 
 @pytest.mark.parametrize(

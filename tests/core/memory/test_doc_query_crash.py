@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.library import Agent
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
 from homeagent_sdk.testing import FakeModel
 
 TOPICS = ["猫 咪咪 喜欢 晒太阳", "猫 咪咪 讨厌 洗澡", "猫 咪咪 三岁 了"]
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
     from homeagent_core.library import Agent
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.documents.store import DocumentStore
     from homeagent_sdk.testing import FakeModel, ToolCallReply
 
     data, when = sys.argv[1], sys.argv[2]

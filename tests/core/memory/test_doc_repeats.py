@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from homeagent_core.memory.doc_ranking import collapse_repeats
-from homeagent_core.memory.documents import Document, DocumentStore
+from homeagent_core.memory.documents.ranking import collapse_repeats
+from homeagent_core.memory.documents.store import Document, DocumentStore
 
 _FILLER = [
     "今天下班路上买了一袋苹果。",

@@ -18,9 +18,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from homeagent_core.memory.documents import Document, DocumentStore
-from homeagent_core.memory.lexical_snapshot import read_snapshot
-from homeagent_core.memory.vector_snapshot import quantize, read_vectors
+from homeagent_core.memory.documents.lexical.snapshot import read_snapshot
+from homeagent_core.memory.documents.store import Document, DocumentStore
+from homeagent_core.memory.documents.vector_snapshot import quantize, read_vectors
 from homeagent_sdk.testing import FakeEmbedder
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum"]
@@ -138,7 +138,7 @@ async def test_a_vector_file_of_another_space_or_store_is_not_used(tmp_path, cap
     other.close()
 
     shutil.copy(tmp_path / "o.db.vec", tmp_path / "d.db.vec")
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db", FakeEmbedder(16))
     assert "belongs to another store" in caplog.text
     assert dense_vectors(reopened) == sqlite_vectors(reopened)
@@ -163,7 +163,7 @@ async def test_damaged_postings_are_found_after_open_and_the_index_is_rebuilt(tm
     data[-tail - 9] ^= 0x01  # a byte inside the posting slots, which open maps unchecked
     path.write_bytes(bytes(data))
 
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db")
         assert reopened._verify_thread is not None
         reopened._verify_thread.join(timeout=60)
@@ -177,8 +177,8 @@ async def test_damaged_postings_are_found_after_open_and_the_index_is_rebuilt(tm
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from homeagent_core.memory import lexical
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.documents.lexical import index as lexical
+    from homeagent_core.memory.documents.store import DocumentStore
     from homeagent_sdk.testing import FakeEmbedder
 
     lexical.DELTA_MAX = 2000  # fold often: background snapshots of both files all the time
@@ -240,7 +240,8 @@ async def test_kill_9_during_writes_leaves_files_that_agree_with_sqlite(tmp_path
 
 
 async def test_a_large_base_is_searched_through_its_projection_then_exactly(tmp_path, monkeypatch):
-    from homeagent_core.memory import doc_ranking, vector_snapshot
+    from homeagent_core.memory.documents import ranking as doc_ranking
+    from homeagent_core.memory.documents import vector_snapshot
 
     monkeypatch.setattr(vector_snapshot, "PROJECT_MIN_ROWS", 100)
     monkeypatch.setattr(vector_snapshot, "PROJECT_DIM", 8)
@@ -296,7 +297,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
         shutil.rmtree(tmp_path / "ref")
         return out
 
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db", embedder)
     assert "reading every row" not in caplog.text
     assert columns(reopened) == reference()
@@ -304,7 +305,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
     await reopened.add_many(docs(30, 4))
     reopened._sql.db.close()  # as after kill -9: nothing written beside the database
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         after_adds = DocumentStore(tmp_path / "d.db", embedder)
     assert "reading every row" not in caplog.text
     assert columns(after_adds) == reference()
@@ -312,7 +313,7 @@ async def test_the_meta_file_is_used_only_while_it_matches_sqlite(tmp_path, capl
     after_adds._join_snapshot()
     after_adds._sql.db.close()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         after_delete = DocumentStore(tmp_path / "d.db", embedder)
     assert "older than the last change" in caplog.text
     assert columns(after_delete) == reference()
@@ -345,7 +346,7 @@ async def test_a_float32_vector_file_of_the_previous_format_is_refused_and_rewri
     store.close()
     write_float32_file(tmp_path / "d.db.vec", tag=tag, fingerprint=embedder.info.fingerprint, dim=16, slots=slots)
 
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db", embedder)
     assert "version 1 is not 2" in caplog.text
     assert reopened._dense.n == 30  # every vector read from SQLite, none from the old file
@@ -388,7 +389,7 @@ async def test_the_vector_file_holds_int8_rows_and_queries_rescore_the_best_exac
 
 
 def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
-    from homeagent_core.memory.top_k import top_indices
+    from homeagent_core.memory.documents.top_k import top_indices
 
     rng = np.random.default_rng(3)
     for n, k in ((200_000, 512), (50_000, 64), (1_000, 64), (40, 64)):
@@ -414,7 +415,8 @@ def test_the_top_rows_of_a_long_scan_are_the_largest_scores():
 
 @pytest.mark.parametrize("pool", [None, 100])
 async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tmp_path, monkeypatch, pool):
-    from homeagent_core.memory import doc_ranking, doc_vectors
+    from homeagent_core.memory.documents import ranking as doc_ranking
+    from homeagent_core.memory.documents import vectors as doc_vectors
 
     monkeypatch.setattr(doc_vectors, "RESCORE", 4)  # the dense leg alone makes only its four best scores exact
     if pool is not None:  # the best fused slots come from a pool smaller than the store (as in a large one)
@@ -463,7 +465,7 @@ async def test_a_small_store_holds_its_forward_lists_in_memory_once_the_snapshot
 
 async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_scored_exactly(tmp_path, monkeypatch):
     """Past MEMORY_SCAN in-memory rows an int8 scan picks the best, whose scores stay the float32 ones."""
-    from homeagent_core.memory import doc_vectors
+    from homeagent_core.memory.documents import vectors as doc_vectors
 
     embedder = FakeEmbedder(32)
     store = DocumentStore(tmp_path / "d.db", embedder, lexical_weight=0.0, neighbour_weight=0.0)
@@ -478,7 +480,7 @@ async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_
     ]
 
     monkeypatch.setattr(doc_vectors, "MEMORY_SCAN", 64)
-    monkeypatch.setattr("homeagent_core.memory.doc_ranking.DENSE_PREFILTER", 100)
+    monkeypatch.setattr("homeagent_core.memory.documents.ranking.DENSE_PREFILTER", 100)
     for q, v, want in zip(queries, qvecs, full, strict=True):
         parts = store._dense.scores(v, 100)
         assert len(parts) == 1 and len(parts[0][0]) == 100  # only the int8 scan's best 100 are scored

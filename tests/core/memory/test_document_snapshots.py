@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from homeagent_core.memory import lexical
-from homeagent_core.memory.documents import Document, DocumentStore
-from homeagent_core.memory.lexical_snapshot import read_snapshot
+from homeagent_core.memory.documents.lexical import index as lexical
+from homeagent_core.memory.documents.lexical.snapshot import read_snapshot
+from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_sdk.errors import MemoryStoreError
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum", "sunset"]
@@ -79,7 +79,7 @@ async def test_background_snapshot_lets_a_crashed_store_reindex_only_the_tail(
     before = await ids(store, "pottery marathon unique-tail-word")
     crash(store)
 
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db")
     assert "rebuilding" not in caplog.text
     assert len(reopened) == 320
@@ -129,7 +129,7 @@ async def test_a_snapshot_that_does_not_match_the_database_is_replaced_by_a_rebu
     else:
         (tmp_path / "d.db.lex").unlink()
         (tmp_path / "d.db.lex.npz").write_bytes(b"an old snapshot format")
-    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.INFO, logger="homeagent_core.memory.documents.store"):
         reopened = DocumentStore(tmp_path / "d.db")
     if case != "legacy npz":
         assert "rebuilding the lexical index" in caplog.text
@@ -183,7 +183,7 @@ async def test_dense_rows_follow_deletes_and_reloads(tmp_path):
 
 
 async def test_close_brings_a_background_snapshot_up_to_the_newest_document(tmp_path, frequent_merges):
-    from homeagent_core.memory.lexical_snapshot import read_snapshot
+    from homeagent_core.memory.documents.lexical.snapshot import read_snapshot
 
     store = DocumentStore(tmp_path / "d.db")
     store.snapshot_min_docs, store.snapshot_fraction = 50, 0.0
@@ -201,7 +201,7 @@ async def test_a_snapshot_that_cannot_be_written_is_reported_and_close_still_clo
     (tmp_path / "d.db.lex.tmp").mkdir()  # the snapshot's temporary file cannot be created
     with pytest.raises(MemoryStoreError, match=r"cannot write the lexical snapshot.*free space"):
         store.flush()
-    with caplog.at_level(logging.WARNING, logger="homeagent_core.memory.documents"):
+    with caplog.at_level(logging.WARNING, logger="homeagent_core.memory.documents.store"):
         store.close()
     assert "cannot write the lexical snapshot" in caplog.text
     (tmp_path / "d.db.lex.tmp").rmdir()

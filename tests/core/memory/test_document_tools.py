@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from homeagent_core.memory.context import ContextEvent, RelevanceContext
-from homeagent_core.memory.document_tools import document_tools
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
+from homeagent_core.memory.documents.tools import document_tools
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.testing import FakeEmbedder
 
@@ -69,7 +69,7 @@ def test_tool_schemas_are_openai_functions(tmp_path):
 
 
 async def test_settle_moves_keeps_each_document_once_after_an_interrupted_move_or_archive(tmp_path, open_documents):
-    from homeagent_core.memory.document_tools import settle_moves
+    from homeagent_core.memory.documents.tools import settle_moves
 
     store = open_documents(tmp_path / "documents.db")
     ctx = RelevanceContext(tmp_path / "context.json", documents=store)

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from homeagent_core.memory.documents import Document, DocumentStore, format_related
-from homeagent_core.memory.lexical import char_ngrams
+from homeagent_core.memory.documents.lexical.index import char_ngrams
+from homeagent_core.memory.documents.store import Document, DocumentStore, format_related
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
 
@@ -171,7 +171,8 @@ def test_related_block_is_empty_without_hits():
 
 async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives(tmp_path, open_documents, monkeypatch):
     """Past ``SMOOTH_POOL`` documents only the best are smoothed, when that provably changes nothing."""
-    from homeagent_core.memory import doc_ranking, time_order
+    from homeagent_core.memory.documents import ranking as doc_ranking
+    from homeagent_core.memory.documents import time_order
 
     store = open_documents(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
     rng = random.Random(4)
@@ -210,7 +211,7 @@ async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tm
     """Large stores score the dense leg beside the lexical one; the fused scores are the same bits."""
     import threading
 
-    from homeagent_core.memory import doc_ranking
+    from homeagent_core.memory.documents import ranking as doc_ranking
 
     store = DocumentStore(tmp_path / "d.db", FakeEmbedder(32), neighbour_weight=0.3)
     rng = random.Random(9)

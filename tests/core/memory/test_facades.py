@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.config import ConfigStore
-from homeagent_core.knowledge import InvalidKnowledgeName, KnowledgeNotFound
 from homeagent_core.memory.facades import DocFacade, KnowledgeFacade, LLMFacade, MemoryFacade, SocialFacade
+from homeagent_core.memory.knowledge.base import InvalidKnowledgeName, KnowledgeNotFound
 from homeagent_core.memory.system import MemorySystem
 from homeagent_core.providers.manager import ProviderManager, SourceConfig
 from homeagent_sdk.errors import MemoryStoreError, ProviderError, UsageError

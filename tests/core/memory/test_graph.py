@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from homeagent_core.memory.graph import SCHEMA_VERSION, GraphStore, check_name
+from homeagent_core.memory.graph.store import SCHEMA_VERSION, GraphStore, check_name
 from homeagent_sdk.embeddings import EmbedInput
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
@@ -274,7 +274,7 @@ def test_a_commit_with_a_batch_id_applies_once_and_old_ids_are_pruned(
 
 
 def test_a_version_1_database_is_migrated_and_its_keyword_terms_filled(tmp_path: Path) -> None:
-    from homeagent_core.memory.graph_schema import MIGRATIONS
+    from homeagent_core.memory.graph.schema import MIGRATIONS
 
     path = tmp_path / "graph.db"
     with sqlite3.connect(path) as conn:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.heartbeat import MergeJob
 from homeagent_core.memory.indexer import MemoryIndexer
 from homeagent_core.memory.social import SocialGraph
@@ -120,7 +120,7 @@ def test_pagerank_gives_networkx_s_numbers() -> None:
     import numpy as np
     from networkx.algorithms.link_analysis.pagerank_alg import _pagerank_python
 
-    from homeagent_core.memory.graph_analytics import pagerank
+    from homeagent_core.memory.graph.analytics import pagerank
 
     rng = np.random.default_rng(3)
     n = 300  # some nodes stay isolated (dangling), some edges weigh nothing
@@ -147,7 +147,7 @@ def test_salience_is_computed_without_scipy(tmp_path: Path) -> None:
     code = f"""
 import sys
 sys.modules["scipy"] = None  # as in an install without it: importing it raises ImportError
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_sdk.types import Triple
 graph = GraphStore({str(tmp_path / "graph.db")!r})
 graph.commit([Triple("用户", "认识", "小李"), Triple("小李", "住在", "杭州"), Triple("用户", "喜欢", "橘猫")])

@@ -12,9 +12,9 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.memory.graph_cache import GraphCache, build_multidigraph
-from homeagent_core.memory.graph_types import RecalledEntity, RecalledRelation
+from homeagent_core.memory.graph.cache import GraphCache, build_multidigraph
+from homeagent_core.memory.graph.model import RecalledEntity, RecalledRelation
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.keywords import name_terms
 from homeagent_sdk.types import Triple
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.memory import graph_mirror_file as mirror_file
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore, mirror_file
 from homeagent_sdk.types import Triple
 
 NAMES = ["小王", "小李", "杭州", "浙江省", "Alice", "Bob", "龙井茶", "西湖"]
@@ -92,7 +91,7 @@ def test_small_graphs_and_memory_databases_keep_no_file(tmp_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from homeagent_core.memory.graph import GraphStore
+    from homeagent_core.memory.graph.store import GraphStore
     from homeagent_sdk.types import Triple
 
     store = GraphStore(sys.argv[1], save_mirror_from=0)
@@ -182,7 +181,7 @@ def test_a_damaged_file_is_refused_with_its_reason_logged_and_written_again(
     saved = mirror_file.mirror_path(str(path))
     saved.write_bytes(damage(saved.read_bytes()))  # type: ignore[operator]
 
-    with caplog.at_level(logging.WARNING, logger="homeagent_core.memory.graph"):
+    with caplog.at_level(logging.WARNING, logger="homeagent_core.memory.graph.store"):
         store = open_store(path)
     try:
         assert store.mirror_loaded_from == "database"

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.social import SocialGraph
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
@@ -160,7 +160,7 @@ def test_mirror_equals_sqlite_after_any_operation_sequence_and_after_reopen(
 def test_the_mirror_equals_the_postgresql_rows_after_any_operations_and_on_another_daemon(
     pg_url: str, sequence: list[tuple[Any, ...]]
 ) -> None:
-    from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 
     tenant = "prop-" + uuid.uuid4().hex[:12]
     store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=tenant))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.heartbeat import (
     ArchiveJob,
     Heartbeat,
@@ -170,7 +170,7 @@ async def test_an_unparsed_archive_answer_defers_the_document_so_other_cold_docu
     import time
     from types import SimpleNamespace
 
-    from homeagent_core.memory.documents import DocumentStore
+    from homeagent_core.memory.documents.store import DocumentStore
     from homeagent_core.memory.plugin import _ColdDocs
 
     store = DocumentStore(tmp_path / "documents.db")

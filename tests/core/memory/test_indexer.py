@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.memory.graph_cache import RecalledEntity, RecallResult
+from homeagent_core.memory.graph.cache import RecalledEntity, RecallResult
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.indexer import MemoryIndexer, format_index
 from homeagent_core.memory.keywords import extract_keywords
 from homeagent_sdk.testing import FakeEmbedder

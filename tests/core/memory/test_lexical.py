@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pytest
 
-from homeagent_core.memory import lexical
-from homeagent_core.memory.lexical import (
+from homeagent_core.memory.documents.lexical import index as lexical
+from homeagent_core.memory.documents.lexical.index import (
     LexicalIndex,
     char_ngrams,
     decode_many,
@@ -17,8 +17,13 @@ from homeagent_core.memory.lexical import (
     encode_terms,
     term_counts,
 )
-from homeagent_core.memory.lexical_snapshot import SnapshotArrays, read_snapshot, verify_arrays, write_snapshot
-from homeagent_core.memory.lexical_snapshot import tmp_path as partial_path
+from homeagent_core.memory.documents.lexical.snapshot import (
+    SnapshotArrays,
+    read_snapshot,
+    verify_arrays,
+    write_snapshot,
+)
+from homeagent_core.memory.documents.lexical.snapshot import tmp_path as partial_path
 
 _WORD_TEXT = (
     "alpha beta gamma delta paint painted sunrise lake camping adoption school melanie caroline "
@@ -168,7 +173,7 @@ def test_budgeted_scores_are_exact_for_the_best_documents_and_never_too_high():
 
 
 def test_candidate_lists_copied_as_runs_or_gathered_entry_by_entry_give_the_same_scores(monkeypatch):
-    from homeagent_core.memory import lexical_forward
+    from homeagent_core.memory.documents.lexical import forward as lexical_forward
 
     texts = {slot: text for slot, text in enumerate(random_texts(29, 2500), start=1)}
     exact = LexicalIndex(max_postings=None)
@@ -440,7 +445,7 @@ def test_adding_a_document_with_unseen_terms_costs_its_terms_not_every_bucket():
 
 
 def test_term_ids_given_by_sorting_a_batch_equal_those_given_by_counting_it(monkeypatch):
-    from homeagent_core.memory import lexical_forward
+    from homeagent_core.memory.documents.lexical import forward as lexical_forward
 
     texts = random_texts(11, 300)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.library import Agent
-from homeagent_core.memory.document_tools import DOCUMENT_TOOLS
+from homeagent_core.memory.documents.tools import DOCUMENT_TOOLS
 from homeagent_core.memory.heartbeat import LEDGER_NAME, read_heartbeat_ledger
 from homeagent_core.memory.tools import GRAPH_TOOLS
 from homeagent_sdk.testing import FakeModel, ToolCallReply

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.indexer import MemoryIndexer
 from homeagent_core.memory.social import SocialGraph
 from homeagent_core.memory.tools import memory_tools

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import random
@@ -9,14 +10,17 @@ import shutil
 import string
 import subprocess
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.memory import lexical, lexical_scoring, native
-from homeagent_core.memory.lexical import LexicalIndex, term_counts
+from homeagent_core.memory.documents import native
+from homeagent_core.memory.documents.lexical import index as lexical
+from homeagent_core.memory.documents.lexical import scoring as lexical_scoring
+from homeagent_core.memory.documents.lexical.index import LexicalIndex, term_counts
 
 _WORD_TEXT = (
     "i painted a sunrise at the lake last weekend melanie caroline went to the support group "
@@ -478,7 +482,7 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
         expected = index.scores(QUERIES[0])
     finally:
         native.set_enabled(True)
-    caplog.set_level(logging.INFO, logger="homeagent_core.memory.native")
+    caplog.set_level(logging.INFO, logger="homeagent_core.memory.documents.native")
     assert _reload(monkeypatch, tmp_path / "absent.so") is None
     assert "no compiled BM25 loops at" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
@@ -499,3 +503,30 @@ def test_a_missing_damaged_or_outdated_library_leaves_scoring_to_numpy(tmp_path,
     assert _reload(monkeypatch, old) is None
     assert f"are version 0, this code needs {native.ABI}" in caplog.text
     assert np.array_equal(index.scores(QUERIES[0]), expected)
+
+
+def test_the_wheel_hook_builds_the_library_where_native_loads_it_from():
+    """hatch_build.py compiles the source beside native.py into the file native.py loads; make and git agree."""
+    root = Path(__file__).resolve().parents[3]
+    tree = ast.parse((root / "hatch_build.py").read_text(encoding="utf-8"))
+    values = {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
+    source = ast.literal_eval(values["SOURCE"])
+    library = values["LIBRARY"]
+    assert isinstance(library, ast.BinOp), "hatch_build.LIBRARY is no longer '<folder>/' + <file name>"
+    folder = ast.literal_eval(library.left)
+    assert (root / source).resolve() == native.LIBRARY.with_name("_native.c").resolve(), (
+        f"hatch_build.SOURCE is {source}, but native.py sits beside {native.LIBRARY.with_name('_native.c')}"
+    )
+    assert (root / folder).resolve() == native.LIBRARY.parent.resolve(), (
+        f"hatch_build.LIBRARY builds into {folder}, but native.py loads {native.LIBRARY}"
+    )
+    relative = native.LIBRARY.resolve().relative_to(root.resolve()).as_posix()
+    ignored = (root / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert relative.endswith(".dll") or relative in ignored, f".gitignore does not list the built {relative}"
+    assert source in (root / "Makefile").read_text(encoding="utf-8"), "the Makefile's installs do not depend on SOURCE"

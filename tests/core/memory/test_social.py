@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.social import SocialGraph
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from homeagent_core.knowledge import DiskKnowledge, KnowledgeBase
-from homeagent_core.knowledge_tools import knowledge_tools
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
+from homeagent_core.memory.knowledge.base import DiskKnowledge, KnowledgeBase
+from homeagent_core.memory.knowledge.tools import knowledge_tools
 from homeagent_core.memory.media import MediaStore
 from homeagent_core.memory.textlog import TextLog
 from homeagent_sdk.testing import FakeEmbedder

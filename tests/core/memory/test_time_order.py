@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from homeagent_core.memory.time_order import TimeOrder
+from homeagent_core.memory.documents.time_order import TimeOrder
 
 
 def arrays(created: list[float], source: list[int], cap: int = 16):
@@ -101,7 +101,7 @@ def test_the_best_smoothed_slots_come_from_the_pool_only_when_that_is_provably_t
 
 
 def test_ties_at_the_last_place_go_to_the_lower_slot_with_or_without_the_pool():
-    from homeagent_core.memory.doc_ranking import best_fused
+    from homeagent_core.memory.documents.ranking import best_fused
 
     _, alive, order = _conversations(30_000, 8)
     total = np.zeros(30_000, dtype=np.float32)

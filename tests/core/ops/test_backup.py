@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from backup_data import answers, fill, make_agent
 
-from homeagent_core.memory.documents import Document
+from homeagent_core.memory.documents.store import Document
 from homeagent_core.ops.backup import BackupError, create_backup, list_backups, prune_backups
 from homeagent_core.ops.errors import WrongPassphrase
 from homeagent_core.ops.restore import restore_backup, verify_backup

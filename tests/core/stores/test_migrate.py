@@ -8,13 +8,13 @@ import pytest
 from typer.testing import CliRunner
 
 from homeagent_core.cli import app
-from homeagent_core.memory.documents import Document, DocumentStore
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.documents.store import Document, DocumentStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.social import SocialGraph
-from homeagent_core.stores import migrate as migrate_module
-from homeagent_core.stores.migrate import migrate_documents
-from homeagent_core.stores.pg_documents import PgDocumentStore
-from homeagent_core.stores.pg_graph import PgGraphSQL
+from homeagent_core.memory.stores.postgresql import migrate as migrate_module
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
+from homeagent_core.memory.stores.postgresql.migrate import migrate_documents
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
 

@@ -8,12 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from homeagent_core.cli import app
-from homeagent_core.knowledge import KnowledgeBase
-from homeagent_core.memory.documents import DocumentStore
+from homeagent_core.memory.documents.store import DocumentStore
+from homeagent_core.memory.knowledge.base import KnowledgeBase
 from homeagent_core.memory.media import MediaStore
+from homeagent_core.memory.stores.postgresql.migrate_textlog import migrate_textlog
+from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 from homeagent_core.memory.textlog import TextLog
-from homeagent_core.stores.migrate_textlog import migrate_textlog
-from homeagent_core.stores.pg_textlog import PgTextLog
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import MediaAttachment
 

@@ -9,8 +9,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from homeagent_core.stores.pg_database import SCHEMA_VERSION, PgDatabase, redact_url
-from homeagent_core.stores.pg_documents import PgDocumentStore
+from homeagent_core.memory.stores.postgresql.database import SCHEMA_VERSION, PgDatabase, redact_url
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import psycopg
 
-from homeagent_core.memory.documents import Document
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_documents import PgDocumentStore
+from homeagent_core.memory.documents.store import Document
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 from homeagent_sdk.testing import FakeEmbedder
 
 
@@ -61,8 +61,8 @@ async def test_both_daemons_writing_converge_to_the_same_ranking(pg_url, pg_tena
 _WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from homeagent_core.memory.documents import Document
-    from homeagent_core.stores.pg_documents import PgDocumentStore
+    from homeagent_core.memory.documents.store import Document
+    from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 
     async def main(url, tenant):
         store = PgDocumentStore(url, tenant=tenant, follow=False)
@@ -148,7 +148,7 @@ async def test_a_write_while_the_server_is_down_is_reported_and_nothing_acknowle
     import tempfile
     from pathlib import Path
 
-    from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+    from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
     from homeagent_sdk.errors import MemoryStoreError
 
     bindir = find_bindir()

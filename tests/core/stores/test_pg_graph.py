@@ -15,11 +15,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from homeagent_core.memory.graph import SCHEMA_VERSION, GraphStore
+from homeagent_core.memory.graph.store import SCHEMA_VERSION, GraphStore
 from homeagent_core.memory.social import SocialGraph
-from homeagent_core.stores import pg_graph
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_graph import PgGraphSQL, graph_schema_name
+from homeagent_core.memory.stores.postgresql import graph as pg_graph
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL, graph_schema_name
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
@@ -139,8 +139,8 @@ def test_sqlite_only_sql_is_refused_by_name_and_a_failed_update_rolls_back_alone
 _WRITER = textwrap.dedent(
     """
     import sys
-    from homeagent_core.memory.graph import GraphStore
-    from homeagent_core.stores.pg_graph import PgGraphSQL
+    from homeagent_core.memory.graph.store import GraphStore
+    from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
     from homeagent_sdk.types import Triple
 
     store = GraphStore("", sql=PgGraphSQL(sys.argv[1], tenant=sys.argv[2]))

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import pq
 
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.stores.pg_graph import PgGraphSQL
+from homeagent_core.memory.graph.store import GraphStore
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 from homeagent_sdk.types import Triple
 
 

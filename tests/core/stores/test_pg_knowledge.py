@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from homeagent_core.knowledge import KnowledgeBase
-from homeagent_core.stores.migrate_knowledge import migrate_knowledge
-from homeagent_core.stores.pg_knowledge import PgKnowledge
+from homeagent_core.memory.knowledge.base import KnowledgeBase
+from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
+from homeagent_core.memory.stores.postgresql.migrate_knowledge import migrate_knowledge
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from homeagent_core.memory.media import MediaStore
-from homeagent_core.stores.migrate_media import migrate_media
-from homeagent_core.stores.pg_media import PgMediaIndex
+from homeagent_core.memory.stores.postgresql.media import PgMediaIndex
+from homeagent_core.memory.stores.postgresql.migrate_media import migrate_media
 from homeagent_sdk.embeddings import EmbedInput
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder

@@ -22,11 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_documents import PgDocumentStore
-from homeagent_core.stores.pg_graph import PgGraphSQL
-from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
+from homeagent_core.memory.graph.store import GraphStore
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
+from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
@@ -266,7 +266,7 @@ def test_a_transaction_id_a_restarted_server_never_recorded_reads_as_not_committ
     """A server stopped before it logged a transaction's id reports that id as "in the future"
     after its restart; the commit check must call that not committed at once (the write then
     runs again) instead of retrying the question until the retry window closes."""
-    from homeagent_core.stores.pg_retry import Backoff
+    from homeagent_core.memory.stores.postgresql.retry import Backoff
 
     db = PgDatabase(server.url, retry_for=PATIENCE)
     try:

@@ -22,12 +22,12 @@ import pytest
 import test_pg_outage as outage
 from test_pg_outage import PATIENCE, AnswerSwallower
 
-from homeagent_core.memory.documents import Document
-from homeagent_core.memory.graph import GraphStore
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_documents import PgDocumentStore
-from homeagent_core.stores.pg_graph import PgGraphSQL
-from homeagent_core.stores.pg_local import LocalPostgres
+from homeagent_core.memory.documents.store import Document
+from homeagent_core.memory.graph.store import GraphStore
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
+from homeagent_core.memory.stores.postgresql.local import LocalPostgres
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
 
@@ -107,7 +107,7 @@ class _RetryWatch(logging.Handler):
 @contextmanager
 def _watching_retries() -> Iterator[_RetryWatch]:
     watch = _RetryWatch()
-    logger = logging.getLogger("homeagent_core.stores.pg_database")
+    logger = logging.getLogger("homeagent_core.memory.stores.postgresql.database")
     logger.addHandler(watch)
     try:
         yield watch

@@ -9,11 +9,11 @@ import psycopg
 import test_pg_outage as outage
 from test_pg_outage import PATIENCE, AnswerSwallower
 
-from homeagent_core.knowledge import KnowledgeBase
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_knowledge import PgKnowledge
-from homeagent_core.stores.pg_local import LocalPostgres
-from homeagent_core.stores.pg_textlog import PgTextLog
+from homeagent_core.memory.knowledge.base import KnowledgeBase
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
+from homeagent_core.memory.stores.postgresql.local import LocalPostgres
+from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 
 server = outage.server  # the module's own server (restarted here) and the relay in front of it
 relay = outage.relay

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.config import ConfigStore
+from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
 from homeagent_core.memory.system import MemorySystem
-from homeagent_core.stores.pg_local import LocalPostgres, find_bindir
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import StageContext, Triple
 

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from homeagent_core.cli import app
 from homeagent_core.config import ConfigStore
+from homeagent_core.memory.stores.postgresql.migrate_settings import migrate_settings
+from homeagent_core.memory.stores.postgresql.settings import PgSharedSettings
 from homeagent_core.memory.system import MemorySystem
-from homeagent_core.stores.migrate_settings import migrate_settings
-from homeagent_core.stores.pg_settings import PgSharedSettings
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 

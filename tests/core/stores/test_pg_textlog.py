@@ -20,9 +20,9 @@ import pytest
 
 from homeagent_core.builtin.webui.history import ChatHistory
 from homeagent_core.config import ConfigStore
+from homeagent_core.memory.stores.postgresql.database import PgDatabase
+from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 from homeagent_core.memory.system import MemorySystem
-from homeagent_core.stores.pg_database import PgDatabase
-from homeagent_core.stores.pg_textlog import PgTextLog
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import StageContext
@@ -165,7 +165,7 @@ def test_after_dropped_connections_appends_succeed_and_the_other_daemon_catches_
 _WRITER = textwrap.dedent(
     """
     import sys
-    from homeagent_core.stores.pg_textlog import PgTextLog
+    from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 
     log = PgTextLog(sys.argv[1], tenant=sys.argv[2], follow=False)
     batch = 0

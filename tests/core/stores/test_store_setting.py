@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from homeagent_core.config import ConfigStore
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
+from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
+from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
+from homeagent_core.memory.stores.postgresql.media import PgMediaIndex
+from homeagent_core.memory.stores.postgresql.textlog import PgTextLog
 from homeagent_core.memory.system import MemorySystem
-from homeagent_core.stores.pg_documents import PgDocumentStore
-from homeagent_core.stores.pg_graph import PgGraphSQL
-from homeagent_core.stores.pg_knowledge import PgKnowledge
-from homeagent_core.stores.pg_media import PgMediaIndex
-from homeagent_core.stores.pg_textlog import PgTextLog
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from homeagent_core.memory.documents import Document
+from homeagent_core.memory.documents.store import Document
 from homeagent_core.memory.stores.documents import BaseDocumentStore
-from homeagent_core.stores.factory import open_document_store
+from homeagent_core.memory.stores.factory import open_document_store
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from homeagent_core.memory.graph import GraphStore
+from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.stores.graph import GraphSQL
 from homeagent_sdk.types import Triple
 
@@ -46,7 +46,7 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path, open_graph: 
         pass
 
     def half_done(conn: object, changes: object) -> None:
-        from homeagent_core.memory import graph_writes
+        from homeagent_core.memory.graph import writes as graph_writes
 
         graph_writes.commit(conn, changes, [Triple("小李", "住在", "上海")], "", {}, None, lambda: 0.0)  # type: ignore[arg-type]
         raise Refused

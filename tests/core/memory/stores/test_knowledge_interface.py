@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from homeagent_core.knowledge import DiskKnowledge
+from homeagent_core.memory.knowledge.base import DiskKnowledge
 from homeagent_core.memory.stores.knowledge import KnowledgeStorage
 
 Opener = Callable[[], KnowledgeStorage]
@@ -27,7 +27,7 @@ def open_knowledge(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[O
             return DiskKnowledge(tmp_path / "knowledge")
 
     else:
-        from homeagent_core.stores.pg_knowledge import PgKnowledge
+        from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
 
         url, tenant = request.getfixturevalue("pg_url"), request.getfixturevalue("pg_tenant")
 

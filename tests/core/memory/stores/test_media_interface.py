@@ -22,7 +22,7 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MediaIndex
     if request.param == "sqlite":
         opened: MediaIndex = SqliteMediaIndex(tmp_path / "media.db")
     else:
-        from homeagent_core.stores.pg_media import PgMediaIndex
+        from homeagent_core.memory.stores.postgresql.media import PgMediaIndex
 
         opened = PgMediaIndex(request.getfixturevalue("pg_url"), tenant=request.getfixturevalue("pg_tenant"))
     yield opened

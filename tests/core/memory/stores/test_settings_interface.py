@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from homeagent_core.memory.stores.factory import open_shared_settings
 from homeagent_core.memory.stores.settings import SharedSettings
-from homeagent_core.stores.factory import open_shared_settings
 
 Opener = Callable[[], SharedSettings]
 
