@@ -254,7 +254,9 @@ class ChatBridge(abc.ABC):
         await self.on_inject(conv)
         # Who speaks: the kernel gives the sender the rights of the person the owner linked
         # this account to (`homeagent people link`); an unlinked sender is a guest.
-        options = InjectOptions(principal=Principal(door=self.platform, account=sender.account, thread=conv.key))
+        options = InjectOptions(
+            principal=Principal(door=self.platform, account=sender.account, thread=f"{self.platform}:{conv.key}")
+        )
         if message.attachments:
             await self.sdk.io.inject_media(line, message.attachments, name, options)
         else:

@@ -28,15 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from homeagent_core.memory.textlog import MAIN_THREAD, record_thread
 from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
-from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
+from homeagent_sdk.types import MediaAttachment, Principal, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.embeddings.registry import TierSelection
     from homeagent_core.knowledge import KnowledgeBase
-    from homeagent_core.memory.context import RelevanceContext
+    from homeagent_core.memory.context import RelevanceContext, ThreadContexts
     from homeagent_core.memory.distill import RuleDistiller
     from homeagent_core.memory.graph import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
@@ -55,6 +56,7 @@ __all__ = [
     "ToolLookup",
     "attach_shared_settings",
     "embedding_tier_config",
+    "thread_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,25 @@ _DRAIN_SECONDS = 10.0
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
+
+
+def thread_of(principal: Principal | None) -> str:
+    """The conversation thread whose working window a turn of ``principal`` uses.
+
+    The thread the door named (a web UI conversation, ``<platform>:private:<account>``,
+    ``<platform>:group:<id>``, ``v1:<person>:<user>``); without one, the person's default
+    thread: ``main`` for the owner, heartbeats and library use (no person registry), else
+    ``person:<name>`` (``guest:<door>:<account>`` for a guest).
+    """
+    if principal is None:
+        return MAIN_THREAD
+    if principal.thread:
+        return principal.thread
+    if principal.role in ("owner", "system"):
+        return MAIN_THREAD
+    if principal.person:
+        return f"person:{principal.person}"
+    return f"guest:{principal.door}:{principal.account}"
 
 
 class ToolLookup(Protocol):
@@ -133,6 +154,7 @@ class MemorySystem:
     #: The PostgreSQL pool the log, media and knowledge share (None on SQLite); closed after them.
     database: Any = None
     _current: dict[int, str] = field(default_factory=dict)
+    _threads: ThreadContexts | None = None
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
 
     # ------------------------------------------------------------------ opening
@@ -231,6 +253,15 @@ class MemorySystem:
             database=database,
         )
 
+    @property
+    def threads(self) -> ThreadContexts:
+        """The working window of every conversation thread; :attr:`context` is the main thread's."""
+        if self._threads is None:
+            from homeagent_core.memory.context import ThreadContexts
+
+            self._threads = ThreadContexts(self.context, self.data_dir / "memory" / "threads")
+        return self._threads
+
     def start_reembedding(self) -> None:
         """Start :meth:`reembed_stale` in the background (cancelled by :meth:`aclose`)."""
         if self._reembed_task is None:
@@ -264,7 +295,7 @@ class MemorySystem:
         if not await pool("memory").drain(_DRAIN_SECONDS):
             log.warning("closing memory with store calls still running after %g s: %s", _DRAIN_SECONDS,
                         pool("memory").stats())
-        await self.context.aclose()
+        await self.threads.aclose()
         await asyncio.to_thread(self.distiller.flush)
         await self.documents.aclose()
         await self.graph.aclose()
@@ -318,6 +349,11 @@ class MemorySystem:
     def _remembered(ctx: StageContext) -> bool:
         return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
 
+    def _window(self, ctx: StageContext) -> tuple[str, RelevanceContext]:
+        """The turn's thread and its working window (never another thread's)."""
+        thread = thread_of(ctx.principal)
+        return thread, self.threads.get(thread)
+
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
         from homeagent_core.memory.context import ContextEvent
@@ -330,10 +366,15 @@ class MemorySystem:
                 if record is not None:
                     att.digest = record.digest
         attachments = [MediaAttachment(digest=a.digest, mime=a.mime, name=a.name) for a in ctx.attachments] or None
+        thread, context = self._window(ctx)
+        person = ctx.principal.person if ctx.principal is not None else ""
         await self.textlog.aappend("user", ctx.raw_message, channel=ctx.channel, source=ctx.source,
-                                   attachments=attachments)
+                                   attachments=attachments, person=person, thread=thread)
+        if thread != MAIN_THREAD:
+            await asyncio.to_thread(self.threads.note, thread, "" if ":group:" in thread else person,
+                                    title=ctx.raw_message)
         cleaner = getattr(item, "cleaner", None)
-        event = await self.context.append(
+        event = await context.append(
             ContextEvent(input=ctx.raw_message, kind="user", source=ctx.source, channel=ctx.channel,
                          no_memory=ctx.no_memory),
             channel_cleaner=cleaner,
@@ -352,8 +393,9 @@ class MemorySystem:
                 await self.distiller.adistill_once()
 
     async def prune(self, ctx: StageContext) -> None:
-        if len(self.context) > self.context.max_context_size:
-            await self.context.prune(ctx.raw_message)
+        _, context = self._window(ctx)
+        if len(context) > context.max_context_size:
+            await context.prune(ctx.raw_message)
 
     async def recall(self, ctx: StageContext) -> list[str]:
         """System-prompt blocks: the graph index, related documents, knowledge hits.
@@ -417,9 +459,11 @@ class MemorySystem:
                 ToolOutput(result.name, result.result, no_memory=no_memory,
                            cleaner=tool.cleaner if tool is not None else None)
             )
+        thread, context = self._window(ctx)
         await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent",
-                                   reasoning=ctx.reasoning_content or "", tools=summaries or None)
-        await self.context.append(
+                                   reasoning=ctx.reasoning_content or "", tools=summaries or None,
+                                   person=ctx.principal.person if ctx.principal is not None else "", thread=thread)
+        await context.append(
             ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
                          tool_outputs=outputs)
         )
@@ -428,7 +472,8 @@ class MemorySystem:
         """Past messages for the prompt, oldest first, without the current input."""
         current = self._current.get(id(ctx))
         messages: list[dict[str, Any]] = []
-        for event in self.context.timeline(max_chars=max(0, int(budget_tokens))):
+        _, context = self._window(ctx)
+        for event in context.timeline(max_chars=max(0, int(budget_tokens))):
             if event.id == current:
                 continue
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(event.timestamp))
@@ -489,6 +534,7 @@ async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) 
         return (
             record.get("role") in ("user", "assistant")
             and record.get("channel", "") not in UNREMEMBERED_CHANNELS
+            and record_thread(record) == MAIN_THREAD
             and isinstance(ts, int | float)
             and (newest is None or ts > newest)
         )

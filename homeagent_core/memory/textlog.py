@@ -34,10 +34,13 @@ from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
-__all__ = ["ConversationLog", "TextLog", "edit_change", "new_record", "purge_change"]
+__all__ = ["MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change", "record_thread"]
 
 log = logging.getLogger(__name__)
 
+#: The thread of library use, of the owner's terminal and web UI default conversation, and of
+#: records written before there were threads.
+MAIN_THREAD = "main"
 _NAME = re.compile(r"^text-(\d{8})-(\d{3})\.jsonl$")
 _TAIL_BLOCK = 64 * 1024
 
@@ -59,6 +62,8 @@ class ConversationLog(Protocol):
         attachments: list[MediaAttachment] | None = None,
         reasoning: str = "",
         tools: list[dict[str, Any]] | None = None,
+        person: str = "",
+        thread: str = "",
     ) -> str:
         """Record one message durably; returns its id."""
         ...
@@ -110,8 +115,14 @@ def new_record(
     attachments: list[MediaAttachment] | None = None,
     reasoning: str = "",
     tools: list[dict[str, Any]] | None = None,
+    person: str = "",
+    thread: str = "",
 ) -> dict[str, Any]:
     """A new log record with a fresh id (the same shape on every backend).
+
+    ``person`` is who said it (the person of the turn, for a reply too) and ``thread`` the
+    conversation it belongs to; a record without them (older logs) is the owner's, in the main
+    thread (:func:`record_thread`).
 
     Raises:
         UsageError: ``role`` is empty.
@@ -135,7 +146,17 @@ def new_record(
         record["reasoning"] = reasoning
     if tools:
         record["tools"] = tools
+    if person:
+        record["person"] = person
+    if thread:
+        record["thread"] = thread
     return record
+
+
+def record_thread(record: dict[str, Any]) -> str:
+    """The thread of a log record; records written before there were threads are in the main one."""
+    thread = record.get("thread")
+    return thread if isinstance(thread, str) and thread else MAIN_THREAD
 
 
 def edit_change(old: str, new: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -280,6 +301,8 @@ class TextLog(ConversationLog):
         attachments: list[MediaAttachment] | None = None,
         reasoning: str = "",
         tools: list[dict[str, Any]] | None = None,
+        person: str = "",
+        thread: str = "",
     ) -> str:
         """Write one record durably (flush + fsync); returns its id.
 
@@ -291,7 +314,8 @@ class TextLog(ConversationLog):
             MemoryStoreError: the disk write failed (the message was NOT recorded).
         """
         record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
-                            attachments=attachments, reasoning=reasoning, tools=tools)
+                            attachments=attachments, reasoning=reasoning, tools=tools, person=person,
+                            thread=thread)
         ts = float(record["timestamp"])
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
