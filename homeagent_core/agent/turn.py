@@ -31,6 +31,7 @@ from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
 from homeagent_core.stream import RESET, ROUND
+from homeagent_sdk.threads import thread_of
 from homeagent_sdk.types import Principal, StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -193,6 +194,10 @@ class Turn:
         self.others: list[Principal] = []
         if kernel.rights is not None:
             self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+        #: The conversation this input belongs to and who said it, on every event the turn publishes
+        #: (the web UI shows each person only their own threads' events).
+        self.who = {"person": self.principal.person if self.principal is not None else "",
+                    "thread": thread_of(self.principal)}
         self.ctx = StageContext(
             raw_message=item.text,
             source=item.source,
@@ -259,7 +264,7 @@ class Turn:
         k.bus.publish(
             "raw_input",
             {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt,
-             "attachments": [{"name": a.name, "mime": a.mime} for a in item.attachments or ()]},
+             "attachments": [{"name": a.name, "mime": a.mime} for a in item.attachments or ()], **self.who},
         )
         await k.stages.run("on_input", ctx)
         if ctx.drop:
@@ -361,6 +366,7 @@ class Turn:
             "source": ctx.source,
             "reasoning_content": ctx.reasoning_content,
             "usage": dict(self._usage),
+            **self.who,
         }
         if target != ctx.channel:
             data["delivered_to"] = target
@@ -511,6 +517,7 @@ class Turn:
                     "tool_calls": [c.to_dict() for c in ctx.tool_calls],
                     "usage": response["usage"],
                     "finish_reason": response["finish_reason"],
+                    **self.who,
                 },
             )
             await k.stages.run("post_action", ctx)
@@ -576,6 +583,7 @@ class Turn:
                 "result": result.result[:2000],
                 "ms": round((time.perf_counter() - started) * 1000, 3),
                 "channel": ctx.channel,
+                **self.who,
             },
         )
         return result, rejected
@@ -695,12 +703,12 @@ class Turn:
 
     def _emit(self, name: str, text: str) -> None:
         key = "content" if name == "content_delta" else "reasoning_content"
-        self.k.bus.publish(name, {key: text, "channel": self.ctx.channel})
+        self.k.bus.publish(name, {key: text, "channel": self.ctx.channel, **self.who})
         if self._sink is not None and name == "content_delta":
             self._sink.put_nowait(text)
 
     def _emit_reset(self) -> None:
-        self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel})
+        self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel, **self.who})
         if self._sink is not None:
             self._sink.put_nowait(RESET)
 

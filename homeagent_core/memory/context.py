@@ -44,9 +44,9 @@ import numpy as np
 
 from homeagent_core.memory.documents import Document
 from homeagent_core.memory.lexical import score_terms, term_counts
-from homeagent_core.memory.textlog import MAIN_THREAD
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
+from homeagent_sdk.threads import MAIN_THREAD
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from homeagent_core.memory.textlog import MAIN_THREAD, record_thread
+from homeagent_core.memory.textlog import record_thread
 from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
-from homeagent_sdk.types import MediaAttachment, Principal, StageContext, ToolDef, Triple
+from homeagent_sdk.threads import MAIN_THREAD, thread_of
+from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
@@ -56,7 +57,6 @@ __all__ = [
     "ToolLookup",
     "attach_shared_settings",
     "embedding_tier_config",
-    "thread_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -66,25 +66,6 @@ _DRAIN_SECONDS = 10.0
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
-
-
-def thread_of(principal: Principal | None) -> str:
-    """The conversation thread whose working window a turn of ``principal`` uses.
-
-    The thread the door named (a web UI conversation, ``<platform>:private:<account>``,
-    ``<platform>:group:<id>``, ``v1:<person>:<user>``); without one, the person's default
-    thread: ``main`` for the owner, heartbeats and library use (no person registry), else
-    ``person:<name>`` (``guest:<door>:<account>`` for a guest).
-    """
-    if principal is None:
-        return MAIN_THREAD
-    if principal.thread:
-        return principal.thread
-    if principal.role in ("owner", "system"):
-        return MAIN_THREAD
-    if principal.person:
-        return f"person:{principal.person}"
-    return f"guest:{principal.door}:{principal.account}"
 
 
 class ToolLookup(Protocol):

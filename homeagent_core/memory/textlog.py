@@ -32,15 +32,13 @@ from typing import Any, Protocol
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
 __all__ = ["MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change", "record_thread"]
 
 log = logging.getLogger(__name__)
 
-#: The thread of library use, of the owner's terminal and web UI default conversation, and of
-#: records written before there were threads.
-MAIN_THREAD = "main"
 _NAME = re.compile(r"^text-(\d{8})-(\d{3})\.jsonl$")
 _TAIL_BLOCK = 64 * 1024
 
