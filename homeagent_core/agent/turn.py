@@ -196,8 +196,9 @@ class Turn:
             self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
         #: The conversation this input belongs to and who said it, on every event the turn publishes
         #: (the web UI shows each person only their own threads' events).
-        self.who = {"person": self.principal.person if self.principal is not None else "",
-                    "thread": thread_of(self.principal)}
+        #: Without a person registry the door's own claim still picks the thread.
+        said = self.principal if kernel.rights is not None else item.extra.get("principal")
+        self.who = {"person": said.person if said is not None else "", "thread": thread_of(said)}
         self.ctx = StageContext(
             raw_message=item.text,
             source=item.source,
@@ -205,7 +206,7 @@ class Turn:
             no_memory=item.no_memory or item.interrupt,
             interrupt=item.interrupt,
             attachments=list(item.attachments),
-            principal=self.principal,
+            principal=said,
         )
         self.accepting = False
         self.stopped = item.stopped

@@ -617,7 +617,7 @@ class ThreadContexts:
         found.sort(key=lambda e: -float(e.get("updated", 0)))
         return found
 
-    def note(self, thread: str, person: str, *, title: str = "", when: float | None = None) -> dict[str, Any]:
+    def note(self, thread: str, person: str, title: str = "", *, when: float | None = None) -> dict[str, Any]:
         """Record that ``person`` used ``thread`` (known threads keep their person and title)."""
         now = time.time() if when is None else when
         thread = thread or MAIN_THREAD
