@@ -575,7 +575,7 @@ class ThreadContexts:
         Raises:
             UsageError: empty, longer than 200 characters, or with a control character or slash.
         """
-        if not isinstance(thread, str) or not _THREAD_ID.match(thread):
+        if not isinstance(thread, str) or not _THREAD_ID.fullmatch(thread):
             raise UsageError(
                 f"thread id must be 1-200 characters without control characters, '/' or a backslash, got {thread!r}"
             )

@@ -299,6 +299,7 @@ async def upload(request: Request) -> Response:
             data = await file.read(ui.max_upload + 1)
             filename, content_type = file.filename or "upload", file.content_type or ""
             message = str(form.get("message") or "").strip()
+            thread = form.get("thread")
     except ApiError:
         raise
     except Exception as exc:  # multipart parser errors are user input errors
@@ -310,16 +311,25 @@ async def upload(request: Request) -> Response:
         raise ApiError(415, f"file type {mime or 'unknown'!r} is not accepted (images, audio, text, PDF)")
     if mime.startswith("image/") and not _looks_like_image(data):
         raise ApiError(415, "the file says it is an image but its content is not")
+    viewer = Viewer(request)
+    thread = await _own_thread(viewer, thread if isinstance(thread, str) else None)
     clean = upload_name(filename, mime)
     path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
     try:
         result = await agent_port.ask_with_media(
-            ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"
+            ui.kernel,
+            message or f"[上传了文件 {path.name}]",
+            data,
+            mime,
+            path.name,
+            channel="webui",
+            source="webui",
+            principal=viewer.principal(thread),
         )
     except BaseException as exc:
         raise _turn_error(exc) from None
-    return ok({**result, "file": info})
+    return ok({**result, "file": info, "thread": thread})
 
 
 def _looks_like_image(data: bytes) -> bool:

@@ -147,7 +147,7 @@ def _principal(request: Request, user: Any) -> Principal:
     the thread ``v1:<person>:<user>``."""
     if user is None or user == "":
         user = "default"
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise ApiError(400, "user must be 1-64 characters without control characters, '/' or a backslash")
     person = getattr(request.state, "person", None)
     if person:

@@ -311,6 +311,7 @@ async function send(text, file, {redraw = true} = {}) {
       const form = new FormData();
       form.append("file", file);
       form.append("message", text);
+      form.append("thread", currentThread);
       result = await api("/api/v1/chat/file", {method: "POST", body: form});
     } else {
       result = await api("/api/v1/chat", {

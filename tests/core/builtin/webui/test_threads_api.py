@@ -139,3 +139,19 @@ async def test_two_v1_keys_have_separate_threads(daemon: WebDaemon):
         bad = await kid.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
                                                             "user": "a/b"})
     assert bad.status_code == 400 and "user must be" in bad.text
+
+
+async def test_an_upload_goes_to_the_conversation_it_was_sent_in(daemon: WebDaemon):
+    async with daemon.client() as owner:
+        new = (await owner.post("/api/v1/threads", json={})).json()["thread"]["id"]
+        sent = await owner.post(
+            "/api/v1/chat/file",
+            data={"message": "read this note", "thread": new},
+            files={"file": ("note.txt", b"a shopping list", "text/plain")},
+        )
+        assert sent.status_code == 200, sent.text
+        assert sent.json()["thread"] == new
+        in_thread = (await owner.get(f"/api/v1/threads/{new}/history")).json()["messages"]
+        main = (await owner.get("/api/v1/threads/main/history")).json()["messages"]
+    assert [m["content"] for m in in_thread if m["role"] == "user"] == ["read this note"]
+    assert not any(m["content"] == "read this note" for m in main)
