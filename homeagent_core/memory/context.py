@@ -20,6 +20,9 @@ on :meth:`flush` / :meth:`aclose`; :meth:`save_now` writes it at once (fsync'd) 
 must not lose an event, such as a document moved back from the document store. Writes are
 serialised and an older snapshot never replaces a newer one. A damaged file loads every event
 that is still valid.
+
+:class:`ThreadContexts` keeps one such window per conversation thread (``homeagent_sdk.threads``):
+``main`` is ``context.json``, every other thread ``threads/<thread>.json``, opened on first use.
 """
 
 from __future__ import annotations

@@ -7,10 +7,12 @@ conversation log and the knowledge base. It implements the kernel's ``TurnMemory
 kernel. Its tools and heartbeats belong to the ``memory`` plugin (``memory/plugin.py``).
 
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
-so an input that was answered is never lost; the context is saved debounced and flushed on
+so an input that was answered is never lost (the record names the turn's person and thread); a
+turn reads and writes only the working window of its own thread (:func:`homeagent_sdk.threads.thread_of`),
+never another person's; the context is saved debounced and flushed on
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
-store; a move a crash interrupted is finished when memory opens). Turns the context file missed
-in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
+store; a move a crash interrupted is finished when memory opens). Turns the main thread's context
+file missed in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
 of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick;
 an input in which it recognises a plain fact (我叫X, I live in X) is distilled into the graph
 right then, so the graph shows it after the turn (the model distiller runs on its heartbeat).
