@@ -11,8 +11,9 @@ so an input that was answered is never lost (the record names the turn's person 
 turn reads and writes only the working window of its own thread (:func:`homeagent_sdk.threads.thread_of`),
 never another person's; the context is saved debounced and flushed on
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
-store; a move a crash interrupted is finished when memory opens). Turns the main thread's context
-file missed in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
+store; a move a crash interrupted is finished when memory opens). Turns a thread's context file
+missed in a crash are restored from the conversation log: ``main``'s when memory opens, any other
+thread's when it is first used. The rule distiller's raw record
 of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick;
 an input in which it recognises a plain fact (我叫X, I live in X) is distilled into the graph
 right then, so the graph shows it after the turn (the model distiller runs on its heartbeat).
@@ -65,6 +66,10 @@ log = logging.getLogger(__name__)
 
 #: seconds memory waits at close for store calls still running in its worker pool
 _DRAIN_SECONDS = 10.0
+
+#: How far back from the end of the conversation log a thread's missed turns are looked for
+#: when it is first used in a run (the turns a crash can lose are the last few seconds' ones).
+_THREAD_REPLAY_BYTES = 4 * 1024 * 1024
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
@@ -138,6 +143,7 @@ class MemorySystem:
     database: Any = None
     _current: dict[int, str] = field(default_factory=dict)
     _threads: ThreadContexts | None = None
+    _replayed: set[str] = field(default_factory=set)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
 
     # ------------------------------------------------------------------ opening
@@ -332,10 +338,18 @@ class MemorySystem:
     def _remembered(ctx: StageContext) -> bool:
         return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
 
-    def _window(self, ctx: StageContext) -> tuple[str, RelevanceContext]:
-        """The turn's thread and its working window (never another thread's)."""
+    async def _window(self, ctx: StageContext) -> tuple[str, RelevanceContext]:
+        """The turn's thread and its working window (never another thread's).
+
+        The first time a thread is used in this run, the turns its (debounced) file missed in a
+        crash are restored from the end of the conversation log, as ``main``'s are at open.
+        """
         thread = thread_of(ctx.principal)
-        return thread, self.threads.get(thread)
+        context = self.threads.get(thread)
+        if thread != MAIN_THREAD and thread not in self._replayed:
+            self._replayed.add(thread)
+            await _replay_log_tail(context, self.textlog, thread=thread, max_bytes=_THREAD_REPLAY_BYTES)
+        return thread, context
 
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
@@ -349,7 +363,7 @@ class MemorySystem:
                 if record is not None:
                     att.digest = record.digest
         attachments = [MediaAttachment(digest=a.digest, mime=a.mime, name=a.name) for a in ctx.attachments] or None
-        thread, context = self._window(ctx)
+        thread, context = await self._window(ctx)
         person = ctx.principal.person if ctx.principal is not None else ""
         await self.textlog.aappend("user", ctx.raw_message, channel=ctx.channel, source=ctx.source,
                                    attachments=attachments, person=person, thread=thread)
@@ -376,7 +390,7 @@ class MemorySystem:
                 await self.distiller.adistill_once()
 
     async def prune(self, ctx: StageContext) -> None:
-        _, context = self._window(ctx)
+        _, context = await self._window(ctx)
         if len(context) > context.max_context_size:
             await context.prune(ctx.raw_message)
 
@@ -442,7 +456,7 @@ class MemorySystem:
                 ToolOutput(result.name, result.result, no_memory=no_memory,
                            cleaner=tool.cleaner if tool is not None else None)
             )
-        thread, context = self._window(ctx)
+        thread, context = await self._window(ctx)
         await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent",
                                    reasoning=ctx.reasoning_content or "", tools=summaries or None,
                                    person=ctx.principal.person if ctx.principal is not None else "", thread=thread)
@@ -455,7 +469,7 @@ class MemorySystem:
         """Past messages for the prompt, oldest first, without the current input."""
         current = self._current.get(id(ctx))
         messages: list[dict[str, Any]] = []
-        _, context = self._window(ctx)
+        _, context = await self._window(ctx)
         for event in context.timeline(max_chars=max(0, int(budget_tokens))):
             if event.id == current:
                 continue
@@ -500,7 +514,9 @@ def attach_shared_settings(config: ConfigStore) -> None:
         config.attach_shared(shared)
 
 
-async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) -> int:
+async def _replay_log_tail(
+    context: RelevanceContext, textlog: ConversationLog, *, thread: str = MAIN_THREAD, max_bytes: int | None = None
+) -> int:
     """Add to the context the turns the log has but the (debounced) context file missed.
 
     The log is written before every acknowledgement, the context file at most every few
@@ -517,12 +533,15 @@ async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) 
         return (
             record.get("role") in ("user", "assistant")
             and record.get("channel", "") not in UNREMEMBERED_CHANNELS
-            and record_thread(record) == MAIN_THREAD
+            and record_thread(record) == thread
             and isinstance(ts, int | float)
             and (newest is None or ts > newest)
         )
 
-    records = await run_blocking("memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted))
+    bound = {} if max_bytes is None else {"max_bytes": max_bytes}
+    records = await run_blocking(
+        "memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted, **bound)
+    )
     for record in records:
         user = record["role"] == "user"
         await context.append(

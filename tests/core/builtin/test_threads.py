@@ -89,3 +89,21 @@ async def test_threads_survive_a_restart_and_a_one_person_agent_keeps_one_window
     assert "the owner's second words" in owner and "Mimi" not in owner
     assert h2.app.memory is not None
     assert [t["id"] for t in h2.app.memory.threads.threads("kid")] == ["person:kid"]
+
+
+async def test_a_threads_turns_its_file_missed_in_a_crash_come_back_from_the_log(harness, tmp_path):
+    data = tmp_path / "data"
+    h = await harness([], data=data, memory=True)
+    h.app.people.add("kid", "child")
+    await h.kernel.ask("my cat is called Mimi", options=web("kid"))
+    await h.stop()
+    # The window's file is saved debounced: a crash before the save loses it; the log has the turn.
+    (data / "memory" / "threads" / "person%3Akid.json").unlink()
+
+    h2 = await harness([], data=data, memory=True)
+    await h2.kernel.ask("what is my cat called?", options=web("kid"))
+    messages = h2.model.requests[-1]["messages"]
+    assert [m["content"] for m in messages if m["role"] != "system"][:2] == ["my cat is called Mimi", "ok"]
+    await h2.kernel.ask("and again?", options=web("kid"))  # restored once, not on every turn
+    again = [m["content"] for m in h2.model.requests[-1]["messages"] if m["role"] != "system"]
+    assert again.count("my cat is called Mimi") == 1
