@@ -18,10 +18,18 @@ from __future__ import annotations
 
 from homeagent_sdk.types import Principal
 
-__all__ = ["MAIN_THREAD", "thread_of"]
+__all__ = ["MAIN_THREAD", "RESERVED_PREFIXES", "door_may_name", "thread_of"]
 
 #: The owner's default thread: the single conversation of library use and of a one-person home.
 MAIN_THREAD = "main"
+#: Thread names only the core's own doors (web UI, /v1) and the defaults use.
+RESERVED_PREFIXES = ("web:", "v1:", "person:", "guest:")
+
+
+def door_may_name(door: str, thread: str) -> bool:
+    """Whether a plugin's door may name ``thread``: only threads of its own door (``<door>:…``,
+    as the chat bridges' ``qq:private:<account>``), never ``main`` or a reserved name."""
+    return bool(door) and thread.startswith(f"{door}:") and not thread.startswith(RESERVED_PREFIXES)
 
 
 def thread_of(principal: Principal | None) -> str:

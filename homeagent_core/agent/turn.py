@@ -18,20 +18,21 @@ the in-flight model call and is injected before the next call as a system messag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
+from homeagent_core.agent.approvals import CURRENT_PRINCIPAL, TRUSTED_DOORS
 from homeagent_core.agent.channels import SEND_PREFIX
-from homeagent_core.agent.policy import Decision
+from homeagent_core.agent.policy import Decision, door_of
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
 from homeagent_core.stream import RESET, ROUND
-from homeagent_sdk.threads import thread_of
+from homeagent_sdk.threads import door_may_name, thread_of
 from homeagent_sdk.types import Principal, StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -176,6 +177,23 @@ class TurnHost(Protocol):
         ...
 
 
+def _own_thread_only(rights: Rights, source: str, principal: Principal) -> Principal:
+    """``principal`` with a thread a plugin may not name dropped (its person's default is used).
+
+    The core's doors name any thread (they check it is the person's own); a plugin only threads
+    of its own door (:func:`homeagent_sdk.threads.door_may_name`), so it cannot make a turn read
+    someone else's conversation by naming it.
+    """
+    base = door_of(source)
+    if not principal.thread or (base in TRUSTED_DOORS and not rights.is_external(base)):
+        return principal
+    if door_may_name(principal.door, principal.thread):
+        return principal
+    log.warning("input from %s named the thread %r, which is not its own; its default thread is used",
+                source, principal.thread)
+    return dataclasses.replace(principal, thread="")
+
+
 class _Cancelled(Exception):
     """The model call was cancelled by an interrupt or a stop."""
 
@@ -194,6 +212,7 @@ class Turn:
         self.others: list[Principal] = []
         if kernel.rights is not None:
             self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+            self.principal = _own_thread_only(kernel.rights, item.source, self.principal)
         #: The conversation this input belongs to and who said it, on every event the turn publishes
         #: (the web UI shows each person only their own threads' events).
         #: Without a person registry the door's own claim still picks the thread.

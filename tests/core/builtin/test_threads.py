@@ -107,3 +107,17 @@ async def test_a_threads_turns_its_file_missed_in_a_crash_come_back_from_the_log
     await h2.kernel.ask("and again?", options=web("kid"))  # restored once, not on every turn
     again = [m["content"] for m in h2.model.requests[-1]["messages"] if m["role"] != "system"]
     assert again.count("my cat is called Mimi") == 1
+
+
+async def test_a_plugin_cannot_read_a_conversation_by_naming_it(harness):
+    h = await harness([], memory=True)
+    await h.kernel.ask("the owner's private plans")
+    alarm = h.kernel.io_for("alarm", external=True)  # a plugin nobody linked: a guest's door
+    for thread in ("main", "web:owner:1", "person:owner", "qq:private:1001"):
+        await alarm.inject_input_sync("what are the plans?", "alarm", said_by("alarm", "", thread))
+        assert "private plans" not in json.dumps(h.model.requests[-1]), thread
+    # Its own door's threads it may name.
+    await alarm.inject_input_sync("wake me at 7", "alarm", said_by("alarm", "", "alarm:bedroom"))
+    records = log_records(h.app.data_dir)
+    assert [r["thread"] for r in records if r["content"] == "wake me at 7"] == ["alarm:bedroom"]
+    assert {r["thread"] for r in records if r["content"] == "what are the plans?"} == {"guest:alarm:"}
