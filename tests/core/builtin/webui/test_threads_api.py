@@ -136,8 +136,9 @@ async def test_two_v1_keys_have_separate_threads(daemon: WebDaemon):
         "kid via v1": "v1:kid:default",
     }
     async with as_key(daemon, kid_key) as kid:
-        bad = await kid.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
-                                                            "user": "a/b"})
+        bad = await kid.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "user": "a/b"}
+        )
     assert bad.status_code == 400 and "user must be" in bad.text
 
 
