@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from _harness import Row, arg_parser, emit, percentile  # noqa: E402
 
 from homeagent_core.library import Agent  # noqa: E402
-from homeagent_core.memory.documents import Document  # noqa: E402
+from homeagent_core.memory.documents.store import Document  # noqa: E402
 from homeagent_core.ops.backup import create_backup, lower_priority  # noqa: E402
 from homeagent_core.ops.restore import restore_backup  # noqa: E402
 from homeagent_sdk.testing import FakeModel  # noqa: E402

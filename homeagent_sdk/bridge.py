@@ -274,7 +274,7 @@ class ChatBridge(abc.ABC):
         # platform's message id goes along: a message the platform delivers twice is answered once.
         options = InjectOptions(
             no_memory=no_memory,
-            principal=Principal(door=self.platform, account=sender.account, thread=conv.key),
+            principal=Principal(door=self.platform, account=sender.account, thread=f"{self.platform}:{conv.key}"),
             message_id=f"{conv.key}/{message.message_id}" if message.message_id else "",
         )
         try:

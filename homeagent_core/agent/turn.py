@@ -18,19 +18,21 @@ the in-flight model call and is injected before the next call as a system messag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
+from homeagent_core.agent.approvals import CURRENT_PRINCIPAL, TRUSTED_DOORS
 from homeagent_core.agent.channels import SEND_PREFIX
-from homeagent_core.agent.policy import Decision
+from homeagent_core.agent.policy import Decision, door_of
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
 from homeagent_core.agent.tools import run_batch
 from homeagent_core.stream import RESET, ROUND
+from homeagent_sdk.threads import door_may_name, thread_of
 from homeagent_sdk.types import Principal, StageContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -175,6 +177,23 @@ class TurnHost(Protocol):
         ...
 
 
+def _own_thread_only(rights: Rights, source: str, principal: Principal) -> Principal:
+    """``principal`` with a thread a plugin may not name dropped (its person's default is used).
+
+    The core's doors name any thread (they check it is the person's own); a plugin only threads
+    of its own door (:func:`homeagent_sdk.threads.door_may_name`), so it cannot make a turn read
+    someone else's conversation by naming it.
+    """
+    base = door_of(source)
+    if not principal.thread or (base in TRUSTED_DOORS and not rights.is_external(base)):
+        return principal
+    if door_may_name(principal.door, principal.thread):
+        return principal
+    log.warning("input from %s named the thread %r, which is not its own; its default thread is used",
+                source, principal.thread)
+    return dataclasses.replace(principal, thread="")
+
+
 class _Cancelled(Exception):
     """The model call was cancelled by an interrupt or a stop."""
 
@@ -193,6 +212,12 @@ class Turn:
         self.others: list[Principal] = []
         if kernel.rights is not None:
             self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+            self.principal = _own_thread_only(kernel.rights, item.source, self.principal)
+        #: The conversation this input belongs to and who said it, on every event the turn publishes
+        #: (the web UI shows each person only their own threads' events).
+        #: Without a person registry the door's own claim still picks the thread.
+        said = self.principal if kernel.rights is not None else item.extra.get("principal")
+        self.who = {"person": said.person if said is not None else "", "thread": thread_of(said)}
         self.ctx = StageContext(
             raw_message=item.text,
             source=item.source,
@@ -200,7 +225,7 @@ class Turn:
             no_memory=item.no_memory or item.interrupt,
             interrupt=item.interrupt,
             attachments=list(item.attachments),
-            principal=self.principal,
+            principal=said,
         )
         self.accepting = False
         self.stopped = item.stopped
@@ -259,7 +284,7 @@ class Turn:
         k.bus.publish(
             "raw_input",
             {"text": item.text, "channel": item.channel, "source": item.source, "interrupt": item.interrupt,
-             "attachments": [{"name": a.name, "mime": a.mime} for a in item.attachments or ()]},
+             "attachments": [{"name": a.name, "mime": a.mime} for a in item.attachments or ()], **self.who},
         )
         await k.stages.run("on_input", ctx)
         if ctx.drop:
@@ -361,6 +386,7 @@ class Turn:
             "source": ctx.source,
             "reasoning_content": ctx.reasoning_content,
             "usage": dict(self._usage),
+            **self.who,
         }
         if target != ctx.channel:
             data["delivered_to"] = target
@@ -511,6 +537,7 @@ class Turn:
                     "tool_calls": [c.to_dict() for c in ctx.tool_calls],
                     "usage": response["usage"],
                     "finish_reason": response["finish_reason"],
+                    **self.who,
                 },
             )
             await k.stages.run("post_action", ctx)
@@ -576,6 +603,7 @@ class Turn:
                 "result": result.result[:2000],
                 "ms": round((time.perf_counter() - started) * 1000, 3),
                 "channel": ctx.channel,
+                **self.who,
             },
         )
         return result, rejected
@@ -695,12 +723,12 @@ class Turn:
 
     def _emit(self, name: str, text: str) -> None:
         key = "content" if name == "content_delta" else "reasoning_content"
-        self.k.bus.publish(name, {key: text, "channel": self.ctx.channel})
+        self.k.bus.publish(name, {key: text, "channel": self.ctx.channel, **self.who})
         if self._sink is not None and name == "content_delta":
             self._sink.put_nowait(text)
 
     def _emit_reset(self) -> None:
-        self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel})
+        self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel, **self.who})
         if self._sink is not None:
             self._sink.put_nowait(RESET)
 

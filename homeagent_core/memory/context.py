@@ -20,6 +20,9 @@ on :meth:`flush` / :meth:`aclose`; :meth:`save_now` writes it at once (fsync'd) 
 must not lose an event, such as a document moved back from the document store. Writes are
 serialised and an older snapshot never replaces a newer one. A damaged file loads every event
 that is still valid.
+
+:class:`ThreadContexts` keeps one such window per conversation thread (``homeagent_sdk.threads``):
+``main`` is ``context.json``, every other thread ``threads/<thread>.json``, opened on first use.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from homeagent_core.memory.documents.store import Document
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
+from homeagent_sdk.threads import MAIN_THREAD
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -58,8 +62,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_EXCLUDED_SOURCES",
+    "MAIN_THREAD",
     "ContextEvent",
     "RelevanceContext",
+    "ThreadContexts",
     "ToolOutput",
     "apply_cleaner",
     "atext_for_vector",
@@ -518,6 +524,126 @@ class RelevanceContext:
                 log.warning("context file %s: dropped event #%d: %s", path, number, exc)
         events.sort(key=lambda e: e.timestamp)
         self._events = events
+
+
+_THREAD_ID = re.compile(r"^[^\x00-\x1f/\\]{1,200}$")
+_UNSAFE_FILE = re.compile(r"[^A-Za-z0-9_.@-]")
+
+
+def thread_file(thread: str) -> str:
+    """The file name of ``thread``'s window: unsafe characters percent-encoded (``qq:private:1`` ->
+    ``qq%3Aprivate%3A1.json``), so two threads never share a file."""
+    return _UNSAFE_FILE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), thread) + ".json"
+
+
+class ThreadContexts:
+    """One working window per conversation thread, so a turn's prompt is built from its own thread only.
+
+    The main thread is ``main`` (the single window of library use and of the owner's default
+    conversation, saved as ``context.json``); every other thread's window is
+    ``<folder>/<thread>.json``, opened on first use. At most ``keep`` windows stay open besides
+    the main one: the least recently used is saved and closed when another one opens.
+    ``<folder>/index.json`` records each thread's person, title and times, which the web UI lists.
+
+    Args:
+        main: the main thread's window.
+        folder: ``<data>/memory/threads``; ``None`` keeps other threads in memory only.
+        keep: windows kept open besides the main one.
+    """
+
+    def __init__(self, main: RelevanceContext, folder: str | Path | None, *, keep: int = 32) -> None:
+        self.main = main
+        self.folder = Path(folder) if folder is not None else None
+        self.keep = max(1, keep)
+        self._open: dict[str, RelevanceContext] = {}  # insertion order = least recently used first
+        self._index: dict[str, dict[str, Any]] = {}
+        self._index_lock = threading.Lock()
+        if self.folder is not None and (self.folder / "index.json").exists():
+            try:
+                data = json.loads((self.folder / "index.json").read_text(encoding="utf-8"))
+                self._index = {str(k): dict(v) for k, v in data.get("threads", {}).items() if isinstance(v, dict)}
+            except (ValueError, AttributeError, TypeError) as exc:
+                log.warning("thread index %s is damaged (%s); threads are listed again as they are used",
+                            self.folder / "index.json", exc)
+
+    @staticmethod
+    def check(thread: str) -> str:
+        """``thread`` if it is a usable thread id.
+
+        Raises:
+            UsageError: empty, longer than 200 characters, or with a control character or slash.
+        """
+        if not isinstance(thread, str) or not _THREAD_ID.fullmatch(thread):
+            raise UsageError(
+                f"thread id must be 1-200 characters without control characters, '/' or a backslash, got {thread!r}"
+            )
+        return thread
+
+    def get(self, thread: str) -> RelevanceContext:
+        """The window of ``thread`` (opened, or loaded from its file, on first use)."""
+        if not thread or thread == MAIN_THREAD:
+            return self.main
+        context = self._open.pop(thread, None)
+        if context is None:
+            self.check(thread)
+            m = self.main
+            context = RelevanceContext(
+                self.folder / thread_file(thread) if self.folder is not None else None,
+                embedder=m.embedder, documents=m.documents, max_context_size=m.max_context_size,
+                protected=m.protected, debounce=m.debounce, archive_excluded_sources=m.archive_excluded_sources,
+            )
+            while len(self._open) >= self.keep:
+                oldest = next(iter(self._open))
+                self._open.pop(oldest).flush()
+        self._open[thread] = context
+        return context
+
+    def opened(self) -> list[str]:
+        """The threads whose windows are open now, besides the main one."""
+        return list(self._open)
+
+    # -- the index ----------------------------------------------------------------------------
+
+    def info(self, thread: str) -> dict[str, Any] | None:
+        """``{id, person, title, created, updated}`` of a known thread, or None."""
+        entry = self._index.get(thread)
+        return {"id": thread, **entry} if entry is not None else None
+
+    def threads(self, person: str) -> list[dict[str, Any]]:
+        """The threads of ``person``, the most recently used first."""
+        found = [{"id": t, **e} for t, e in list(self._index.items()) if e.get("person") == person]
+        found.sort(key=lambda e: -float(e.get("updated", 0)))
+        return found
+
+    def note(self, thread: str, person: str, title: str = "", *, when: float | None = None) -> dict[str, Any]:
+        """Record that ``person`` used ``thread`` (known threads keep their person and title)."""
+        now = time.time() if when is None else when
+        thread = thread or MAIN_THREAD
+        with self._index_lock:
+            entry = self._index.get(thread)
+            changed = entry is None or (title and not entry.get("title"))
+            if entry is None:
+                entry = self._index[thread] = {"person": person, "title": "", "created": now, "updated": now}
+            if title and not entry.get("title"):
+                entry["title"] = title[:80]
+            entry["updated"] = max(float(entry.get("updated", 0)), now)
+        if changed:
+            self._save_index()
+        return {"id": thread, **entry}
+
+    def _save_index(self) -> None:
+        if self.folder is None:
+            return
+        with self._index_lock:
+            payload = json.dumps({"version": 1, "threads": self._index}, ensure_ascii=False).encode("utf-8")
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            atomic_write(self.folder / "index.json", payload)
+
+    async def aclose(self) -> None:
+        """Save every open window and the index (call on shutdown)."""
+        for context in [self.main, *self._open.values()]:
+            await context.aclose()
+        await asyncio.to_thread(self._save_index)
 
 
 def _salvage(raw: str) -> list[Any]:

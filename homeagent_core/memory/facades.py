@@ -155,6 +155,23 @@ class MemoryFacade:
         nodes = [{"id": r.id, "name": r.name, "type": r.type, "mention_count": r.mention_count} for r in top]
         return {"nodes": nodes, "edges": edges, "total_entities": len(cache.entities)}
 
+    async def threads(self, person: str) -> list[dict[str, Any]]:
+        """The conversation threads of ``person`` (``{id, person, title, created, updated}``), newest first."""
+        return self._m.threads.threads(person)
+
+    async def thread(self, thread: str) -> dict[str, Any] | None:
+        """One thread's ``{id, person, title, created, updated}``, or None when nobody used it yet."""
+        return self._m.threads.info(thread)
+
+    async def new_thread(self, thread: str, person: str, title: str = "") -> dict[str, Any]:
+        """Record the new thread ``thread`` of ``person`` (durable on return).
+
+        Raises:
+            UsageError: ``thread`` is not a usable thread id.
+        """
+        self._m.threads.check(thread)
+        return await run_blocking("memory", self._m.threads.note, thread, person, title)
+
     async def context_timeline(self) -> list[dict[str, Any]]:
         """The working context, oldest first."""
         return [

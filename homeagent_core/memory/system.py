@@ -7,10 +7,13 @@ conversation log and the knowledge base. It implements the kernel's ``TurnMemory
 kernel. Its tools and heartbeats belong to the ``memory`` plugin (``memory/plugin.py``).
 
 Durability: ``record_input`` appends to the conversation log (fsync) before the turn goes on,
-so an input that was answered is never lost; the context is saved debounced and flushed on
+so an input that was answered is never lost (the record names the turn's person and thread); a
+turn reads and writes only the working window of its own thread (:func:`homeagent_sdk.threads.thread_of`),
+never another person's; the context is saved debounced and flushed on
 close, except when ``doc_query`` moves documents into it (saved durably before they leave the
-store; a move a crash interrupted is finished when memory opens). Turns the context file missed
-in a crash are restored from the conversation log when memory opens. The rule distiller's raw record
+store; a move a crash interrupted is finished when memory opens). Turns a thread's context file
+missed in a crash are restored from the conversation log: ``main``'s when memory opens, any other
+thread's when it is first used. The rule distiller's raw record
 of an input is also written (atomically, fsync'd) before the turn goes on, not at its next tick;
 an input in which it recognises a plain fact (我叫X, I live in X) is distilled into the graph
 right then, so the graph shows it after the turn (the model distiller runs on its heartbeat).
@@ -28,14 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from homeagent_core.memory.textlog import record_thread
 from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.threads import MAIN_THREAD, thread_of
 from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
     from homeagent_core.embeddings.registry import TierSelection
-    from homeagent_core.memory.context import RelevanceContext
+    from homeagent_core.memory.context import RelevanceContext, ThreadContexts
     from homeagent_core.memory.distill import RuleDistiller
     from homeagent_core.memory.graph.store import GraphStore
     from homeagent_core.memory.indexer import MemoryIndexer
@@ -61,6 +66,10 @@ log = logging.getLogger(__name__)
 
 #: seconds memory waits at close for store calls still running in its worker pool
 _DRAIN_SECONDS = 10.0
+
+#: How far back from the end of the conversation log a thread's missed turns are looked for
+#: when it is first used in a run (the turns a crash can lose are the last few seconds' ones).
+_THREAD_REPLAY_BYTES = 4 * 1024 * 1024
 
 #: Channels whose turns are never remembered.
 UNREMEMBERED_CHANNELS = frozenset({"_consolidation_", "_child_"})
@@ -133,6 +142,8 @@ class MemorySystem:
     #: The PostgreSQL pool the log, media and knowledge share (None on SQLite); closed after them.
     database: Any = None
     _current: dict[int, str] = field(default_factory=dict)
+    _threads: ThreadContexts | None = None
+    _replayed: set[str] = field(default_factory=set)
     _reembed_task: asyncio.Task[dict[str, int]] | None = None
 
     # ------------------------------------------------------------------ opening
@@ -231,6 +242,15 @@ class MemorySystem:
             database=database,
         )
 
+    @property
+    def threads(self) -> ThreadContexts:
+        """The working window of every conversation thread; :attr:`context` is the main thread's."""
+        if self._threads is None:
+            from homeagent_core.memory.context import ThreadContexts
+
+            self._threads = ThreadContexts(self.context, self.data_dir / "memory" / "threads")
+        return self._threads
+
     def start_reembedding(self) -> None:
         """Start :meth:`reembed_stale` in the background (cancelled by :meth:`aclose`)."""
         if self._reembed_task is None:
@@ -264,7 +284,7 @@ class MemorySystem:
         if not await pool("memory").drain(_DRAIN_SECONDS):
             log.warning("closing memory with store calls still running after %g s: %s", _DRAIN_SECONDS,
                         pool("memory").stats())
-        await self.context.aclose()
+        await self.threads.aclose()
         await asyncio.to_thread(self.distiller.flush)
         await self.documents.aclose()
         await self.graph.aclose()
@@ -318,6 +338,19 @@ class MemorySystem:
     def _remembered(ctx: StageContext) -> bool:
         return not ctx.no_memory and ctx.channel not in UNREMEMBERED_CHANNELS
 
+    async def _window(self, ctx: StageContext) -> tuple[str, RelevanceContext]:
+        """The turn's thread and its working window (never another thread's).
+
+        The first time a thread is used in this run, the turns its (debounced) file missed in a
+        crash are restored from the end of the conversation log, as ``main``'s are at open.
+        """
+        thread = thread_of(ctx.principal)
+        context = self.threads.get(thread)
+        if thread != MAIN_THREAD and thread not in self._replayed:
+            self._replayed.add(thread)
+            await _replay_log_tail(context, self.textlog, thread=thread, max_bytes=_THREAD_REPLAY_BYTES)
+        return thread, context
+
     async def record_input(self, ctx: StageContext, item: Any) -> None:
         """Durably log the input, then add it to the working context."""
         from homeagent_core.memory.context import ContextEvent
@@ -330,10 +363,15 @@ class MemorySystem:
                 if record is not None:
                     att.digest = record.digest
         attachments = [MediaAttachment(digest=a.digest, mime=a.mime, name=a.name) for a in ctx.attachments] or None
+        thread, context = await self._window(ctx)
+        person = ctx.principal.person if ctx.principal is not None else ""
         await self.textlog.aappend("user", ctx.raw_message, channel=ctx.channel, source=ctx.source,
-                                   attachments=attachments)
+                                   attachments=attachments, person=person, thread=thread)
+        if thread != MAIN_THREAD:
+            await asyncio.to_thread(self.threads.note, thread, "" if ":group:" in thread else person,
+                                    title=ctx.raw_message)
         cleaner = getattr(item, "cleaner", None)
-        event = await self.context.append(
+        event = await context.append(
             ContextEvent(input=ctx.raw_message, kind="user", source=ctx.source, channel=ctx.channel,
                          no_memory=ctx.no_memory),
             channel_cleaner=cleaner,
@@ -352,8 +390,9 @@ class MemorySystem:
                 await self.distiller.adistill_once()
 
     async def prune(self, ctx: StageContext) -> None:
-        if len(self.context) > self.context.max_context_size:
-            await self.context.prune(ctx.raw_message)
+        _, context = await self._window(ctx)
+        if len(context) > context.max_context_size:
+            await context.prune(ctx.raw_message)
 
     async def recall(self, ctx: StageContext) -> list[str]:
         """System-prompt blocks: the graph index, related documents, knowledge hits.
@@ -417,9 +456,11 @@ class MemorySystem:
                 ToolOutput(result.name, result.result, no_memory=no_memory,
                            cleaner=tool.cleaner if tool is not None else None)
             )
+        thread, context = await self._window(ctx)
         await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent",
-                                   reasoning=ctx.reasoning_content or "", tools=summaries or None)
-        await self.context.append(
+                                   reasoning=ctx.reasoning_content or "", tools=summaries or None,
+                                   person=ctx.principal.person if ctx.principal is not None else "", thread=thread)
+        await context.append(
             ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
                          tool_outputs=outputs)
         )
@@ -428,7 +469,8 @@ class MemorySystem:
         """Past messages for the prompt, oldest first, without the current input."""
         current = self._current.get(id(ctx))
         messages: list[dict[str, Any]] = []
-        for event in self.context.timeline(max_chars=max(0, int(budget_tokens))):
+        _, context = await self._window(ctx)
+        for event in context.timeline(max_chars=max(0, int(budget_tokens))):
             if event.id == current:
                 continue
             stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(event.timestamp))
@@ -472,7 +514,9 @@ def attach_shared_settings(config: ConfigStore) -> None:
         config.attach_shared(shared)
 
 
-async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) -> int:
+async def _replay_log_tail(
+    context: RelevanceContext, textlog: ConversationLog, *, thread: str = MAIN_THREAD, max_bytes: int | None = None
+) -> int:
     """Add to the context the turns the log has but the (debounced) context file missed.
 
     The log is written before every acknowledgement, the context file at most every few
@@ -489,11 +533,15 @@ async def _replay_log_tail(context: RelevanceContext, textlog: ConversationLog) 
         return (
             record.get("role") in ("user", "assistant")
             and record.get("channel", "") not in UNREMEMBERED_CHANNELS
+            and record_thread(record) == thread
             and isinstance(ts, int | float)
             and (newest is None or ts > newest)
         )
 
-    records = await run_blocking("memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted))
+    bound = {} if max_bytes is None else {"max_bytes": max_bytes}
+    records = await run_blocking(
+        "memory", functools.partial(textlog.tail, context.max_context_size, accept=wanted, **bound)
+    )
     for record in records:
         user = record["role"] == "user"
         await context.append(

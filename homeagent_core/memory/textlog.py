@@ -33,9 +33,10 @@ from typing import Any, Protocol
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
-__all__ = ["ConversationLog", "TextLog", "edit_change", "new_record", "purge_change"]
+__all__ = ["MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change", "record_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class ConversationLog(Protocol):
         attachments: list[MediaAttachment] | None = None,
         reasoning: str = "",
         tools: list[dict[str, Any]] | None = None,
+        person: str = "",
+        thread: str = "",
     ) -> str:
         """Record one message durably; returns its id."""
         ...
@@ -111,8 +114,14 @@ def new_record(
     attachments: list[MediaAttachment] | None = None,
     reasoning: str = "",
     tools: list[dict[str, Any]] | None = None,
+    person: str = "",
+    thread: str = "",
 ) -> dict[str, Any]:
     """A new log record with a fresh id (the same shape on every backend).
+
+    ``person`` is who said it (the person of the turn, for a reply too) and ``thread`` the
+    conversation it belongs to; a record without them (older logs) is the owner's, in the main
+    thread (:func:`record_thread`).
 
     Raises:
         UsageError: ``role`` is empty.
@@ -136,7 +145,17 @@ def new_record(
         record["reasoning"] = reasoning
     if tools:
         record["tools"] = tools
+    if person:
+        record["person"] = person
+    if thread:
+        record["thread"] = thread
     return record
+
+
+def record_thread(record: dict[str, Any]) -> str:
+    """The thread of a log record; records written before there were threads are in the main one."""
+    thread = record.get("thread")
+    return thread if isinstance(thread, str) and thread else MAIN_THREAD
 
 
 def edit_change(old: str, new: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -281,6 +300,8 @@ class TextLog(ConversationLog):
         attachments: list[MediaAttachment] | None = None,
         reasoning: str = "",
         tools: list[dict[str, Any]] | None = None,
+        person: str = "",
+        thread: str = "",
     ) -> str:
         """Write one record durably (flush + fsync); returns its id.
 
@@ -292,7 +313,8 @@ class TextLog(ConversationLog):
             MemoryStoreError: the disk write failed (the message was NOT recorded).
         """
         record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
-                            attachments=attachments, reasoning=reasoning, tools=tools)
+                            attachments=attachments, reasoning=reasoning, tools=tools, person=person,
+                            thread=thread)
         ts = float(record["timestamp"])
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:

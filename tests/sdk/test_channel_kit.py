@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -452,3 +453,36 @@ async def test_a_message_the_platform_delivers_twice_is_answered_once(agent: Age
     await agent.model.wait_started(2)  # the second model call is the next message, not the re-delivery
     assert [r["messages"][-1]["content"] for r in agent.model.requests] == ["Ann (QQ 5): 继续", "Ann (QQ 5): 再说一遍"]
     assert [await _next(plugin.sent) for _ in range(2)] == [("private:5", "one"), ("private:5", "two")]
+
+
+async def test_each_chat_is_its_own_conversation_and_no_one_reads_anothers(agent: AgentHarness):
+    secret = "下周三我要去医院复查，别跟孩子说"
+    plugin = BridgePlugin()
+    agent.register(plugin)
+    agent.set("plugin.chat.allow_from", "1,2,group:678")
+    agent.set("plugin.chat.mention_names", "小助手")
+    await agent.start()
+    bridge = plugin.bridge
+    assert bridge is not None
+    mum, aunt = Conversation("private", "1"), Conversation("private", "2")
+
+    assert await bridge.handle(IncomingMessage(mum, Sender("1", "妈妈"), secret)) == "injected"
+    await _next(plugin.sent)
+    assert secret in str(agent.model.requests[-1])
+    assert await bridge.handle(IncomingMessage(aunt, Sender("2", "姨妈"), "妈妈下周三要去哪里？")) == "injected"
+    await _next(plugin.sent)
+    group = IncomingMessage(Conversation("group", "678"), Sender("2", "姨妈"), "小助手，妈妈下周三在哪？")
+    assert await bridge.handle(group) == "injected"
+    await _next(plugin.sent)
+    for request in agent.model.requests[1:]:
+        assert secret not in str(request) and "医院" not in str(request)
+    assert await bridge.handle(IncomingMessage(mum, Sender("1", "妈妈"), "提醒我带病历")) == "injected"
+    await _next(plugin.sent)
+    assert secret in str(agent.model.requests[-1])  # her own conversation goes on
+    logged = [
+        json.loads(line)
+        for path in sorted((agent.data_dir / "memory" / "text").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    threads = {r["thread"] for r in logged if r["role"] == "user"}
+    assert threads == {"qq:private:1", "qq:private:2", "qq:group:678"}

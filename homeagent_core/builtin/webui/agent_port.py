@@ -63,11 +63,22 @@ async def ask(
 
 
 async def ask_with_media(
-    kernel: KernelAccess, text: str, data: bytes, mime: str, name: str, *, channel: str, source: str
+    kernel: KernelAccess,
+    text: str,
+    data: bytes,
+    mime: str,
+    name: str,
+    *,
+    channel: str,
+    source: str,
+    principal: Principal | None = None,
 ) -> dict[str, Any]:
-    """Inject ``text`` with one attachment and wait for the reply."""
+    """Inject ``text`` with one attachment and wait for the reply (``principal`` None: the owner's login)."""
     attachment = MediaAttachment(mime=mime, data=data, name=name)
-    item = kernel.submit(kernel.make_item(text, channel, source=source, attachments=[attachment], reply=True))
+    options = InjectOptions(principal=principal) if principal is not None else None
+    item = kernel.submit(
+        kernel.make_item(text, channel, source=source, options=options, attachments=[attachment], reply=True)
+    )
     assert item.reply is not None  # made with reply=True
     async with asyncio.timeout(ASK_TIMEOUT_S):
         reply = await asyncio.shield(item.reply)

@@ -1,4 +1,9 @@
-"""Chat routes: send, history, interrupt, upload, SSE events, uploaded files."""
+"""Chat routes: conversation threads, send, history, interrupt, upload, SSE events, uploaded files.
+
+Each person sees only their own conversation threads: the admin login and API key are the
+owner's, a person's own API key (``homeagent people key``) is that person's. The threads,
+chat, history and event routes accept both; a thread of someone else is answered 404.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import mimetypes
 import re
 import time
 import unicodedata
+import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -17,9 +23,19 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
-from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api, require_web
+from homeagent_core.builtin.webui.common import (
+    ApiError,
+    UIState,
+    json_body,
+    ok,
+    require_api,
+    require_chat_api,
+    require_web,
+)
 from homeagent_sdk._atomic import atomic_write
-from homeagent_sdk.errors import InputQueueFull
+from homeagent_sdk.errors import InputQueueFull, UsageError
+from homeagent_sdk.threads import thread_of
+from homeagent_sdk.types import Principal
 
 __all__ = ["routes", "upload_name"]
 
@@ -50,7 +66,84 @@ def _source(data: dict[str, Any]) -> str:
     return f"webui/{device}" if device else "webui"
 
 
-@require_api
+class Viewer:
+    """Who a request speaks for and their default thread."""
+
+    def __init__(self, request: Request) -> None:
+        ui = _ui(request)
+        self.ui = ui
+        key_person = getattr(request.state, "person", None)
+        rights = ui.services.rights
+        self.person, self.role = "", "owner"
+        if key_person:
+            person = rights.people.get(key_person) if rights is not None else None
+            self.person, self.role = key_person, person.role if person is not None else "guest"
+        elif rights is not None:
+            owner = rights.people.owner()
+            self.person = owner.name if owner is not None else ""
+        self.default = thread_of(Principal(person=self.person, role=self.role))
+
+    def principal(self, thread: str) -> Principal:
+        """The principal of this person's input in ``thread`` (None person: the owner's login)."""
+        return Principal(person=self.person, door="webui", thread=thread)
+
+    def sees(self, frame: Any) -> bool:
+        """Whether this person's event stream shows ``frame``: events of their own turns outside
+        group chats; events of no turn (plugin status, the terminal) to the owner only."""
+        if frame.thread is None:
+            return self.role == "owner"
+        return bool(frame.person == self.person and ":group:" not in frame.thread)
+
+
+def _threads_store(ui: UIState) -> Any:
+    memory = ui.services.memory
+    if memory is None or not callable(getattr(memory, "threads", None)):
+        raise ApiError(503, "conversation threads need memory, which is not running in this agent")
+    return memory
+
+
+async def _own_thread(viewer: Viewer, thread: Any) -> str:
+    """``thread`` when it is one of the viewer's; else a 400/404 naming what to do."""
+    if thread is None or thread == "":
+        return viewer.default
+    if not isinstance(thread, str):
+        raise ApiError(400, "thread must be a string: an id from GET /api/v1/threads")
+    if thread == viewer.default:
+        return thread
+    info = await _threads_store(viewer.ui).thread(thread)
+    if info is None or info.get("person") != viewer.person:
+        raise ApiError(404, f"no conversation {thread!r} of yours: GET /api/v1/threads lists them, "
+                            "POST /api/v1/threads starts a new one")
+    return thread
+
+
+@require_chat_api
+async def list_threads(request: Request) -> Response:
+    """The requester's own conversations, most recent first; the default one is always there."""
+    viewer = Viewer(request)
+    found = await _threads_store(viewer.ui).threads(viewer.person)
+    if not any(t["id"] == viewer.default for t in found):
+        found.append({"id": viewer.default, "person": viewer.person, "title": "", "created": 0.0, "updated": 0.0})
+    return ok({"threads": found, "default": viewer.default, "person": viewer.person})
+
+
+@require_chat_api
+async def new_thread(request: Request) -> Response:
+    """Start a new conversation of the requester; ``{"title"?}`` -> ``{"thread": {id, ...}}``."""
+    data = await json_body(request)
+    title = data.get("title") or ""
+    if not isinstance(title, str) or len(title) > 200:
+        raise ApiError(400, "title must be a string of at most 200 characters")
+    viewer = Viewer(request)
+    thread = f"web:{viewer.person or 'owner'}:{uuid.uuid4().hex[:12]}"
+    try:
+        info = await _threads_store(viewer.ui).new_thread(thread, viewer.person, title.strip())
+    except UsageError as exc:
+        raise ApiError(400, str(exc)) from None
+    return ok({"thread": info})
+
+
+@require_chat_api
 async def chat(request: Request) -> Response:
     data = await json_body(request, required={"message": str})
     message = data["message"].strip()
@@ -60,7 +153,10 @@ async def chat(request: Request) -> Response:
     if msg_id is not None and (not isinstance(msg_id, str) or len(msg_id) > 128):
         raise ApiError(400, "client_msg_id must be a string of at most 128 characters")
     ui = _ui(request)
+    viewer = Viewer(request)
+    thread = await _own_thread(viewer, data.get("thread"))
     cache: OrderedDict[str, asyncio.Future[dict[str, Any]]] = ui.dedup.setdefault("chat", OrderedDict())
+    msg_id = f"{viewer.person}\0{msg_id}" if msg_id else msg_id
     if msg_id and msg_id in cache:
         result = await asyncio.shield(cache[msg_id])
         return ok({**result, "deduplicated": True})
@@ -70,14 +166,16 @@ async def chat(request: Request) -> Response:
         while len(cache) > DEDUP_CACHE:
             cache.popitem(last=False)
     try:
-        result = await agent_port.ask(ui.kernel, message, channel="webui", source=_source(data))
+        result = await agent_port.ask(
+            ui.kernel, message, channel="webui", source=_source(data), principal=viewer.principal(thread)
+        )
     except BaseException as exc:
         if msg_id:
             cache.pop(msg_id, None)
         future.cancel()
         raise _turn_error(exc) from None
     future.set_result(result)
-    return ok(result)
+    return ok({**result, "thread": thread})
 
 
 def _turn_error(exc: BaseException) -> BaseException:
@@ -94,8 +192,20 @@ def _turn_error(exc: BaseException) -> BaseException:
     return ApiError(502, f"the agent could not answer: {type(exc).__name__}: {exc}")
 
 
-@require_api
+@require_chat_api
 async def history(request: Request) -> Response:
+    """One of the requester's threads (``?thread=``; default: their default thread)."""
+    viewer = Viewer(request)
+    return await _history(request, viewer, await _own_thread(viewer, request.query_params.get("thread")))
+
+
+@require_chat_api
+async def thread_history(request: Request) -> Response:
+    viewer = Viewer(request)
+    return await _history(request, viewer, await _own_thread(viewer, request.path_params["thread"]))
+
+
+async def _history(request: Request, viewer: Viewer, thread: str) -> Response:
     def number(name: str) -> int | None:
         raw = request.query_params.get(name)
         if raw is None:
@@ -108,7 +218,12 @@ async def history(request: Request) -> Response:
     # The id of the newest event already reflected in this history: the page's event stream
     # starts after it, so nothing is drawn twice (history, then the same events replayed).
     last_event_id = ui.hub.last_id
-    return ok({**ui.history.page(number("limit"), number("before")), "last_event_id": last_event_id})
+    page = await asyncio.to_thread(ui.history.page, number("limit"), number("before"), thread=thread)
+    for message in page["messages"]:
+        # Who spoke: the record's person (older records are the owner's); "" for the agent.
+        if message["role"] == "user":
+            message["speaker"] = message.get("person") or viewer.person
+    return ok({**page, "thread": thread, "person": viewer.person, "last_event_id": last_event_id})
 
 
 @require_api
@@ -183,6 +298,7 @@ async def upload(request: Request) -> Response:
             data = await file.read(ui.max_upload + 1)
             filename, content_type = file.filename or "upload", file.content_type or ""
             message = str(form.get("message") or "").strip()
+            thread = form.get("thread")
     except ApiError:
         raise
     except Exception as exc:  # multipart parser errors are user input errors
@@ -194,16 +310,25 @@ async def upload(request: Request) -> Response:
         raise ApiError(415, f"file type {mime or 'unknown'!r} is not accepted (images, audio, text, PDF)")
     if mime.startswith("image/") and not _looks_like_image(data):
         raise ApiError(415, "the file says it is an image but its content is not")
+    viewer = Viewer(request)
+    thread = await _own_thread(viewer, thread if isinstance(thread, str) else None)
     clean = upload_name(filename, mime)
     path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
     try:
         result = await agent_port.ask_with_media(
-            ui.kernel, message or f"[上传了文件 {path.name}]", data, mime, path.name, channel="webui", source="webui"
+            ui.kernel,
+            message or f"[上传了文件 {path.name}]",
+            data,
+            mime,
+            path.name,
+            channel="webui",
+            source="webui",
+            principal=viewer.principal(thread),
         )
     except BaseException as exc:
         raise _turn_error(exc) from None
-    return ok({**result, "file": info})
+    return ok({**result, "file": info, "thread": thread})
 
 
 def _looks_like_image(data: bytes) -> bool:
@@ -211,12 +336,13 @@ def _looks_like_image(data: bytes) -> bool:
     return data.startswith(signatures) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
 
 
-@require_api
+@require_chat_api
 async def events(request: Request) -> Response:
     ui = _ui(request)
+    viewer = Viewer(request)
     last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     return StreamingResponse(
-        ui.hub.stream(last_id),
+        ui.hub.stream(last_id, accept=viewer.sees),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"},
     )
@@ -256,6 +382,9 @@ def _serve_file(request: Request, folder: str) -> Response:
 
 
 routes = [
+    Route("/api/v1/threads", list_threads, methods=["GET"]),
+    Route("/api/v1/threads", new_thread, methods=["POST"]),
+    Route("/api/v1/threads/{thread:path}/history", thread_history, methods=["GET"]),
     Route("/api/v1/chat", chat, methods=["POST"]),
     Route("/api/v1/chat/history", history, methods=["GET"]),
     Route("/api/v1/chat/interrupt", interrupt, methods=["POST"]),

@@ -123,8 +123,8 @@ def authenticated(request: Request) -> str | None:
 def person_for_key(request: Request) -> str | None:
     """The person whose own API key (``homeagent people key``) the request carries, or None.
 
-    A person's key opens only the chat endpoints that accept it (the OpenAI-compatible /v1);
-    the key of a removed person is unknown.
+    A person's key opens only the chat endpoints that accept it (the OpenAI-compatible /v1 and
+    the web chat: threads, chat, history, events); the key of a removed person is unknown.
     """
     rights = _state(request).services.rights
     key = _request_key(request)
@@ -172,7 +172,7 @@ def require_api(fn: Endpoint) -> Endpoint:
 
 
 def require_chat_api(fn: Endpoint) -> Endpoint:
-    """Chat API route (/v1): like :func:`require_api`, and a person's own API key is accepted too;
+    """Chat API route (/v1, the web chat): like :func:`require_api`, and a person's own API key is accepted too;
     ``request.state.person`` is then that person's name (None for the owner's login or key)."""
     return _guarded(fn, web=False, people=True)
 

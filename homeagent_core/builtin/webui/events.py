@@ -6,6 +6,10 @@ deltas are forwarded live and never stored. A client whose queue overflows gets
 ``sync_required`` and is dropped: it refetches history instead of silently missing events.
 A client going away never affects the publisher. Heartbeats (``: heartbeat``) are written
 every ``heartbeat_s`` seconds of silence, straight from the client's own stream.
+
+A client may subscribe with an ``accept`` predicate: it then gets (live and replayed) only the
+frames it accepts. A frame of a turn names the turn's ``person`` and ``thread``; other frames
+have ``thread`` None.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import functools
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -38,6 +42,9 @@ class SSEFrame:
     id: str
     event: str
     data: bytes
+    #: The thread of the turn that published it (None: no turn's event) and who spoke in that turn.
+    thread: str | None = None
+    person: str = ""
 
     @functools.cached_property
     def encoded(self) -> bytes:
@@ -53,6 +60,7 @@ class SSEFrame:
 class _Client:
     queue: asyncio.Queue[SSEFrame | None] = field(default_factory=lambda: asyncio.Queue(maxsize=2048))
     lagging: bool = False
+    accept: Callable[[SSEFrame], bool] | None = None
 
 
 class EventHub:
@@ -73,16 +81,19 @@ class EventHub:
             return
         payload = {"type": event.name, "source": event.source, "payload": event.data, "timestamp": event.timestamp}
         data = orjson.dumps(payload, default=str)
+        raw_thread = event.data.get("thread")
+        thread = raw_thread if isinstance(raw_thread, str) else None
+        person = str(event.data.get("person") or "")
         if event.name in DELTAS:
-            frame = SSEFrame("", event.name, data)
+            frame = SSEFrame("", event.name, data, thread, person)
         else:
-            frame = SSEFrame(f"{int(event.timestamp)}-{next(self._seq)}", event.name, data)
+            frame = SSEFrame(f"{int(event.timestamp)}-{next(self._seq)}", event.name, data, thread, person)
             self._ring.append(frame)
         for client in list(self._clients):
             self._offer(client, frame)
 
     def _offer(self, client: _Client, frame: SSEFrame) -> None:
-        if client.lagging:
+        if client.lagging or (client.accept is not None and not client.accept(frame)):
             return
         try:
             client.queue.put_nowait(frame)
@@ -115,20 +126,26 @@ class EventHub:
     def client_count(self) -> int:
         return len(self._clients)
 
-    def subscribe(self, last_id: str | None = None, *, replay: bool = True) -> Subscription:
+    def subscribe(
+        self, last_id: str | None = None, *, replay: bool = True, accept: Callable[[SSEFrame], bool] | None = None
+    ) -> Subscription:
         """Register a client now and take its replay snapshot in the same step.
 
         Call it before the response starts (and before anything is injected): every event
         published from here on reaches the client, and none is both replayed and queued.
         """
-        client = _Client(queue=asyncio.Queue(maxsize=max(2, self.queue_size)))  # room for the resync pair
+        client = _Client(queue=asyncio.Queue(maxsize=max(2, self.queue_size)), accept=accept)  # room for resync
         self._clients.add(client)
         frames = self.replay_after(last_id) if replay else []
+        if frames and accept is not None:
+            frames = [f for f in frames if accept(f)]
         return Subscription(self, client, frames)
 
-    def stream(self, last_id: str | None = None, *, replay: bool = True) -> AsyncIterator[bytes]:
+    def stream(
+        self, last_id: str | None = None, *, replay: bool = True, accept: Callable[[SSEFrame], bool] | None = None
+    ) -> AsyncIterator[bytes]:
         """The byte stream of one SSE client (subscribed on this call, not on first read)."""
-        return self.subscribe(last_id, replay=replay).frames()
+        return self.subscribe(last_id, replay=replay, accept=accept).frames()
 
     def _drop(self, client: _Client) -> None:
         self._clients.discard(client)

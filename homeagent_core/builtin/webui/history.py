@@ -12,6 +12,10 @@ tail. Visible: user inputs and replies on every channel except the consolidation
 and the OpenAI-compatible ``http`` channel (which is not remembered anyway). Inputs sent
 without memory are not in the log and so not in the history. Without memory (no log) the
 history is empty.
+
+Each conversation thread has its own history (:meth:`ChatHistory.page` with ``thread``); a
+record names its ``thread`` and ``person`` (records written before there were threads are the
+owner's, in the ``main`` thread). Every message names its speaker's ``person``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from typing import Any
+
+from homeagent_sdk.threads import MAIN_THREAD
 
 __all__ = ["HIDDEN_CHANNELS", "ChatHistory"]
 
@@ -31,6 +37,12 @@ def visible(record: dict[str, Any]) -> bool:
     return record.get("role") in ROLES and record.get("channel", "") not in HIDDEN_CHANNELS
 
 
+def thread_of_record(record: dict[str, Any]) -> str:
+    """The thread of a log record (``main`` for records written before there were threads)."""
+    thread = record.get("thread")
+    return thread if isinstance(thread, str) and thread else MAIN_THREAD
+
+
 def to_message(record: dict[str, Any]) -> dict[str, Any]:
     """The history message of one log record (the shape the web UI renders)."""
     message: dict[str, Any] = {
@@ -39,6 +51,8 @@ def to_message(record: dict[str, Any]) -> dict[str, Any]:
         "content": record.get("content", ""),
         "channel": record.get("channel", ""),
         "time": record.get("timestamp"),
+        "thread": thread_of_record(record),
+        "person": record.get("person", ""),
     }
     if record["role"] == "assistant":
         message["tools"] = list(record.get("tools") or [])
@@ -56,6 +70,7 @@ class ChatHistory:
         self.limit = limit
         self._lock = threading.Lock()
         self._messages: deque[dict[str, Any]] = deque(maxlen=limit)
+        self._threads: dict[str, deque[dict[str, Any]]] = {}  # per thread, read on first request
         self._stale = True
         self._remove = log.add_listener(self._on_record) if log is not None else None
         self._refresh()
@@ -75,6 +90,7 @@ class ChatHistory:
             if not self._stale:
                 return
             self._stale = False
+            self._threads.clear()
             self._messages.clear()
             self._messages.extend(to_message(r) for r in self.log.tail(self.limit, accept=visible))
 
@@ -85,12 +101,37 @@ class ChatHistory:
                 self._stale = True
             elif not self._stale and visible(record):
                 rid = record.get("id")
-                if not any(m["id"] == rid for m in list(self._messages)[-8:]):  # a tail read may have seen it
-                    self._messages.append(to_message(record))
+                for messages in (self._messages, self._threads.get(thread_of_record(record))):
+                    # a tail read may have seen it
+                    if messages is not None and not any(m["id"] == rid for m in list(messages)[-8:]):
+                        messages.append(to_message(record))
 
-    def page(self, limit: int | None = None, before: int | None = None) -> dict[str, Any]:
-        """``{messages, total, offset, has_more}``; ``before`` is an index into the history."""
-        messages = self.messages
+    def thread_messages(self, thread: str) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages of one thread, oldest first (read from the log once)."""
+        self._refresh()
+        if self.log is None:
+            return []
+        with self._lock:
+            cached = self._threads.get(thread)
+            if cached is not None:
+                return list(cached)
+            # Follow the thread from now on, so a record made durable during the read is not lost.
+            arrived = self._threads[thread] = deque(maxlen=self.limit)
+            while len(self._threads) > 64:
+                self._threads.pop(next(iter(self._threads)))
+        records = self.log.tail(self.limit, accept=lambda r: visible(r) and thread_of_record(r) == thread)
+        with self._lock:
+            seen = {r.get("id") for r in records}
+            merged = deque((to_message(r) for r in records), maxlen=self.limit)
+            merged.extend(m for m in arrived if m["id"] not in seen)
+            if self._threads.get(thread) is arrived:
+                self._threads[thread] = merged
+            return list(merged)
+
+    def page(self, limit: int | None = None, before: int | None = None, *, thread: str | None = None) -> dict[str, Any]:
+        """``{messages, total, offset, has_more}`` of ``thread`` (None: every thread); ``before`` is
+        an index into the history."""
+        messages = self.messages if thread is None else self.thread_messages(thread)
         end = len(messages) if before is None else max(0, min(before, len(messages)))
         start = 0 if limit is None else max(0, end - limit)
         return {"messages": messages[start:end], "total": len(messages), "offset": start, "has_more": start > 0}

@@ -6,11 +6,15 @@ real: this request's own content and reasoning deltas are forwarded as they arri
 chunk carries the usage the model reported, errors after the headers go in-stream. Request
 errors use OpenAI's shape ``{"error": {"message", "type"}}`` so OpenAI clients show them.
 The admin login and API key speak as the owner; a person's own key (``homeagent people key``)
-as that person, with that person's rights (docs/PEOPLE.md). Only these routes take such a key.
+as that person, with that person's rights (docs/PEOPLE.md). Only these routes (and the web
+chat's) take such a key. Each request is a turn of the thread ``v1:<person>:<user>`` (``user``
+is the request's optional ``user`` field, default ``default``): its prompt is built from that
+thread only, never from the person's other conversations or anyone else's.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -29,6 +33,7 @@ from homeagent_sdk.types import Principal
 __all__ = ["routes"]
 
 MODEL_ID = "homeagent"
+_USER = re.compile(r"^[^\x00-\x1f/\\]{1,64}$")
 
 
 def _ui(request: Request) -> UIState:
@@ -81,8 +86,7 @@ async def _completions(request: Request) -> Response:
     ui = _ui(request)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     # A person's own key speaks as that person; the admin login and key are the owner's.
-    person = getattr(request.state, "person", None)
-    principal = Principal(person=person, door="http") if person else None
+    principal = _principal(request, data.get("user"))
     created = int(time.time())
     if not data.get("stream"):
         try:
@@ -136,6 +140,22 @@ async def _completions(request: Request) -> Response:
     return StreamingResponse(
         events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     )
+
+
+def _principal(request: Request, user: Any) -> Principal:
+    """The principal of a /v1 request: the key's person (the owner for the admin login and key) in
+    the thread ``v1:<person>:<user>``."""
+    if user is None or user == "":
+        user = "default"
+    if not isinstance(user, str) or not _USER.fullmatch(user):
+        raise ApiError(400, "user must be 1-64 characters without control characters, '/' or a backslash")
+    person = getattr(request.state, "person", None)
+    if person:
+        return Principal(person=person, door="http", thread=f"v1:{person}:{user}")
+    rights = _ui(request).services.rights
+    owner = rights.people.owner() if rights is not None else None
+    name = owner.name if owner is not None else ""
+    return Principal(person=name, door="http", thread=f"v1:{name or 'owner'}:{user}")
 
 
 @require_chat_api

@@ -344,7 +344,7 @@ async def test_a_provider_reset_becomes_a_reset_content_delta(make_kernel: MakeK
     assert await kernel.ask("x") == "完整的回答"
     await kernel.bus.drain()
     deltas = events.named("content_delta")
-    assert {"content": "", "reset": True, "channel": "library"} in deltas
+    assert {"content": "", "reset": True, "channel": "library", "person": "", "thread": "main"} in deltas
 
 
 async def test_a_non_streaming_provider_works_too(make_kernel: MakeKernel, events: Any) -> None:

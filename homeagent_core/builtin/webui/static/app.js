@@ -173,16 +173,64 @@ function renderHistory(data) {
   if (messages.lastChild) reveal(messages.lastChild, true);
 }
 
+// Each person has their own conversations: the list shows only the logged-in person's, the
+// chat view and the live events only the one picked.
+let currentThread = "";
+let me = "";
+
+function threadLabel(t) {
+  if (t.title) return t.title;
+  if (t.id === "main" || t.id.startsWith("person:")) return "默认对话 · Default chat";
+  if (t.id.startsWith("web:")) return "新对话 · New chat";
+  return t.id;
+}
+
+async function loadThreads() {
+  const data = await api("/api/v1/threads");
+  me = data.person || "";
+  if (!currentThread || !data.threads.some((t) => t.id === currentThread)) currentThread = data.default;
+  const select = $("#thread");
+  select.textContent = "";
+  for (const t of data.threads) {
+    const when = t.updated ? ` · ${new Date(t.updated * 1000).toLocaleDateString()}` : "";
+    select.append(el("option", {value: t.id}, threadLabel(t) + when));
+  }
+  select.value = currentThread;
+}
+
+function historyPath(query = "") {
+  return `/api/v1/threads/${encodeURIComponent(currentThread)}/history${query}`;
+}
+
 async function loadHistory() {
-  const data = await api("/api/v1/chat/history?limit=100");
+  if (!currentThread) await loadThreads();
+  const data = await api(historyPath("?limit=100"));
   renderHistory(data);
   lastEventId = data.last_event_id || "";
 }
+
+$("#thread").addEventListener("change", async () => {
+  currentThread = $("#thread").value;
+  await loadHistory();
+});
+
+$("#new-chat").addEventListener("click", async () => {
+  if (turn) return; // one message at a time from this tab
+  const data = await api("/api/v1/threads", {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({}),
+  });
+  currentThread = data.thread.id;
+  await loadThreads();
+  await loadHistory();
+  $("#input").focus();
+});
 
 function onEvent(type, event, id) {
   if (id) lastEventId = id;
   const payload = event.payload || {};
   if (HIDDEN_CHANNELS.has(payload.channel)) return;
+  // Another of this person's conversations: shown when they switch to it.
+  if (payload.thread && payload.thread !== currentThread) return;
   if (type === "raw_input" && !payload.interrupt) {
     if (turn && !turn.seen && payload.channel === "webui") {
       turn.seen = true; // our own message, already drawn when it was sent
@@ -263,12 +311,13 @@ async function send(text, file, {redraw = true} = {}) {
       const form = new FormData();
       form.append("file", file);
       form.append("message", text);
+      form.append("thread", currentThread);
       result = await api("/api/v1/chat/file", {method: "POST", body: form});
     } else {
       result = await api("/api/v1/chat", {
         method: "POST",
         headers: {"Content-Type": "application/json"},
-        body: JSON.stringify({message: text, client_msg_id: crypto.randomUUID()}),
+        body: JSON.stringify({message: text, client_msg_id: crypto.randomUUID(), thread: currentThread}),
       });
     }
     if (!node.dataset.done) {
@@ -311,12 +360,14 @@ $("#file").addEventListener("change", () => {
 });
 
 $("#export").addEventListener("click", async () => {
-  const data = await api("/api/v1/chat/history");
+  const data = await api(historyPath());
   const lines = [`# HomeAgent chat — ${new Date().toISOString().slice(0, 10)}`, ""];
   for (const m of data.messages) {
     if (HIDDEN_CHANNELS.has(m.channel)) continue;
     const when = m.time ? new Date(m.time * 1000).toLocaleString() : "";
-    lines.push(`## ${m.role === "user" ? "You" : "HomeAgent"}${when ? ` · ${when}` : ""}`, "");
+    // Another person's message is labelled with their name, the reader's own with "You".
+    const speaker = m.role === "user" ? (m.speaker && m.speaker !== me ? m.speaker : "You") : "HomeAgent";
+    lines.push(`## ${speaker}${when ? ` · ${when}` : ""}`, "");
     for (const att of m.attachments || []) lines.push(`[${att.name}](/uploads/${encodeURIComponent(att.name)})`, "");
     lines.push(m.content || "", "");
   }
@@ -810,6 +861,7 @@ $("#logout").addEventListener("click", async () => {
 (async function start() {
   const status = await api("/api/v1/status");
   $("#first-run").hidden = status.llm_configured;
+  await loadThreads();
   await loadHistory();
   connectEvents();
   show(location.hash.slice(1) || "chat");

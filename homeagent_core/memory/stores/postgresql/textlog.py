@@ -123,6 +123,8 @@ class PgTextLog(ConversationLog):
         attachments: list[MediaAttachment] | None = None,
         reasoning: str = "",
         tools: list[dict[str, Any]] | None = None,
+        person: str = "",
+        thread: str = "",
     ) -> str:
         """Commit one record; returns its id.
 
@@ -131,7 +133,8 @@ class PgTextLog(ConversationLog):
             MemoryStoreError: the database write failed (the message was NOT recorded).
         """
         record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
-                            attachments=attachments, reasoning=reasoning, tools=tools)
+                            attachments=attachments, reasoning=reasoning, tools=tools, person=person,
+                            thread=thread)
         self._check_open()
         last, rewrites = self.db.call(self._insert([record]))
         self._after_write(last, rewrites, [record])
