@@ -70,6 +70,8 @@ class TimelineEvent:
     timestamp: float
     tokens: int
     message: dict[str, Any]
+    #: the conversation thread it belongs to (a turn's prompt shows only its own thread's lines)
+    thread: str = "main"
 
 
 class Timeline:
@@ -83,7 +85,14 @@ class Timeline:
         self._events: collections.deque[TimelineEvent] = collections.deque(maxlen=max(1, max_events))
 
     def append(
-        self, role: str, content: str, *, channel: str = "", source: str = "", timestamp: float | None = None
+        self,
+        role: str,
+        content: str,
+        *,
+        channel: str = "",
+        source: str = "",
+        timestamp: float | None = None,
+        thread: str = "main",
     ) -> TimelineEvent:
         event = TimelineEvent(
             role,
@@ -93,6 +102,7 @@ class Timeline:
             time.time() if timestamp is None else timestamp,
             estimate_tokens(content) + 4,
             {"role": role, "content": content},
+            thread,
         )
         self._events.append(event)
         return event
@@ -109,12 +119,14 @@ class Timeline:
     def resize(self, max_events: int) -> None:
         self._events = collections.deque(self._events, maxlen=max(1, max_events))
 
-    def messages(self, budget: int, *, exclude: TimelineEvent | None = None) -> list[dict[str, Any]]:
-        """The newest messages that fit in ``budget`` tokens, oldest first."""
+    def messages(
+        self, budget: int, *, exclude: TimelineEvent | None = None, thread: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest messages (of ``thread``, when given) that fit in ``budget`` tokens, oldest first."""
         out: list[dict[str, Any]] = []
         used = 0
         for event in reversed(self._events):
-            if event is exclude:
+            if event is exclude or (thread is not None and event.thread != thread):
                 continue
             used += event.tokens
             if used > budget:
@@ -246,10 +258,12 @@ class PromptBuilder:
         timeline: Timeline | None,
         timeline_messages: list[dict[str, Any]] | None = None,
         exclude: TimelineEvent | None = None,
+        thread: str | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, int]]:
         """The messages of a turn and the budget figures used.
 
-        ``timeline_messages`` (from a memory layer) replaces the kernel's own ``timeline``.
+        ``timeline_messages`` (from a memory layer) replaces the kernel's own ``timeline``, of
+        which only ``thread``'s lines are shown (all, when None).
         """
         parts = [self.head(), self.rules(channels, channel, sync_reply), self.catalogue(tools)]
         fixed_text = "\n\n".join(p for p in parts if p)
@@ -259,7 +273,7 @@ class PromptBuilder:
         memory_text, memory_used = _fit_blocks(memory_blocks, memory_budget)
         timeline_budget = remaining * 2 // 3
         if timeline_messages is None:
-            history = timeline.messages(timeline_budget, exclude=exclude) if timeline is not None else []
+            history = timeline.messages(timeline_budget, exclude=exclude, thread=thread) if timeline is not None else []
         else:
             history = _fit_messages(timeline_messages, timeline_budget)
         system = f"{fixed_text}\n\n## 记忆\n{memory_text}" if memory_text else fixed_text

@@ -127,7 +127,9 @@ class RunningTurn(Protocol):
 
     level: int
 
-    def accepts_interrupts(self) -> bool: ...
+    def accepts_interrupts(self, item: InputItem | None = None) -> bool:
+        """Whether ``item`` (or any interrupt, when None) may be injected into the turn now."""
+        ...
 
     def interrupt(self, item: InputItem) -> None: ...
 
@@ -207,7 +209,7 @@ class Scheduler:
         if self._dedup(item):
             return item
         running = self.running
-        if item.level > 0 and running is not None and running.accepts_interrupts():
+        if item.level > 0 and running is not None and running.accepts_interrupts(item):
             now = self._clock()
             if item.level > running.level and now - self._last_preempt >= self.cooldown:
                 self._last_preempt = now

@@ -303,10 +303,14 @@ class Triage:
             if kernel.memory is not None:
                 await kernel.memory.record_input(ctx, item)
             if kernel.own_timeline:
-                kernel.timeline.append("user", item.text, channel=item.channel, source=item.source)
+                kernel.timeline.append(
+                    "user", item.text, channel=item.channel, source=item.source, thread=turn.who["thread"]
+                )
             ctx.final_text = text
             if kernel.own_timeline:
-                kernel.timeline.append("assistant", text, channel=item.channel, source="triage")
+                kernel.timeline.append(
+                    "assistant", text, channel=item.channel, source="triage", thread=turn.who["thread"]
+                )
             if kernel.memory is not None:
                 await kernel.memory.record_output(ctx)
         await self._deliver(item, text, "answer")

@@ -247,8 +247,20 @@ class Turn:
 
     # ------------------------------------------------------------------ scheduler handle
 
-    def accepts_interrupts(self) -> bool:
-        return self.accepting and not self.stopped
+    def accepts_interrupts(self, item: InputItem | None = None) -> bool:
+        """Whether an interrupt may be injected now: only while the turn is listening, and only
+        one of the same conversation thread. Someone else's thread's interrupt waits for a
+        turn of its own, so no turn's prompt holds another conversation's words."""
+        if not (self.accepting and not self.stopped):
+            return False
+        return item is None or self._thread_of(item) == self.who["thread"]
+
+    def _thread_of(self, item: InputItem) -> str:
+        rights = self.k.rights
+        if rights is None:
+            return thread_of(item.extra.get("principal"))
+        said = rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+        return thread_of(_own_thread_only(rights, item.source, said))
 
     def interrupt(self, item: InputItem) -> None:
         """Inject ``item`` before the next model call, cancelling the one in flight."""
@@ -297,7 +309,9 @@ class Turn:
             if k.memory is not None:
                 await k.memory.record_input(ctx, item)
             if k.own_timeline:
-                recorded_event = k.timeline.append("user", ctx.raw_message, channel=item.channel, source=item.source)
+                recorded_event = k.timeline.append(
+                    "user", ctx.raw_message, channel=item.channel, source=item.source, thread=self.who["thread"]
+                )
             if k.memory is not None:
                 await k.memory.prune(ctx)
         blocks: list[str] = []
@@ -320,6 +334,7 @@ class Turn:
             timeline=k.timeline,
             timeline_messages=history,
             exclude=recorded_event,
+            thread=self.who["thread"],
         )
         ctx.context_msgs = messages
         ctx.extra["budget"] = stats
@@ -361,7 +376,9 @@ class Turn:
     async def _record_output(self) -> None:
         k, ctx = self.k, self.ctx
         if k.own_timeline and ctx.final_text:
-            k.timeline.append("assistant", ctx.final_text, channel=ctx.channel, source="agent")
+            k.timeline.append(
+                "assistant", ctx.final_text, channel=ctx.channel, source="agent", thread=self.who["thread"]
+            )
         if k.memory is not None:
             await k.memory.record_output(ctx)
 

@@ -28,7 +28,7 @@ class FakeTurn:
         self.injected: list[InputItem] = []
         self.stopped = False
 
-    def accepts_interrupts(self) -> bool:
+    def accepts_interrupts(self, item: InputItem | None = None) -> bool:
         return self.accepting
 
     def interrupt(self, item: InputItem) -> None:
