@@ -26,9 +26,10 @@ import re
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
@@ -47,9 +48,21 @@ _TAIL_BLOCK = 64 * 1024
 Listener = Callable[[dict[str, Any] | None], None]
 
 
-class ConversationLog(Protocol):
-    """The conversation log as memory, the web UI history and the tools use it."""
+class ConversationLog(ABC):
+    """The conversation log as memory, the web UI history and the tools use it.
 
+    The SQLite-free file log (:class:`TextLog`) and the PostgreSQL log implement the storage
+    (``append``, ``import_records``, ``iter_records``, ``close``, and the two hooks
+    :meth:`_rewrite` and :meth:`_newest_first`); what both do alike lives here once: listeners,
+    ``aappend`` off the event loop, ``edit``/``purge`` as record changes, the bounded ``tail``
+    and the events view. A backend sets ``_lock`` (guards the listener list) and
+    ``_listeners`` in its constructor.
+    """
+
+    _lock: threading.Lock | threading.RLock
+    _listeners: list[Listener]
+
+    @abstractmethod
     def append(
         self,
         role: str,
@@ -64,44 +77,105 @@ class ConversationLog(Protocol):
         person: str = "",
         thread: str = "",
     ) -> str:
-        """Record one message durably; returns its id."""
-        ...
+        """Record one message durably (listeners are told once it is); returns its id."""
 
-    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
-        """:meth:`append` without blocking the event loop."""
-        ...
+    @abstractmethod
+    def import_records(self, records: list[dict[str, Any]]) -> None:
+        """Write whole records (ids and times kept) in order, durably; for moving a log between backends."""
 
-    def add_listener(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with each durable record (``None`` after a rewrite); returns the remover."""
-        ...
-
-    def edit(self, old: str, new: str) -> int:
-        """Replace ``old`` by ``new`` in every record; returns how many changed."""
-        ...
-
-    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
-        """Delete matching records; returns how many."""
-        ...
-
+    @abstractmethod
     def iter_records(self, *, since: float | None = None, until: float | None = None) -> Iterator[dict[str, Any]]:
         """Records in write order, optionally time-bounded."""
-        ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def _rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
+        """Apply ``change`` to every record (None = delete); tell listeners None; returns how many changed."""
+
+    @abstractmethod
+    def _newest_first(self, limit: int) -> Iterator[str | bytes]:
+        """The stored records' JSON texts, newest first (``limit``: how many the caller wants at
+        least, a batching hint); :meth:`tail` stops reading when it has enough."""
+
+    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
+        """:meth:`append` in a ``memory`` pool thread (the write must not block the event loop;
+        listeners run in the writing thread, in write order)."""
+        return await run_blocking("memory", lambda: self.append(role, content, **kwargs))
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every record once it is durable (in write order) and with None
+        after :meth:`edit`/:meth:`purge` rewrote the log; returns the remover."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def _notify(self, record: dict[str, Any] | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(record)
+            except Exception:  # a reader must never fail a write that is already durable
+                log.exception("conversation log listener %r failed", listener)
+
+    def edit(self, old: str, new: str) -> int:
+        """Replace the text ``old`` by ``new`` in every record; returns records changed.
+
+        Raises:
+            UsageError: ``old`` is empty.
+        """
+        return self._rewrite(edit_change(old, new))
+
+    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
+        """Delete records whose texts contain ``contains`` or whose id is in ``ids``.
+
+        Raises:
+            UsageError: neither criterion was given.
+        """
+        return self._rewrite(purge_change(contains, ids))
+
+    def tail(
+        self,
+        limit: int,
+        *,
+        accept: Callable[[dict[str, Any]], bool] | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` records ``accept`` takes, oldest first.
+
+        Reads backwards from the newest record and stops after ``limit`` records or ``max_bytes``
+        of record text, so its cost does not grow with the log. A record being written (not
+        durable yet) or damaged is skipped.
+        """
+        out: list[dict[str, Any]] = []
+        if limit <= 0:
+            return out
+        scanned = 0
+        for raw in self._newest_first(limit):
+            scanned += len(raw) + 1
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                rec = None
+            if isinstance(rec, dict) and (accept is None or accept(rec)):
+                out.append(rec)
+                if len(out) >= limit:
+                    break
+            if scanned >= max_bytes:
+                break
+        out.reverse()
+        return out
 
     def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
         """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
-        ...
-
-    def tail(
-        self, limit: int, *, accept: Callable[[dict[str, Any]], bool] | None = None, max_bytes: int = ...
-    ) -> list[dict[str, Any]]:
-        """The newest ``limit`` records ``accept`` takes, oldest first (bounded work)."""
-        ...
-
-    def import_records(self, records: list[dict[str, Any]]) -> None:
-        """Write whole records (ids and times kept) in order, durably; for moving a log between backends."""
-        ...
-
-    def close(self) -> None: ...
+        for rec in self.iter_records(since=since, until=until):
+            yield TextEvent.from_dict(rec)
 
 
 def new_record(
@@ -336,30 +410,6 @@ class TextLog(ConversationLog):
             self._notify(record)
         return str(record["id"])
 
-    def add_listener(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with every record once it is durable (in the writing thread, in
-        write order) and with None after :meth:`edit`/:meth:`purge`; returns the remover."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
-
-    def _notify(self, record: dict[str, Any] | None) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(record)
-            except Exception:  # a reader must never fail a write that is already durable
-                log.exception("conversation log listener %r failed", listener)
-
-    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
-        """:meth:`append` in a ``memory`` pool thread (the fsync must not block the event loop)."""
-        return await run_blocking("memory", lambda: self.append(role, content, **kwargs))
-
     def _rewrite(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> int:
         """Apply ``change`` to every record (None = delete); returns how many changed."""
         changed = 0
@@ -392,22 +442,6 @@ class TextLog(ConversationLog):
             if changed:
                 self._notify(None)
         return changed
-
-    def edit(self, old: str, new: str) -> int:
-        """Replace the text ``old`` by ``new`` in every record's content; returns records changed.
-
-        Raises:
-            UsageError: ``old`` is empty.
-        """
-        return self._rewrite(edit_change(old, new))
-
-    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
-        """Delete records whose content contains ``contains`` or whose id is in ``ids``.
-
-        Raises:
-            UsageError: neither criterion was given.
-        """
-        return self._rewrite(purge_change(contains, ids))
 
     def import_records(self, records: list[dict[str, Any]]) -> None:
         """Append whole records (their ids and times kept) in order, one fsync for the batch.
@@ -457,45 +491,9 @@ class TextLog(ConversationLog):
                         continue
                     yield rec
 
-    def tail(
-        self,
-        limit: int,
-        *,
-        accept: Callable[[dict[str, Any]], bool] | None = None,
-        max_bytes: int = 64 * 1024 * 1024,
-    ) -> list[dict[str, Any]]:
-        """The newest ``limit`` records ``accept`` takes, oldest first.
-
-        Reads the files backwards from the end in blocks and stops after ``limit`` records or
-        ``max_bytes`` bytes, so its cost does not grow with the log. A line being written (not
-        durable yet) or damaged is skipped.
-        """
-        out: list[dict[str, Any]] = []
-        scanned = 0
-        if limit <= 0:
-            return out
+    def _newest_first(self, limit: int) -> Iterator[bytes]:
         for path in reversed(self.files()):
-            for raw in _lines_backwards(path):
-                scanned += len(raw) + 1
-                try:
-                    rec = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict) and (accept is None or accept(rec)):
-                    out.append(rec)
-                    if len(out) >= limit:
-                        out.reverse()
-                        return out
-                if scanned >= max_bytes:
-                    out.reverse()
-                    return out
-        out.reverse()
-        return out
-
-    def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
-        """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
-        for rec in self.iter_records(since=since, until=until):
-            yield TextEvent.from_dict(rec)
+            yield from _lines_backwards(path)
 
     def close(self) -> None:
         with self._lock:

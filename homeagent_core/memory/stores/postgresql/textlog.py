@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any
 from homeagent_core.memory.stores.log import ConversationLog
 from homeagent_core.memory.stores.postgresql.database import CHANNEL, PgDatabase
 from homeagent_core.memory.stores.postgresql.follow import ChangeFollower
-from homeagent_core.memory.textlog import Listener, edit_change, new_record, purge_change
-from homeagent_core.workers import run_blocking
+from homeagent_core.memory.textlog import Listener, new_record
 from homeagent_sdk.errors import UsageError
-from homeagent_sdk.types import MediaAttachment, TextEvent
+from homeagent_sdk.types import MediaAttachment
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -140,10 +139,6 @@ class PgTextLog(ConversationLog):
         self._after_write(last, rewrites, [record])
         return str(record["id"])
 
-    async def aappend(self, role: str, content: str, **kwargs: Any) -> str:
-        """:meth:`append` in a worker thread (listeners run in the writing thread, as with files)."""
-        return await run_blocking("memory", lambda: self.append(role, content, **kwargs))
-
     def import_records(self, records: list[dict[str, Any]]) -> None:
         """Commit whole records (ids and times kept) in order, in one transaction."""
         if not records:
@@ -225,43 +220,7 @@ class PgTextLog(ConversationLog):
                 self._notify(None)
         return changed
 
-    def edit(self, old: str, new: str) -> int:
-        """Replace the text ``old`` by ``new`` in every record; returns records changed.
-
-        Raises:
-            UsageError: ``old`` is empty.
-        """
-        return self._rewrite(edit_change(old, new))
-
-    def purge(self, *, contains: str | None = None, ids: list[str] | None = None) -> int:
-        """Delete records whose texts contain ``contains`` or whose id is in ``ids``.
-
-        Raises:
-            UsageError: neither criterion was given.
-        """
-        return self._rewrite(purge_change(contains, ids))
-
     # -- listeners and following --------------------------------------------------------------
-
-    def add_listener(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with every record of the tenant once committed (this daemon's and the
-        others', in commit order) and with None after a rewrite; returns the remover."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def remove() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return remove
-
-    def _notify(self, record: dict[str, Any] | None) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(record)
-            except Exception:  # a reader must never fail a write that is already durable
-                log.exception("conversation log listener %r failed", listener)
 
     def _follow_once(self) -> None:
         """Catch up with other daemons' messages (in the follower's thread)."""
@@ -326,21 +285,8 @@ class PgTextLog(ConversationLog):
             for _, text in rows:
                 yield json.loads(text)
 
-    def tail(
-        self,
-        limit: int,
-        *,
-        accept: Callable[[dict[str, Any]], bool] | None = None,
-        max_bytes: int = 64 * 1024 * 1024,
-    ) -> list[dict[str, Any]]:
-        """The newest ``limit`` records ``accept`` takes, oldest first.
-
-        Reads backwards from the newest record in batches and stops after ``limit`` records or
-        ``max_bytes`` of record text, so its cost does not grow with the log.
-        """
-        out: list[dict[str, Any]] = []
-        if limit <= 0:
-            return out
+    def _newest_first(self, limit: int) -> Iterator[str]:
+        """Record texts newest first, read in batches of about twice what the caller wants."""
 
         async def batch(before: int | None, size: int) -> list[tuple[int, str]]:
             return await self._select(
@@ -348,31 +294,14 @@ class PgTextLog(ConversationLog):
                 (self.tenant, before if before is not None else 2**62, size),
             )
 
-        scanned = 0
         before: int | None = None
         while True:
             rows = self.db.call(batch(before, min(_BATCH, max(limit * 2, 16))))
             if not rows:
-                break
+                return
             before = rows[-1][0]
             for _, text in rows:
-                scanned += len(text) + 1
-                rec = json.loads(text)
-                if isinstance(rec, dict) and (accept is None or accept(rec)):
-                    out.append(rec)
-                    if len(out) >= limit:
-                        out.reverse()
-                        return out
-                if scanned >= max_bytes:
-                    out.reverse()
-                    return out
-        out.reverse()
-        return out
-
-    def iter_events(self, *, since: float | None = None, until: float | None = None) -> Iterator[TextEvent]:
-        """Records as :class:`~homeagent_sdk.types.TextEvent` in write order."""
-        for rec in self.iter_records(since=since, until=until):
-            yield TextEvent.from_dict(rec)
+                yield text
 
     def __len__(self) -> int:
         async def count(conn: AsyncConnection[Any]) -> int:
