@@ -35,7 +35,7 @@ from homeagent_core.memory.graph.model import (
 from homeagent_core.memory.graph.schema import SCHEMA_VERSION, backfill_terms, decode_terms, marks, migrate
 from homeagent_sdk.errors import MemoryStoreError
 
-__all__ = ["GraphSQL", "SQLiteGraphSQL"]
+__all__ = ["GraphSQL", "SQLiteGraphSQL", "count_rows", "snapshot_rows"]
 
 T = TypeVar("T")
 
@@ -62,12 +62,13 @@ class GraphSQL(Protocol):
         ...
 
     def snapshot(self) -> dict[str, Any]:
-        """Every row, in the shape of :meth:`GraphCache.snapshot` (for checks)."""
-        ...
+        """Every row, in the shape of :meth:`GraphCache.snapshot` (for checks); the same SQL on
+        every backend, so written once here."""
+        return self.read(snapshot_rows)
 
     def counts(self) -> dict[str, Any]:
         """Row counts, the most-mentioned entities, relation types and vector spaces."""
-        ...
+        return self.read(lambda conn: count_rows(conn, self.path))
 
     def close(self) -> None:
         """Close the connection."""
@@ -225,50 +226,52 @@ class SQLiteGraphSQL(GraphSQL):
             },
         )
 
-    def snapshot(self) -> dict[str, Any]:
-        conn = self.conn
-        return {
-            "entities": {r[0]: EntityRow(*r) for r in conn.execute(f"SELECT {ENTITY_COLUMNS} FROM entities")},
-            "relations": {
-                r[0]: RelationRow(*r)
-                for r in conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'")
-            },
-            "sentences": dict(conn.execute("SELECT id, text FROM sentences").fetchall()),
-            "blocks": {r[0]: BlockRow(*r) for r in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks")},
-            "block_edges": {
-                r[0]: (r[1], r[2], r[3])
-                for r in conn.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges")
-            },
-        }
 
-    def counts(self) -> dict[str, Any]:
-        conn = self.conn
+def snapshot_rows(conn: Any) -> dict[str, Any]:
+    """Every row through ``conn`` (a DB-API connection: SQLite's or PostgreSQL's graph connection)."""
+    return {
+        "entities": {r[0]: EntityRow(*r) for r in conn.execute(f"SELECT {ENTITY_COLUMNS} FROM entities")},
+        "relations": {
+            r[0]: RelationRow(*r)
+            for r in conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'")
+        },
+        "sentences": dict(conn.execute("SELECT id, text FROM sentences").fetchall()),
+        "blocks": {r[0]: BlockRow(*r) for r in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks")},
+        "block_edges": {
+            r[0]: (r[1], r[2], r[3])
+            for r in conn.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges")
+        },
+    }
 
-        def one(sql: str) -> Any:
-            return conn.execute(sql).fetchone()[0]
 
-        return {
-            "path": self.path,
-            "schema_version": SCHEMA_VERSION,
-            "entities": one("SELECT count(*) FROM entities"),
-            "relations_active": one("SELECT count(*) FROM relations WHERE status='active'"),
-            "relations_deleted": one("SELECT count(*) FROM relations WHERE status!='active'"),
-            "sentences": one("SELECT count(*) FROM sentences"),
-            "media_blocks": one("SELECT count(*) FROM memory_blocks"),
-            "top_entities": [
-                {"name": n, "type": t, "mention_count": c}
-                for n, t, c in conn.execute(
-                    "SELECT name, type, mention_count FROM entities"
-                    " ORDER BY mention_count DESC, updated_at DESC LIMIT 10"
-                )
-            ],
-            "relation_types": dict(
-                conn.execute(
-                    "SELECT type, count(*) FROM relations WHERE status='active'"
-                    " GROUP BY type ORDER BY count(*) DESC LIMIT 10"
-                ).fetchall()
-            ),
-            "entity_vector_spaces": dict(
-                conn.execute("SELECT vec_model, count(*) FROM entities GROUP BY vec_model").fetchall()
-            ),
-        }
+def count_rows(conn: Any, path: str) -> dict[str, Any]:
+    """The figures of :meth:`GraphSQL.counts`, read through ``conn``."""
+
+    def one(sql: str) -> Any:
+        row = conn.execute(sql).fetchone()
+        return row[0] if row else 0
+
+    return {
+        "path": path,
+        "schema_version": SCHEMA_VERSION,
+        "entities": one("SELECT count(*) FROM entities"),
+        "relations_active": one("SELECT count(*) FROM relations WHERE status='active'"),
+        "relations_deleted": one("SELECT count(*) FROM relations WHERE status!='active'"),
+        "sentences": one("SELECT count(*) FROM sentences"),
+        "media_blocks": one("SELECT count(*) FROM memory_blocks"),
+        "top_entities": [
+            {"name": n, "type": t, "mention_count": c}
+            for n, t, c in conn.execute(
+                "SELECT name, type, mention_count FROM entities ORDER BY mention_count DESC, updated_at DESC LIMIT 10"
+            )
+        ],
+        "relation_types": dict(
+            conn.execute(
+                "SELECT type, count(*) FROM relations WHERE status='active'"
+                " GROUP BY type ORDER BY count(*) DESC LIMIT 10"
+            ).fetchall()
+        ),
+        "entity_vector_spaces": dict(
+            conn.execute("SELECT vec_model, count(*) FROM entities GROUP BY vec_model").fetchall()
+        ),
+    }

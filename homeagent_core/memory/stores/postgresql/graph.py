@@ -556,58 +556,6 @@ class PgGraphSQL(GraphSQL):
 
         self._write(body)
 
-    def snapshot(self) -> dict[str, Any]:
-        def run(c: PgGraphConnection) -> dict[str, Any]:
-            return {
-                "entities": {r[0]: EntityRow(*r) for r in c.execute(f"SELECT {ENTITY_COLUMNS} FROM entities")},
-                "relations": {
-                    r[0]: RelationRow(*r)
-                    for r in c.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'")
-                },
-                "sentences": dict(c.execute("SELECT id, text FROM sentences").fetchall()),
-                "blocks": {r[0]: BlockRow(*r) for r in c.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks")},
-                "block_edges": {
-                    r[0]: (r[1], r[2], r[3])
-                    for r in c.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges")
-                },
-            }
-
-        return self.read(run)
-
-    def counts(self) -> dict[str, Any]:
-        def run(c: PgGraphConnection) -> dict[str, Any]:
-            def one(sql: str) -> Any:
-                row = c.execute(sql).fetchone()
-                return row[0] if row else 0
-
-            return {
-                "path": self.path,
-                "schema_version": SCHEMA_VERSION,
-                "entities": one("SELECT count(*) FROM entities"),
-                "relations_active": one("SELECT count(*) FROM relations WHERE status='active'"),
-                "relations_deleted": one("SELECT count(*) FROM relations WHERE status!='active'"),
-                "sentences": one("SELECT count(*) FROM sentences"),
-                "media_blocks": one("SELECT count(*) FROM memory_blocks"),
-                "top_entities": [
-                    {"name": n, "type": t, "mention_count": m}
-                    for n, t, m in c.execute(
-                        "SELECT name, type, mention_count FROM entities"
-                        " ORDER BY mention_count DESC, updated_at DESC LIMIT 10"
-                    )
-                ],
-                "relation_types": dict(
-                    c.execute(
-                        "SELECT type, count(*) FROM relations WHERE status='active'"
-                        " GROUP BY type ORDER BY count(*) DESC LIMIT 10"
-                    ).fetchall()
-                ),
-                "entity_vector_spaces": dict(
-                    c.execute("SELECT vec_model, count(*) FROM entities GROUP BY vec_model").fetchall()
-                ),
-            }
-
-        return self.read(run)
-
     def close(self) -> None:
         """Stop following, close the connection (and the pool when this object opened it)."""
         if self._closed:
