@@ -60,8 +60,15 @@ async def test_each_person_logs_in_with_their_own_password_and_reaches_only_thei
         me = (await mum.get("/api/v1/session")).json()
         assert (me["person"], me["role"], me["owner"]) == ("mum", "adult", False)
         assert (await admin.get("/api/v1/session")).json()["owner"] is True
-        for path in ("/api/v1/people", "/api/v1/approvals", "/api/v1/settings", "/api/v1/kernel",
-                     "/api/v1/chat/history", "/api/v1/plugins", "/api/v1/people/audit"):
+        for path in (
+            "/api/v1/people",
+            "/api/v1/approvals",
+            "/api/v1/settings",
+            "/api/v1/kernel",
+            "/api/v1/chat/history",
+            "/api/v1/plugins",
+            "/api/v1/people/audit",
+        ):
             refused = await mum.get(path)
             assert refused.status_code == 403, (path, refused.text)
             assert "for the owner only" in refused.json()["error"]
@@ -73,8 +80,9 @@ async def test_each_person_logs_in_with_their_own_password_and_reaches_only_thei
         demoted = await admin.put("/api/v1/people/mum/role", json={"role": "child"})
         assert demoted.status_code == 200 and demoted.json()["role"] == "child"
         assert (await mum.get("/api/v1/session")).json()["role"] == "child"
-        answer = await mum.post("/v1/chat/completions", json={"model": "m", "messages": [
-            {"role": "user", "content": "hi from mum"}]})
+        answer = await mum.post(
+            "/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi from mum"}]}
+        )
         assert answer.status_code == 200, answer.text
         offered = {t["function"]["name"] for t in daemon.model.requests[-1].get("tools") or ()}
         assert "persona_set" not in offered
@@ -179,7 +187,9 @@ async def test_an_invite_works_once_and_not_after_it_expired(daemon: WebDaemon):
         assert forged.status_code == 404 and "not valid" in forged.json()["error"]
         first = await anon.post("/api/v1/login", json={"username": "kid", "password": "kids-password-1"})
         assert first.status_code == 200  # the first password stands
-        assert (await anon.post("/api/v1/login", json={"username": "kid", "password": "another-kid-pass"})).status_code == 401
+        assert (
+            await anon.post("/api/v1/login", json={"username": "kid", "password": "another-kid-pass"})
+        ).status_code == 401
 
 
 async def test_two_tries_of_one_invite_at_once_set_one_password(tmp_path: Path):
@@ -219,8 +229,10 @@ async def test_cli_invite_gives_a_link_the_running_daemon_accepts(daemon: WebDae
     data = daemon.app.data_dir
     daemon.app.people.add("gran", "adult")
     result = await asyncio.to_thread(
-        CliRunner().invoke, cli_app, ["people", "invite", "gran", "--data", str(data), "--base-url", daemon.url,
-                                      "--json"], catch_exceptions=False,
+        CliRunner().invoke,
+        cli_app,
+        ["people", "invite", "gran", "--data", str(data), "--base-url", daemon.url, "--json"],
+        catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
     url = json.loads(result.output)["url"]
@@ -254,8 +266,12 @@ async def decide_two_approvals(daemon: WebDaemon) -> None:
     people = daemon.app.people
     people.add("mum", "adult")
     key = people.new_key("mum")
-    daemon.model.add(ToolCallReply("cmd_run", {"command": "echo first-run"}), "waits",
-                     ToolCallReply("cmd_run", {"command": "echo second-run"}), "waits too")
+    daemon.model.add(
+        ToolCallReply("cmd_run", {"command": "echo first-run"}),
+        "waits",
+        ToolCallReply("cmd_run", {"command": "echo second-run"}),
+        "waits too",
+    )
     client = openai.AsyncOpenAI(base_url=daemon.url + "/v1", api_key=key, max_retries=0, timeout=10)
     async with client:
         for text in ("run one", "run two"):
