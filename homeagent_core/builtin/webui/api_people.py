@@ -18,10 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from homeagent_core.agent.approvals import ApprovalError
-from homeagent_core.agent.people import PeopleError, PeopleRegistry, Person
 from homeagent_core.builtin.webui.auth import SESSION_COOKIE, InviteError, Logins, check_new_password
 from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, require_api, require_person
+from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["check_login", "invite_path", "routes", "whoami"]
 
@@ -32,7 +31,8 @@ def _ui(request: Request) -> UIState:
     return request.app.state.ui  # type: ignore[no-any-return]
 
 
-def _people(ui: UIState) -> PeopleRegistry:
+def _people(ui: UIState) -> Any:
+    """The person registry (``homeagent_core.agent.people.PeopleRegistry``, reached through the services)."""
     if ui.services.rights is None:
         raise ApiError(503, "the person registry is not open (the agent kernel is not running)")
     return ui.services.rights.people
@@ -79,7 +79,7 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a registry change off the event loop; its refusal becomes a 400 with its message."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
-    except (PeopleError, ValueError) as exc:
+    except (HomeAgentError, ValueError) as exc:  # PeopleError: unknown person or role, last owner, ...
         raise ApiError(400, str(exc)) from None
 
 
@@ -90,8 +90,8 @@ def _text(data: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
-def _person_row(ui: UIState, person: Person) -> dict[str, Any]:
-    row = person.to_dict()
+def _person_row(ui: UIState, person: Any) -> dict[str, Any]:
+    row: dict[str, Any] = person.to_dict()
     row["web_login"] = _logins(ui).has_password(person.name, person.created_at)
     row["sessions"] = ui.sessions.count(person.name)
     return row
@@ -268,7 +268,7 @@ async def approvals_decide(request: Request) -> Response:
     data = await json_body(request, required={"approve": bool})
     try:
         decided = rights.approvals.decide(int(raw), data["approve"], by=_by(request))
-    except ApprovalError as exc:
+    except HomeAgentError as exc:  # ApprovalError: unknown, decided already, expired, its turn stopped
         raise ApiError(409, str(exc)) from None
     return ok(decided.to_dict())
 
