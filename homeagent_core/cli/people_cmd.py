@@ -4,7 +4,8 @@ The person registry is ``<data>/people.db`` (SQLite, WAL); these commands read a
 directly, so they work whether the daemon runs or not (a running daemon reads it on every
 input). ``invite`` writes a one-time web UI invite link into the web UI's ``logins.db`` the same
 way, which the running daemon accepts at once. Approvals live in the running daemon:
-``approvals``, ``approve`` and ``deny`` ask it over its ``cli`` socket. The owner is created at the first start (the operating-system user).
+``approvals``, ``approve`` and ``deny`` ask it over its ``cli`` socket. The owner is created at
+the first start (the operating-system user).
 """
 
 from __future__ import annotations
