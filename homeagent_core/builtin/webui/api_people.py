@@ -55,7 +55,10 @@ def check_login(ui: UIState, username: str, password: str) -> tuple[str, float] 
         return "", 0.0
     rights, logins = ui.services.rights, ui.logins
     person = rights.people.get(username) if rights is not None and username.strip() else None
-    if logins is None or person is None:
+    if logins is None:
+        return None
+    if person is None:
+        logins.check("", 0.0, password)  # hash anyway: the answer's timing does not tell who exists
         return None
     return (person.name, person.created_at) if logins.check(person.name, person.created_at, password) else None
 
