@@ -17,7 +17,7 @@ import httpx
 import openai
 from typer.testing import CliRunner
 
-from homeagent_core.builtin.webui.auth import LOGINS_DB, Logins
+from homeagent_core.builtin.webui.auth import LOGINS_DB, Logins, Sessions
 from homeagent_core.cli import app as cli_app
 from homeagent_sdk._fake_model import ToolCallReply
 
@@ -290,3 +290,17 @@ async def decide_two_approvals(daemon: WebDaemon) -> None:
         await wait_for(lambda: any("second-run" in str(r["messages"][-1]["content"]) for r in daemon.model.requests))
         assert not any("first-run" in str(r["messages"][-1]["content"]) for r in daemon.model.requests)
         assert (await owner.get("/api/v1/approvals")).json()["approvals"] == []
+
+
+def test_sessions_stored_before_they_carried_a_person_stay_the_admin_logins(tmp_path: Path):
+    path = tmp_path / "sessions.json"
+    old = Sessions(path=path)
+    token = old.create()
+    stored = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v[:2] for k, v in stored.items()}))  # the earlier [expiry, csrf] form
+    reloaded = Sessions(path=path)
+    assert reloaded.person_of(token) == ("", 0.0) and reloaded.valid(token)
+    mum = reloaded.create("mum", 12.5)
+    assert Sessions(path=path).person_of(mum) == ("mum", 12.5)
+    assert reloaded.drop_person("mum") == 1 and Sessions(path=path).person_of(mum) is None
+    assert Sessions(path=path).valid(token)
