@@ -2,8 +2,10 @@
 
 The person registry is ``<data>/people.db`` (SQLite, WAL); these commands read and change it
 directly, so they work whether the daemon runs or not (a running daemon reads it on every
-input). Approvals live in the running daemon: ``approvals``, ``approve`` and ``deny`` ask it
-over its ``cli`` socket. The owner is created at the first start (the operating-system user).
+input). ``invite`` writes a one-time web UI invite link into the web UI's ``logins.db`` the same
+way, which the running daemon accepts at once. Approvals live in the running daemon:
+``approvals``, ``approve`` and ``deny`` ask it over its ``cli`` socket. The owner is created at
+the first start (the operating-system user).
 """
 
 from __future__ import annotations
@@ -169,6 +171,64 @@ def key(
         return
     typer.echo(new)
     typer.echo(f"(an API key for {name}; it is not stored and will not be shown again)", err=True)
+
+
+def _web_base(data_dir: Path) -> str:
+    """The web UI's address from ``plugin.webui.addr`` (the default when unset)."""
+    from homeagent_core.builtin.webui import parse_addr
+    from homeagent_core.config import ConfigStore
+
+    config = ConfigStore(data_dir / "config.db")
+    try:
+        addr = str(config.get("plugin.webui.addr") or "127.0.0.1:8080")
+    except Exception:  # a data dir whose settings were never written
+        addr = "127.0.0.1:8080"
+    finally:
+        config.close()
+    try:
+        host, port = parse_addr(addr)
+    except ValueError:
+        host, port = "127.0.0.1", 8080
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+@app.command("invite")
+@handle_errors
+def invite(
+    name: Annotated[str, typer.Argument(help="The person who sets their own web UI password.")],
+    base_url: Annotated[
+        str,
+        typer.Option("--base-url", help="The web UI's address as the person reaches it (default: plugin.webui.addr)."),
+    ] = "",
+    data: DataOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A one-time link (valid 24 h) on which a person sets their own web UI password."""
+    from homeagent_core.builtin.webui.api_people import invite_path
+    from homeagent_core.builtin.webui.auth import INVITE_TTL_S, LOGINS_DB, Logins
+    from homeagent_core.datadir import plugin_data_dir, prepare_data_dir
+
+    root = prepare_data_dir(data)
+    with _registry(root) as people:
+        person = people.require(name)
+        logins = Logins(plugin_data_dir(root, "webui") / LOGINS_DB)
+        try:
+            token, expires = logins.invite(person.name, person.created_at, INVITE_TTL_S)
+        finally:
+            logins.close()
+        people.audit_change(_who(), "invite_new", person.name)
+    url = (base_url.rstrip("/") or _web_base(root)) + invite_path(token)
+    if as_json:
+        echo_json({"person": person.name, "url": url, "expires": expires})
+        return
+    typer.echo(url)
+    typer.echo(
+        f"(a one-time link for {person.name} to set their web UI password; it works once, for 24 hours, "
+        "and is not shown again)",
+        err=True,
+    )
 
 
 @app.command("audit")

@@ -180,7 +180,8 @@ class WebUI:
         """Print the generated credentials once, on the terminal only (never into log files)."""
         lines = ["", "HomeAgent web UI credentials (shown once, stored hashed):"]
         lines += [f"  {k}: {v}" for k, v in secrets.items()]
-        lines += [f"  change them in {sdk.data_dir / 'credentials.json'} by deleting it and restarting", ""]
+        lines += ["  change the password on the web UI's Account page (账户); new secrets: delete "
+                  f"{sdk.data_dir / 'credentials.json'} and restart", ""]
         print("\n".join(lines), file=sys.stderr, flush=True)
 
     @hookimpl

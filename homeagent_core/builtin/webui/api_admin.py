@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from homeagent_core.builtin.webui import agent_port
+from homeagent_core.builtin.webui import agent_port, api_people
 from homeagent_core.builtin.webui.auth import SESSION_COOKIE
-from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, require_api
+from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, require_api, require_person
 from homeagent_core.builtin.webui.persona import MAX_PERSONA_CHARS, MODES, PersonaFile
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
@@ -42,7 +42,8 @@ async def login(request: Request) -> Response:
         data = await json_body(request, required={"username": str, "password": str})
     except ApiError as exc:
         return error(exc.status, exc.message)
-    if not ui.credentials.check_password(data["username"], data["password"]):
+    who = await asyncio.to_thread(api_people.check_login, ui, data["username"], data["password"])
+    if who is None:
         imposed = ui.limiter.failed(source)
         if imposed:
             log.warning(
@@ -51,7 +52,7 @@ async def login(request: Request) -> Response:
             )
         return error(401, "用户名或密码错误")
     ui.limiter.succeeded(source)
-    token = ui.sessions.create()
+    token = ui.sessions.create(*who)
     response = ok({"status": "ok", "csrf_token": ui.sessions.csrf_token(token)})
     response.set_cookie(
         SESSION_COOKIE, token, max_age=int(ui.sessions.ttl_s), httponly=True, samesite="strict", path="/",
@@ -60,17 +61,17 @@ async def login(request: Request) -> Response:
     return response
 
 
-@require_api
+@require_person
 async def session(request: Request) -> Response:
-    """How this request is authenticated, and the CSRF token a cookie session must send."""
+    """How this request is authenticated, who it is, and the CSRF token a cookie session must send."""
     ui = _ui(request)
-    body: dict[str, Any] = {"auth": request.state.auth}
+    body: dict[str, Any] = {"auth": request.state.auth, **api_people.whoami(request)}
     if request.state.auth == "session":
         body["csrf_token"] = ui.sessions.csrf_token(request.cookies.get(SESSION_COOKIE))
     return ok(body)
 
 
-@require_api
+@require_person
 async def logout(request: Request) -> Response:
     _ui(request).sessions.drop(request.cookies.get(SESSION_COOKIE))
     response = ok({"status": "ok"})
@@ -78,7 +79,7 @@ async def logout(request: Request) -> Response:
     return response
 
 
-@require_api
+@require_person
 async def status(request: Request) -> Response:
     ui = _ui(request)
     return ok(

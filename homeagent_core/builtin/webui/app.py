@@ -22,12 +22,20 @@ from homeagent_core.builtin.webui import (
     api_llm,
     api_memory,
     api_pairing,
+    api_people,
     api_plugins,
     api_residents,
     openai_compat,
 )
-from homeagent_core.builtin.webui.auth import Credentials, LoginLimiter, Sessions, parse_proxies
-from homeagent_core.builtin.webui.common import UIState, authenticated, busy_response, error, require_api, require_web
+from homeagent_core.builtin.webui.auth import LOGINS_DB, Credentials, LoginLimiter, Logins, Sessions, parse_proxies
+from homeagent_core.builtin.webui.common import (
+    UIState,
+    authenticated,
+    busy_response,
+    error,
+    require_api,
+    require_person_page,
+)
 from homeagent_core.builtin.webui.events import EventHub
 from homeagent_core.builtin.webui.guard import RequestGuard, parse_allowed_hosts
 from homeagent_core.builtin.webui.history import ChatHistory
@@ -55,6 +63,8 @@ class _State(UIState):
     async def aclose(self) -> None:
         for stop in self.unsubscribe:
             stop()
+        if self.logins is not None:
+            self.logins.close()
         await self.history.aclose()
 
 
@@ -88,6 +98,7 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         max_body=sdk.settings.get("max_body_bytes"),
         max_upload=sdk.settings.get("max_upload_bytes"),
         started_at=time.time(),
+        logins=Logins(sdk.data_dir / LOGINS_DB),
     )
     state.unsubscribe = (services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),)
     return state, secrets
@@ -99,9 +110,14 @@ async def login_page(request: Request) -> Response:
     return FileResponse(STATIC / "login.html", headers=SECURITY_HEADERS)
 
 
-@require_web
+@require_person_page
 async def index(request: Request) -> Response:
     return FileResponse(STATIC / "index.html", headers={**SECURITY_HEADERS, "Cache-Control": "no-cache"})
+
+
+async def invite_page(request: Request) -> Response:
+    """The "set your password" page of an invite link (the token stays in the URL fragment)."""
+    return FileResponse(STATIC / "invite.html", headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
 
 
 async def favicon(request: Request) -> Response:
@@ -136,6 +152,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
     routes: list[Any] = [
         Route("/", index, methods=["GET"]),
         Route("/login", login_page, methods=["GET"]),
+        Route("/invite", invite_page, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         *api_admin.routes,
         *api_llm.routes,
@@ -144,6 +161,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         *api_memory.routes,
         *api_residents.routes,
         *api_pairing.routes,
+        *api_people.routes,
         *openai_compat.routes,
         *_plugin_routes(state),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

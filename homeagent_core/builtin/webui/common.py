@@ -19,6 +19,7 @@ from homeagent_core.builtin.webui.auth import (
     SESSION_COOKIE,
     Credentials,
     LoginLimiter,
+    Logins,
     Sessions,
     client_ip,
     request_scheme,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApiError", "UIState", "busy", "busy_response", "error", "is_json_type", "json_body", "media_type", "ok",
-    "require_api", "require_web",
+    "require_api", "require_person", "require_person_page", "require_web",
 ]
 
 log = logging.getLogger("homeagent.webui")
@@ -70,6 +71,7 @@ class UIState:
     max_upload: int = 64 * 1024 * 1024
     started_at: float = 0.0
     dedup: dict[str, Any] = field(default_factory=dict)
+    logins: Logins | None = None
 
     @property
     def kernel(self) -> KernelAccess:
@@ -110,14 +112,30 @@ def _request_key(request: Request) -> str:
 
 
 def authenticated(request: Request) -> str | None:
-    """How the request is authenticated: ``api_key``, ``session`` or None (both are the owner's)."""
+    """How the request is authenticated: ``api_key``, ``session`` or None.
+
+    Sets ``request.state.login`` (the person's name; ``""`` for the admin login and key) and
+    ``request.state.role`` (their role, read from the registry on every request: a role change
+    applies at once, and the session of a removed person is ended here).
+    """
     state = _state(request)
+    request.state.login, request.state.role = "", "owner"
     key = _request_key(request)
     if key and state.credentials.check_api_key(key):
         return "api_key"
-    if state.sessions.valid(request.cookies.get(SESSION_COOKIE)):
-        return "session"
-    return None
+    token = request.cookies.get(SESSION_COOKIE)
+    who = state.sessions.person_of(token)
+    if who is None:
+        return None
+    name, since = who
+    if name:
+        rights = state.services.rights
+        person = rights.people.get(name) if rights is not None else None
+        if person is None or person.created_at != since:
+            state.sessions.drop(token)  # the person was removed (or removed and added again)
+            return None
+        request.state.login, request.state.role = person.name, person.role
+    return "session"
 
 
 def person_for_key(request: Request) -> str | None:
@@ -134,7 +152,7 @@ def person_for_key(request: Request) -> str | None:
     return person.name if person is not None else None
 
 
-def _guarded(fn: Endpoint, *, web: bool, people: bool = False) -> Endpoint:
+def _guarded(fn: Endpoint, *, web: bool, people: bool = False, persons: bool = False) -> Endpoint:
     @functools.wraps(fn)
     async def wrapper(request: Request) -> Response:
         method = authenticated(request)
@@ -147,6 +165,14 @@ def _guarded(fn: Endpoint, *, web: bool, people: bool = False) -> Endpoint:
                 return RedirectResponse("/login", status_code=302)
             return error(401, "unauthorized")
         request.state.auth = method
+        if method == "session" and request.state.role != "owner":
+            if people:
+                request.state.person = request.state.login  # speaks as that person, with their rights
+            elif not persons:
+                return error(403, (
+                    f"{request.url.path} is for the owner only; {request.state.login} ({request.state.role}) "
+                    "may change their own password (Account page) and use the OpenAI-compatible /v1"
+                ))
         if method == "session" and request.method not in SAFE_METHODS and not _csrf_ok(request):
             return error(403, (
                 "missing or wrong X-CSRF-Token header: a logged-in browser session must send the token from "
@@ -171,6 +197,11 @@ def require_api(fn: Endpoint) -> Endpoint:
     return _guarded(fn, web=False)
 
 
+def require_person(fn: Endpoint) -> Endpoint:
+    """API route any logged-in person may use (their session, password); the others are the owner's."""
+    return _guarded(fn, web=False, persons=True)
+
+
 def require_chat_api(fn: Endpoint) -> Endpoint:
     """Chat API route (/v1, the web chat): like :func:`require_api`, and a person's own API key is accepted too;
     ``request.state.person`` is then that person's name (None for the owner's login or key)."""
@@ -178,8 +209,13 @@ def require_chat_api(fn: Endpoint) -> Endpoint:
 
 
 def require_web(fn: Endpoint) -> Endpoint:
-    """Page route: API key or session, else a redirect to /login."""
+    """Page route: API key or session, else a redirect to /login; the owner's only."""
     return _guarded(fn, web=True)
+
+
+def require_person_page(fn: Endpoint) -> Endpoint:
+    """Page route any logged-in person may open (the app shell)."""
+    return _guarded(fn, web=True, persons=True)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

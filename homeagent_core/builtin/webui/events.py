@@ -26,13 +26,16 @@ import orjson
 
 from homeagent_sdk.types import Event
 
-__all__ = ["AGGREGATE", "DELTAS", "EventHub", "SSEFrame", "Subscription"]
+__all__ = ["AGGREGATE", "APPROVALS", "DELTAS", "EventHub", "SSEFrame", "Subscription"]
 
 AGGREGATE = frozenset(
     {"agent_output", "agent_error", "tool_call", "stage", "agent_llm_chain", "terminal_output",
      "raw_input", "system"}
 )
 DELTAS = frozenset({"content_delta", "reasoning_delta"})
+#: "Ask the owner" requests and their outcomes: the owner's page shows Approve / Deny. They name
+#: the asker and the call's arguments, so they are for the owner's streams only.
+APPROVALS = frozenset({"approval_requested", "approval_decided"})
 #: Most frames written together when a client's queue holds a burst.
 BATCH = 128
 
@@ -75,7 +78,7 @@ class EventHub:
 
     def handle(self, event: Event) -> None:
         """Bus subscriber: turn an event into a frame and hand it to every client."""
-        if event.name not in AGGREGATE and event.name not in DELTAS:
+        if event.name not in AGGREGATE and event.name not in DELTAS and event.name not in APPROVALS:
             return
         if event.data.get("channel") == "_consolidation_":
             return

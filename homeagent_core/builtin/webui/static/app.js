@@ -859,6 +859,8 @@ $("#logout").addEventListener("click", async () => {
 });
 
 (async function start() {
+  const me = await api("/api/v1/session");
+  if (!me.owner) return; // people.js shows everyone else their own pages
   const status = await api("/api/v1/status");
   $("#first-run").hidden = status.llm_configured;
   await loadThreads();

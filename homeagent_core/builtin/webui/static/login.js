@@ -1,4 +1,6 @@
 "use strict";
+// /login#NAME (where an invite link leads) fills in the user name.
+if (location.hash.length > 1) document.getElementById("username").value = decodeURIComponent(location.hash.slice(1));
 document.getElementById("login-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const errorBox = document.getElementById("login-error");

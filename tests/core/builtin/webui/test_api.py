@@ -29,7 +29,7 @@ async def test_every_api_route_requires_authentication(daemon: WebDaemon):
     assert len(routes) > 15
     async with daemon.client(key=False) as client:
         for route in routes:
-            if route.path == "/api/v1/login":
+            if route.path in ("/api/v1/login", "/api/v1/invite"):  # public: a password or one-time token
                 continue
             for method in route.methods or ():
                 if method == "HEAD":
@@ -56,7 +56,9 @@ async def test_login_sets_a_safe_session_cookie_and_logout_ends_it(daemon: WebDa
         assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=86400" in cookie
         assert "secure" not in cookie  # plain http on loopback: a Secure cookie would never come back
         token = response.json()["csrf_token"]
-        assert (await client.get("/api/v1/session")).json() == {"auth": "session", "csrf_token": token}
+        session = (await client.get("/api/v1/session")).json()
+        assert (session["auth"], session["csrf_token"], session["role"], session["admin_login"]) == (
+            "session", token, "owner", True)
         assert (await client.get("/api/v1/status")).status_code == 200
         assert (await client.get("/", follow_redirects=False)).status_code == 200
         assert (await client.post("/api/v1/logout", headers={"X-CSRF-Token": token})).status_code == 200

@@ -1,0 +1,250 @@
+"use strict";
+// People (#people, the owner's): persons, roles, linked accounts, API keys, web logins, invite
+// links, the audit log and the calls waiting for the owner's approval. Approvals also pop up as
+// notifications with Approve / Deny on every page of the owner's open tabs (pushed over SSE).
+// Account (#account, everyone's): change one's own password. Someone who is not the owner sees
+// only the pages meant for them. Uses api() and el() from app.js.
+
+(() => {
+  const section = $("#page-people");
+  const account = $("#page-account");
+  const result = $("#people-result");
+  const secret = $("#people-secret");
+  const toasts = $("#approval-toasts");
+  let me = null;
+  let roles = [];
+  let timer = null;
+
+  const post = (path, body, method = "POST") => api(path, {
+    method, headers: {"Content-Type": "application/json"}, body: JSON.stringify(body || {}),
+  });
+  const enc = encodeURIComponent;
+
+  function age(seconds) {
+    const s = Math.max(0, Math.round(Date.now() / 1000 - seconds));
+    return s < 60 ? `${s} 秒 s` : `${Math.floor(s / 60)} 分 min`;
+  }
+
+  function showSecret(title, value, note) {
+    secret.replaceChildren(el("strong", {}, title), el("pre", {id: "people-secret-value"}, value), el("p", {class: "hint"}, note));
+    secret.hidden = false;
+  }
+
+  async function act(label, run) {
+    result.textContent = "";
+    try {
+      const answer = await run();
+      result.textContent = `${label}: ${answer && answer.status ? answer.status : "ok"}`;
+    } catch (err) {
+      result.textContent = `失败 / failed: ${err.message}`;
+    }
+    load();
+  }
+
+  // ---------------------------------------------------------------- approvals
+
+  async function decide(id, approve) {
+    try {
+      const answer = await post(`/api/v1/approvals/${id}`, {approve});
+      result.textContent = `#${id} ${answer.status === "approved" ? "已批准 approved" : "已拒绝 denied"}`;
+    } catch (err) {
+      result.textContent = `#${id} 失败 / failed: ${err.message}`;
+    }
+    refreshApprovals();
+  }
+
+  function describe(a) {
+    return [`${a.person} (${a.role}, ${a.door})`, a.tool, JSON.stringify(a.arguments)];
+  }
+
+  function buttons(a) {
+    return el("span", {class: "actions"},
+      el("button", {type: "button", "data-approve": a.id, onclick: () => decide(a.id, true)}, "批准 Approve"),
+      el("button", {type: "button", class: "deny", "data-deny": a.id, onclick: () => decide(a.id, false)}, "拒绝 Deny"));
+  }
+
+  let shownIds = "";
+  async function refreshApprovals() {
+    let data;
+    try {
+      data = await api("/api/v1/approvals");
+    } catch {
+      return;
+    }
+    const list = data.approvals;
+    const ids = list.map((a) => a.id).join(",");
+    if (ids !== shownIds) {
+      const fresh = list.filter((a) => !shownIds.split(",").includes(String(a.id)));
+      shownIds = ids;
+      toasts.replaceChildren(...list.map((a) => {
+        const [who, tool, args] = describe(a);
+        return el("div", {class: "toast", "data-approval": a.id},
+          el("strong", {}, `审批 #${a.id} · ${who}`), el("div", {}, `${tool} `, el("code", {}, args)), buttons(a));
+      }));
+      if (document.hidden && "Notification" in window && Notification.permission === "granted") {
+        for (const a of fresh) new Notification("HomeAgent", {body: `#${a.id} ${a.person}: ${a.tool}`, tag: `approval-${a.id}`});
+      }
+    }
+    const body = $("#people-approvals tbody");
+    body.replaceChildren(...list.map((a) => {
+      const [who, tool, args] = describe(a);
+      return el("tr", {}, el("td", {}, `#${a.id}`), el("td", {}, who), el("td", {}, tool),
+        el("td", {}, el("code", {}, args)), el("td", {}, age(a.created)), el("td", {}, buttons(a)));
+    }));
+    if (!list.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, "没有待审批 · nothing waits")));
+  }
+
+  function listenForApprovals() {
+    const source = new EventSource("/api/v1/events");
+    for (const type of ["approval_requested", "approval_decided"]) source.addEventListener(type, refreshApprovals);
+    source.addEventListener("sync_required", refreshApprovals);
+  }
+
+  // ---------------------------------------------------------------- people
+
+  function roleSelect(person) {
+    const select = el("select", {"aria-label": `role of ${person.name}`, "data-role-of": person.name});
+    for (const r of roles) select.append(el("option", {value: r.name}, r.name));
+    select.value = person.role;
+    select.addEventListener("change", () => act(`${person.name} → ${select.value}`,
+      () => post(`/api/v1/people/${enc(person.name)}/role`, {role: select.value}, "PUT")));
+    return select;
+  }
+
+  function personActions(p) {
+    const name = enc(p.name);
+    const button = (label, run, attrs = {}) => el("button", {type: "button", class: "secondary", ...attrs, onclick: run}, label);
+    return el("td", {class: "actions"},
+      button("邀请链接 Invite link", async () => {
+        try {
+          const made = await post(`/api/v1/people/${name}/invite`);
+          showSecret(`${p.name} 的邀请链接 · invite link`, made.url, "Works once, for 24 hours. Send it to them privately; it is not shown again.");
+        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+      }, {"data-invite": p.name}),
+      button("重置密码 Reset password", async () => {
+        if (!confirm(`Reset ${p.name}'s web password and log them out everywhere?`)) return;
+        try {
+          const reset = await post(`/api/v1/people/${name}/password`);
+          showSecret(`${p.name} 的新密码 · new password`, reset.password, "Shown once. They can change it on their Account page.");
+        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+        load();
+      }),
+      button("注销会话 End sessions", () => act(`${p.name}: sessions ended`,
+        () => api(`/api/v1/people/${name}/sessions`, {method: "DELETE"}))),
+      button("新密钥 New API key", async () => {
+        try {
+          const made = await post(`/api/v1/people/${name}/key`);
+          showSecret(`${p.name} 的 API 密钥 · API key`, made.api_key, "Shown once; only its hash is kept.");
+        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+        load();
+      }),
+      button("删除 Remove", () => {
+        if (confirm(`Remove ${p.name}? Their accounts, keys, password and sessions stop now.`)) {
+          act(`${p.name} removed`, () => api(`/api/v1/people/${name}`, {method: "DELETE"}));
+        }
+      }, {class: "deny", "data-remove": p.name}));
+  }
+
+  async function loadAudit() {
+    const person = $("#audit-person").value.trim();
+    const data = await api(`/api/v1/people/audit?limit=50${person ? `&person=${enc(person)}` : ""}`);
+    $("#people-audit tbody").replaceChildren(...data.audit.map((r) => el("tr", {},
+      el("td", {}, new Date(r.ts * 1000).toLocaleString()), el("td", {}, `${r.person} (${r.role})`), el("td", {}, r.door),
+      el("td", {}, r.action), el("td", {}, r.outcome), el("td", {}, r.detail))));
+  }
+
+  async function load() {
+    let data;
+    try {
+      data = await api("/api/v1/people");
+    } catch (err) {
+      result.textContent = `无法读取 / cannot load: ${err.message}`;
+      return;
+    }
+    roles = data.roles;
+    const add = $("#people-role");
+    const wanted = add.value || "adult";
+    add.replaceChildren(...roles.map((r) => el("option", {value: r.name}, r.name)));
+    add.value = wanted;
+    $("#people-link-person").replaceChildren(...data.people.map((p) => el("option", {value: p.name}, p.name)));
+    $("#people tbody").replaceChildren(...data.people.map((p) => el("tr", {"data-person": p.name},
+      el("td", {}, p.name), el("td", {}, roleSelect(p)),
+      el("td", {}, p.identities.map((i) => `${i.platform}:${i.account}`).join(", ") || "-"),
+      el("td", {}, p.name === data.me.person && data.me.admin_login ? "admin" : p.web_login ? `✓ (${p.sessions})` : "-"),
+      el("td", {}, String(p.api_keys)), personActions(p))));
+    refreshApprovals();
+    loadAudit().catch((err) => { result.textContent = `审计 audit: ${err.message}`; });
+  }
+
+  $("#people-add").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = $("#people-name").value.trim();
+    act(`${name} added`, async () => {
+      await post("/api/v1/people", {name, role: $("#people-role").value});
+      $("#people-name").value = "";
+    });
+  });
+  $("#people-link").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const person = $("#people-link-person").value;
+    act(`${person} linked`, () => post(`/api/v1/people/${enc(person)}/link`, {
+      platform: $("#people-link-platform").value.trim(), account: $("#people-link-account").value.trim(),
+    }));
+  });
+  $("#audit-refresh").addEventListener("click", () => loadAudit().catch((err) => { result.textContent = err.message; }));
+
+  // ---------------------------------------------------------------- account
+
+  $("#account-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const out = $("#account-result");
+    out.textContent = "";
+    try {
+      await post("/api/v1/me/password", {current: $("#account-current").value, new: $("#account-new").value}, "PUT");
+      out.textContent = "已修改 · Password changed; your other sessions were logged out.";
+      $("#account-current").value = "";
+      $("#account-new").value = "";
+    } catch (err) {
+      out.textContent = `失败 / failed: ${err.message}`;
+    }
+  });
+
+  // ---------------------------------------------------------------- routing
+
+  function route() {
+    const page = location.hash.slice(1);
+    const mine = page === "account" ? account : page === "people" && me && me.owner ? section : null;
+    if (mine) {
+      document.querySelectorAll("main > .page").forEach((p) => { p.hidden = p !== mine; });
+      document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
+    } else {
+      section.hidden = true;
+      account.hidden = true;
+    }
+    if (mine === section) {
+      load();
+      if (timer === null) timer = setInterval(refreshApprovals, 5000);
+    } else if (timer !== null) {
+      clearInterval(timer);
+      timer = null;
+    }
+  }
+
+  (async function start() {
+    me = await api("/api/v1/session");
+    $("#account-who").textContent = `账户 · ${me.person} (${me.role})`;
+    $("#account-username").value = me.person;
+    if (!me.owner) {
+      // Only the pages meant for everyone; the owner's pages answer 403 anyway.
+      document.querySelectorAll("nav a:not([data-person])").forEach((a) => { a.hidden = true; });
+      document.querySelectorAll("main > .page").forEach((p) => { p.hidden = true; });
+      $("#first-run").hidden = true;
+      if (location.hash !== "#account") location.hash = "#account";
+    } else {
+      listenForApprovals();
+      refreshApprovals();
+    }
+    window.addEventListener("hashchange", route);
+    route();
+  })();
+})();
