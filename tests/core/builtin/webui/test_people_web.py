@@ -65,7 +65,6 @@ async def test_each_person_logs_in_with_their_own_password_and_reaches_only_thei
             "/api/v1/approvals",
             "/api/v1/settings",
             "/api/v1/kernel",
-            "/api/v1/chat/history",
             "/api/v1/plugins",
             "/api/v1/people/audit",
         ):
@@ -74,8 +73,10 @@ async def test_each_person_logs_in_with_their_own_password_and_reaches_only_thei
             assert "for the owner only" in refused.json()["error"]
             assert (await admin.get(path)).status_code == 200, path
         assert (await mum.post("/api/v1/people", json={"name": "x", "role": "owner"})).status_code == 403
-        # The event stream carries approvals (who asked for what): the owner's only.
-        assert (await mum.get("/api/v1/events")).status_code == 403
+        # The chat is hers too, as herself: her own conversation, never the owner's; her event
+        # stream shows her own turns only (approvals, which name who asked for what, never).
+        own = (await mum.get("/api/v1/chat/history")).json()
+        assert (own["person"], own["thread"]) == ("mum", "person:mum")
         assert (await mum.get("/")).status_code == 200  # the app shell
         # The chat endpoint speaks as mum, with mum's rights, read live: made a child, she is
         # offered no admin tool in her very next turn.
