@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from homeagent_core.agent.approvals import CURRENT_PRINCIPAL, TRUSTED_DOORS
 from homeagent_core.agent.channels import SEND_PREFIX
+from homeagent_core.agent.model_answer import add_usage, assistant_message, decode_arguments, merge_fragment, tool_call
 from homeagent_core.agent.policy import Decision, door_of
 from homeagent_core.agent.prompt import estimate_tokens, user_content
 from homeagent_core.agent.scheduler import InputItem
@@ -543,7 +543,7 @@ class Turn:
             ctx.reasoning_content = response["reasoning_content"]
             ctx.tool_calls = response["tool_calls"]
             ctx.token_usage = response["usage"]
-            _add_usage(self._usage, response["usage"])
+            add_usage(self._usage, response["usage"])
             k.bus.publish(
                 "agent_llm_chain",
                 {
@@ -571,7 +571,7 @@ class Turn:
                     continue
                 return ctx.llm_text
             rounds += 1
-            messages.append(_assistant_message(ctx.llm_text, ctx.reasoning_content, calls))
+            messages.append(assistant_message(ctx.llm_text, ctx.reasoning_content, calls))
             outcomes = await run_batch(
                 calls, lambda c: self._one_call(ctx, c), parallel=self.tools.batch_is_parallel(calls)
             )
@@ -681,7 +681,7 @@ class Turn:
             "content": content,
             "reasoning_content": reasoning,
             "tool_calls": [
-                _tool_call(c, rounds, i) for i, c in enumerate(raw.get("tool_calls") or ()) if c.get("name")
+                tool_call(c, rounds, i) for i, c in enumerate(raw.get("tool_calls") or ()) if c.get("name")
             ],
             "usage": dict(raw.get("token_usage") or raw.get("usage") or {}),
             "finish_reason": raw.get("finish_reason") or "",
@@ -711,7 +711,7 @@ class Turn:
                 fragments = chunk.get("tool_calls")
                 if fragments:
                     for fragment in fragments:
-                        _merge_fragment(slots, fragment)
+                        merge_fragment(slots, fragment)
                 if chunk.get("usage"):
                     usage = dict(chunk["usage"])
                 if chunk.get("finish_reason"):
@@ -728,7 +728,7 @@ class Turn:
             if not slot["name"]:
                 log.warning("streamed tool call without a name dropped (stream_index %s)", index)
                 continue
-            arguments = slot["arguments"] if slot["arguments"] is not None else _decode_arguments("".join(slot["raw"]))
+            arguments = slot["arguments"] if slot["arguments"] is not None else decode_arguments("".join(slot["raw"]))
             calls.append(ToolCall(slot["id"] or f"call_{rounds + 1}_{index}", slot["name"], arguments))
         return {
             "content": "".join(content),
@@ -748,75 +748,3 @@ class Turn:
         self.k.bus.publish("content_delta", {"content": "", "reset": True, "channel": self.ctx.channel, **self.who})
         if self._sink is not None:
             self._sink.put_nowait(RESET)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _merge_fragment(slots: dict[int, dict[str, Any]], fragment: dict[str, Any]) -> None:
-    """Fold one streamed tool-call fragment: flat or OpenAI-nested, arguments as text or object."""
-    fn = fragment["function"] if isinstance(fragment.get("function"), dict) else {}
-    index = fragment.get("stream_index", fragment.get("index", 0))
-    slot = slots.get(index)
-    if slot is None:
-        slot = slots[index] = {"id": "", "name": "", "raw": [], "arguments": None}
-    if fragment.get("id"):
-        slot["id"] = fragment["id"]
-    if fragment.get("name") or fn.get("name"):
-        slot["name"] = fragment.get("name") or fn["name"]
-    raw = fragment.get("raw_arguments", fn.get("arguments"))
-    if isinstance(raw, dict):
-        slot["arguments"] = raw
-    elif raw:
-        slot["raw"].append(raw if isinstance(raw, str) else json.dumps(raw))
-    elif isinstance(fragment.get("arguments"), dict):
-        slot["arguments"] = fragment["arguments"]
-    elif isinstance(fragment.get("arguments"), str):
-        slot["raw"].append(fragment["arguments"])
-
-
-def _decode_arguments(raw: str) -> dict[str, Any]:
-    """Normalise streamed arguments as the adapters do: object, ``{"value": x}`` or ``{"raw": s}``."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        log.warning("tool call arguments are not valid JSON: %.200s", raw)
-        return {"raw": raw}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _tool_call(raw: dict[str, Any], rounds: int, index: int) -> ToolCall:
-    arguments = raw.get("arguments")
-    if isinstance(arguments, str):
-        arguments = _decode_arguments(arguments)
-    elif not isinstance(arguments, dict):
-        arguments = {} if arguments is None else {"value": arguments}
-    return ToolCall(raw.get("id") or f"call_{rounds + 1}_{index}", raw["name"], arguments)
-
-
-def _assistant_message(text: str, reasoning: str, calls: list[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": text or None,
-        "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
-            }
-            for c in calls
-        ],
-    }
-    if reasoning:
-        message["reasoning_content"] = reasoning
-    return message
-
-
-def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            total[key] = total.get(key, 0) + value
-        elif key not in total:
-            total[key] = value
