@@ -395,7 +395,8 @@ async def test_each_change_of_a_subscribed_resource_is_its_own_input(harness):
 
 async def test_resources_prompts_and_subscriptions_over_streamable_http(harness, http_server):
     await http_server.start()
-    h = await harness([MCP], {"plugin.mcp.servers": [{"name": "calc", "url": http_server.url}]})
+    # FAST: the liveness check notices the restarted server within a second, not a minute
+    h = await harness([MCP], {"plugin.mcp.servers": [{"name": "calc", "url": http_server.url}], **FAST})
     connection = h.plugin("mcp").connections["calc"]
     await connection.wait_connected()
     assert await h.ok("calc_resource_read", uri="greeting://Bo") == "Hello, Bo!"
