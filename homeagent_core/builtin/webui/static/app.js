@@ -336,6 +336,11 @@ async function send(text, file, {redraw = true} = {}) {
   }
 }
 
+// A message sent while the page still loads its conversation waits for it: drawing the history
+// afterwards would otherwise wipe the message's bubble and its reply.
+let chatLoaded;
+const chatReady = new Promise((resolve) => { chatLoaded = resolve; });
+
 $("#chat-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const input = $("#input");
@@ -347,6 +352,7 @@ $("#chat-form").addEventListener("submit", async (event) => {
   $("#file").value = "";
   $("#file-name").textContent = "";
   if ("Notification" in window && Notification.permission === "default") Notification.requestPermission().catch(() => {});
+  await chatReady;
   await send(text, file);
 });
 
@@ -859,12 +865,16 @@ $("#logout").addEventListener("click", async () => {
 });
 
 (async function start() {
-  const me = await api("/api/v1/session");
-  if (!me.owner) return; // people.js shows everyone else their own pages
-  const status = await api("/api/v1/status");
-  $("#first-run").hidden = status.llm_configured;
-  await loadThreads();
-  await loadHistory();
+  try {
+    const me = await api("/api/v1/session");
+    if (!me.owner) return; // people.js shows everyone else their own pages
+    const status = await api("/api/v1/status");
+    $("#first-run").hidden = status.llm_configured;
+    await loadThreads();
+    await loadHistory();
+  } finally {
+    chatLoaded(); // a message sent meanwhile goes now; a failed load shows its error as before
+  }
   connectEvents();
   show(location.hash.slice(1) || "chat");
 })();
