@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from homeagent_sdk.types import Principal
 from homeagent_sdk.visibility import (
     EVERYONE,
     HOUSEHOLD,
@@ -53,3 +54,18 @@ def test_the_sql_filter_keeps_the_same_rows_as_the_in_memory_rule(audience: Audi
 def test_only_known_visibilities_are_valid() -> None:
     assert valid_visibility(PRIVATE) and valid_visibility(HOUSEHOLD) and valid_visibility("group:qq:group:1")
     assert not valid_visibility("group:") and not valid_visibility("public") and not valid_visibility("")
+
+
+def test_a_turn_reads_as_its_person_a_guest_as_their_thread_and_a_group_turn_sees_the_group() -> None:
+    from homeagent_core.memory.audience import audience_of, marks_of
+
+    mother = Principal(person="mother", role="adult", door="webui", thread="web:mother:1")
+    assert audience_of(mother, owner="dad") == Audience(person="mother")
+    assert marks_of(mother, owner="dad") == ("mother", PRIVATE)
+    guest = Principal(person="", role="guest", door="qq", account="42", thread="qq:private:42")
+    assert audience_of(guest, owner="dad") == Audience(person="qq:private:42")
+    in_group = Principal(person="child", role="child", door="qq", account="7", thread="qq:group:9")
+    assert audience_of(in_group, owner="dad") == Audience(person="child", group="qq:group:9")
+    assert marks_of(in_group, owner="dad") == ("child", "group:qq:group:9")
+    assert audience_of(None, owner="dad") == Audience(person="dad")
+    assert audience_of(Principal(person="system", role="system"), owner="dad") == EVERYONE
