@@ -256,6 +256,11 @@ async def approvals_list(request: Request) -> Response:
     rights = _ui(request).services.rights
     if rights is None:
         raise ApiError(503, "approvals exist only while the agent kernel runs")
+    if request.query_params.get("history", "") not in ("", "0"):
+        raw = request.query_params.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            raise ApiError(400, f"limit must be a whole number from 1 to 1000, got {raw!r}")
+        return ok({"approvals": await rights.approvals.history(int(raw))})
     return ok({"approvals": [a.to_dict() for a in rights.approvals.list()]})
 
 
@@ -270,7 +275,7 @@ async def approvals_decide(request: Request) -> Response:
         raise ApiError(400, f"an approval id is a number, got {raw!r}")
     data = await json_body(request, required={"approve": bool})
     try:
-        decided = rights.approvals.decide(int(raw), data["approve"], by=_by(request))
+        decided = await rights.approvals.decide(int(raw), data["approve"], by=_by(request))
     except HomeAgentError as exc:  # ApprovalError: unknown, decided already, expired, its turn stopped
         raise ApiError(409, str(exc)) from None
     return ok(decided.to_dict())
