@@ -204,16 +204,20 @@ class Approvals:
             )
         approval = await asyncio.to_thread(self.get, approval_id)
         if approval.status != "pending":
-            raise ApprovalError(
-                f"approval #{approval.id} ({approval.call.name} for {approval.principal.person or 'a guest'}) "
-                f"was already {approval.status}; nothing changed"
-            )
+            raise self._already(approval)
         if approval.stopped is not None and approval.stopped():
             await self._close(approval, "withdrawn", by="stopped turn")
             raise ApprovalError(
                 f"approval #{approval.id} belongs to a turn that was stopped before it finished; "
                 f"{approval.call.name} was not run"
             )
+        changed = await asyncio.to_thread(self._asker_changed, approval) if approve else ""
+        if changed:
+            await self._close(approval, "withdrawn", by=by, result=changed)
+            await asyncio.to_thread(
+                self.people.audit, approval.principal, approval.call.name, "withdrawn", f"approval #{approval.id}"
+            )
+            raise ApprovalError(f"approval #{approval.id}: {changed}; {approval.call.name} was not run")
         status = "approved" if approve else "denied"
         await self._close(approval, status, by=by)
         approval.decided_by = by
@@ -229,11 +233,35 @@ class Approvals:
         self._spawn(self._run(approval))
         return approval
 
+    @staticmethod
+    def _already(approval: Approval) -> ApprovalError:
+        return ApprovalError(
+            f"approval #{approval.id} ({approval.call.name} for {approval.principal.person or 'a guest'}) "
+            f"was already {approval.status}; nothing changed"
+        )
+
+    def _asker_changed(self, approval: Approval) -> str:
+        """Why the asker's rights are not the ones they asked with any more ("" when they are):
+        removed, another role, or the chat account they asked from no longer linked to them."""
+        asker = approval.principal
+        if not asker.person:
+            return ""
+        person = self.people.get(asker.person)
+        if person is None:
+            return f"{asker.person} was removed since asking"
+        if person.role != asker.role:
+            return f"{asker.person}'s role changed since asking ({asker.role} -> {person.role}); they can ask again"
+        if asker.account:
+            linked = self.people.person_for_identity(asker.door, asker.account)
+            if linked is None or linked.name != person.name:
+                return f"the {asker.door} account {asker.account} that asked is no longer linked to {asker.person}"
+        return ""
+
     async def _close(self, approval: Approval, status: str, *, by: str, result: str = "") -> None:
         """Claim ``approval`` for ``status`` (at once, on the loop: a second decision sees it
         decided), then store it; a refused store undoes the claim."""
         if approval.status != "pending":
-            raise ApprovalError(f"approval #{approval.id} was already {approval.status}; nothing changed")
+            raise self._already(approval)
         approval.status = status
         try:
             stored = await asyncio.to_thread(
@@ -247,7 +275,7 @@ class Approvals:
         if not stored:  # decided by another process on the same data directory
             row = await asyncio.to_thread(self.store.get, approval.id)
             approval.status = row.status if row is not None else "withdrawn"
-            raise ApprovalError(f"approval #{approval.id} was already {approval.status}; nothing changed")
+            raise self._already(approval)
         approval.result = result or approval.result
         if approval.timer is not None:
             approval.timer.cancel()

@@ -157,6 +157,20 @@ def link(
     typer.echo(f"linked {platform.lower()} {account} to {person.name} ({person.role})")
 
 
+@app.command("unlink")
+@handle_errors
+def unlink(
+    name: Annotated[str, typer.Argument(help="The person.")],
+    platform: Annotated[str, typer.Argument(help="The chat app (qq, telegram), or 'door'.")],
+    account: Annotated[str, typer.Argument(help="The linked account (or, for 'door', the plugin's name).")],
+    data: DataOption = None,
+) -> None:
+    """Revoke a link: that account's next message is a guest's (a turn already running finishes with its rights)."""
+    with _registry(data) as people:
+        person = people.unlink(name, platform, account, by=_who())
+    typer.echo(f"unlinked {platform.lower()} {account} from {person.name}")
+
+
 @app.command("key")
 @handle_errors
 def key(

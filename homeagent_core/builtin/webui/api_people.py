@@ -184,7 +184,8 @@ async def people_role(request: Request) -> Response:
 async def people_link(request: Request) -> Response:
     ui = _ui(request)
     data = await json_body(request, required={"platform": str, "account": str})
-    person = await _call(_people(ui).link, _target(request), data["platform"], data["account"], by=_by(request))
+    change = _people(ui).unlink if request.method == "DELETE" else _people(ui).link
+    person = await _call(change, _target(request), data["platform"], data["account"], by=_by(request))
     return ok(_person_row(ui, person))
 
 
@@ -335,7 +336,7 @@ routes = [
     Route("/api/v1/people/audit", people_audit, methods=["GET"]),
     Route("/api/v1/people/{name}", people_remove, methods=["DELETE"]),
     Route("/api/v1/people/{name}/role", people_role, methods=["PUT"]),
-    Route("/api/v1/people/{name}/link", people_link, methods=["POST"]),
+    Route("/api/v1/people/{name}/link", people_link, methods=["POST", "DELETE"]),
     Route("/api/v1/people/{name}/key", people_key, methods=["POST"]),
     Route("/api/v1/people/{name}/password", people_password, methods=["POST"]),
     Route("/api/v1/people/{name}/sessions", people_sessions_end, methods=["DELETE"]),

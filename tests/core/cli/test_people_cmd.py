@@ -130,3 +130,14 @@ def test_audit_lists_the_approvals_and_their_outcomes(tmp_path: Path) -> None:
     code, out = run(tmp_path, "audit")
     assert code == 0 and "approvals (newest first):" in out
     assert 'mum          cmd_run {"command": "ls /"}  denied by owner (web)' in out
+
+
+def test_unlink_revokes_a_link(tmp_path: Path) -> None:
+    run(tmp_path, "add", "kid", "--role", "child")
+    assert run(tmp_path, "link", "kid", "qq", "10001")[0] == 0
+    code, out = run(tmp_path, "unlink", "kid", "qq", "10001")
+    assert code == 0 and "unlinked qq 10001 from kid" in out
+    code, out = run(tmp_path, "unlink", "kid", "qq", "10001")
+    assert code == 1 and "is not linked to 'kid'" in out
+    code, out = run(tmp_path, "list", "--json")
+    assert next(p for p in json.loads(out) if p["name"] == "kid")["identities"] == []

@@ -192,7 +192,13 @@
     $("#people-link-person").replaceChildren(...data.people.map((p) => el("option", {value: p.name}, p.name)));
     $("#people tbody").replaceChildren(...data.people.map((p) => el("tr", {"data-person": p.name},
       el("td", {}, p.name), el("td", {}, roleSelect(p)),
-      el("td", {}, p.identities.map((i) => `${i.platform}:${i.account}`).join(", ") || "-"),
+      el("td", {}, ...(p.identities.length ? p.identities.map((i) => el("span", {class: "identity"}, `${i.platform}:${i.account} `,
+        el("button", {type: "button", class: "secondary", title: "取消关联 Unlink", "data-unlink": `${p.name}/${i.platform}/${i.account}`,
+          onclick: () => {
+            if (!confirm(`Unlink ${i.platform} ${i.account} from ${p.name}? Its next message is a guest's.`)) return;
+            act(`${p.name}: ${i.platform} ${i.account} unlinked`, () => post(`/api/v1/people/${enc(p.name)}/link`,
+              {platform: i.platform, account: i.account}, "DELETE"));
+          }}, "✕"))) : ["-"])),
       el("td", {}, p.name === data.me.person && data.me.admin_login ? "admin" : p.web_login ? `✓ (${p.sessions})` : "-"),
       el("td", {}, String(p.api_keys)), personActions(p))));
     refreshApprovals();

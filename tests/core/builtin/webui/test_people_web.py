@@ -163,6 +163,9 @@ async def test_a_removed_persons_sessions_keys_and_password_stop_at_once(daemon:
                 assert exc.status_code == 401
             else:
                 raise AssertionError("a removed person's API key still works")
+        async with httpx.AsyncClient(base_url=daemon.url, headers={"Authorization": f"Bearer {key}"}) as by_key:
+            for path in ("/api/v1/session", "/api/v1/threads", "/api/v1/people"):
+                assert (await by_key.get(path)).status_code == 401, path
         # Someone new called mum does not inherit the old password.
         await owner.post("/api/v1/people", json={"name": "mum", "role": "child"})
         async with httpx.AsyncClient(base_url=daemon.url) as anon:
@@ -172,6 +175,18 @@ async def test_a_removed_persons_sessions_keys_and_password_stop_at_once(daemon:
         assert removed.status_code == 200
         unknown = await owner.delete("/api/v1/people/mum")
         assert unknown.status_code == 400 and "unknown person 'mum'" in unknown.json()["error"]
+
+
+async def test_the_owner_links_and_unlinks_a_chat_account_on_the_api(daemon: WebDaemon):
+    async with daemon.client() as owner:
+        await owner.post("/api/v1/people", json={"name": "kid", "role": "child"})
+        linked = await owner.post("/api/v1/people/kid/link", json={"platform": "QQ", "account": "10001"})
+        assert linked.json()["identities"] == [{"platform": "qq", "account": "10001"}]
+        unlinked = await owner.request("DELETE", "/api/v1/people/kid/link", json={"platform": "qq", "account": "10001"})
+        assert unlinked.status_code == 200 and unlinked.json()["identities"] == []
+        again = await owner.request("DELETE", "/api/v1/people/kid/link", json={"platform": "qq", "account": "10001"})
+        assert again.status_code == 400 and "is not linked to 'kid'" in again.json()["error"]
+    assert daemon.app.people.person_for_identity("qq", "10001") is None
 
 
 async def test_an_invite_works_once_and_not_after_it_expired(daemon: WebDaemon):
