@@ -303,7 +303,10 @@ def _ask_daemon(data: Path | None, command: str) -> str:
     except DaemonRefused as exc:
         raise fail(str(exc)) from None
     if answer is None:
-        raise fail("no daemon runs on this data dir; approvals exist only while `homeagent serve` runs")
+        raise fail(
+            "no daemon runs on this data dir; approvals wait and are decided only while `homeagent serve` runs "
+            "(`homeagent people audit --approvals` shows their history)"
+        )
     return answer
 
 
