@@ -113,7 +113,7 @@ class Daemon:
                     self.password = found.group(1)
                 if "HomeAgent running" in line:
                     break
-        assert self.url and self.password, "".join(self.lines)
+        assert self.url, "".join(self.lines)  # (the admin password is printed at the first start only)
 
     async def collect(self) -> None:
         assert self.proc.stdout is not None
@@ -122,7 +122,8 @@ class Daemon:
 
 
 @contextlib.asynccontextmanager
-async def serve(data: Path) -> AsyncIterator[Daemon]:
+async def serve(data: Path, *, kill: bool = False) -> AsyncIterator[Daemon]:
+    """``homeagent serve`` on ``data``; stopped with SIGTERM (a clean exit is checked), or SIGKILL with ``kill``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -134,11 +135,11 @@ async def serve(data: Path) -> AsyncIterator[Daemon]:
         yield daemon
     finally:
         if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             async with asyncio.timeout(60):
                 await proc.wait()
     await drain
-    assert proc.returncode == 0, "".join(daemon.lines)
+    assert proc.returncode == (-signal.SIGKILL if kill else 0), "".join(daemon.lines)
 
 
 async def web_login(url: str, name: str, password: str) -> httpx.AsyncClient:
@@ -258,6 +259,7 @@ async def household(
             # 4. The mother's cmd_run waits; the owner approves it in Chromium, then denies another.
             await page.goto(url + "/")
             await page.wait_for_url("**/login")
+            assert daemon.password, "the admin password is printed at the first start"
             await page.fill("#password", daemon.password)
             await page.click("#login-button")
             await page.wait_for_selector("#chat-form")
@@ -309,3 +311,63 @@ async def household(
         history = (await owner.get("/api/v1/approvals", params={"history": 1})).json()["approvals"]
         assert [(a["id"], a["status"]) for a in history] == [(2, "denied"), (1, "approved")]
 
+
+
+async def test_an_approval_pending_when_the_daemon_is_killed_is_closed_at_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """kill -9 with a call waiting for the owner: the request was on disk before the asker was told
+    it waits; the next start closes it as interrupted and tells the asker to ask again."""
+    monkeypatch.setenv("HOMEAGENT_LOAD_PLUGINS", "")  # no installed plugin, only the built-ins
+    monkeypatch.setenv("HOMEAGENT_LLM_API_KEY", "test-key")
+    async with FakeModelServer(FakeModel(responder=answer)) as server:
+        model = server.model
+        data = tmp_path / "home"
+        await asyncio.to_thread(configure, data, {
+            "core.llm.sources.box.adapter": "openai",
+            "core.llm.sources.box.base_url": server.base_url,
+            "core.llm.sources.box.model": "fake",
+            "core.llm.provider": "box",
+            "plugin.cmd.enabled": "true",
+            "plugin.cmd.allow_root": "true",
+        })
+        people = PeopleRegistry.open(data)
+        people.ensure_owner(default_owner_name())
+        people.add("mum", "adult")
+        mum_key = people.new_key("mum")
+        people.close()
+        async with serve(data, kill=True) as daemon:
+            mum = openai.AsyncOpenAI(base_url=daemon.url + "/v1", api_key=mum_key, max_retries=0, timeout=60)
+            async with mum:
+                waiting = await mum.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "list files please"}]
+                )
+            assert "request #1 is waiting" in str(waiting.choices[0].message.content)
+        listed = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "homeagent_core.cli", "people", "audit", "--approvals", "--json", "--data", str(data),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await listed.communicate()
+        assert listed.returncode == 0, out
+        assert [(a["id"], a["person"], a["status"]) for a in json.loads(out)] == [(1, "mum", "pending")]
+
+        async with serve(data) as daemon:
+            await wait_for(lambda: any("[审批 #1]" in last_text(r) for r in model.requests))
+            told = next(last_text(r) for r in model.requests if "[审批 #1]" in last_text(r))
+            assert "cmd_run did not run: the daemon restarted before the owner decided; ask again" in told
+            async with httpx.AsyncClient(base_url=daemon.url, headers={"X-API-Key": API_KEY}, timeout=60) as owner:
+                late = await owner.post("/api/v1/approvals/1", json={"approve": True})
+                assert late.status_code == 409 and "was already interrupted" in late.json()["error"]
+                mum = openai.AsyncOpenAI(base_url=daemon.url + "/v1", api_key=mum_key, max_retries=0, timeout=60)
+                async with mum:
+                    again = await mum.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": "list files please"}]
+                    )
+                assert "request #2 is waiting" in str(again.choices[0].message.content)  # numbers go on
+                approved = await owner.post("/api/v1/approvals/2", json={"approve": True})
+                assert approved.status_code == 200, approved.text
+                await wait_for(lambda: any("[审批 #2]" in last_text(r) for r in model.requests))
+                history = (await owner.get("/api/v1/approvals", params={"history": 1})).json()["approvals"]
+                assert [(a["id"], a["status"]) for a in history] == [(2, "approved"), (1, "interrupted")]
+            ran = next(last_text(r) for r in model.requests if "[审批 #2]" in last_text(r))
+            assert "it ran (ok)" in ran and "approved-run" in ran
