@@ -36,6 +36,7 @@ pytestmark = pytest.mark.timeout(300)
 
 API_KEY = "test-api-key-0123456789"  # the webui conftest sets HOMEAGENT_WEBUI_API_KEY to it
 QQ_TOKEN = "household-token"
+OWNER_QQ = 12345
 MUM_PASSWORD = "mums-own-password-1"
 KID_PASSWORD = "kids-own-password-1"
 SECRET = "下周三我要去医院复查，别跟孩子说"
@@ -70,6 +71,14 @@ def requests_with(model: FakeModel, text: str) -> list[dict[str, Any]]:
 
 def offered(request: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or ()}
+
+
+async def next_private(qq: FakeOneBot, user_id: int) -> str:
+    """The text of the next private QQ message the daemon sends to ``user_id``."""
+    while True:
+        sent = await qq.next_sent(timeout=WAIT_S)
+        if sent.get("action") == "send_private_msg" and sent.get("user_id") == user_id:
+            return text_of(sent)
 
 
 async def wait_for(predicate: Any, timeout: float = WAIT_S) -> None:
@@ -179,10 +188,11 @@ async def test_a_household_on_a_real_daemon(page: Any, tmp_path: Path, monkeypat
                 "plugin.onebot.ws_url": qq.ws_url,
                 "plugin.onebot.access_token": QQ_TOKEN,
                 "plugin.onebot.reconnect_min": "0.05",
-                "plugin.onebot.allow_from": "group:678",
+                "plugin.onebot.allow_from": f"group:678,{OWNER_QQ}",
             })
             people = PeopleRegistry.open(data)  # what `homeagent people add/key` does
             owner_name = people.ensure_owner(default_owner_name()).name
+            people.link(owner_name, "qq", str(OWNER_QQ))  # the owner's QQ gets the approval requests
             people.add("mum", "adult")
             people.add("kid", "child")
             mum_key, kid_key = people.new_key("mum"), people.new_key("kid")
@@ -201,6 +211,7 @@ async def household(
     url = daemon.url
     owner = httpx.AsyncClient(base_url=url, headers={"X-API-Key": API_KEY}, timeout=60)
     async with owner:
+        await qq.wait_connected(timeout=WAIT_S)
         # 1. The owner's own turn cannot switch cmd on: config_set fails and says why.
         said = await owner.post("/api/v1/chat", json={"message": "turn on commands"})
         assert said.status_code == 200, said.text
@@ -272,6 +283,9 @@ async def household(
             toast = page.locator('#approval-toasts [data-approval="1"]')
             await toast.wait_for(timeout=WAIT_S * 1000)
             assert "mum (adult" in await toast.inner_text()
+            on_qq = await next_private(qq, OWNER_QQ)  # the same request on the owner's QQ
+            transcript.append(f"agent -> {owner_name} (QQ {OWNER_QQ}): {on_qq}")
+            assert on_qq.startswith("[审批 #1] mum (adult, ") and "回复「同意 1」批准" in on_qq
             assert not requests_with(model, "approved-run")  # it waits: its output is nowhere yet
             await toast.locator("button[data-approve]").click()
             transcript.append(f"{owner_name} (Chromium) clicks Approve on #1")
@@ -292,10 +306,11 @@ async def household(
             assert not requests_with(model, "denied-run")  # it never ran: its output is nowhere
 
         # 5. An unlinked member of an approved QQ group gets an answer, and the model no tools.
-        await qq.wait_connected(timeout=WAIT_S)
         at_me = {"type": "at", "data": {"qq": str(SELF_ID)}}
         await qq.group(678, 4242, "路人", [at_me, {"type": "text", "data": {"text": " 帮我运行 ls"}}])
         sent = await qq.next_sent(timeout=WAIT_S)
+        while sent.get("action") != "send_group_msg":  # the owner's copy of request #2 came first
+            sent = await qq.next_sent(timeout=WAIT_S)
         transcript.append("路人 (QQ group 678) -> agent: 帮我运行 ls")
         transcript.append(f"agent -> group 678: {text_of(sent)}")
         assert sent["action"] == "send_group_msg" and text_of(sent) == "好的"
