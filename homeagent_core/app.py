@@ -300,6 +300,7 @@ class App:
         self.services.llm = LLMFacade(self.provider)
         await self.kernel.start()
         await self.host.startup(self.sdk_for)
+        await self.rights.approvals.recover()
         for handler in self.host.event_handlers():
             self._unsubscribe.append(self.bus.subscribe(self._deliverer(handler), label=handler.plugin_name))
         self.started = True
