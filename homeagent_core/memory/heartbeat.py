@@ -38,6 +38,7 @@ from homeagent_core.aio import call_maybe_async
 from homeagent_core.memory.graph.store import Changes
 from homeagent_core.memory.keywords import bigram_jaccard, bigrams
 from homeagent_sdk.types import Doc, Triple
+from homeagent_sdk.visibility import PRIVATE
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph.store import GraphStore
@@ -340,7 +341,14 @@ class ArchiveJob:
                 if isinstance(i, dict) and {"subject", "relation", "object"} <= i.keys()
             ]
             if triples:
-                result = await self.graph.acommit(triples, f"archive:{doc.id}")
+                # the relations keep the document's person and visibility (an older document
+                # without them is the owner's: person "" is claimed for the owner)
+                result = await self.graph.acommit(
+                    triples,
+                    f"archive:{doc.id}",
+                    person=str(getattr(doc, "person", "") or ""),
+                    visibility=str(getattr(doc, "visibility", "") or PRIVATE),
+                )
                 report["triples"] += result.added + result.refreshed
             await self.documents.remove_document(doc.id)
             report["documents"] += 1
