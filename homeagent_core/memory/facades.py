@@ -50,15 +50,16 @@ class MemoryFacade:
     def _reader(self) -> Audience:
         return graph_reader(self._m.current_principal(), self._m.owner_name)
 
-    async def recall(self, keywords: list[str], depth: int = 2) -> dict[str, Any]:
-        """``{seeds, entities, relations}``; never null arrays.
+    async def recall(self, keywords: list[str], depth: int = 2, audience: Audience | None = None) -> dict[str, Any]:
+        """``{seeds, entities, relations}``; never null arrays. Read as ``audience`` (default: the current reader).
 
         Each relation carries the graph's ``source/target/type`` and the SDK ``Relation`` keys
         ``source_name/target_name/relation_type``.
         """
         if isinstance(keywords, str):
             keywords = [keywords]
-        found = await self._m.graph.arecall([str(k) for k in keywords], depth=int(depth), audience=self._reader())
+        reader = audience if audience is not None else self._reader()
+        found = await self._m.graph.arecall([str(k) for k in keywords], depth=int(depth), audience=reader)
         result = found.to_dict()
         result["entities"] = list(result.get("entities") or [])
         result["relations"] = [_relation_dict(r) for r in result.get("relations") or []]
