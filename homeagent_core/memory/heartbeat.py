@@ -17,6 +17,11 @@ Jobs (each a callable for a heartbeat, each making no LLM call when it has nothi
   their source sentence by the LLM; wrong ones are dropped or re-typed. An answer that does not
   parse (or leaves a relation out) reviews nothing: those relations are asked about again, at
   most ``max_attempts`` (3) times per change.
+
+These jobs are maintenance: they read every person's items (the unfiltered view,
+:data:`homeagent_sdk.visibility.EVERYONE`) and keep each source item's person and visibility on
+what they derive — triples from a cold document carry the document's, a reviewed relation keeps
+its own, and a merge never folds one person's relation into another's.
 """
 
 from __future__ import annotations

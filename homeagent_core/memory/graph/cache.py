@@ -549,6 +549,7 @@ class GraphCache:
         max_visit: int = 2000,
         exclude: set[str] | None = None,
         audience: Audience = EVERYONE,
+        seeds_visible: bool = False,
     ) -> RecallResult:
         """Breadth-first walk (both edge directions) from ``seeds`` up to ``depth`` hops.
 
@@ -564,13 +565,17 @@ class GraphCache:
         cutting the ranked lists. Each list is then sorted by one int64 key per item (see
         :mod:`~homeagent_core.memory.graph.recall`), and only the rows that make the cut are built.
 
-        ``audience`` filters inside the walk: seeds no visible relation touches are dropped and
-        only visible relations are crossed.
+        ``audience`` filters inside the walk: seeds no visible relation touches are dropped (unless
+        ``seeds_visible`` says the caller drew them for this audience already) and only visible
+        relations are crossed.
         """
         with self.lock:
             allowed = self.compact.scope_codes(audience)
-            if allowed is not None:
-                seeds = [s for s in seeds if s in self.entities and len(self.compact.incident(s, allowed))]
+            if allowed is not None and not seeds_visible:
+                expand = self.compact.expand
+                seeds = [
+                    s for s in seeds if s in self.entities and len(expand(np.asarray([s], dtype=np.int64), allowed)[0])
+                ]
             return graph_recall.recall(self, seeds, depth, max_entities, max_relations, max_visit, exclude, allowed)
 
     def to_networkx(self, audience: Audience = EVERYONE) -> nx.MultiDiGraph[int]:

@@ -374,6 +374,7 @@ class GraphStore:
             max_relations=max_relations,
             exclude=exclude,
             audience=audience,
+            seeds_visible=True,  # both seed searches drew them for this audience
         )
 
     async def arecall(

@@ -331,3 +331,50 @@ def test_the_owner_already_in_the_graph_absorbs_the_user(tmp_path: Path):
         assert "用户" not in store.cache.ids_by_name
     finally:
         store.close()
+
+
+class _OneColdDoc:
+    """A document store holding one cold document (what the archive heartbeat needs of it)."""
+
+    def __init__(self, doc: Any) -> None:
+        self.docs = [doc]
+        self.removed: list[str] = []
+
+    async def cold_documents(self, older_than_s: float, max_reads: int, limit: int) -> list[Any]:
+        return list(self.docs)
+
+    async def remove_document(self, doc_id: str) -> None:
+        self.removed.append(doc_id)
+        self.docs = []
+
+    async def defer_document(self, doc_id: str) -> None:
+        raise AssertionError("the answer parses")
+
+
+async def test_heartbeats_keep_each_sources_person_and_visibility(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from homeagent_core.memory.heartbeat import ArchiveJob, ReviewJob
+
+    store = GraphStore(tmp_path / "graph.db")
+    try:
+        doc = SimpleNamespace(id="d1", title="复查", content=SECRET, person="mother", visibility="private")
+
+        async def triples(_prompt: str) -> str:
+            return '[{"subject": "李梅", "relation": "复查于", "object": "协和医院"}]'
+
+        docs = _OneColdDoc(doc)
+        await ArchiveJob(store, docs, triples)()  # type: ignore[arg-type]
+        assert docs.removed == ["d1"]
+        [row] = store.cache.relations.values()
+        assert (row.person, row.visibility) == ("mother", "private")
+        assert store.recall(["协和医院"], audience=CHILD).entities == []
+
+        async def fix(_prompt: str) -> str:
+            return '[{"id": 1, "verdict": "fix", "relation": "将复查于"}]'
+
+        await ReviewJob(store, fix)()
+        [row] = store.cache.relations.values()
+        assert (row.type, row.person, row.visibility) == ("将复查于", "mother", "private")
+    finally:
+        store.close()
