@@ -108,6 +108,8 @@ class GraphStore:
         save_mirror_from: int = 20_000,
     ) -> None:
         self.embedder = embedder
+        #: The owner's name once known (:meth:`claim_for_owner`): what a write with no person is stored under.
+        self.owner = ""
         self._clock = clock
         self._write_lock = threading.Lock()
         self.sql: GraphSQL = sql if sql is not None else SQLiteGraphSQL(path)
@@ -228,8 +230,8 @@ class GraphStore:
     ) -> CommitResult:
         """Upsert the triples' entities and relations; invalid triples are skipped with reasons.
 
-        What is written records ``person`` (whom it came from; "" is the owner's before the
-        owner is known, see :meth:`claim_for_owner`) and ``visibility``.
+        What is written records ``person`` (whom it came from; "" is the owner's: stored under
+        :attr:`owner` once known, else as "" until :meth:`claim_for_owner`) and ``visibility``.
 
         ``triple.media_digests`` must be full sha256 digests (resolve short ones first);
         ``mimes`` optionally maps a digest to its MIME type for new blocks. ``batch_id`` makes
@@ -238,6 +240,7 @@ class GraphStore:
         (a writer replaying its input after a crash counts no mention twice).
         """
         items = list(triples)
+        person = person or self.owner
         return self.write(
             lambda conn, ch: graph_writes.commit(
                 conn, ch, items, session, mimes or {}, batch_id, self._clock, person, visibility
@@ -252,6 +255,7 @@ class GraphStore:
         """
         if not owner:
             return 0
+        self.owner = owner
         return self.write(lambda conn, ch: graph_writes.claim_for_owner(conn, ch, owner, alias, self._clock))
 
     def prune_batches(self, older_than_s: float) -> int:

@@ -293,6 +293,9 @@ def test_an_old_graph_opens_with_every_row_the_owners_and_the_user_becomes_the_o
         assert {(r.person, r.visibility) for r in store.cache.relations.values()} == {("", "private")}
         assert store.claim_for_owner("owner") == 2
         assert store.claim_for_owner("owner") == 0  # nothing left the second time
+        store.commit([Triple("小王", "住在", "苏州")])  # a write naming no person is the owner's now
+        assert {r.person for r in store.cache.relations.values() if r.type == "住在"} == {"owner"}
+        store.purge({"target_contains": "苏州"}, "hard")
         rows = {(store.cache.entities[r.source_id].name, r.type, r.person, r.visibility)
                 for r in store.cache.relations.values()}
         assert rows == {("owner", "住在", "owner", "private"), ("小王", "喜欢", "owner", "private")}
