@@ -7,8 +7,9 @@ The rules are :mod:`homeagent_core.memory.audience`'s, with what the graph adds:
   (:meth:`~homeagent_core.memory.graph.store.GraphStore.claim_for_owner`);
 * "我" / "I" in what someone says is the speaker: their registry name (:func:`speaker_name`),
   the owner's name for the owner, and :data:`DEFAULT_SUBJECT` ("用户") only in library use,
-  as before there were people. A guest is known by their thread, so "我叫…" said by a guest
-  names the guest's own entity, never a household member.
+  as before there were people. A guest is named by their account, so "我叫…" said by a guest
+  names the guest's own entity, never a household member (their items are stored under their
+  thread, as :func:`~homeagent_core.memory.audience.person_key` says).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def graph_marks(principal: Principal | None, owner: str) -> tuple[str, str]:
 
 
 def speaker_name(principal: Principal | None, owner: str) -> str:
-    """The entity "我" names in what ``principal`` says (see the module text)."""
+    """The entity "我" names in what ``principal`` says (see the module text).
+
+    A guest is named by their own account (``guest:<door>:<account>``), not by the thread they
+    speak in: in a group chat every unlinked member speaks in the group's thread.
+    """
+    if principal is not None and not principal.person and principal.role != "system" and principal.account:
+        return f"guest:{principal.door}:{principal.account}"
     name = person_key(principal, owner=owner)
     return name or DEFAULT_SUBJECT

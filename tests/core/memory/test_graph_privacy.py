@@ -226,6 +226,9 @@ def test_library_use_reads_everything_and_i_is_the_old_user():
     assert speaker_name(Principal(person="mother", role="adult"), "owner") == "mother"
     assert graph_reader(Principal(person="mother", role="adult"), "owner") == MOTHER
     assert graph_reader(Principal(role="system"), "owner") == EVERYONE
+    in_group = Principal(door="qq", account="9", thread=GROUP)
+    assert speaker_name(in_group, "owner") == "guest:qq:9"  # not the group's thread: every guest speaks there
+    assert graph_marks(in_group, "owner") == (GROUP, f"group:{GROUP}")
 
 
 def test_i_said_by_the_mother_is_the_mother(open_graph, tmp_path: Path):
