@@ -384,3 +384,30 @@ async def test_heartbeats_keep_each_sources_person_and_visibility(tmp_path: Path
         assert (row.type, row.person, row.visibility) == ("将复查于", "mother", "private")
     finally:
         store.close()
+
+
+def test_a_postgresql_graph_from_before_people_is_brought_up_to_date(pg_url: str, pg_tenant: str):
+    import psycopg
+
+    from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL, graph_schema_name
+
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    store.commit([Triple("用户", "住在", "杭州")], "cli")
+    store.close()
+    schema_name = graph_schema_name(pg_tenant)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the tables as the version before people made them
+        conn.execute(f"SET search_path TO {schema_name}")
+        conn.execute("ALTER TABLE relations DROP CONSTRAINT relations_marked_key")
+        for table in ("relations", "sentences", "memory_blocks", "memory_block_edges"):
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN person, DROP COLUMN visibility")
+        conn.execute("ALTER TABLE relations ADD UNIQUE (source_id, target_id, type, session)")
+    store = GraphStore("", sql=PgGraphSQL(pg_url, tenant=pg_tenant))
+    try:
+        assert {(r.person, r.visibility) for r in store.cache.relations.values()} == {("", "private")}
+        assert store.claim_for_owner("owner") == 1
+        added = store.commit([Triple("owner", "住在", "杭州")], "cli", person="mother")  # no longer a duplicate
+        assert added.added == 1
+        assert relations(store.recall(["杭州"], audience=Audience("owner"))) == {("owner", "住在", "杭州")}
+        assert store.cache.snapshot() == store.sql_snapshot()
+    finally:
+        store.close()
