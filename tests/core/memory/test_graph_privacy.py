@@ -365,15 +365,20 @@ async def test_heartbeats_keep_each_sources_person_and_visibility(tmp_path: Path
     store = GraphStore(tmp_path / "graph.db")
     try:
         doc = SimpleNamespace(id="d1", title="复查", content=SECRET, person="mother", visibility="private")
+        prompts: list[str] = []
 
-        async def triples(_prompt: str) -> str:
-            return '[{"subject": "李梅", "relation": "复查于", "object": "协和医院"}]'
+        async def triples(prompt: str) -> str:  # the model still says "我" for the speaker now and then
+            prompts.append(prompt)
+            return ('[{"subject": "李梅", "relation": "复查于", "object": "协和医院"},'
+                    ' {"subject": "我", "relation": "的妹妹是", "object": "李兰"}]')
 
         docs = _OneColdDoc(doc)
         await ArchiveJob(store, docs, triples)()  # type: ignore[arg-type]
-        assert docs.removed == ["d1"]
-        [row] = store.cache.relations.values()
-        assert (row.person, row.visibility) == ("mother", "private")
+        assert docs.removed == ["d1"] and "“我”是 mother" in prompts[0]
+        rows = {(store.cache.entities[r.source_id].name, r.type, r.person, r.visibility)
+                for r in store.cache.relations.values()}
+        assert rows == {("李梅", "复查于", "mother", "private"), ("mother", "的妹妹是", "mother", "private")}
+        store.purge({"relation_type": "的妹妹是"}, "hard")
         assert store.recall(["协和医院"], audience=CHILD).entities == []
 
         async def fix(_prompt: str) -> str:
