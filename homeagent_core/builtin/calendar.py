@@ -56,11 +56,18 @@ T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 _TIME_OF_DAY = re.compile(
-    r"\d\s*[:：点點时時]|\d\s*(am|pm|h\b)|[零一二两三四五六七八九十]+\s*[点點]|早上|早晨|上午|中午|下午|傍晚|晚上|夜里|凌晨|"
+    r"\d\s*[:：点點时時]|\d\s*(am|pm|h\b)|[零一二两三四五六七八九十]+\s*[点點]|早上|早晨|午|晚|夜|凌晨|"
     r"morning|noon|afternoon|evening|night|tonight|小时|分钟|hour|minute|T\d",
     re.IGNORECASE,
 )
 _ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: Windows said as a week or a weekend: (first day, days) relative to this week's Monday.
+_WEEKS: dict[str, tuple[int, int]] = {
+    "这周": (0, 7), "本周": (0, 7), "这个星期": (0, 7), "this week": (0, 7),
+    "下周": (7, 7), "下个星期": (7, 7), "next week": (7, 7),
+    "周末": (5, 2), "这周末": (5, 2), "本周末": (5, 2), "this weekend": (5, 2), "weekend": (5, 2),
+    "下周末": (12, 2), "next weekend": (12, 2),
+}
 _MAX_EVENTS = 200
 _MAX_TITLE = 500
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
@@ -244,18 +251,26 @@ class CalendarPlugin:
 
         Args:
             from_: start: 今天, 明天, 下周一, 12月24日, next Friday, 2026-12-24 or ISO 8601; default now.
-            to: end, said the same way (a day means until that day's end); default a day after
-                from when from names a day, otherwise 7 days after it.
+                A week or weekend (这周, 下周, 周末, next week, this weekend) is that whole window.
+            to: end, said the same way (a day means until that day's end); default the end of
+                from's day, or 7 days from now when from is not given either.
         """
         zone = self.zone()
         now = datetime.now(zone)
-        start, start_is_day = _read_bound(from_, now, zone, "from") if from_.strip() else (now, False)
-        if to.strip():
+        week = _WEEKS.get(" ".join(from_.lower().split()))
+        start = _read_bound(from_, now, zone, "from")[0] if from_.strip() else now
+        if week is not None and not to.strip():
+            monday = _midnight(now) - timedelta(days=now.weekday())
+            start = max(_midnight(monday + timedelta(days=week[0])), _midnight(now))
+            end = _midnight(monday + timedelta(days=week[0] + week[1]))
+        elif to.strip():
             end, end_is_day = _read_bound(to, now, zone, "to")
             if end_is_day:
                 end = _next_midnight(end, zone)
+        elif from_.strip():  # a day, or a time of day: until that day's end
+            end = _next_midnight(start, zone)
         else:
-            end = _next_midnight(start, zone) if start_is_day else start + timedelta(days=7)
+            end = start + timedelta(days=7)
         if end <= start:
             raise ToolError(f"to ({end.isoformat()}) is not after from ({start.isoformat()}); which window is meant?")
         if end - start > timedelta(days=366):
@@ -490,6 +505,10 @@ def _renamed(tool: ToolDef, **names: str) -> ToolDef:
 def _read_bound(text: str, now: datetime, zone: ZoneInfo, which: str) -> tuple[datetime, bool]:
     """A window bound and whether it names a whole day (then it is that day's local midnight)."""
     said = text.strip()
+    week = _WEEKS.get(" ".join(said.lower().split()))
+    if week is not None:
+        monday = _midnight(now) - timedelta(days=now.weekday())
+        return max(_midnight(monday + timedelta(days=week[0])), _midnight(now)), True
     if _ISO_DAY.match(said):
         try:
             day = datetime.fromisoformat(said)
@@ -509,6 +528,12 @@ def _read_bound(text: str, now: datetime, zone: ZoneInfo, which: str) -> tuple[d
     if is_day:
         return at.replace(hour=0, minute=0, second=0, microsecond=0), True
     return at, False
+
+
+def _midnight(moment: datetime) -> datetime:
+    """Local midnight of ``moment``'s day (in its own zone, DST-correct)."""
+    zone = moment.tzinfo
+    return datetime(moment.year, moment.month, moment.day, tzinfo=zone)
 
 
 def _next_midnight(moment: datetime, zone: ZoneInfo) -> datetime:

@@ -305,3 +305,61 @@ async def test_the_password_is_a_secret_setting(harness: Any) -> None:
     definition = h.config.definition("plugin.calendar.passwords")
     assert definition.secret
 
+
+
+async def test_whats_on_tomorrow_is_answered_from_the_calendar(harness: Any, radicale: Radicale) -> None:
+    from homeagent_sdk._fake_model import FakeModel, ToolCallReply
+
+    url = new_calendar(radicale)
+    model = FakeModel([ToolCallReply("calendar_list", {"from": "明天"}), "明天下午三点有家长会"], default="好的")
+    h = await harness([REMINDERS, CALENDAR], settings(url, radicale), model=model)
+    await h.ok("calendar_add", title="家长会", when="明天下午3点")
+    await h.ok("calendar_add", title="Not tomorrow", when="后天上午9点")
+    answer = await h.kernel.io_for("cli_socket").inject_input_sync("明天家里有什么安排", "cli:term-1")
+    assert "家长会" in str(answer)
+    (result,) = [e for e in h.events if e.name == "tool_call" and e.data.get("name") == "calendar_list"
+                 and e.data.get("result")]
+    listed = json.loads(result.data["result"])
+    tomorrow = (datetime.now(SHANGHAI) + timedelta(days=1)).date().isoformat()
+    assert [(e["title"], e["start"]) for e in listed["events"]] == [("家长会", f"{tomorrow}T15:00:00+08:00")]
+
+
+async def test_a_week_and_a_time_of_day_are_windows(harness: Any, radicale: Radicale) -> None:
+    url = new_calendar(radicale)
+    h = await harness([REMINDERS, CALENDAR], settings(url, radicale))
+    listed = json.loads(await h.ok("calendar_list", **{"from": "下周"}))
+    start, end = datetime.fromisoformat(listed["from"]), datetime.fromisoformat(listed["to"])
+    assert start.weekday() == 0 and start.hour == 0 and end - start == timedelta(days=7)
+    assert start.date() > datetime.now(SHANGHAI).date()
+    evening = json.loads(await h.ok("calendar_list", **{"from": "明天晚上"}))
+    assert evening["from"].endswith("T20:00:00+08:00") and evening["to"].endswith("T00:00:00+08:00")
+
+
+async def test_a_one_off_in_a_daylight_saving_gap_is_refused(harness: Any, radicale: Radicale) -> None:
+    url = new_calendar(radicale)
+    h = await harness([REMINDERS, CALENDAR], settings(url, radicale, **{"plugin.reminders.timezone": "Europe/Berlin"}))
+    message = await h.fails("calendar_add", title="x", when="2027年3月28日凌晨2点30分")
+    assert "?" in message or "？" in message, message
+    assert server_events(radicale, url) == []
+
+
+async def test_a_subscription_that_stops_answering_shows_its_last_good_copy(harness: Any) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Ics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    h = await harness(
+        [REMINDERS, CALENDAR],
+        {
+            "plugin.reminders.timezone": "Asia/Shanghai",
+            "plugin.calendar.subscriptions": json.dumps([{"name": "team", "url": f"http://127.0.0.1:{port}/t.ics"}]),
+            "plugin.calendar.allow_private": f"127.0.0.1:{port}",
+            "plugin.calendar.ics_refresh": 0,
+            "plugin.calendar.timeout": 2,
+        },
+    )
+    window = {"from": "2027-03-20", "to": "2027-04-01"}
+    first = json.loads(await h.ok("calendar_list", **window))
+    server.shutdown()
+    server.server_close()
+    again = json.loads(await h.ok("calendar_list", **window))
+    assert again["events"] == first["events"] and len(first["events"]) == 2
