@@ -1,7 +1,8 @@
 """Calendar events as data: reading iCalendar text, expanding repeats, writing new events.
 
-Pure functions over :mod:`icalendar` and :mod:`recurring_ical_events` (no IO), shared by the
-CalDAV calendars and the read-only ICS subscriptions of :mod:`homeagent_core.builtin.calendar`.
+Pure functions over :mod:`icalendar` and :mod:`recurring_ical_events` (no IO; both imported on
+first use), shared by the CalDAV calendars and the read-only ICS subscriptions of
+:mod:`homeagent_core.builtin.calendar`.
 Every instant is an aware datetime; an all-day event starts at local midnight of the household's
 zone. A repeating event is expanded into its occurrences inside the asked window (RRULE, RDATE,
 EXDATE and moved single occurrences, evaluated in the event's own time zone, so a weekly 09:00
@@ -14,10 +15,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from typing import Any
-
-import recurring_ical_events
-from icalendar import Calendar
-from icalendar import Event as VEvent
 
 __all__ = [
     "CalendarEvent",
@@ -84,6 +81,8 @@ def _instant(value: date | datetime, zone: tzinfo) -> datetime:
 
 def parse_calendar(text: str | bytes, source: str) -> Any:
     """Parse iCalendar text; a clear error naming ``source`` when it is not iCalendar."""
+    from icalendar import Calendar
+
     try:
         return Calendar.from_ical(text)
     except (ValueError, KeyError, IndexError) as exc:
@@ -104,6 +103,8 @@ def expand(
     Raises:
         EventDataError: ``text`` is not iCalendar, or a repeat rule in it cannot be evaluated.
     """
+    import recurring_ical_events
+
     parsed = parse_calendar(text, f"calendar {calendar!r}")
     try:
         components: list[Any] = list(recurring_ical_events.of(parsed).between(start, end))
@@ -159,6 +160,9 @@ def make_event(
     ``start`` is aware and written in its own zone (with a VTIMEZONE), so a repeat keeps its
     local wall time across daylight-saving changes.
     """
+    from icalendar import Calendar
+    from icalendar import Event as VEvent
+
     uid = uid or f"{uuid.uuid4()}@homeagent"
     cal: Any = Calendar()
     cal.add("PRODID", _PRODID)

@@ -19,9 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import niquests
-from caldav.davclient import DAVClient
-from caldav.lib import error as dav_error
 
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.ssrf import AddressPolicy, download_capped
@@ -44,6 +41,9 @@ def _status(exc: BaseException) -> int | None:
 
 def _explain(name: str, url: str, exc: BaseException) -> CalendarError:
     """A clear message for a failed CalDAV call on calendar ``name``."""
+    import niquests
+    from caldav.lib import error as dav_error
+
     host = urlsplit(url).netloc or url
     where = f"calendar {name!r} ({host})"
     if isinstance(exc, dav_error.AuthorizationError) or _status(exc) in (401, 403):
@@ -73,17 +73,21 @@ def _explain(name: str, url: str, exc: BaseException) -> CalendarError:
     return CalendarError(f"{where} answered with an error: {text}")
 
 
-_ERRORS: tuple[type[BaseException], ...] = (
-    dav_error.DAVError,
-    niquests.exceptions.RequestException,
-    OSError,
-    TimeoutError,
-)
+def _errors() -> tuple[type[BaseException], ...]:
+    """What a CalDAV call raises when the server refuses, fails or is not there."""
+    import niquests
+    from caldav.lib import error as dav_error
+
+    return (dav_error.DAVError, niquests.exceptions.RequestException, OSError, TimeoutError)
 
 
 @dataclass
 class CalDAVCalendar:
-    """One CalDAV calendar collection. Every method blocks; call it from a worker thread."""
+    """One CalDAV calendar collection. Every method blocks; call it from a worker thread.
+
+    The :mod:`caldav` library is imported on first use, so loading the plugin costs nothing
+    when no calendar is configured.
+    """
 
     name: str
     url: str
@@ -94,6 +98,8 @@ class CalDAVCalendar:
     auth: str = "basic"  # sent with the first request; "digest", or "auto" to wait for the server's challenge
 
     def _client(self) -> Any:  # caldav's types are sync-or-async unions; used as Any here
+        from caldav.davclient import DAVClient  # imported on first use: caldav and niquests take ~0.7 s
+
         auth_type = None if self.auth == "auto" or not self.user else self.auth
         return DAVClient(
             url=self.url, username=self.user or None, password=self.password or None, timeout=int(self.timeout),
@@ -119,7 +125,7 @@ class CalDAVCalendar:
             return fn(*args)
         except CalendarError:
             raise
-        except _ERRORS as exc:
+        except _errors() as exc:
             raise _explain(self.name, self.url, exc) from None
         except Exception as exc:  # caldav raises assorted errors for bad server answers
             raise CalendarError(

@@ -105,6 +105,24 @@ async def test_an_approval_request_and_a_residents_report_reach_the_owner(daemon
         assert tags == ["approval-7", "resident-shopper", "approval-8"]
 
 
+async def test_a_persons_reminder_reaches_only_their_devices(daemon: WebDaemon) -> None:
+    from homeagent_core.builtin.webui.push import Subscription
+
+    with push_service() as service:
+        _allow(daemon, service.base)
+        owner, kid = Device(service.endpoint("owner")), Device(service.endpoint("kid"))
+        await _subscribe(daemon, owner)  # the admin login: the owner
+        pusher = daemon.plugin.state.pusher  # type: ignore[attr-defined]
+        keys = kid.subscription()["keys"]
+        await pusher.pool.run(pusher.store.add, Subscription(kid.endpoint, keys["p256dh"], keys["auth"], "kid"))
+        daemon.app.bus.publish("reminder_due", {"id": "reminder_4", "person": "kid", "text": "[提醒] 练琴"})
+        (got,) = await service.wait(1)
+        assert got.path == "/push/kid" and got.decrypt(kid)["body"] == "[提醒] 练琴"
+        daemon.app.bus.publish("reminder_due", {"id": "reminder_5", "person": "", "text": "reminder: bins"})
+        received = await service.wait(2)
+        assert received[1].path == "/push/owner" and received[1].decrypt(owner)["body"] == "reminder: bins"
+
+
 async def test_a_gone_subscription_is_removed_and_a_hanging_service_blocks_nothing(daemon: WebDaemon) -> None:
     daemon.app.config.set("plugin.webui.push_timeout", 1)
     with push_service() as service:
