@@ -275,11 +275,12 @@ class CalendarPlugin:
             raise ToolError(f"to ({end.isoformat()}) is not after from ({start.isoformat()}); which window is meant?")
         if end - start > timedelta(days=366):
             raise ToolError("the window is longer than a year; ask for a shorter one")
-        events, errors = await self.events(start, end)
-        if errors and not events and len(errors) == len(self.calendars()) + len(self.subscriptions()):
-            raise CalendarError("; ".join(errors.values()))
-        if not self.calendars() and not self.subscriptions():
+        sources = len(self.calendars()) + len(self.subscriptions())
+        if not sources:
             raise ToolError(_NOT_SET_UP)
+        events, errors = await self.events(start, end)
+        if errors and not events and len(errors) == sources:
+            raise CalendarError("; ".join(errors.values()))
         answer: dict[str, Any] = {
             "zone": zone.key,
             "from": start.isoformat(),

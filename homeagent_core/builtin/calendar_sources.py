@@ -39,12 +39,27 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
+def shown(url: str) -> str:
+    """``url`` as messages and logs show it: scheme and host only (a URL may carry a login or a token)."""
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname or "?")
+    return f"{parts.scheme}://{host}/…"
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` without ``url`` (or its first 200 characters) in it."""
+    for form in (url, url[:200], url.rstrip("/")):
+        text = text.replace(form, shown(url))
+    return text
+
+
 def _explain(name: str, url: str, exc: BaseException) -> CalendarError:
     """A clear message for a failed CalDAV call on calendar ``name``."""
     import niquests
     from caldav.lib import error as dav_error
 
-    host = urlsplit(url).netloc or url
+    parts = urlsplit(url)  # the host only: a URL may carry user:password@
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname or "?")
     where = f"calendar {name!r} ({host})"
     if isinstance(exc, dav_error.AuthorizationError) or _status(exc) in (401, 403):
         return CalendarError(
@@ -69,7 +84,7 @@ def _explain(name: str, url: str, exc: BaseException) -> CalendarError:
         return CalendarError(
             f"{where} failed with a server error (HTTP {status}); nothing was changed, try again later"
         )
-    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    text = _scrub(str(exc).strip().splitlines()[0], url)[:300] if str(exc).strip() else type(exc).__name__
     return CalendarError(f"{where} answered with an error: {text}")
 
 
@@ -129,7 +144,7 @@ class CalDAVCalendar:
             raise _explain(self.name, self.url, exc) from None
         except Exception as exc:  # caldav raises assorted errors for bad server answers
             raise CalendarError(
-                f"calendar {self.name!r}: {action} failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                f"calendar {self.name!r}: {action} failed ({type(exc).__name__}: {_scrub(str(exc), self.url)[:200]}); "
                 "check the URL points at a CalDAV calendar"
             ) from None
 
@@ -204,12 +219,12 @@ async def fetch_ics(sub: IcsSubscription, policy: AddressPolicy, *, max_bytes: i
     try:
         return await download_capped(sub.url, policy, max_bytes=max_bytes, timeout=timeout)
     except ToolError as exc:
-        message = str(exc).replace("plugin.web.allow_private", "plugin.calendar.allow_private")
+        message = _scrub(str(exc), sub.url).replace("plugin.web.allow_private", "plugin.calendar.allow_private")
         message = message.replace("The web tools only reach", "Subscriptions only reach")
         raise CalendarError(f"{where}: {message}") from None
     except httpx.TimeoutException:
         raise CalendarError(f"{where} did not answer within {timeout:g} s (plugin.calendar.timeout)") from None
     except httpx.HTTPError as exc:
-        detail = str(exc) or type(exc).__name__
+        detail = _scrub(str(exc), sub.url) or type(exc).__name__
         raise CalendarError(f"{where} cannot be fetched: {detail}") from None
 

@@ -7,7 +7,8 @@ made on first start). A logged-in person's browser subscribes through
 
 What is pushed, and to whom (events on the bus):
 
-- ``reminder_due`` — to the person the reminder belongs to (the owner's devices when it has none);
+- ``reminder_due`` — to the person the reminder belongs to (the owner's devices when it has none;
+  none for a guest's);
 - ``approval_requested`` — to the owner's devices;
 - ``resident`` with ``type: output`` (a resident's report) — to the owner's devices.
 
@@ -228,37 +229,49 @@ class Pusher:
         message = self.message_for(event)
         if message is None:
             return
-        people, payload = message
-        task = asyncio.get_running_loop().create_task(self.send(people, payload), name=f"push-{event.name}")
+        person, payload = message
+        task = asyncio.get_running_loop().create_task(self.notify(person, payload), name=f"push-{event.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def message_for(self, event: Event) -> tuple[set[str], dict[str, Any]] | None:
-        """Whom ``event`` notifies and what it says; None for events that notify nobody."""
+    def message_for(self, event: Event) -> tuple[str | None, dict[str, Any]] | None:
+        """Whom ``event`` notifies (a person's name; None: the owner) and what it says; None for nobody."""
         data = event.data
-        owners = self._owners()
         if event.name == "reminder_due":
             person = str(data.get("person") or "")
-            people = {person} if person and person != "(guest)" else owners
-            if person in owners:
-                people = owners
-            return people, {"title": TEXTS["reminder"], "body": str(data.get("text", ""))[:_MAX_BODY],
-                            "tag": f"reminder-{data.get('id', '')}", "url": "/"}
+            if person == "(guest)":  # someone the door did not know: their reminder is theirs alone
+                return None
+            return person or None, {"title": TEXTS["reminder"], "body": str(data.get("text", ""))[:_MAX_BODY],
+                                    "tag": f"reminder-{data.get('id', '')}", "url": "/"}
         if event.name == "approval_requested":
             body = TEXTS["approval_body"].format(person=data.get("person", "?"), tool=data.get("tool", "?"))
-            return owners, {"title": TEXTS["approval"], "body": body, "tag": f"approval-{data.get('id', '')}",
-                            "url": "/#approvals"}
+            return None, {"title": TEXTS["approval"], "body": body, "tag": f"approval-{data.get('id', '')}",
+                          "url": "/#approvals"}
         if event.name == "resident" and data.get("type") == "output" and data.get("content"):
-            return owners, {"title": TEXTS["resident"].format(name=data.get("name", "?")),
-                            "body": str(data.get("content", ""))[:_MAX_BODY], "tag": f"resident-{data.get('name')}",
-                            "url": "/#residents"}
+            return None, {"title": TEXTS["resident"].format(name=data.get("name", "?")),
+                          "body": str(data.get("content", ""))[:_MAX_BODY], "tag": f"resident-{data.get('name')}",
+                          "url": "/#residents"}
         return None
 
     # ------------------------------------------------------------------ sending
 
+    def _recipients(self, person: str | None) -> list[Subscription]:
+        """Blocking: the subscriptions a notification for ``person`` (None: the owner) goes to.
+
+        The owner's devices are those of the admin login and of every person with the owner role.
+        """
+        owners = self._owners()
+        return self.store.of(owners if person is None or person in owners else {person})
+
+    async def notify(self, person: str | None, payload: dict[str, Any]) -> dict[str, str]:
+        """Push ``payload`` to ``person``'s devices (None: the owner's); ``{endpoint: outcome}``."""
+        return await self._push(await self.pool.run(self._recipients, person), payload)
+
     async def send(self, people: set[str], payload: dict[str, Any]) -> dict[str, str]:
-        """Push ``payload`` to every subscription of ``people``; ``{endpoint: outcome}``."""
-        subs = await self.pool.run(self.store.of, people)
+        """Push ``payload`` to every subscription of ``people`` (logins; "" is the admin login)."""
+        return await self._push(await self.pool.run(self.store.of, people), payload)
+
+    async def _push(self, subs: list[Subscription], payload: dict[str, Any]) -> dict[str, str]:
         if not subs:
             return {}
         data = json.dumps(payload, ensure_ascii=False).encode()

@@ -363,3 +363,24 @@ async def test_a_subscription_that_stops_answering_shows_its_last_good_copy(harn
     server.server_close()
     again = json.loads(await h.ok("calendar_list", **window))
     assert again["events"] == first["events"] and len(first["events"]) == 2
+
+
+async def test_messages_never_carry_a_urls_token_or_login(harness: Any, radicale: Radicale) -> None:
+    url = new_calendar(radicale)
+    with failing_server() as broken:
+        port = broken.rsplit(":", 1)[1]
+        secret_ics = f"{broken}/private/TOKEN-5f3a9c/basic.ics"
+        with_login = url.replace("http://", "http://alice:pw-in-url@")
+        h = await harness(
+            [REMINDERS, CALENDAR],
+            {
+                "plugin.reminders.timezone": "Asia/Shanghai",
+                "plugin.calendar.calendars": json.dumps([{"name": "home", "url": with_login}]),
+                "plugin.calendar.passwords": json.dumps({"home": "wrong"}),
+                "plugin.calendar.subscriptions": json.dumps([{"name": "school", "url": secret_ics}]),
+                "plugin.calendar.allow_private": f"127.0.0.1:{port}",
+            },
+        )
+        message = await h.fails("calendar_list")
+        assert "'home'" in message and "'school'" in message and "500" in message
+        assert "TOKEN-5f3a9c" not in message and "pw-in-url" not in message and "wrong" not in message
