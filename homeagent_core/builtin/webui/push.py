@@ -246,7 +246,7 @@ class Pusher:
         if event.name == "approval_requested":
             body = TEXTS["approval_body"].format(person=data.get("person", "?"), tool=data.get("tool", "?"))
             return None, {"title": TEXTS["approval"], "body": body, "tag": f"approval-{data.get('id', '')}",
-                          "url": "/#approvals"}
+                          "url": "/"}
         if event.name == "resident" and data.get("type") == "output" and data.get("content"):
             return None, {"title": TEXTS["resident"].format(name=data.get("name", "?")),
                           "body": str(data.get("content", ""))[:_MAX_BODY], "tag": f"resident-{data.get('name')}",

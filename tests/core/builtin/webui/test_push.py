@@ -187,8 +187,11 @@ async def test_the_pwa_files_are_served(daemon: WebDaemon) -> None:
 async def test_the_service_worker_registers_in_chromium_and_a_test_push_arrives(
     daemon: WebDaemon, page: Any, login: Any
 ) -> None:
+    import json
+
     from homeagent_core.builtin.webui.push import TEXTS
 
+    await page.context.grant_permissions(["notifications"], origin=daemon.url)
     await login(page, daemon)
     state = await page.evaluate(
         """async () => {
@@ -224,7 +227,31 @@ async def test_the_service_worker_registers_in_chromium_and_a_test_push_arrives(
         results = await page.evaluate("""async () => (await api("/api/v1/push/test", {method: "POST"})).results""")
         assert results[device.endpoint] == "201"
         (got,) = await service.wait(1)
-        assert got.decrypt(device) == {"title": TEXTS["test"], "body": TEXTS["test_body"], "tag": "test", "url": "/"}
+        message = got.decrypt(device)
+        assert message == {"title": TEXTS["test"], "body": TEXTS["test_body"], "tag": "test", "url": "/"}
         check_vapid(got.headers, device.endpoint, await _key(daemon))
+    # What the push service decrypted, handed to the service worker as a push service would
+    # (DevTools' ServiceWorker.deliverPushMessage): it shows the notification.
+    cdp = await page.context.new_cdp_session(page)
+    registrations: list[dict[str, Any]] = []
+    cdp.on("ServiceWorker.workerRegistrationUpdated", lambda e: registrations.extend(e["registrations"]))
+    await cdp.send("ServiceWorker.enable")
+    await _until(lambda: bool(registrations))
+    await cdp.send("ServiceWorker.deliverPushMessage", {
+        "origin": daemon.url, "registrationId": registrations[0]["registrationId"], "data": json.dumps(message),
+    })
+    shown: list[Any] = []
+
+    async def notifications() -> list[Any]:
+        found: list[Any] = await page.evaluate(
+            """async () => (await (await navigator.serviceWorker.ready).getNotifications())
+                .map((n) => [n.title, n.body, n.tag, n.data.url])"""
+        )
+        return found
+
+    async with asyncio.timeout(10):
+        while not (shown := await notifications()):
+            await asyncio.sleep(0.05)
+    assert shown == [[TEXTS["test"], TEXTS["test_body"], "test", "/"]]
     await page.goto(daemon.url + "/#account")
     await page.wait_for_selector("#push-card #push-status:not(:empty)")
