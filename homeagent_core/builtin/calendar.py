@@ -480,14 +480,9 @@ def _renamed(tool: ToolDef, **names: str) -> ToolDef:
     """``tool`` with parameters renamed (``from_`` shown to the model as ``from``)."""
     handler = tool.handler
     assert handler is not None
-    props = dict(tool.parameters.get("properties", {}))
-    required = list(tool.parameters.get("required", []))
-    back: dict[str, str] = {}
-    for old, new in names.items():
-        if old in props:
-            props[new] = props.pop(old)
-            back[new] = old
-        required = [new if r == old else r for r in required]
+    props = {names.get(k, k): v for k, v in tool.parameters.get("properties", {}).items()}
+    required = [names.get(r, r) for r in tool.parameters.get("required", [])]
+    back = {new: old for old, new in names.items()}
     description = tool.description
     for old, new in names.items():
         description = description.replace(f"{old}:", f"{new}:").replace(f"{old}=", f"{new}=")

@@ -97,6 +97,8 @@ async def test_add_list_move_and_delete_against_radicale(harness: Any, radicale:
     (stored,) = server_events(radicale, url)
     assert "SUMMARY:家长会" in stored and "LOCATION:学校" in stored and "TZID=Asia/Shanghai" in stored
 
+    schema = h.tools.get("calendar_list").parameters
+    assert list(schema["properties"]) == ["from", "to"] and "from_" not in json.dumps(schema)
     listed = json.loads(await h.ok("calendar_list", **{"from": "明天"}))
     assert listed["zone"] == "Asia/Shanghai"
     assert listed["from"] == f"{tomorrow.isoformat()}T00:00:00+08:00"
