@@ -386,3 +386,25 @@ async def test_messages_never_carry_a_urls_token_or_login(harness: Any, radicale
         message = await h.fails("calendar_list")
         assert "'home'" in message and "'school'" in message and "500" in message
         assert "TOKEN-5f3a9c" not in message and "pw-in-url" not in message and "wrong" not in message
+
+
+async def test_a_skipped_and_a_moved_occurrence_of_a_series_are_read_as_such(
+    harness: Any, radicale: Radicale
+) -> None:
+    url = new_calendar(radicale)
+    rule = "RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=4\n"
+    series = BERLIN_SERIES.replace(rule, rule + "EXDATE;TZID=Europe/Berlin:20270405T090000\n").replace(
+        "END:VEVENT\n",
+        "END:VEVENT\nBEGIN:VEVENT\nUID:standup-berlin@test\nDTSTAMP:20261201T000000Z\n"
+        "RECURRENCE-ID;TZID=Europe/Berlin:20270329T090000\nDTSTART;TZID=Europe/Berlin:20270330T110000\n"
+        "DTEND;TZID=Europe/Berlin:20270330T113000\nSUMMARY:Standup (moved)\nEND:VEVENT\n",
+    )
+    with caldav.DAVClient(url=radicale.url, username=radicale.user, password=radicale.password) as client:
+        client.calendar(url=url).add_event(series)
+    h = await harness([REMINDERS, CALENDAR], settings(url, radicale))
+    listed = json.loads(await h.ok("calendar_list", **{"from": "2027-03-20", "to": "2027-04-30"}))
+    assert [(e["title"], e["start"]) for e in listed["events"]] == [
+        ("Standup", "2027-03-22T16:00:00+08:00"),
+        ("Standup (moved)", "2027-03-30T17:00:00+08:00"),
+        ("Standup", "2027-04-12T15:00:00+08:00"),
+    ]
