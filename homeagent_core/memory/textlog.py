@@ -33,11 +33,15 @@ from typing import Any
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._schema import open_folder_format
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
-__all__ = ["MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change", "record_thread"]
+__all__ = [
+    "LOG_FORMAT", "MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change",
+    "record_thread",
+]
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +287,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+LOG_FORMAT = 2
+"""The conversation log's format: 1 the first release; 2 records carry ``person`` and ``thread``
+(older records read as the household's main thread, without a person)."""
+
+
+def _log_shape(directory: Path) -> int:
+    """A log folder from before formats were recorded: format 1 when it holds log files (read as they are)."""
+    return 1 if any(_NAME.match(p.name) for p in directory.iterdir()) else 0
+
+
 class TextLog(ConversationLog):
     """The conversation log in ``directory``.
 
@@ -308,6 +322,7 @@ class TextLog(ConversationLog):
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MemoryStoreError(f"cannot create the conversation log folder {self.directory}: {exc}") from exc
+        open_folder_format(self.directory, "conversation log", LOG_FORMAT, _log_shape)
         for path in self.files():
             self._repair_tail(path)
 

@@ -1,7 +1,10 @@
 """Schema, migrations and input rules of the graph store.
 
-* :data:`MIGRATIONS` — each entry moves ``graph.db`` from version *i* to *i + 1*; a database
-  from a newer HomeAgent is refused untouched (:func:`migrate`).
+* :data:`MIGRATIONS` — each entry moves ``graph.db`` from version *i* to *i + 1*
+  (:data:`GRAPH_SCHEMA`, opened through :mod:`homeagent_sdk._schema`: the version in
+  ``PRAGMA user_version``, a copy before migrating, one transaction; a file from before that
+  kept its version in a ``schema_version`` table); a database from a newer HomeAgent is
+  refused untouched (:func:`migrate`).
 * :func:`check_name` / :func:`check_relation` — the original's entity-name rules (2–50
   characters, a letter, CJK character, ``-`` or ``_``, no control characters).
 * :data:`PURGE_CRITERIA` and :func:`purge_where` — the criteria ``purge`` understands, turned
@@ -21,10 +24,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from homeagent_core.memory.keywords import name_terms, terms_fingerprint
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, tables
 from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = [
     "DEFAULT_TYPE",
+    "GRAPH_SCHEMA",
     "MIGRATIONS",
     "NAME_MAX",
     "NAME_MIN",
@@ -127,31 +132,25 @@ MIGRATIONS: list[list[str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def _recorded_before(conn: sqlite3.Connection) -> int:
+    """A file from before ``user_version``: its version is in the old ``schema_version`` table."""
+    if "schema_version" not in tables(conn):
+        return 0
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+GRAPH_SCHEMA = StoreSchema("graph.db", [sql_step(*statements) for statements in MIGRATIONS], legacy=_recorded_before)
+
+
 def migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Bring ``conn``'s schema to :data:`SCHEMA_VERSION`, one transaction per version.
+    """Bring ``conn``'s schema to :data:`SCHEMA_VERSION` (:func:`homeagent_sdk._schema.open_schema`).
 
     Raises:
-        MemoryStoreError: the database was written by a newer schema (it is left untouched).
+        DataFormatError: the database was written by a newer schema (it is left untouched), or
+            a migration step failed (rolled back).
     """
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-    current = int(row[0] or 0)
-    if current > SCHEMA_VERSION:
-        raise MemoryStoreError(
-            f"graph memory {path} has schema version {current}, written by a newer "
-            f"HomeAgent; this version understands up to {SCHEMA_VERSION}. Upgrade HomeAgent,"
-            " or point core.memory.graph at another file (the data was not touched)."
-        )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in MIGRATIONS[version - 1]:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    open_schema(conn, path, GRAPH_SCHEMA)
 
 
 def encode_terms(terms: set[str] | frozenset[str]) -> str:

@@ -33,7 +33,7 @@ from homeagent_core.memory.graph.model import (
     RelationRow,
 )
 from homeagent_core.memory.graph.schema import SCHEMA_VERSION, backfill_terms, decode_terms, marks, migrate
-from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.errors import DataFormatError, MemoryStoreError
 
 __all__ = ["GraphSQL", "SQLiteGraphSQL", "count_rows", "snapshot_rows"]
 
@@ -90,7 +90,8 @@ class SQLiteGraphSQL(GraphSQL):
     """The graph store's rows in one SQLite file (or ``":memory:"``).
 
     Raises:
-        MemoryStoreError: the file is not a SQLite database, or was written by a newer schema.
+        MemoryStoreError: the file is not a SQLite database.
+        DataFormatError: the file was written by a newer schema, or migrating it failed.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -113,7 +114,7 @@ class SQLiteGraphSQL(GraphSQL):
         except sqlite3.DatabaseError as exc:
             self.close()
             raise self.not_a_graph(exc) from exc
-        except MemoryStoreError:
+        except (MemoryStoreError, DataFormatError):
             self.close()
             raise
 
