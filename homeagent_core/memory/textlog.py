@@ -39,8 +39,8 @@ from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
 __all__ = [
-    "LOG_FORMAT", "MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change",
-    "record_thread",
+    "LOG_FORMAT", "MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "log_folder_shape", "new_record",
+    "purge_change", "record_thread",
 ]
 
 log = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ LOG_FORMAT = 2
 (older records read as the household's main thread, without a person)."""
 
 
-def _log_shape(directory: Path) -> int:
+def log_folder_shape(directory: Path) -> int:
     """A log folder from before formats were recorded: format 1 when it holds log files (read as they are)."""
     return 1 if any(_NAME.match(p.name) for p in directory.iterdir()) else 0
 
@@ -322,7 +322,7 @@ class TextLog(ConversationLog):
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MemoryStoreError(f"cannot create the conversation log folder {self.directory}: {exc}") from exc
-        open_folder_format(self.directory, "conversation log", LOG_FORMAT, _log_shape)
+        open_folder_format(self.directory, "conversation log", LOG_FORMAT, log_folder_shape)
         for path in self.files():
             self._repair_tail(path)
 
