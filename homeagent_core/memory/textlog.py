@@ -293,8 +293,24 @@ LOG_FORMAT = 2
 
 
 def log_folder_shape(directory: Path) -> int:
-    """A log folder from before formats were recorded: format 1 when it holds log files (read as they are)."""
-    return 1 if any(_NAME.match(p.name) for p in directory.iterdir()) else 0
+    """A log folder from before formats were recorded: 0 without log files, else 2 when the first
+    record of its newest file carries a ``thread``, else 1."""
+    files = sorted((p for p in directory.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
+    if not files:
+        return 0
+    for path in reversed(files):
+        try:
+            with path.open("rb") as fh:
+                first = fh.readline()
+        except OSError:
+            continue
+        try:
+            record = json.loads(first)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return 2 if "thread" in record else 1
+    return 1
 
 
 class TextLog(ConversationLog):

@@ -121,19 +121,27 @@ class DataFormatReport:
 
     @property
     def format(self) -> int | None:
-        """The newest format whose store versions every store here has reached (None: newer than known)."""
+        """The oldest format whose store versions this directory's stores have (None: newer than known).
+
+        Formats that differ only in stores this directory does not hold (a store added later and
+        never used here) cannot be told apart; the oldest of them is named.
+        """
         if any(s.state == "newer" for s in self.stores):
             return None
         versions = {s.store: s.version or 0 for s in self.stores if s.version is not None}
+        recorded = all(s.recorded for s in self.stores)
         reached = 0
-        for entry in HISTORY:
-            if entry.format >= _RECORDED_SINCE and not all(s.recorded for s in self.stores):
+        for i, entry in enumerate(HISTORY):
+            if entry.format >= _RECORDED_SINCE and not recorded:
                 break
-            if all(versions[name] >= v for name, v in entry.stores.items() if name in versions):
-                reached = entry.format
-            else:
+            if not all(versions[name] >= v for name, v in entry.stores.items() if name in versions):
                 break
-        return reached
+            reached = i
+        while reached > 0 and HISTORY[reached].format != _RECORDED_SINCE and all(
+            HISTORY[reached - 1].stores.get(name, 0) == HISTORY[reached].stores.get(name, 0) for name in versions
+        ):
+            reached -= 1
+        return HISTORY[reached].format
 
     def to_dict(self) -> dict[str, Any]:
         return {"data_dir": str(self.data_dir), "format": self.format, "current": DATA_FORMAT,
