@@ -31,13 +31,14 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._atomic import atomic_write, fsync_dir
 from homeagent_sdk.errors import DataFormatError
 
 __all__ = [
@@ -151,22 +152,41 @@ def _copy_name(path: Path, version: int) -> str:
     return f"{stem}-v{version}-{stamp}.db"
 
 
-def _backup(conn: sqlite3.Connection, path: Path, version: int) -> Path:
+def _backup(path: Path, version: int) -> Path:
+    """Copy ``path`` with the online backup API (through its own connection: the migrating one
+    holds the write lock, which readers pass, so the copy is the file as it is before the steps)."""
     folder = pre_migration_folder(path)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = folder / _copy_name(path, version)
-    n = 1
-    while target.exists():
-        n += 1
-        target = target.with_name(f"{target.stem}-{n}.db")
-    partial = target.with_name(target.name + ".partial")
-    copy = sqlite3.connect(partial)
+    name = _copy_name(path, version)
+    partial = folder / f".{name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
     try:
-        conn.backup(copy)
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            copy = sqlite3.connect(partial)
+            try:
+                source.backup(copy)
+            finally:
+                copy.close()
+        finally:
+            source.close()
+        n = 1
+        target = folder / name
+        while True:  # a link never replaces a file: each copy keeps its own name
+            try:
+                os.link(partial, target)
+                break
+            except FileExistsError:
+                n += 1
+                target = folder / f"{name.removesuffix('.db')}-{n}.db"
+        fsync_dir(folder)
+        return target
     finally:
-        copy.close()
-    os.replace(partial, target)
-    return target
+        with contextlib.suppress(OSError):
+            partial.unlink()
+
+
+class _NoCopy(Exception):
+    """The copy before a migration could not be written (carries the reason as its cause)."""
 
 
 def open_schema(conn: sqlite3.Connection, path: str | os.PathLike[str], schema: StoreSchema) -> int:
@@ -187,28 +207,30 @@ def open_schema(conn: sqlite3.Connection, path: str | os.PathLike[str], schema: 
         if int(conn.execute("PRAGMA user_version").fetchone()[0]) != old:
             conn.execute(f"PRAGMA user_version = {old}")  # a current file from before versions were recorded
         return old
-    copy: Path | None = None
-    if where != ":memory:" and tables(conn):
-        try:
-            copy = _backup(conn, Path(where), old)
-        except (OSError, sqlite3.Error) as exc:
-            raise DataFormatError(
-                f"{schema.name} ({where}) is format {old} and needs migrating to {schema.version}, but the "
-                f"copy taken first could not be written ({exc}); free space in the data directory and start again "
-                "(the file was not touched)"
-            ) from exc
     saved = conn.isolation_level
     conn.isolation_level = None
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # one writer: another process opening it now waits, then finds it done
         step_no = old
+        copy: Path | None = None
         try:
-            old = read_version(conn, schema)  # another process may have migrated it meanwhile
+            old = read_version(conn, schema)
+            if old < schema.version and where != ":memory:" and tables(conn):
+                try:
+                    copy = _backup(Path(where), old)
+                except (OSError, sqlite3.Error) as exc:
+                    raise _NoCopy(exc) from exc
             for step_no in range(old, schema.version):
                 schema.steps[step_no](conn)
             conn.execute(f"PRAGMA user_version = {schema.version}")
         except BaseException as exc:
             conn.execute("ROLLBACK")
+            if isinstance(exc, _NoCopy):
+                raise DataFormatError(
+                    f"{schema.name} ({where}) is format {old} and needs migrating to {schema.version}, but the "
+                    f"copy taken first could not be written ({exc.__cause__}); free space in the data directory "
+                    "and start again (the file was not touched)"
+                ) from exc.__cause__
             kept = f"; a copy from before is at {copy}" if copy else ""
             if isinstance(exc, Exception):
                 raise DataFormatError(
