@@ -209,3 +209,36 @@ def test_an_unversioned_log_folder_is_dated_by_its_records(tmp_path: Path) -> No
     assert open_folder_format(folder, "conversation log", LOG_FORMAT, lambda f: __import__(
         "homeagent_core.memory.textlog", fromlist=["log_folder_shape"]).log_folder_shape(f)) == 1
     assert [r["content"] for r in TextLog(folder).iter_records()] == ["你好"]
+
+
+def test_doctor_names_a_newer_store_and_still_reports_when_config_is_newer(tmp_path: Path) -> None:
+    from homeagent_core.cli.doctor import check_data_format, run_checks
+
+    root = data_dir(tmp_path)
+    GraphStore(root / "memory" / "graph.db").close()
+    with closing(sqlite3.connect(root / "memory" / "graph.db")) as conn:
+        conn.execute("PRAGMA user_version = 9")
+    findings = check_data_format(root)
+    assert findings[0].status == "fail" and "newer" in findings[0].message
+    [graph] = [f for f in findings if f.message.startswith("memory/graph.db")]
+    assert graph.status == "fail" and "is format 9, this HomeAgent reads up to 3" in graph.message
+    assert graph.fix == "upgrade HomeAgent or restore a backup"
+
+    with closing(sqlite3.connect(root / "config.db")) as conn:
+        conn.execute("PRAGMA user_version = 2")
+    findings = run_checks(root)  # the app cannot open config.db: the report says why instead of failing
+    assert any(f.area == "data" and f.status == "fail" and "config.db" in f.message for f in findings)
+    assert any(f.message.startswith("config.db is format 2") for f in findings)
+
+
+def test_doctor_reports_stores_an_upgrade_will_migrate(tmp_path: Path) -> None:
+    from homeagent_core.cli.doctor import check_data_format
+
+    root = data_dir(tmp_path)
+    old_timers(root / "plugin_data" / "timer" / "timers.db", channel=True)
+    findings = check_data_format(root)
+    [timers] = [f for f in findings if f.message.startswith("plugin_data/timer/timers.db")]
+    assert timers.status == "warn" and "format 2" in timers.message and "writes 3" in timers.message
+    assert "pre-migration" in timers.fix
+    assert (root / "plugin_data" / "timer" / "timers.db").exists() and user_version(
+        root / "plugin_data" / "timer" / "timers.db") == 0  # reading did not migrate it
