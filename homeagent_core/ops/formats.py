@@ -78,7 +78,7 @@ HISTORY: tuple[FormatChange, ...] = (
     FormatChange(10, "8036dd4", "2026-12-06", "reminders.db added", _F10),
     FormatChange(11, "a76d644", "2026-12-06", "conversation log 2: records carry person and thread", _F11),
     FormatChange(12, "1b139c4", "2026-12-06", "logins.db (web UI passwords and invites) added", _F12),
-    FormatChange(13, "schema", "2026-12-06", "every store records its version (SQLite PRAGMA user_version, the "
+    FormatChange(13, "next", "2026-12-06", "every store records its version (SQLite PRAGMA user_version, the "
                  "log folder's FORMAT file); graph.db's schema_version table is no longer written", _F12),
 )
 
