@@ -37,10 +37,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from homeagent_core.durations import format_duration, parse_duration
-from homeagent_sdk.errors import ConfigValueError, UnknownConfigKey
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
+from homeagent_sdk.errors import ConfigValueError, DataFormatError, UnknownConfigKey
 from homeagent_sdk.types import ConfigDef
 
 __all__ = [
+    "CONFIG_SCHEMA",
     "CONFIG_TYPES",
     "CORE_DEFS",
     "LLM_API_KEY_ENV",
@@ -261,6 +263,20 @@ def _table_for(plugin: str) -> str:
     return "config_" + re.sub(r"[^a-z0-9_]", "_", plugin.lower())
 
 
+CONFIG_SCHEMA = StoreSchema(
+    "config.db",
+    [
+        sql_step(
+            "CREATE TABLE IF NOT EXISTS config (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS disabled_plugins "
+            "(name TEXT PRIMARY KEY, disabled_at REAL NOT NULL, disabled_by TEXT NOT NULL)",
+        ),
+    ],
+    legacy=version_one_if("config"),
+)
+"""The schema of ``config.db`` (the plugins' ``config_<name>`` tables are made as they are declared)."""
+
+
 class ConfigStore:
     """Typed, validated settings backed by SQLite; see the module docstring."""
 
@@ -271,11 +287,11 @@ class ConfigStore:
         if self.path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS config (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS disabled_plugins "
-            "(name TEXT PRIMARY KEY, disabled_at REAL NOT NULL, disabled_by TEXT NOT NULL)"
-        )
+        try:
+            open_schema(self._db, self.path, CONFIG_SCHEMA)
+        except DataFormatError:
+            self._db.close()
+            raise
         self._defs: dict[str, ConfigDef] = {}
         self._values: dict[str, str] = {}
         self._listeners: list[Callable[[str], None]] = []

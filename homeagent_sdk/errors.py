@@ -18,7 +18,8 @@ The tree::
     ├── InputQueueFull                  the agent is busy: its input queue is full (retry later)
     ├── AgentClosed                     the agent shut down before an input was answered
     ├── ChannelSendError                a send to an output channel failed (unknown channel, type, ...)
-    └── DataDirError                    the data directory cannot be created or written
+    ├── DataDirError                    the data directory cannot be created or written
+    └── DataFormatError                 a stored file is from a newer HomeAgent, or migrating it failed
 
 Two audiences: :class:`UsageError` and its children are mistakes in code that calls
 HomeAgent; every other error is a runtime condition a user may see, so its message says what
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigError",
     "ConfigValueError",
     "DataDirError",
+    "DataFormatError",
     "HomeAgentError",
     "InputQueueFull",
     "MemoryStoreError",
@@ -155,3 +157,11 @@ class MemoryStoreError(HomeAgentError):
 
 class DataDirError(HomeAgentError):
     """The data directory cannot be created, or is not writable."""
+
+
+class DataFormatError(HomeAgentError):
+    """A store's file is in a format this HomeAgent cannot read (newer), or migrating it failed.
+
+    The message names the file, its format, the newest this HomeAgent reads, and what to do
+    (upgrade HomeAgent or restore a backup); the file itself was left as it was.
+    """

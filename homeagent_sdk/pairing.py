@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CODE_ALPHABET", "PAIRING_FILE", "AccessDecision", "PairingRequest", "PairingStore", "pairing_files"]
+from homeagent_sdk._schema import StoreSchema, open_schema, script_step, version_one_if
+from homeagent_sdk.errors import DataFormatError
+
+__all__ = [
+    "CODE_ALPHABET", "PAIRING_FILE", "PAIRING_SCHEMA", "AccessDecision", "PairingRequest", "PairingStore",
+    "pairing_files",
+]
 
 #: The file name of the pairing table inside a bridge plugin's data directory.
 PAIRING_FILE = "pairing.db"
@@ -48,6 +54,8 @@ CREATE TABLE IF NOT EXISTS pairing (
 );
 CREATE INDEX IF NOT EXISTS pairing_code ON pairing (code);
 """
+PAIRING_SCHEMA = StoreSchema("pairing.db", [script_step(_SCHEMA)], legacy=version_one_if("pairing"))
+"""The schema of a bridge's ``pairing.db``: one step per version (never edit a shipped one)."""
 
 
 def pairing_files(plugin_data: Path) -> dict[str, Path]:
@@ -125,7 +133,11 @@ class PairingStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=10)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            open_schema(self._db, self.path, PAIRING_SCHEMA)
+        except DataFormatError:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         with self._lock:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from homeagent_core.agent.people import PEOPLE_SCHEMA
+from homeagent_sdk._schema import open_schema
 from homeagent_sdk.types import Principal, ToolCall
 
 __all__ = ["FINAL_STATUSES", "ApprovalRow", "ApprovalStore"]
@@ -27,27 +29,6 @@ __all__ = ["FINAL_STATUSES", "ApprovalRow", "ApprovalStore"]
 #: Statuses an approval never leaves.
 FINAL_STATUSES = frozenset({"approved", "denied", "expired", "withdrawn", "interrupted"})
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS approvals (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created REAL NOT NULL,
-    person TEXT NOT NULL,
-    role TEXT NOT NULL,
-    door TEXT NOT NULL,
-    thread TEXT NOT NULL DEFAULT '',
-    account TEXT NOT NULL DEFAULT '',
-    tool TEXT NOT NULL,
-    call_id TEXT NOT NULL DEFAULT '',
-    plugin TEXT NOT NULL DEFAULT '',
-    arguments TEXT NOT NULL DEFAULT '{}',
-    channel TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL DEFAULT 'pending',
-    decided_by TEXT NOT NULL DEFAULT '',
-    decided_at REAL,
-    result TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status);
-"""
 
 _COLUMNS = (
     "id, created, person, role, door, thread, account, tool, call_id, plugin, arguments, channel,"
@@ -107,7 +88,7 @@ class ApprovalStore:
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.executescript(_SCHEMA)
+        open_schema(self._conn, self.path, PEOPLE_SCHEMA)  # the approvals table is people.db's version 2
 
     def close(self) -> None:
         with self._lock:

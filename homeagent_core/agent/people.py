@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk._schema import StoreSchema, open_schema, script_step, version_one_if
+from homeagent_sdk.errors import DataFormatError, HomeAgentError
 from homeagent_sdk.types import Principal
 
 __all__ = [
@@ -234,6 +235,33 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 """
 
+_APPROVALS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created REAL NOT NULL,
+    person TEXT NOT NULL,
+    role TEXT NOT NULL,
+    door TEXT NOT NULL,
+    thread TEXT NOT NULL DEFAULT '',
+    account TEXT NOT NULL DEFAULT '',
+    tool TEXT NOT NULL,
+    call_id TEXT NOT NULL DEFAULT '',
+    plugin TEXT NOT NULL DEFAULT '',
+    arguments TEXT NOT NULL DEFAULT '{}',
+    channel TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'pending',
+    decided_by TEXT NOT NULL DEFAULT '',
+    decided_at REAL,
+    result TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status);
+"""
+
+PEOPLE_SCHEMA = StoreSchema(
+    "people.db", [script_step(_SCHEMA), script_step(_APPROVALS_SCHEMA)], legacy=version_one_if("persons")
+)
+"""The schema of ``people.db``: one step per version (never edit a shipped one)."""
+
 
 def _clean(value: str, what: str) -> str:
     text = value.strip() if isinstance(value, str) else ""
@@ -286,7 +314,11 @@ class PeopleRegistry:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.executescript(_SCHEMA)
+        try:
+            open_schema(self._conn, self.path, PEOPLE_SCHEMA)
+        except DataFormatError:
+            self._conn.close()
+            raise
         with contextlib.suppress(OSError):
             self.path.chmod(0o600)
 

@@ -39,6 +39,7 @@ from homeagent_core.builtin.when import WhenError, parse_when
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk import ConfigDef, SettingsRegistry, ToolDef, ToolError, ToolRegistryProtocol, hookimpl
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
 from homeagent_sdk.schema import tool_from_function
 from homeagent_sdk.ssrf import AddressPolicy
 
@@ -456,10 +457,18 @@ class CalendarPlugin:
 # ---------------------------------------------------------------------------- helpers
 
 
+CALENDAR_SCHEMA = StoreSchema(
+    "calendar.db",
+    [sql_step("CREATE TABLE IF NOT EXISTS reminded (key TEXT PRIMARY KEY, reminder TEXT NOT NULL, at REAL NOT NULL)")],
+    legacy=version_one_if("reminded"),
+)
+"""The schema of ``calendar.db`` (the reminders set before events): one step per version."""
+
+
 def _open_db(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE IF NOT EXISTS reminded (key TEXT PRIMARY KEY, reminder TEXT NOT NULL, at REAL NOT NULL)")
+    open_schema(db, path, CALENDAR_SCHEMA)
     return db
 
 

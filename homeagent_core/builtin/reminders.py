@@ -50,7 +50,8 @@ from homeagent_sdk import (
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk.errors import AgentClosed, InputQueueFull
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
+from homeagent_sdk.errors import AgentClosed, DataFormatError, InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -59,7 +60,9 @@ PLUGIN_NAME = "reminders"
 CHANNEL = "reminder"
 DB_NAME = "reminders.db"
 
-__all__ = ["Reminder", "ReminderStore", "RemindersPlugin", "household_zone", "make_plugin", "system_zone"]
+__all__ = [
+    "REMINDERS_SCHEMA", "Reminder", "ReminderStore", "RemindersPlugin", "household_zone", "make_plugin", "system_zone",
+]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,18 @@ class Reminder:
 
 
 _COLUMNS = "seq, text, due, zone, rrule, start, channel, person, created_at"
+REMINDERS_SCHEMA = StoreSchema(
+    "reminders.db",
+    [
+        sql_step(
+            "CREATE TABLE IF NOT EXISTS reminders (seq INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL, "
+            "due REAL NOT NULL, zone TEXT NOT NULL, rrule TEXT NOT NULL DEFAULT '', start TEXT NOT NULL DEFAULT '', "
+            "channel TEXT NOT NULL DEFAULT '', person TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL)"
+        ),
+    ],
+    legacy=version_one_if("reminders"),
+)
+"""The schema of ``reminders.db``: one step per version (never edit a shipped one)."""
 
 
 class ReminderStore:
@@ -138,11 +153,11 @@ class ReminderStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS reminders (seq INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL, "
-            "due REAL NOT NULL, zone TEXT NOT NULL, rrule TEXT NOT NULL DEFAULT '', start TEXT NOT NULL DEFAULT '', "
-            "channel TEXT NOT NULL DEFAULT '', person TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL)"
-        )
+        try:
+            open_schema(self._db, path, REMINDERS_SCHEMA)
+        except DataFormatError:
+            self._db.close()
+            raise
 
     def add(
         self, text: str, due: float, zone: str, rrule: str = "", start: str = "", channel: str = "", person: str = ""

@@ -40,7 +40,8 @@ from homeagent_sdk import (
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk.errors import AgentClosed, InputQueueFull
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, table_columns
+from homeagent_sdk.errors import AgentClosed, DataFormatError, InputQueueFull
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 PLUGIN_NAME = "timer"
 CHANNEL = "timer"
 
-__all__ = ["TimerPlugin", "TimerStore", "make_plugin"]
+__all__ = ["TIMERS_SCHEMA", "TimerPlugin", "TimerStore", "make_plugin"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,28 @@ class Timer:
         }
 
 
+def _timers_shape(conn: sqlite3.Connection) -> int:
+    columns = table_columns(conn, "timers")
+    return 0 if not columns else 3 if "person" in columns else 2 if "channel" in columns else 1
+
+
+TIMERS_SCHEMA = StoreSchema(
+    "timers.db",
+    [
+        sql_step(
+            "CREATE TABLE IF NOT EXISTS timers (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "fire_at REAL NOT NULL, message TEXT NOT NULL, created_at REAL NOT NULL)"
+        ),
+        # 2: a timer set from a chat fires back into that chat
+        sql_step("ALTER TABLE timers ADD COLUMN channel TEXT NOT NULL DEFAULT ''"),
+        # 3: a timer fires with the rights of the person who set it
+        sql_step("ALTER TABLE timers ADD COLUMN person TEXT NOT NULL DEFAULT ''"),
+    ],
+    legacy=_timers_shape,
+)
+"""The schema of ``timers.db``: one step per version (never edit a shipped one)."""
+
+
 class TimerStore:
     """Pending timers in SQLite; the ids keep counting across restarts."""
 
@@ -83,15 +106,11 @@ class TimerStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS timers (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "fire_at REAL NOT NULL, message TEXT NOT NULL, created_at REAL NOT NULL)"
-        )
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(timers)")}
-        if "channel" not in columns:  # timers.db files from before timers remembered their chat
-            self._db.execute("ALTER TABLE timers ADD COLUMN channel TEXT NOT NULL DEFAULT ''")
-        if "person" not in columns:  # timers.db files from before timers remembered who set them
-            self._db.execute("ALTER TABLE timers ADD COLUMN person TEXT NOT NULL DEFAULT ''")
+        try:
+            open_schema(self._db, path, TIMERS_SCHEMA)
+        except DataFormatError:
+            self._db.close()
+            raise
 
     def add(self, fire_at: float, message: str, channel: str = "", person: str = "") -> Timer:
         now = time.time()

@@ -42,14 +42,19 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"homeagent {__version__}")
+        from homeagent_core.ops.formats import DATA_FORMAT
+
+        typer.echo(f"homeagent {__version__} (data format {DATA_FORMAT})")
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and its data format, and exit."
+        ),
     ] = False,
 ) -> None:
     """HomeAgent command line."""

@@ -25,7 +25,7 @@ from homeagent_core.cli._common import DataOption, JsonOption, echo_json, handle
 if TYPE_CHECKING:
     from homeagent_core.providers.manager import SourceConfig
 
-__all__ = ["Finding", "doctor", "run_checks"]
+__all__ = ["Finding", "check_data_format", "doctor", "run_checks"]
 
 
 @dataclass
@@ -399,9 +399,59 @@ def check_root(app: Any, euid: int | None = None) -> list[Finding]:
                     "run HomeAgent as an ordinary user, e.g. a `homeagent` system account")]
 
 
+def check_data_format(data: Path) -> list[Finding]:
+    """The data format of ``data`` and every store's version, read without changing anything."""
+    from homeagent_core.ops.formats import DATA_FORMAT, inspect_data_dir
+
+    if not data.is_dir():
+        return [Finding("format", "ok", f"no data directory yet at {data}: it is created in data format {DATA_FORMAT}")]
+    report = inspect_data_dir(data)
+    found: list[Finding] = []
+    for store in report.stores:
+        rel = store.path.relative_to(data) if store.path.is_relative_to(data) else store.path
+        where = str(rel) if rel.name == store.store else f"{rel} ({store.store})"
+        told = "" if store.recorded else " (from its shape: written before versions were recorded)"
+        if store.state == "current":
+            found.append(Finding("format", "ok", f"{where}: format {store.version}{told}"))
+        elif store.state == "older":
+            found.append(Finding(
+                "format", "warn",
+                f"{where}: format {store.version}{told}, this HomeAgent writes {store.current}: "
+                "it is migrated when it is next opened",
+                f"nothing to do: a copy is kept in {data / 'backups' / 'pre-migration'} before it is migrated",
+            ))
+        elif store.state == "newer":
+            found.append(Finding(
+                "format", "fail",
+                f"{where} is format {store.version}, this HomeAgent reads up to {store.current}",
+                "upgrade HomeAgent or restore a backup",
+            ))
+        else:
+            found.append(Finding("format", "fail", f"{where}: {store.detail}",
+                                 "restore a backup, or move the file away to start that store empty"))
+    fmt = report.format
+    if fmt is None:
+        summary = Finding("format", "fail", f"data format: newer than this HomeAgent's {DATA_FORMAT}",
+                          "upgrade HomeAgent or restore a backup")
+    elif fmt < DATA_FORMAT:
+        summary = Finding("format", "warn", f"data format {fmt}; this HomeAgent writes {DATA_FORMAT} and upgrades "
+                          "the older stores when it opens them")
+    else:
+        summary = Finding("format", "ok", f"data format {fmt}")
+    return [summary, *found]
+
+
 def run_checks(data: Path | None) -> list[Finding]:
     """Run every check against the data directory and return the findings."""
-    found, app = _check_data_dir(data)
+    from homeagent_core.datadir import resolve_data_dir
+    from homeagent_sdk.errors import DataFormatError
+
+    formats = check_data_format(resolve_data_dir(data))  # before anything opens (and so upgrades) a store
+    try:
+        found, app = _check_data_dir(data)
+    except DataFormatError as exc:
+        return [*formats, Finding("data", "fail", str(exc), "upgrade HomeAgent or restore a backup")]
+    found.extend(formats)
     try:
         daemon = _daemon_facts(app)
         if daemon is not None:

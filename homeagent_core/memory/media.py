@@ -40,6 +40,7 @@ from homeagent_core.embeddings.common import top_k
 from homeagent_core.embeddings.reembed import ReembedStats, reembed_stale
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._schema import StoreSchema, open_schema, script_step, version_one_if
 from homeagent_sdk.embeddings import EmbeddingProvider, EmbedInput, InvalidEmbedInput
 from homeagent_sdk.errors import MemoryStoreError
 
@@ -47,7 +48,10 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DEFAULT_MAX_BLOB_BYTES", "MIN_PREFIX", "MediaIndex", "MediaRecord", "MediaStore", "SqliteMediaIndex"]
+__all__ = [
+    "DEFAULT_MAX_BLOB_BYTES", "MEDIA_SCHEMA", "MIN_PREFIX", "MediaIndex", "MediaRecord", "MediaStore",
+    "SqliteMediaIndex",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,8 @@ CREATE TABLE IF NOT EXISTS media (
 );
 CREATE INDEX IF NOT EXISTS media_vec_model ON media (vec_model);
 """
+MEDIA_SCHEMA = StoreSchema("media.db", [script_step(_SCHEMA)], legacy=version_one_if("media"))
+"""The schema of ``media/media.db``: one step per version (never edit a shipped one)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,7 @@ class SqliteMediaIndex(MediaIndex):
 
     Raises:
         MemoryStoreError: the database cannot be opened.
+        DataFormatError: the database is from a newer HomeAgent, or migrating it failed.
     """
 
     def __init__(self, path: Path) -> None:
@@ -171,7 +178,7 @@ class SqliteMediaIndex(MediaIndex):
             db = sqlite3.connect(path, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            open_schema(db, path, MEDIA_SCHEMA)
         except sqlite3.Error as exc:
             raise MemoryStoreError(f"cannot open the media store at {path}: {exc}") from exc
         self._db = db

@@ -33,11 +33,15 @@ from typing import Any
 
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._schema import open_folder_format
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
 
-__all__ = ["MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "new_record", "purge_change", "record_thread"]
+__all__ = [
+    "LOG_FORMAT", "MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "log_folder_shape", "new_record",
+    "purge_change", "record_thread",
+]
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +287,32 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+LOG_FORMAT = 2
+"""The conversation log's format: 1 the first release; 2 records carry ``person`` and ``thread``
+(older records read as the household's main thread, without a person)."""
+
+
+def log_folder_shape(directory: Path) -> int:
+    """A log folder from before formats were recorded: 0 without log files, else 2 when the first
+    record of its newest file carries a ``thread``, else 1."""
+    files = sorted((p for p in directory.iterdir() if _NAME.match(p.name)), key=lambda p: p.name)
+    if not files:
+        return 0
+    for path in reversed(files):
+        try:
+            with path.open("rb") as fh:
+                first = fh.readline()
+        except OSError:
+            continue
+        try:
+            record = json.loads(first)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return 2 if "thread" in record else 1
+    return 1
+
+
 class TextLog(ConversationLog):
     """The conversation log in ``directory``.
 
@@ -308,6 +338,7 @@ class TextLog(ConversationLog):
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MemoryStoreError(f"cannot create the conversation log folder {self.directory}: {exc}") from exc
+        open_folder_format(self.directory, "conversation log", LOG_FORMAT, log_folder_shape)
         for path in self.files():
             self._repair_tail(path)
 

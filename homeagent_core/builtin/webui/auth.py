@@ -29,10 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._schema import StoreSchema, open_schema, script_step, version_one_if
+from homeagent_sdk.errors import DataFormatError
 
 __all__ = [
     "INVITE_TTL_S",
     "LOGINS_DB",
+    "LOGINS_SCHEMA",
     "MIN_PASSWORD",
     "Credentials",
     "InviteError",
@@ -261,6 +264,8 @@ CREATE TABLE IF NOT EXISTS invites (
     used REAL
 );
 """
+LOGINS_SCHEMA = StoreSchema("logins.db", [script_step(_LOGINS_SCHEMA)], legacy=version_one_if("passwords"))
+"""The schema of ``logins.db``: one step per version (never edit a shipped one)."""
 
 
 class Logins:
@@ -279,7 +284,11 @@ class Logins:
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.executescript(_LOGINS_SCHEMA)
+        try:
+            open_schema(self._conn, self.path, LOGINS_SCHEMA)
+        except DataFormatError:
+            self._conn.close()
+            raise
         os.chmod(self.path, 0o600)
 
     def close(self) -> None:

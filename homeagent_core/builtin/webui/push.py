@@ -44,6 +44,7 @@ from py_vapid import Vapid02, VapidException
 
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.ssrf import AddressPolicy, GuardedTransport, check_url
 from homeagent_sdk.types import Event
@@ -123,6 +124,15 @@ class Subscription:
         return {"endpoint": self.endpoint, "host": host, "person": self.person, "created": self.created}
 
 
+PUSH_SCHEMA = StoreSchema(
+    "push.db",
+    [sql_step("CREATE TABLE IF NOT EXISTS subscriptions (endpoint TEXT PRIMARY KEY, p256dh TEXT NOT NULL, "
+              "auth TEXT NOT NULL, person TEXT NOT NULL, created REAL NOT NULL)")],
+    legacy=version_one_if("subscriptions"),
+)
+"""The schema of ``push.db``: one step per version (never edit a shipped one)."""
+
+
 class PushStore:
     """Subscriptions in SQLite (WAL). Thread-safe, blocking: call it from a worker thread."""
 
@@ -130,10 +140,7 @@ class PushStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS subscriptions (endpoint TEXT PRIMARY KEY, p256dh TEXT NOT NULL, "
-            "auth TEXT NOT NULL, person TEXT NOT NULL, created REAL NOT NULL)"
-        )
+        open_schema(self._db, path, PUSH_SCHEMA)
 
     def add(self, sub: Subscription) -> None:
         with self._lock:

@@ -25,34 +25,52 @@ from pathlib import Path
 from typing import Protocol
 
 from homeagent_core.memory.documents.model import DOCUMENT_COLUMNS, Document, document_from_row
-from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, tables
+from homeagent_sdk.errors import DataFormatError, MemoryStoreError
 
-__all__ = ["DocumentRecords", "OpenRow", "SqliteRecords"]
+__all__ = ["DOCUMENTS_SCHEMA", "DocumentRecords", "OpenRow", "SqliteRecords"]
 
 OpenRow = tuple[int, float, str, bool, int]
 """What opening needs of a document: slot, creation time, source, vector in the active space, gram count."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    slot INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL DEFAULT '',
-    content TEXT NOT NULL,
-    source TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    last_access REAL NOT NULL,
-    access_count INTEGER NOT NULL DEFAULT 0,
-    media_digests TEXT NOT NULL DEFAULT '[]',
-    meta TEXT NOT NULL DEFAULT '{}',
-    vector BLOB,
-    vec_model TEXT NOT NULL DEFAULT '',
-    lex BLOB NOT NULL,
-    lex_len INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_count);
-CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len);
-CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+def _shape(conn: sqlite3.Connection) -> int:
+    """The version of a file from before versions were recorded, by its indexes."""
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    return 2 if "documents_open" in indexes else 1 if "documents" in tables(conn) else 0
+
+
+DOCUMENTS_SCHEMA = StoreSchema(
+    "documents.db",
+    [
+        # 1: the first release
+        sql_step(
+            """CREATE TABLE IF NOT EXISTS documents (
+                slot INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                title TEXT NOT NULL DEFAULT '',
+                content TEXT NOT NULL,
+                source TEXT NOT NULL DEFAULT '',
+                created_at REAL NOT NULL,
+                last_access REAL NOT NULL,
+                access_count INTEGER NOT NULL DEFAULT 0,
+                media_digests TEXT NOT NULL DEFAULT '[]',
+                meta TEXT NOT NULL DEFAULT '{}',
+                vector BLOB,
+                vec_model TEXT NOT NULL DEFAULT '',
+                lex BLOB NOT NULL,
+                lex_len INTEGER NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_count)",
+            "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+        # 2: opening reads what it needs of every document from one covering index
+        sql_step(
+            "CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len)"
+        ),
+    ],
+    legacy=_shape,
+)
+"""The schema of ``documents.db``: one step per version (never edit a shipped one)."""
 _COLUMNS = DOCUMENT_COLUMNS
 _PART = 500  # ids or slots per IN (...) list
 CACHE_KIB = 16384
@@ -142,6 +160,7 @@ class SqliteRecords:
 
     Raises:
         MemoryStoreError: the file cannot be opened as a database.
+        DataFormatError: the file is from a newer HomeAgent, or migrating it failed.
     """
 
     def __init__(self, path: Path) -> None:
@@ -155,7 +174,10 @@ class SqliteRecords:
             # 2 MB cache every such read walked them from the file again (64 rows: 2.5 ms
             # against 0.37 ms with them cached). The cache fills only as pages are read.
             self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
-            self.db.executescript(_SCHEMA)
+            open_schema(self.db, path, DOCUMENTS_SCHEMA)
+        except DataFormatError:
+            self.db.close()
+            raise
         except sqlite3.DatabaseError as exc:
             raise MemoryStoreError(
                 f"cannot open the document store {path}: {exc}; move the file away to start with an empty store"

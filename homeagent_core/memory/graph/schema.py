@@ -1,7 +1,10 @@
 """Schema, migrations and input rules of the graph store.
 
-* :data:`MIGRATIONS` — each entry moves ``graph.db`` from version *i* to *i + 1*; a database
-  from a newer HomeAgent is refused untouched (:func:`migrate`).
+* :data:`MIGRATIONS` — each entry moves ``graph.db`` from version *i* to *i + 1*
+  (:data:`GRAPH_SCHEMA`, opened through :mod:`homeagent_sdk._schema`: the version in
+  ``PRAGMA user_version``, a copy before migrating, one transaction; a file from before that
+  kept its version in a ``schema_version`` table); a database from a newer HomeAgent is
+  refused untouched (:func:`migrate`).
 * :func:`check_name` / :func:`check_relation` — the original's entity-name rules (2–50
   characters, a letter, CJK character, ``-`` or ``_``, no control characters).
 * :data:`PURGE_CRITERIA` and :func:`purge_where` — the criteria ``purge`` understands, turned
@@ -21,22 +24,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from homeagent_core.memory.keywords import name_terms, terms_fingerprint
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, tables
 from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = [
     "DEFAULT_TYPE",
+    "GRAPH_SCHEMA",
     "MIGRATIONS",
     "NAME_MAX",
     "NAME_MIN",
     "PURGE_CRITERIA",
     "RELATION_MAX",
     "SCHEMA_VERSION",
-    "add_person_visibility",
     "backfill_terms",
     "check_name",
     "check_relation",
     "decode_terms",
     "encode_terms",
+    "mark_rows",
     "marks",
     "migrate",
     "purge_where",
@@ -125,34 +130,35 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE relations ADD COLUMN review_attempted_at REAL",
     ],
 ]
-SCHEMA_VERSION = len(MIGRATIONS)
+SCHEMA_VERSION = len(MIGRATIONS) + 1
+"""Versions 1-3 are :data:`MIGRATIONS`; version 4 is :func:`mark_rows` (person and visibility)."""
+
+
+def _recorded_before(conn: sqlite3.Connection) -> int:
+    """A file from before ``user_version``: its version is in the old ``schema_version`` table."""
+    if "schema_version" not in tables(conn):
+        return 0
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def _mark_rows_step(conn: sqlite3.Connection) -> None:
+    mark_rows(conn)
+
+
+GRAPH_SCHEMA = StoreSchema(
+    "graph.db", [*(sql_step(*statements) for statements in MIGRATIONS), _mark_rows_step], legacy=_recorded_before
+)
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Bring ``conn``'s schema to :data:`SCHEMA_VERSION`, one transaction per version.
+    """Bring ``conn``'s schema to :data:`SCHEMA_VERSION` (:func:`homeagent_sdk._schema.open_schema`).
 
     Raises:
-        MemoryStoreError: the database was written by a newer schema (it is left untouched).
+        DataFormatError: the database was written by a newer schema (it is left untouched), or
+            a migration step failed (rolled back).
     """
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-    current = int(row[0] or 0)
-    if current > SCHEMA_VERSION:
-        raise MemoryStoreError(
-            f"graph memory {path} has schema version {current}, written by a newer "
-            f"HomeAgent; this version understands up to {SCHEMA_VERSION}. Upgrade HomeAgent,"
-            " or point core.memory.graph at another file (the data was not touched)."
-        )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in MIGRATIONS[version - 1]:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    open_schema(conn, path, GRAPH_SCHEMA)
 
 
 #: Tables whose rows record whom they came from and who may see them.
@@ -177,48 +183,42 @@ _RELATIONS_WITH_MARKS = """CREATE TABLE relations_marked (
     UNIQUE (source_id, target_id, type, session, person, visibility))"""
 
 
-def add_person_visibility(conn: sqlite3.Connection) -> bool:
-    """Give relations, sentences, media blocks and block edges a ``person`` and a ``visibility``.
+def mark_rows(conn: sqlite3.Connection) -> bool:
+    """Version 4: relations, sentences, media blocks and block edges get a ``person`` and a ``visibility``.
 
-    The step that brings a graph written before there were people up to date (idempotent: a
-    database that has the columns is left alone; returns whether anything changed). Existing
-    rows get ``person`` "" — the owner's, claimed under the owner's name by
-    :func:`~homeagent_core.memory.graph.writes.claim_for_owner` once the person registry is
-    open — and ``visibility`` ``private``. A relation is then unique per (source, target,
+    Runs inside the migration's transaction (:func:`homeagent_sdk._schema.open_schema`, after a
+    copy of the file) and leaves a file that already has the columns alone (returns whether
+    anything changed). Existing rows get ``person`` "" — the owner's, claimed under the owner's
+    name by :func:`~homeagent_core.memory.graph.writes.claim_for_owner` once the person registry
+    is open — and ``visibility`` ``private``. A relation is then unique per (source, target,
     type, session, person, visibility): one person's private statement never refreshes
     another's row. SQLite cannot change a table's UNIQUE constraint in place, so ``relations``
-    is rebuilt (ids kept). Runs in one transaction.
+    is rebuilt (ids kept).
     """
     have = {r[1] for r in conn.execute("PRAGMA table_info(relations)")}
     if "person" in have and "visibility" in have:
         return False
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for table in MARKED_TABLES[1:]:
-            cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-            if "person" not in cols:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN person TEXT NOT NULL DEFAULT ''")
-            if "visibility" not in cols:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'")
-        conn.execute("DROP TABLE IF EXISTS relations_marked")
-        conn.execute(_RELATIONS_WITH_MARKS)
-        columns = (
-            "id, source_id, target_id, type, confidence, session, sentence_id, status, reviewed_at,"
-            " created_at, updated_at, review_attempts, review_attempted_at"
-        )
-        conn.execute(f"INSERT INTO relations_marked ({columns}) SELECT {columns} FROM relations")
-        conn.execute("DROP TABLE relations")
-        conn.execute("ALTER TABLE relations_marked RENAME TO relations")
-        conn.execute("CREATE INDEX relations_target ON relations(target_id)")
-        conn.execute("CREATE INDEX relations_sentence ON relations(sentence_id)")
-        conn.execute("CREATE INDEX relations_person ON relations(person, visibility)")
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mirror_stamp'").fetchone():
-            # the rebuild fires no trigger: a mirror file saved before it must not match
-            conn.execute("UPDATE mirror_stamp SET generation = generation + 1")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    for table in MARKED_TABLES[1:]:
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if "person" not in cols:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN person TEXT NOT NULL DEFAULT ''")
+        if "visibility" not in cols:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'")
+    conn.execute("DROP TABLE IF EXISTS relations_marked")
+    conn.execute(_RELATIONS_WITH_MARKS)
+    columns = (
+        "id, source_id, target_id, type, confidence, session, sentence_id, status, reviewed_at,"
+        " created_at, updated_at, review_attempts, review_attempted_at"
+    )
+    conn.execute(f"INSERT INTO relations_marked ({columns}) SELECT {columns} FROM relations")
+    conn.execute("DROP TABLE relations")
+    conn.execute("ALTER TABLE relations_marked RENAME TO relations")
+    conn.execute("CREATE INDEX relations_target ON relations(target_id)")
+    conn.execute("CREATE INDEX relations_sentence ON relations(sentence_id)")
+    conn.execute("CREATE INDEX relations_person ON relations(person, visibility)")
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mirror_stamp'").fetchone():
+        # the rebuild fires no trigger: a mirror file saved before it must not match
+        conn.execute("UPDATE mirror_stamp SET generation = generation + 1")
     return True
 
 

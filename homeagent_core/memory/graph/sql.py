@@ -33,15 +33,8 @@ from homeagent_core.memory.graph.model import (
     EntityRow,
     RelationRow,
 )
-from homeagent_core.memory.graph.schema import (
-    SCHEMA_VERSION,
-    add_person_visibility,
-    backfill_terms,
-    decode_terms,
-    marks,
-    migrate,
-)
-from homeagent_sdk.errors import MemoryStoreError
+from homeagent_core.memory.graph.schema import SCHEMA_VERSION, backfill_terms, decode_terms, marks, migrate
+from homeagent_sdk.errors import DataFormatError, MemoryStoreError
 from homeagent_sdk.visibility import EVERYONE, Audience, sql_filter
 
 __all__ = ["GraphSQL", "SQLiteGraphSQL", "count_rows", "snapshot_rows"]
@@ -99,7 +92,8 @@ class SQLiteGraphSQL(GraphSQL):
     """The graph store's rows in one SQLite file (or ``":memory:"``).
 
     Raises:
-        MemoryStoreError: the file is not a SQLite database, or was written by a newer schema.
+        MemoryStoreError: the file is not a SQLite database.
+        DataFormatError: the file was written by a newer schema, or migrating it failed.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -116,14 +110,13 @@ class SQLiteGraphSQL(GraphSQL):
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             migrate(self._conn, self.path)
-            add_person_visibility(self._conn)
             with self._tx() as conn:
                 backfill_terms(conn)
                 mirror_file.ensure_identity(conn)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise self.not_a_graph(exc) from exc
-        except MemoryStoreError:
+        except (MemoryStoreError, DataFormatError):
             self.close()
             raise
 

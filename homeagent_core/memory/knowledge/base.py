@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
 
 __all__ = [
+    "INDEX_VERSION",
     "DiskKnowledge",
     "InvalidKnowledgeName",
     "KnowledgeBase",
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 
 CONTENT_FILE = "content.md"
 INDEX_FILE = ".index.json"
+INDEX_VERSION = 1
+"""The format of ``.index.json`` (a cache of the entries' vectors; rebuilt when unreadable)."""
 _BAD_CHARS = re.compile(r"[\\\x00-\x1f\x7f:*?\"<>|]")
 
 
@@ -192,7 +195,7 @@ class DiskKnowledge(KnowledgeStorage):
         return entries if isinstance(entries, dict) else {}
 
     def save_index(self, entries: dict[str, Any]) -> None:
-        payload = json.dumps({"version": 1, "entries": entries}, ensure_ascii=False, indent=1)
+        payload = json.dumps({"version": INDEX_VERSION, "entries": entries}, ensure_ascii=False, indent=1)
         atomic_write(self.root / INDEX_FILE, payload)
 
     def write(self, name: str, content: str) -> float:

@@ -43,11 +43,12 @@ def test_every_command_answers_help(command: list[str]):
     assert "Usage" in result.output
 
 
-def test_version_prints_the_package_version():
+def test_version_prints_the_package_version_and_the_data_format():
+    from homeagent_core.ops.formats import DATA_FORMAT
     from homeagent_sdk import __version__
 
     result = invoke("--version")
-    assert result.exit_code == 0 and result.output.strip() == f"homeagent {__version__}"
+    assert result.exit_code == 0 and result.output.strip() == f"homeagent {__version__} (data format {DATA_FORMAT})"
 
 
 def test_config_set_get_list_unset_round_trip(tmp_path: Path):

@@ -11,7 +11,7 @@ import pytest
 
 from homeagent_core.memory.graph.store import SCHEMA_VERSION, GraphStore, check_name
 from homeagent_sdk.embeddings import EmbedInput
-from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.errors import DataFormatError, MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
 
@@ -162,8 +162,8 @@ def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> 
     path = tmp_path / "graph.db"
     GraphStore(path).close()
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION + 1,))
-    with pytest.raises(MemoryStoreError, match=r"newer HomeAgent.*Upgrade HomeAgent"):
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(DataFormatError, match=r"newer HomeAgent.*upgrade HomeAgent or restore a backup"):
         GraphStore(path)
 
 

@@ -147,34 +147,24 @@ def _migrations(tenant: str) -> list[list[str]]:
             "ALTER TABLE relations ADD COLUMN review_attempts BIGINT NOT NULL DEFAULT 0",
             "ALTER TABLE relations ADD COLUMN review_attempted_at DOUBLE PRECISION",
         ],
+        # 4: whom a relation, sentence, media block and block edge came from, and who may see it
+        # (graph.schema.mark_rows); existing rows: person '' (claimed for the owner), private
+        [
+            *(
+                f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}"
+                for table in ("relations", "sentences", "memory_blocks", "memory_block_edges")
+                for column in ("person TEXT NOT NULL DEFAULT ''", "visibility TEXT NOT NULL DEFAULT 'private'")
+            ),
+            "ALTER TABLE relations DROP CONSTRAINT IF EXISTS relations_source_id_target_id_type_session_key",
+            "ALTER TABLE relations DROP CONSTRAINT IF EXISTS relations_marked_key",
+            "ALTER TABLE relations ADD CONSTRAINT relations_marked_key"
+            " UNIQUE (source_id, target_id, type, session, person, visibility)",
+            "CREATE INDEX IF NOT EXISTS relations_person ON relations(person, visibility)",
+        ],
     ]
-
-
-def add_person_visibility(conn: psycopg.Connection[Any]) -> bool:
-    """Give relations, sentences, media blocks and block edges a ``person`` and a ``visibility``.
-
-    The PostgreSQL twin of :func:`homeagent_core.memory.graph.schema.add_person_visibility`
-    (idempotent; runs in the caller's transaction, on the tenant's ``search_path``): existing
-    rows get ``person`` "" (claimed for the owner later) and ``visibility`` ``private``, and a
-    relation becomes unique per (source, target, type, session, person, visibility). Returns
-    whether anything changed.
-    """
-    row = conn.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema()"
-        " AND table_name = 'relations' AND column_name IN ('person', 'visibility')"
-    ).fetchone()
-    if row is not None and int(row[0]) == 2:
-        return False
-    for table in ("relations", "sentences", "memory_blocks", "memory_block_edges"):
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS person TEXT NOT NULL DEFAULT ''")
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS visibility TEXT NOT NULL DEFAULT 'private'")
-    conn.execute("ALTER TABLE relations DROP CONSTRAINT IF EXISTS relations_source_id_target_id_type_session_key")
-    conn.execute(
-        "ALTER TABLE relations ADD CONSTRAINT relations_marked_key"
-        " UNIQUE (source_id, target_id, type, session, person, visibility)"
-    )
-    conn.execute("CREATE INDEX IF NOT EXISTS relations_person ON relations(person, visibility)")
-    return True
+            for table in ("relations",)
+        ],
+    ]
 
 
 def graph_schema_name(tenant: str) -> str:
@@ -375,7 +365,6 @@ class PgGraphSQL(GraphSQL):
                         for statement in steps[version - 1]:
                             conn.execute(statement)
                         conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
-                add_person_visibility(conn)
 
     # -- GraphSQL -----------------------------------------------------------------------------
 
