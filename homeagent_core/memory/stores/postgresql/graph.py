@@ -162,9 +162,6 @@ def _migrations(tenant: str) -> list[list[str]]:
             "CREATE INDEX IF NOT EXISTS relations_person ON relations(person, visibility)",
         ],
     ]
-            for table in ("relations",)
-        ],
-    ]
 
 
 def graph_schema_name(tenant: str) -> str:
