@@ -7,10 +7,12 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conftest import WebDaemon
 from push_endpoint import Device, check_vapid, push_service
+
+if TYPE_CHECKING:  # the fixture's type; imported only for checking (several test folders have a conftest)
+    from conftest import WebDaemon
 
 REMINDERS = "homeagent_core.builtin.reminders"
 
