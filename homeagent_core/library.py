@@ -126,6 +126,17 @@ class Agent:
         return self.app.config
 
     @property
+    def owner(self) -> str:
+        """The owner's name: who "我" / "I" is in what is said through this agent (the data
+        directory's first person — the operating-system user at first start; ``homeagent people``
+        renames and adds people). Needs a started agent."""
+        people = self.app.people
+        owner = people.owner() if people is not None else None
+        if owner is None:
+            raise UsageError("the agent is not started: `await agent.start()` or use `async with Agent(...)`")
+        return owner.name
+
+    @property
     def memory(self) -> Any:
         """The memory graph facade (``await agent.memory.recall(["小王"])``)."""
         return self.app.services.memory

@@ -26,7 +26,7 @@ from homeagent_core.builtin.timer import TimerStore
 from homeagent_core.builtin.webui.auth import Logins
 from homeagent_core.cli import app as cli_app
 from homeagent_core.cli.doctor import check_data_format
-from homeagent_core.ops.formats import DATA_FORMAT, HISTORY, current_versions, inspect_data_dir
+from homeagent_core.ops.formats import _RECORDED_SINCE, DATA_FORMAT, HISTORY, current_versions, inspect_data_dir
 from homeagent_sdk.pairing import PairingStore
 from homeagent_sdk.testing import FakeModel
 
@@ -47,7 +47,7 @@ def unpack(archive: Path, into: Path) -> tuple[Path, dict[str, Any], int]:
 
 def test_there_is_a_fixture_for_the_first_release_and_the_format_before_versions_were_recorded() -> None:
     formats = {int(a.name.split("-")[1]) for a in ARCHIVES}
-    assert {1, DATA_FORMAT - 1} <= formats
+    assert {1, _RECORDED_SINCE - 1} <= formats
     assert {a.name.split("-")[2].split(".")[0] for a in ARCHIVES if a.name.startswith("format-01-")} == {
         HISTORY[0].commit
     }
@@ -129,7 +129,7 @@ async def test_an_old_data_directory_opens_with_every_record(archive: Path, tmp_
         if store == "conversation log":
             continue  # its records are read as they are: nothing is rewritten, nothing copied
         stem = {"graph.db": "memory-graph", "documents.db": "memory-documents",
-                "timers.db": "plugin_data-timer-timers"}[store]
+                "timers.db": "plugin_data-timer-timers", "people.db": "people"}[store]
         [copy] = [c for c in copies if c.name.startswith(f"{stem}-v{version}-")]
         with closing(sqlite3.connect(copy)) as conn:
             assert conn.execute("PRAGMA user_version").fetchone()[0] == 0  # as it was: before versions

@@ -151,7 +151,7 @@ def test_a_graph_from_before_user_version_reads_its_old_schema_version_table(tmp
     assert [r.target for r in store.recall(["小王"]).relations] == ["杭州"]
     store.commit([Triple("小王", "喜欢", "龙井茶")])
     store.close()
-    assert user_version(path) == GRAPH_SCHEMA.version == 3
+    assert user_version(path) == GRAPH_SCHEMA.version == 4
     assert [c.name[:len("memory-graph-v2-")] for c in (root / "backups" / "pre-migration").iterdir()] == [
         "memory-graph-v2-"
     ]
@@ -221,7 +221,7 @@ def test_doctor_names_a_newer_store_and_still_reports_when_config_is_newer(tmp_p
     findings = check_data_format(root)
     assert findings[0].status == "fail" and "newer" in findings[0].message
     [graph] = [f for f in findings if f.message.startswith("memory/graph.db")]
-    assert graph.status == "fail" and "is format 9, this HomeAgent reads up to 3" in graph.message
+    assert graph.status == "fail" and f"is format 9, this HomeAgent reads up to {GRAPH_SCHEMA.version}" in graph.message
     assert graph.fix == "upgrade HomeAgent or restore a backup"
 
     with closing(sqlite3.connect(root / "config.db")) as conn:
