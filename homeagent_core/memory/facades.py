@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.audience import current_audience, current_marks
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError, ProviderError, UsageError
 from homeagent_sdk.types import Doc, Entity, MediaAttachment, Relation, TextEvent, Triple
@@ -182,7 +183,11 @@ class MemoryFacade:
 
 
 class DocFacade:
-    """The document store (searches never consume; ``doc_query`` is the model's tool for that)."""
+    """The document store (searches never consume; ``doc_query`` is the model's tool for that).
+
+    Reads and writes as the turn running in this task (:data:`homeagent_sdk.current.CURRENT_PRINCIPAL`;
+    the owner outside a turn): a search sees what that person may see, a commit is private to them.
+    """
 
     def __init__(self, system: MemorySystem, *, source: str = "plugin") -> None:
         self._m = system
@@ -190,7 +195,8 @@ class DocFacade:
 
     async def query(self, text: str, top_k: int = 5) -> list[Doc]:
         """The ``top_k`` documents most related to ``text``, with scores."""
-        hits = await self._m.documents.query(text, int(top_k), touch=False)
+        audience = current_audience(self._m.owner)
+        hits = await self._m.documents.query(text, int(top_k), audience=audience, touch=False)
         return [h.document.to_doc(h.score) for h in hits]
 
     async def commit(self, title: str, content: str) -> str:
@@ -199,7 +205,9 @@ class DocFacade:
         Raises:
             UsageError: title and content are both empty.
         """
-        doc = await self._m.documents.add(content, title=title, source=self._source)
+        person, visibility = current_marks(self._m.owner)
+        doc = await self._m.documents.add(content, title=title, source=self._source, person=person,
+                                          visibility=visibility)
         return doc.id
 
     async def insert(self, doc: Doc | dict[str, Any]) -> str:
@@ -222,7 +230,8 @@ class DocFacade:
         return [d.to_dict() for d in await self.query(text, limit)]
 
     async def recent(self, limit: int = 20) -> list[dict[str, Any]]:
-        docs = await run_blocking("memory", self._m.documents.all)
+        audience = current_audience(self._m.owner)
+        docs = [d for d in await run_blocking("memory", self._m.documents.all) if audience.sees(d.person, d.visibility)]
         docs.sort(key=lambda d: d.created_at, reverse=True)
         return [d.to_doc().to_dict() for d in docs[:limit]]
 

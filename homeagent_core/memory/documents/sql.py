@@ -29,8 +29,9 @@ from homeagent_sdk.errors import MemoryStoreError
 
 __all__ = ["DocumentRecords", "OpenRow", "SqliteRecords"]
 
-OpenRow = tuple[int, float, str, bool, int]
-"""What opening needs of a document: slot, creation time, source, vector in the active space, gram count."""
+OpenRow = tuple[int, float, str, bool, int, str, str]
+"""What opening needs of a document: slot, creation time, source, vector in the active space, gram
+count, person and visibility."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -50,9 +51,41 @@ CREATE TABLE IF NOT EXISTS documents (
     lex_len INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS documents_cold ON documents (last_access, access_count);
-CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len);
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+PEOPLE_MIGRATED = "people_migrated"
+"""``store_meta`` key: how many documents :func:`add_person_columns` gave to the owner (absent: none)."""
+
+
+def add_person_columns(db: sqlite3.Connection, owner: str) -> int:
+    """Schema step "documents record their person and visibility" (idempotent).
+
+    Adds ``person`` and ``visibility`` when the table lacks them; documents stored before
+    become the owner's and ``private`` (their count is kept under :data:`PEOPLE_MIGRATED` for the
+    first start's notice and returned). Also (re)creates the covering index opening reads.
+    """
+    have = {row[1] for row in db.execute("PRAGMA table_info(documents)")}
+    moved = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if "person" not in have:
+            db.execute("ALTER TABLE documents ADD COLUMN person TEXT NOT NULL DEFAULT ''")
+            moved = int(db.execute("UPDATE documents SET person = ? WHERE person = ''", (owner,)).rowcount)
+            if moved:
+                db.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", (PEOPLE_MIGRATED, str(moved)))
+        if "visibility" not in have:
+            db.execute("ALTER TABLE documents ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'")
+        db.execute("DROP INDEX IF EXISTS documents_open")
+        db.execute(
+            "CREATE INDEX IF NOT EXISTS documents_open_marks"
+            " ON documents (slot, created_at, source, vec_model, lex_len, person, visibility)"
+        )
+        db.execute("COMMIT")
+    except sqlite3.Error:
+        db.execute("ROLLBACK")
+        raise
+    return moved
+
 _COLUMNS = DOCUMENT_COLUMNS
 _PART = 500  # ids or slots per IN (...) list
 CACHE_KIB = 16384
@@ -94,6 +127,10 @@ class DocumentRecords(Protocol):
         ...
 
     def slots_of(self, doc_ids: Iterable[str]) -> dict[str, int]: ...
+
+    def set_visibility(self, slots: Sequence[int], visibility: str) -> None:
+        """Change the visibility of ``slots`` in one transaction."""
+        ...
 
     def documents(self, slots: Sequence[int]) -> dict[int, Document]: ...
 
@@ -144,7 +181,7 @@ class SqliteRecords:
         MemoryStoreError: the file cannot be opened as a database.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, owner: str) -> None:
         self.path = path
         try:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -156,6 +193,7 @@ class SqliteRecords:
             # against 0.37 ms with them cached). The cache fills only as pages are read.
             self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self.db.executescript(_SCHEMA)
+            self.migrated = add_person_columns(self.db, owner)
         except sqlite3.DatabaseError as exc:
             raise MemoryStoreError(
                 f"cannot open the document store {path}: {exc}; move the file away to start with an empty store"
@@ -217,7 +255,8 @@ class SqliteRecords:
     def open_rows(self, fingerprint: str, after: int) -> list[OpenRow]:
         # the covering index documents_open answers this without touching vector or term blobs
         return self.db.execute(
-            "SELECT slot, created_at, source, vec_model = ?, lex_len FROM documents WHERE slot > ? ORDER BY slot",
+            "SELECT slot, created_at, source, vec_model = ?, lex_len, person, visibility FROM documents"
+            " WHERE slot > ? ORDER BY slot",
             (fingerprint, after),
         ).fetchall()
 
@@ -243,6 +282,13 @@ class SqliteRecords:
             found.update(self.db.execute(f"SELECT id, slot FROM documents WHERE id IN ({marks})", part).fetchall())
         return found
 
+    def set_visibility(self, slots: Sequence[int], visibility: str) -> None:
+        def work(cur: sqlite3.Cursor) -> None:
+            cur.executemany("UPDATE documents SET visibility=? WHERE slot=?", [(visibility, s) for s in slots])
+            self._bump_edits(cur)
+
+        self._transaction("changing visibility", work)
+
     def documents(self, slots: Sequence[int]) -> dict[int, Document]:
         marks = ",".join("?" * len(slots))
         return {
@@ -264,8 +310,8 @@ class SqliteRecords:
             for doc, vec, (blob, length) in zip(docs, vectors, terms, strict=True):
                 cur.execute(
                     "INSERT INTO documents (id, title, content, source, created_at, last_access,"
-                    " access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " access_count, media_digests, meta, vector, vec_model, lex, lex_len, person, visibility)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         doc.id,
                         doc.title,
@@ -280,6 +326,8 @@ class SqliteRecords:
                         fingerprint if vec is not None else "",
                         blob,
                         length,
+                        doc.person,
+                        doc.visibility,
                     ),
                 )
                 slots.append(int(cur.lastrowid or 0))
