@@ -241,10 +241,11 @@ class KnowledgeFacade:
 
     def __init__(self, system: MemorySystem) -> None:
         self._kb = system.knowledge
+        self._owner = system.owner
 
     async def search(self, query: str, limit: int = 5) -> list[Doc]:
-        """Fused dense + lexical search, best first."""
-        hits = await self._kb.search(query, int(limit))
+        """Fused dense + lexical search over what the running turn's person may see, best first."""
+        hits = await self._kb.search(query, int(limit), audience=current_audience(self._owner))
         return [Doc(id=h.entry.name, title=h.entry.name, content=h.entry.content, score=round(h.score, 4))
                 for h in hits]
 
@@ -255,7 +256,9 @@ class KnowledgeFacade:
             InvalidKnowledgeName: unsafe name or it would nest with an existing entry.
             UsageError: empty content.
         """
-        entry = await self._kb.create(name, content)
+        person, visibility = current_marks(self._owner)
+        entry = await self._kb.create(name, content, person=person, visibility=visibility,
+                                      audience=current_audience(self._owner))
         return entry.name
 
     async def get(self, name: str) -> Doc:
@@ -265,22 +268,23 @@ class KnowledgeFacade:
             KnowledgeNotFound: no such entry, or the leaf is ambiguous.
         """
         await self._kb.refresh()
-        entry = self._kb.get(name)
+        entry = self._kb.get(name, audience=current_audience(self._owner))
         return Doc(id=entry.name, title=entry.name, content=entry.content)
 
     async def list(self, category: str = "") -> list[str]:
-        """Entry names under ``category`` ("" = all), sorted."""
+        """Entry names under ``category`` ("" = all) the running turn's person may see, sorted."""
         await self._kb.refresh()
-        return [e.name for e in self._kb.list(category)]
+        return [e.name for e in self._kb.list(category, audience=current_audience(self._owner))]
 
     async def delete(self, name: str) -> str:
-        return await self._kb.adelete(name)
+        return await self._kb.adelete(name, audience=current_audience(self._owner))
 
     async def overview(self) -> dict[str, Any]:
         await self._kb.refresh()
-        entries = self._kb.list()
+        audience = current_audience(self._owner)
+        entries = self._kb.list(audience=audience)
         return {
-            "categories": self._kb.categories(),
+            "categories": self._kb.categories(audience=audience),
             "entries": [{"name": e.name, "category": e.category, "updated_at": e.updated_at} for e in entries],
             "stats": {"entries": len(entries)},
         }

@@ -224,7 +224,8 @@ class MemorySystem:
             )
             textlog = open_conversation_log(store, memory_dir, tenant=tenant, db=db)
             knowledge = KnowledgeBase(
-                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant, db=db)
+                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant, db=db),
+                owner=owner,
             )
             return media, graph, documents, textlog, knowledge, db
 
@@ -517,6 +518,33 @@ class MemorySystem:
             elif event.kind == "user":
                 messages.append({"role": "user", "content": event.input})
         return messages
+
+    # ------------------------------------------------------------------ who may see what
+
+    async def set_visibility(self, ids: list[str], visibility: str) -> dict[str, list[str]]:
+        """Mark documents (by id) and knowledge entries (by name) ``household`` or back ``private``
+        (the owner's ``homeagent memory share``/``unshare``); durable on return.
+
+        Returns ``{"documents": [...], "knowledge": [...], "unknown": [...]}``: what each id named.
+
+        Raises:
+            UsageError: ``visibility`` is not one a store accepts.
+        """
+        from homeagent_core.memory.knowledge.base import InvalidKnowledgeName, KnowledgeNotFound
+
+        found: dict[str, list[str]] = {"documents": [], "knowledge": [], "unknown": []}
+        for item in dict.fromkeys(ids):
+            if await run_blocking("memory", self.documents.set_visibility, [item], visibility):
+                found["documents"].append(item)
+                continue
+            try:
+                await self.knowledge.refresh()
+                entry = await run_blocking("memory", self.knowledge.set_visibility, item, visibility)
+            except (InvalidKnowledgeName, KnowledgeNotFound):
+                found["unknown"].append(item)
+            else:
+                found["knowledge"].append(entry.name)
+        return found
 
     # ------------------------------------------------------------------ status
 

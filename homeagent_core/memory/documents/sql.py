@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents.model import DOCUMENT_COLUMNS, Document, document_from_row
 from homeagent_sdk.errors import MemoryStoreError
 
@@ -62,7 +63,9 @@ def add_person_columns(db: sqlite3.Connection, owner: str) -> int:
 
     Adds ``person`` and ``visibility`` when the table lacks them; documents stored before
     become the owner's and ``private`` (their count is kept under :data:`PEOPLE_MIGRATED` for the
-    first start's notice and returned). Also (re)creates the covering index opening reads.
+    first start's notice and returned). Documents of :data:`~homeagent_core.memory.audience.LIBRARY_OWNER`
+    (stored without a person registry) become ``owner``'s. Also (re)creates the covering index
+    opening reads.
     """
     have = {row[1] for row in db.execute("PRAGMA table_info(documents)")}
     moved = 0
@@ -73,6 +76,15 @@ def add_person_columns(db: sqlite3.Connection, owner: str) -> int:
             moved = int(db.execute("UPDATE documents SET person = ? WHERE person = ''", (owner,)).rowcount)
             if moved:
                 db.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", (PEOPLE_MIGRATED, str(moved)))
+        elif owner != LIBRARY_OWNER and db.execute(
+            "SELECT 1 FROM documents WHERE person = ? LIMIT 1", (LIBRARY_OWNER,)
+        ).fetchone():
+            # stored by library use without a person registry: the household's owner's now
+            db.execute("UPDATE documents SET person = ? WHERE person = ?", (owner, LIBRARY_OWNER))
+            db.execute(
+                "INSERT INTO store_meta VALUES ('edits', '1') ON CONFLICT(key) DO UPDATE"
+                " SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+            )
         if "visibility" not in have:
             db.execute("ALTER TABLE documents ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'")
         db.execute("DROP INDEX IF EXISTS documents_open")

@@ -363,7 +363,8 @@ class DocumentStore(BaseDocumentStore):
         weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
         return doc_ranking.rank(
             text, top_k, qvec, weights=weights, table=self._table, dense=self._dense, lex=self._lex,
-            order=self._time, collapsed=collapsed, visible=None if audience.everything else self._table.visible(audience),
+            order=self._time, collapsed=collapsed,
+            visible=None if audience.everything else self._table.visible(audience),
         )
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:

@@ -143,6 +143,11 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE ha_documents ADD COLUMN person TEXT NOT NULL DEFAULT '';
     ALTER TABLE ha_documents ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
     """,
+    # 7: knowledge entries record their person and visibility (earlier entries: the owner's, private)
+    """
+    ALTER TABLE ha_knowledge ADD COLUMN person TEXT NOT NULL DEFAULT '';
+    ALTER TABLE ha_knowledge ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.stores.postgresql.database import CHANNEL
 
 if TYPE_CHECKING:
@@ -119,4 +120,9 @@ async def adopt_unowned(conn: AsyncConnection[Any], tenant: str, owner: str) -> 
     """Give the tenant's documents stored before documents recorded a person (``person`` '') to
     ``owner``; how many (schema step 6's data half, run when a store opens)."""
     cur = await conn.execute("UPDATE ha_documents SET person=%s WHERE tenant=%s AND person=''", (owner, tenant))
-    return int(cur.rowcount or 0)
+    moved = int(cur.rowcount or 0)
+    if owner != LIBRARY_OWNER:  # stored by library use without a person registry: the owner's now
+        await conn.execute(
+            "UPDATE ha_documents SET person=%s WHERE tenant=%s AND person=%s", (owner, tenant, LIBRARY_OWNER)
+        )
+    return moved
