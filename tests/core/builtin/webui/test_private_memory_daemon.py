@@ -89,3 +89,26 @@ async def test_the_mothers_private_remark_never_reaches_the_childs_turn(tmp_path
             before = len(model.requests)
             await say(mum, "我下周三要去哪里来着？")
             assert "医院" in sent(model, before)
+
+
+async def test_the_owner_shares_a_document_from_the_memory_page_and_no_one_else_can(daemon: Any):
+    people = daemon.app.people
+    people.add("mum", "adult")
+    people.add("kid", "child")
+    kid_key = people.new_key("kid")
+    store = daemon.app.memory.documents
+    doc = await store.add("the plumber comes on monday at nine", person="mum")
+    async with daemon.client() as owner, as_key(daemon.url, kid_key) as kid:
+        listed = (await owner.get("/api/v1/memory/documents", params={"q": "plumber monday"})).json()["documents"]
+        assert [(d["id"], d["person"], d["visibility"]) for d in listed] == [(doc.id, "mum", PRIVATE)]
+        refused = await kid.post("/api/v1/memory/visibility", json={"ids": [doc.id], "visibility": HOUSEHOLD})
+        assert refused.status_code in (401, 403)
+        bad = await owner.post("/api/v1/memory/visibility", json={"ids": [doc.id], "visibility": "everyone"})
+        assert bad.status_code == 400 and "'household'" in bad.json()["error"]
+        missing = await owner.post("/api/v1/memory/visibility", json={"ids": ["doc_nope"], "visibility": HOUSEHOLD})
+        assert missing.status_code == 404 and "doc_nope" in missing.json()["error"]
+        shared = await owner.post("/api/v1/memory/visibility", json={"ids": [doc.id], "visibility": HOUSEHOLD})
+        assert shared.status_code == 200 and shared.json()["documents"] == [doc.id]
+        before = len(daemon.model.requests)
+        await say(kid, "水管工什么时候来？plumber monday")
+        assert "the plumber comes on monday at nine" in sent(daemon.model, before)
