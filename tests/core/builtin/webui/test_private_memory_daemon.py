@@ -85,10 +85,14 @@ async def test_the_mothers_private_remark_never_reaches_the_childs_turn(tmp_path
             await say(kid, "周六晚上家里有什么安排？")
             assert "家庭聚餐" in sent(model, before)
 
-            # and the mother still has her own
+            # and the mother still has her own: doc_query brings it back into her conversation
             before = len(model.requests)
+            model.add(ToolCallReply("doc_query", {"query": "下周三 医院 复查"}), "去医院复查")
             await say(mum, "我下周三要去哪里来着？")
             assert "医院" in sent(model, before)
+            moved = [e.text for e in memory.threads.get("person:mum").events if e.kind == "cold_storage"]
+            assert SECRET in moved
+            assert all(e.kind != "cold_storage" for e in memory.context.events)  # not the owner's window
 
 
 async def test_the_owner_shares_a_document_from_the_memory_page_and_no_one_else_can(daemon: Any):
