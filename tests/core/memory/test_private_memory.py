@@ -301,3 +301,49 @@ def test_the_marks_file_is_kept_beside_the_entries(tmp_path):
     kb.delete("home/bins")
     assert json.loads((tmp_path / "knowledge" / ".marks.json").read_text(encoding="utf-8"))["entries"] == {}
     kb.close()
+
+
+async def test_a_turns_input_and_reply_carry_its_persons_marks_into_log_window_and_archive(tmp_path):
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.memory.system import MemorySystem
+    from homeagent_sdk.types import StageContext
+
+    config = ConfigStore(tmp_path / "config.db")
+    memory = await MemorySystem.open(tmp_path, config, embedder=FakeEmbedder(8), owner="mum")
+    try:
+        said = [
+            (Principal(person="mum", role="owner", door="webui"), "下周三我要去医院复查，别跟孩子说"),
+            (Principal(person="mum", role="owner", door="webui"), "告诉全家：周六晚上七点家庭聚餐"),
+            (Principal(person="kid", role="child", door="qq", account="9", thread=GROUP), "群里说：明天去公园"),
+            (None, "library use speaks as the owner"),
+        ]
+        for principal, text in said:
+            ctx = StageContext(raw_message=text, channel="webui", source="webui", principal=principal)
+            await memory.record_input(ctx, None)
+            ctx.final_text = "好的"
+            await memory.record_output(ctx)
+        records = [r for r in memory.textlog.iter_records() if r["role"] == "user"]
+        assert [record_visibility(r) for r in records] == [PRIVATE, HOUSEHOLD, group_visibility(GROUP), PRIVATE]
+        replies = [r for r in memory.textlog.iter_records() if r["role"] == "assistant"]
+        assert [record_visibility(r) for r in replies] == [PRIVATE, PRIVATE, group_visibility(GROUP), PRIVATE]
+        main = memory.threads.get("main")
+        marks = [(e.input, e.meta.get("person"), e.meta.get("visibility")) for e in main.events if e.kind == "user"]
+        assert marks == [
+            ("下周三我要去医院复查，别跟孩子说", "mum", PRIVATE),
+            ("告诉全家：周六晚上七点家庭聚餐", "mum", HOUSEHOLD),
+            ("library use speaks as the owner", "mum", PRIVATE),
+        ]
+        group = [e.meta for e in memory.threads.get(GROUP).events if e.kind == "user"]
+        assert group == [{"person": "kid", "visibility": group_visibility(GROUP)}]
+        main.max_context_size = 1
+        main.protected = 0
+        await main.prune("")
+        archived = {d.content: (d.person, d.visibility) for d in memory.documents.all()}
+        assert archived["告诉全家：周六晚上七点家庭聚餐"] == ("mum", HOUSEHOLD)
+        assert archived["下周三我要去医院复查，别跟孩子说"] == ("mum", PRIVATE)
+        kid = Audience(person="kid")
+        texts = [h.document.content for h in await memory.documents.query("周六 下周三", 5, audience=kid, touch=False)]
+        assert texts == ["告诉全家：周六晚上七点家庭聚餐"]
+    finally:
+        await memory.aclose()
+        config.close()
