@@ -76,6 +76,8 @@ class SlotTable:
         local_marks = [self.mark_codes.setdefault(tuple(m), len(self.mark_codes)) for m in marks]  # type: ignore[arg-type]
         self.mark = np.full(cap, -1, dtype=np.int32)
         self.mark[slots] = np.asarray(local_marks, dtype=np.int32)[mark_codes] if len(slots) else 0
+        self._marks_changed = 0
+        self._masks: dict[Audience, tuple[tuple[Audience, int, int, int], npt.NDArray[np.bool_]]] = {}
 
     @classmethod
     def empty(cls) -> SlotTable:
@@ -86,15 +88,28 @@ class SlotTable:
     def set_mark(self, slot: int, person: str, visibility: str) -> None:
         """Record ``slot``'s person and visibility (a new document, or the owner's share/unshare)."""
         self.mark[slot] = self.mark_codes.setdefault((person, visibility), len(self.mark_codes))
+        self._marks_changed += 1
 
     def visible(self, audience: Audience) -> npt.NDArray[np.bool_]:
-        """Per slot: a live document ``audience`` may see (one lookup per slot)."""
+        """Per slot: a live document ``audience`` may see (one lookup per slot).
+
+        The last few audiences' masks are kept until a mark, the document count or the
+        capacity changes (every insert and share changes a mark, every delete the count).
+        The caller must not modify the returned array.
+        """
         if audience.everything:
             return self.alive
+        key = (audience, self._marks_changed, self.count, len(self.alive))
+        cached = self._masks.get(audience)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         lut = np.zeros(len(self.mark_codes) + 1, dtype=bool)  # the last entry: slots without a mark
         for (person, visibility), code in self.mark_codes.items():
             lut[code] = audience.sees(person, visibility)
         mask: npt.NDArray[np.bool_] = lut[self.mark] & self.alive
+        if len(self._masks) >= 16:
+            self._masks.clear()
+        self._masks[audience] = (key, mask)
         return mask
 
     @property

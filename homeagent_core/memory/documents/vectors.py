@@ -293,9 +293,9 @@ class DenseRows:
         self.approximate = False
         self.exact_slots = np.zeros(0, dtype=np.int64)
         nb = len(self.base_slot)
-        seen = None
-        if visible is not None:
-            seen = np.zeros(max(len(visible), len(self.row_of)), dtype=bool)
+        seen = visible
+        if visible is not None and len(visible) < len(self.row_of):  # rows of slots the table has not grown to
+            seen = np.zeros(len(self.row_of), dtype=bool)
             seen[: len(visible)] = visible
         if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
             cand = self._prescan(q, prefilter, None if seen is None else seen[self.base_slot])
