@@ -347,3 +347,36 @@ async def test_a_turns_input_and_reply_carry_its_persons_marks_into_log_window_a
     finally:
         await memory.aclose()
         config.close()
+
+
+async def test_postgresql_documents_without_a_person_become_the_owners(pg_url, pg_tenant):
+    from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
+
+    first = PgDocumentStore(pg_url, tenant=pg_tenant, owner="mum")
+    await first.add_many([Document(content="the boiler was serviced in may"),
+                          Document(content="library note", person="owner")])
+    first.close()
+    # rows as schema step 6 leaves the rows written before it: no person yet
+    second = PgDocumentStore(pg_url, tenant=pg_tenant, owner="mum")
+    second.db.call(second.db.transact(lambda conn: conn.execute(
+        "UPDATE ha_documents SET person='' WHERE tenant=%s AND content LIKE 'the boiler%%'", (pg_tenant,))))
+    second.close()
+    third = PgDocumentStore(pg_url, tenant=pg_tenant, owner="mum")
+    assert third.migrated == 1
+    assert {d.content: (d.person, d.visibility) for d in third.all()} == {
+        "the boiler was serviced in may": ("mum", PRIVATE), "library note": ("mum", PRIVATE)
+    }
+    assert await third.query("boiler serviced", 3, audience=KID, touch=False) == []
+    assert len(await third.query("boiler serviced", 3, audience=MUM, touch=False)) >= 1
+    third.close()
+
+
+async def test_documents_stored_without_a_registry_become_the_registered_owners(tmp_path):
+    path = tmp_path / "documents.db"
+    library = DocumentStore(path)  # no registry: the owner is LIBRARY_OWNER
+    await library.add("a note from library use")
+    library.close()
+    household = DocumentStore(path, owner="mum")
+    assert [d.person for d in household.all()] == ["mum"]
+    assert len(await household.query("library use note", 3, audience=MUM, touch=False)) == 1
+    household.close()
