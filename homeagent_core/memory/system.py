@@ -363,12 +363,18 @@ class MemorySystem:
         """The turn's thread and its working window (never another thread's).
 
         The first time a thread is used in this run, the turns its (debounced) file missed in a
-        crash are restored from the end of the conversation log, as ``main``'s are at open.
+        crash are restored from the end of the conversation log, and ``doc_query`` moves a crash
+        cut are finished, as ``main``'s are at open.
         """
         thread = thread_of(ctx.principal)
         context = self.threads.get(thread)
         if thread != MAIN_THREAD and thread not in self._replayed:
             self._replayed.add(thread)
+            # doc_query moves documents into the asker's own window: finish a move a crash cut
+            # there, as memory does for main's when it opens
+            from homeagent_core.memory.documents.tools import settle_moves
+
+            await asyncio.to_thread(functools.partial(settle_moves, context, self.documents, archives=False))
             await _replay_log_tail(context, self.textlog, thread=thread, max_bytes=_THREAD_REPLAY_BYTES)
         return thread, context
 

@@ -168,7 +168,7 @@ def document_tools(
     return DocumentTools((store, context)).tool_defs(plugin=plugin)
 
 
-def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[int, int]:
+def settle_moves(context: RelevanceContext, store: BaseDocumentStore, *, archives: bool = True) -> tuple[int, int]:
     """Finish moves between the context and the store that a crash interrupted.
 
     * a ``cold_storage`` event whose ``doc_id`` is still in the store: ``doc_query`` wrote the
@@ -177,6 +177,7 @@ def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[i
       but died before the context was saved, so the event leaves the context.
 
     Returns (documents deleted, events removed). Call with both opened, before the first turn.
+    ``archives=False`` skips the second check (it scans every stored document's metadata).
     """
     moved = [
         str(e.meta["doc_id"])
@@ -184,7 +185,7 @@ def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[i
         if e.kind == "cold_storage" and isinstance(e.meta.get("doc_id"), str) and e.meta["doc_id"] in store
     ]
     deleted = store.delete(moved) if moved else 0
-    archived = store.archived_event_ids(e.id for e in context.events)
+    archived = store.archived_event_ids(e.id for e in context.events) if archives else set()
     removed = sum(1 for event_id in archived if context.remove(event_id))
     if deleted or removed:
         log.warning(

@@ -380,3 +380,29 @@ async def test_documents_stored_without_a_registry_become_the_registered_owners(
     assert [d.person for d in household.all()] == ["mum"]
     assert len(await household.query("library use note", 3, audience=MUM, touch=False)) == 1
     household.close()
+
+
+async def test_a_doc_query_move_a_crash_cut_in_a_persons_window_is_finished_on_first_use(tmp_path):
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.memory.context import ContextEvent
+    from homeagent_core.memory.system import MemorySystem
+    from homeagent_sdk.types import StageContext
+
+    config = ConfigStore(tmp_path / "config.db")
+    memory = await MemorySystem.open(tmp_path, config, embedder=FakeEmbedder(8), owner="mum")
+    doc = await memory.documents.add("the kid's football is on thursday", person="kid")
+    window = memory.threads.get("person:kid")
+    await window.append(ContextEvent(input=doc.content, kind="cold_storage", source="cold_storage",
+                                     meta={"doc_id": doc.id, "person": "kid", "visibility": PRIVATE}))
+    await window.save_now()  # the context was written; the crash came before the store's delete
+    await memory.aclose()
+    memory = await MemorySystem.open(tmp_path, config, embedder=FakeEmbedder(8), owner="mum")
+    try:
+        assert memory.documents.get(doc.id) is not None
+        kid = Principal(person="kid", role="child", door="webui")
+        await memory.record_input(StageContext(raw_message="hi", channel="webui", source="webui", principal=kid), None)
+        assert memory.documents.get(doc.id) is None  # kept once: in the kid's window
+        assert next(e.meta.get("doc_id") for e in memory.threads.get("person:kid").events) == doc.id
+    finally:
+        await memory.aclose()
+        config.close()
