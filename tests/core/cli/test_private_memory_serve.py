@@ -40,7 +40,13 @@ def daemons() -> Iterator[list[Proc]]:
         proc.stop()
 
 
-def test_the_mothers_private_remark_is_in_no_request_of_the_childs_turn(tmp_path: Path, daemons: list[Proc]):
+ADMIN_KEY = "test-admin-key-0123456789"
+
+
+def test_the_mothers_private_remark_is_in_no_request_of_the_childs_turn(
+    tmp_path: Path, daemons: list[Proc], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("HOMEAGENT_WEBUI_API_KEY", ADMIN_KEY)  # the owner's key, for the memory page's routes
     data = tmp_path / "d"
     with openai_loopback() as model:
         for key, value in {
@@ -82,3 +88,12 @@ def test_the_mothers_private_remark_is_in_no_request_of_the_childs_turn(tmp_path
         assert any("家庭聚餐" in b for b in say("kid", "周六晚上家里有什么安排？"))
         # the same recall finds the remark for the mother herself: the filter, not a miss, kept it out
         assert any("医院" in b for b in say("mum", "我下周三要去哪里来着？"))
+
+        # the owner shares it (through the running daemon): now it is the household's
+        listed = httpx.get(f"{url}/api/v1/memory/documents", params={"q": "下周三 医院 复查"},
+                           headers={"X-API-Key": ADMIN_KEY}, timeout=60).json()["documents"]
+        ids = [d["id"] for d in listed if d["content"] == SECRET]
+        assert ids and all(d["person"] == "mum" for d in listed if d["id"] in ids)
+        shared = json.loads(cli(data, "memory", "share", *ids, "--json"))
+        assert shared["documents"] == ids and shared["unknown"] == []
+        assert any("医院" in b for b in say("kid", "妈妈下周三到底要去哪里呀？"))
