@@ -272,7 +272,8 @@ class Triage:
         # the same principal as the waiting input (its door's claim): recall and the read-only
         # tools then see only what the asker may see, never the owner's view
         shadow = InputItem(text=item.text, channel=item.channel, source=item.source, no_memory=True,
-                           extra=dict(item.extra), shared_door=item.shared_door)
+                           extra={k: v for k, v in item.extra.items() if k == "principal"},
+                           shared_door=item.shared_door)
         turn = Turn(kernel, shadow)
         names = [n for n in kernel.tools.names() if n in READ_ONLY_TOOLS or n.startswith(SEND_PREFIX)]
         running = kernel.turn
