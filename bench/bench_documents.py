@@ -80,6 +80,7 @@ from homeagent_core.memory.documents.ranking import DENSE_PREFILTER  # noqa: E40
 from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.documents.vectors import DenseRows  # noqa: E402
 from homeagent_sdk.embeddings import EmbeddingInfo, EmbeddingProvider, EmbedInput  # noqa: E402
+from homeagent_sdk.visibility import EVERYONE  # noqa: E402
 
 _WORD_TEXT = (
     "dinner garden painting kids school trip camping beach mountain coffee book music guitar "
@@ -292,7 +293,7 @@ async def loop_stall_ms(store: DocumentStore, queries: list[str], docs: list[Doc
 
     async def caller(share: list[str]) -> None:
         for q in share:
-            await store.query(q, 10, touch=False)
+            await store.query(q, 10, touch=False, audience=EVERYONE)
 
     async def writer() -> None:
         for d in docs:
@@ -321,7 +322,7 @@ def cold_probe(path: str, dim: int, query: str) -> None:
     qvec = asyncio.run(space.embed([EmbedInput.of_text(query)]))[0] if space else None
     t0 = time.perf_counter()
     store = DocumentStore(path, space)
-    store.search(query, 10, query_vector=qvec)
+    store.search(query, 10, query_vector=qvec, audience=EVERYONE)
     elapsed = time.perf_counter() - t0
     _abandon(store)
     print(json.dumps({"open_first_query_s": elapsed}))
@@ -336,7 +337,7 @@ def serve_probe(path: str, dim: int, queries_file: str) -> None:
     times, dense = [], []
     for i, q in enumerate(queries):
         t0 = time.perf_counter()
-        store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None)
+        store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None, audience=EVERYONE)
         times.append((time.perf_counter() - t0) * 1000)
         if qvecs is not None:
             dense.append(_dense_leg_ms(store, qvecs[i]))
@@ -484,12 +485,12 @@ async def run_corpus(corpus: SyntheticCorpus | LocomoCorpus, args: argparse.Name
         dense: list[float] = []
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
-            store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None)
+            store.search(q, 10, query_vector=qvecs[i] if qvecs is not None else None, audience=EVERYONE)
             fused.append((time.perf_counter() - t0) * 1000)
             if qvecs is not None:
                 dense.append(_dense_leg_ms(store, qvecs[i]))
             t0 = time.perf_counter()
-            store.search(q, 10)
+            store.search(q, 10, audience=EVERYONE)
             lexical.append((time.perf_counter() - t0) * 1000)
         result["query_fused_p50_ms"] = round(statistics.median(fused), 2)
         result["query_fused_p90_ms"] = pct(fused, 0.9)

@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
+from homeagent_sdk.visibility import EVERYONE  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -123,7 +124,7 @@ async def run_conversation(
     results, latencies = [], []
     for qa in questions:
         t0 = time.perf_counter()
-        hits = await store.query(qa["question"], 10, touch=False)
+        hits = await store.query(qa["question"], 10, touch=False, audience=EVERYONE)
         latencies.append((time.perf_counter() - t0) * 1000)
         results.append(
             {

@@ -52,6 +52,7 @@ from zh_devset import CATEGORIES, generate  # noqa: E402
 from homeagent_core.embeddings.tfidf import TfidfIndex  # noqa: E402
 from homeagent_core.memory.documents.store import DocHit, Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.keywords import extract_keywords  # noqa: E402
+from homeagent_sdk.visibility import EVERYONE  # noqa: E402
 
 
 def load(data: dict[str, Any]) -> tuple[list[tuple[str, str, float]], list[dict[str, Any]]]:
@@ -177,10 +178,10 @@ async def run_conversation(
 
         deep = 10 + len(dropped)
         t0 = time.perf_counter()
-        hits = await store.query(qa["question"], 10, touch=False)
+        hits = await store.query(qa["question"], 10, touch=False, audience=EVERYONE)
         latencies.append((time.perf_counter() - t0) * 1000)  # the query an agent asks: its ten best
         if dropped:  # ranked deeper, so that ten places remain once the dropped items leave
-            hits = await store.query(qa["question"], deep, touch=False)
+            hits = await store.query(qa["question"], deep, touch=False, audience=EVERYONE)
         evidence = set(qa["evidence"])
         rows["store"].append({**base, "retrieved": first_places(store_places(hits, dia_of), dropped, evidence)})
         for name, bm25 in baselines.items():

@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 from bench._harness import Row, arg_parser, emit  # noqa: E402
 from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
 from homeagent_sdk.testing import FakeEmbedder  # noqa: E402
+from homeagent_sdk.visibility import EVERYONE  # noqa: E402
 
 _WORD_TEXT = (
     "apple river mountain garden painting music doctor school friend family holiday camping lake sunrise "
@@ -96,11 +97,11 @@ async def load(store: Any, docs: list[Document], batch: int = 1000) -> float:
 
 async def query_times(store: Any, texts: list[str]) -> list[float]:
     for text in texts[:5]:
-        await store.query(text, 10, touch=False)
+        await store.query(text, 10, touch=False, audience=EVERYONE)
     samples = []
     for text in texts:
         t0 = time.perf_counter()
-        await store.query(text, 10, touch=False)
+        await store.query(text, 10, touch=False, audience=EVERYONE)
         samples.append(time.perf_counter() - t0)
     return samples
 

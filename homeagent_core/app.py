@@ -205,7 +205,8 @@ class App:
 
         factories = {n: f for registry in self.embedding_factories.values() for n, f in registry.factories.items()}
         self.memory = await MemorySystem.open(
-            self.data_dir, self.config, extra_factories=factories, embedder=self.embedder
+            self.data_dir, self.config, extra_factories=factories, embedder=self.embedder,
+            owner=(await asyncio.to_thread(self._people)).owner_name(),
         )
         self.services.memory = MemoryFacade(self.memory)
         self.services.doc = DocFacade(self.memory)
@@ -250,6 +251,14 @@ class App:
             data_dir=self.data_dir,
         )
 
+    def _people(self) -> PeopleRegistry:
+        """The person registry (opened once; the owner is created at first start)."""
+        if self.people is None:
+            people = PeopleRegistry.open(self.data_dir)
+            people.ensure_owner(default_owner_name())
+            self.people = people
+        return self.people
+
     async def _memory_knows_people(self) -> None:
         """Tell memory who the owner is and whose turn runs; the graph's rows from before people become the owner's."""
         from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
@@ -262,9 +271,7 @@ class App:
 
     def _open_rights(self) -> Rights:
         """The person registry (owner created at first start), tool policy and approvals."""
-        people = PeopleRegistry.open(self.data_dir)
-        people.ensure_owner(default_owner_name())
-        self.people = people
+        people = self._people()
 
         def timeout() -> float:
             return float(self.config.get("core.people.approval_timeout") or 600)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -40,6 +39,7 @@ from homeagent_core.agent.approval_store import ApprovalStore
 from homeagent_core.agent.people import DOOR_PLATFORM, SYSTEM, PeopleRegistry
 from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, door_of, guard_setting
 from homeagent_core.durations import format_duration
+from homeagent_sdk.current import CURRENT_PRINCIPAL as _CURRENT_PRINCIPAL
 from homeagent_sdk.errors import HomeAgentError
 from homeagent_sdk.types import Principal, ToolCall, ToolResult
 
@@ -63,9 +63,8 @@ DEFAULT_APPROVAL_TIMEOUT = 600.0
 TRUSTED_DOORS: frozenset[str] = OWNER_DOORS | {"approvals"}
 #: The principal of the turn running in this task (sub-agents, residents and tools started
 #: from a turn inherit it: they run with their creator's rights, never more).
-CURRENT_PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
-    "homeagent_principal", default=None
-)
+#: (Defined in the SDK, :mod:`homeagent_sdk.current`, so memory and plugins read it without the kernel.)
+CURRENT_PRINCIPAL = _CURRENT_PRINCIPAL
 
 Deliver = Callable[[Principal, str, str], Awaitable[None]]
 Execute = Callable[[ToolCall], Awaitable[ToolResult]]

@@ -49,6 +49,7 @@ __all__ = [
     "Person",
     "RoleDef",
     "default_owner_name",
+    "household_owner",
 ]
 
 DB_NAME = "people.db"
@@ -297,6 +298,16 @@ def default_owner_name() -> str:
     return name or "owner"
 
 
+def household_owner(data_dir: Path | str) -> str:
+    """The owner's name of ``data_dir``'s household (created as at the daemon's first start when
+    missing), for tools that open memory without the daemon (``homeagent memory``)."""
+    people = PeopleRegistry.open(data_dir)
+    try:
+        return people.ensure_owner(default_owner_name()).name
+    finally:
+        people.close()
+
+
 def hash_key(key: str) -> str:
     """The stored form of an API key."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
@@ -454,6 +465,11 @@ class PeopleRegistry:
             "SELECT id, name, role, allow, deny, ask, created_at FROM persons WHERE role = 'owner' ORDER BY id LIMIT 1"
         )
         return self._person(rows[0]) if rows else None
+
+    def owner_name(self) -> str:
+        """The owner's name ("" before :meth:`ensure_owner`): whose memory items from before people are."""
+        owner = self.owner()
+        return owner.name if owner is not None else ""
 
     def ensure_owner(self, name: str) -> Person:
         """The owner; created as ``name`` at first start, unchanged afterwards."""

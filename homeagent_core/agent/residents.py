@@ -53,8 +53,9 @@ from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.agent.tools import ToolRegistry
 from homeagent_core.agent.turn import Reply, Turn, TurnHost
 from homeagent_sdk._atomic import atomic_write
+from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import UsageError
-from homeagent_sdk.types import ToolCall, ToolDef, ToolResult, Triple
+from homeagent_sdk.types import InjectOptions, Principal, ToolCall, ToolDef, ToolResult, Triple
 
 __all__ = [
     "MEMORY_MAINTENANCE_TOOLS",
@@ -167,6 +168,7 @@ class Resident:
     registry_scratch: ScratchLike | None = None
     stopped: bool = False
     disk: _StateFile | None = None
+    creator: Principal | None = None  #: the principal of the turn that created it (its reports are theirs)
 
     @property
     def status(self) -> str:
@@ -223,6 +225,7 @@ class Resident:
             "done": self.done,
             "failed": self.failed,
             "usage": [list(u) for u in self.usage],
+            **({"creator": self.creator.to_dict()} if self.creator is not None else {}),
         }
 
 
@@ -286,6 +289,8 @@ class Residents:
         resident.done = int(state.get("done", 0))
         resident.failed = int(state.get("failed", 0))
         resident.usage.extend((float(t), int(n)) for t, n in state.get("usage", []))
+        creator = state.get("creator")
+        resident.creator = Principal.from_dict(creator) if isinstance(creator, dict) else None
         for text in state.get("queue", []):  # accepted before the restart: all of it, even beyond capacity
             resident.scheduler.submit(self._item(resident, str(text)), restored=True)
         return resident
@@ -334,6 +339,7 @@ class Residents:
                 "destroy one before creating another"
             )
         resident = self._make(name, role, tools)
+        resident.creator = CURRENT_PRINCIPAL.get()
         self._start_worker(resident)
         await self._persist(resident)
         self.kernel.bus.publish("resident", {"type": "created", "name": name, "role": resident.role})
@@ -600,12 +606,17 @@ class Residents:
             self._to_main(resident, f"[常驻代理 {resident.name} 汇报] 任务：{item.text}\n结果：{text}")
 
     def _to_main(self, resident: Resident, text: str) -> bool:
-        """Hand ``text`` to the main agent as an input on the resident channel."""
+        """Hand ``text`` to the main agent as an input on the resident channel: as its creator,
+        in their own conversation, or from the door ``resident:<name>`` when no person created it."""
         kernel = self.kernel
         if not kernel.started:
             return False
+        creator, source, options = resident.creator, f"resident:{resident.name}", None
+        if creator is not None and creator.person:  # "resident_send" is a core door: it may name the person
+            source, door = "resident_send", f"resident:{resident.name}"
+            options = InjectOptions(principal=Principal(person=creator.person, door=door, thread=creator.thread))
         try:
-            kernel.submit(kernel.make_item(text, RESIDENT_CHANNEL, source=f"resident:{resident.name}"))
+            kernel.submit(kernel.make_item(text, RESIDENT_CHANNEL, source=source, options=options))
         except Exception as exc:
             log.warning("resident %s could not report to the main agent: %s", resident.name, exc)
             return False

@@ -269,7 +269,11 @@ class Triage:
 
     async def _ask(self, item: InputItem) -> str:
         kernel = self.kernel
-        shadow = InputItem(text=item.text, channel=item.channel, source=item.source, no_memory=True)
+        # the same principal as the waiting input (its door's claim): recall and the read-only
+        # tools then see only what the asker may see, never the owner's view
+        shadow = InputItem(text=item.text, channel=item.channel, source=item.source, no_memory=True,
+                           extra={k: v for k, v in item.extra.items() if k == "principal"},
+                           shared_door=item.shared_door)
         turn = Turn(kernel, shadow)
         names = [n for n in kernel.tools.names() if n in READ_ONLY_TOOLS or n.startswith(SEND_PREFIX)]
         running = kernel.turn

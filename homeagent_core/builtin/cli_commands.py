@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from homeagent_core import loopwatch, workers
 from homeagent_sdk import HomeAgentError, ToolCall
+from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.privileged import KernelAccess, PluginHostAccess
@@ -44,6 +45,7 @@ HELP = """Commands:
   /agents stop <name>          cancel a resident's work in progress and drop its queue
   /agents destroy <name> [keep|drop]  remove a resident (its queue goes to the main agent, or is dropped)
   /memory <query>              recall from the memory graph
+  /memory share|unshare <id>…  make documents / knowledge entries household, or private again (owner)
   /knowledge <query>           search the knowledge base
   /settings [prefix]           list settings (secrets masked)
   /settings get <key>          one setting
@@ -452,10 +454,23 @@ class Commands:
         return str(result.result)
 
     async def _memory(self, rest: str) -> str:
+        words = rest.split()
+        if words and words[0] in ("share", "unshare"):
+            return await self._share(words[0], words[1:])
         query = rest.removeprefix("query ").strip()
         if not query:
             raise HomeAgentError("usage: /memory <query>")
         return await self._run_tool("memory_recall", {"query_intent": query}, "memory")
+
+    async def _share(self, verb: str, ids: list[str]) -> str:
+        """``/memory share|unshare ID…``: the answer is the JSON of what each id named."""
+        memory = self._services().memory_system
+        if memory is None:
+            raise HomeAgentError("memory is not running in this agent")
+        if not ids:
+            raise HomeAgentError(f"usage: /memory {verb} <document id or knowledge name>…")
+        found = await memory.set_visibility(ids, HOUSEHOLD if verb == "share" else PRIVATE)
+        return json.dumps(found, ensure_ascii=False)
 
     async def _knowledge(self, rest: str) -> str:
         if not rest:

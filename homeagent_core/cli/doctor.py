@@ -345,6 +345,32 @@ def _check_heartbeats(app: Any) -> list[Finding]:
     return found
 
 
+def _check_private_memory(app: Any) -> list[Finding]:
+    """How many documents became the owner's (private) when memory started recording who said what."""
+    import sqlite3
+
+    from homeagent_core.memory.documents.sql import PEOPLE_MIGRATED
+
+    path = app.data_dir / "memory" / "documents.db"
+    if not path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (PEOPLE_MIGRATED,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []  # not upgraded yet (the daemon upgrades it when it opens memory), or no such table
+    if row is None:
+        return []
+    return [Finding(
+        "memory", "ok",
+        f"{int(row[0])} document(s) stored before memory recorded who said what belong to the owner and are private",
+        "`homeagent memory docs QUERY` shows their ids; `homeagent memory share ID` makes one the household's",
+    )]
+
+
 def _check_embeddings(app: Any) -> list[Finding]:
     import asyncio
 
@@ -458,7 +484,7 @@ def run_checks(data: Path | None) -> list[Finding]:
             found.append(Finding("daemon", "ok", f"a daemon is running on {app.data_dir} (pid {daemon.get('pid')}); "
                                                  "plugin and model findings are what it reports"))
         checks = (_check_llm, _check_adapters, _check_plugins, _check_threads, _check_embeddings, _check_heartbeats,
-                  _check_health, _check_runtime)
+                  _check_private_memory, _check_health, _check_runtime)
         with_daemon = (_check_llm, _check_plugins, _check_threads)
         for check in checks:
             try:

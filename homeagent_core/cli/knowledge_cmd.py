@@ -27,7 +27,11 @@ def _kb(data: Path | None):  # type: ignore[no-untyped-def]
         store, tenant = str(config.get("core.memory.store")), str(config.get("core.memory.tenant"))
     finally:
         config.close()
-    return KnowledgeBase(root / "knowledge", storage=open_knowledge_storage(store, tenant=tenant))
+    from homeagent_core.agent.people import household_owner
+
+    return KnowledgeBase(
+        root / "knowledge", storage=open_knowledge_storage(store, tenant=tenant), owner=household_owner(root)
+    )
 
 
 @app.command("add")
@@ -62,8 +66,10 @@ def search(
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Search entries (dense + lexical fusion)."""
-    hits = _kb(data).search_sync(query, limit)
+    """Search every person's entries as the owner (dense + lexical fusion)."""
+    from homeagent_sdk.visibility import EVERYONE
+
+    hits = _kb(data).search_sync(query, limit, audience=EVERYONE)
     if as_json:
         echo_json([{**h.entry.to_dict(), "score": h.score} for h in hits])
         return

@@ -50,6 +50,7 @@ from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.threads import MAIN_THREAD
+from homeagent_sdk.visibility import PRIVATE
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -423,6 +424,10 @@ class RelevanceContext:
                     "source": event.source,
                     "channel": event.channel,
                 },
+                # whom the event came from and who may see it (recorded by the turn; an event
+                # from before people is the owner's, private: the store fills in its owner)
+                person=str(event.meta.get("person") or ""),
+                visibility=str(event.meta.get("visibility") or PRIVATE),
             )
             for event in events
             if event.source not in self.archive_excluded_sources and event.text.strip()

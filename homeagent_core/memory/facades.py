@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.audience import current_audience, current_marks
 from homeagent_core.memory.graph.privacy import graph_marks, graph_reader
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError, ProviderError, UsageError
@@ -205,7 +206,11 @@ class MemoryFacade:
 
 
 class DocFacade:
-    """The document store (searches never consume; ``doc_query`` is the model's tool for that)."""
+    """The document store (searches never consume; ``doc_query`` is the model's tool for that).
+
+    Reads and writes as the turn running in this task (:data:`homeagent_sdk.current.CURRENT_PRINCIPAL`;
+    the owner outside a turn): a search sees what that person may see, a commit is private to them.
+    """
 
     def __init__(self, system: MemorySystem, *, source: str = "plugin") -> None:
         self._m = system
@@ -213,7 +218,8 @@ class DocFacade:
 
     async def query(self, text: str, top_k: int = 5) -> list[Doc]:
         """The ``top_k`` documents most related to ``text``, with scores."""
-        hits = await self._m.documents.query(text, int(top_k), touch=False)
+        audience = current_audience(self._m.owner)
+        hits = await self._m.documents.query(text, int(top_k), audience=audience, touch=False)
         return [h.document.to_doc(h.score) for h in hits]
 
     async def commit(self, title: str, content: str) -> str:
@@ -222,7 +228,9 @@ class DocFacade:
         Raises:
             UsageError: title and content are both empty.
         """
-        doc = await self._m.documents.add(content, title=title, source=self._source)
+        person, visibility = current_marks(self._m.owner)
+        doc = await self._m.documents.add(content, title=title, source=self._source, person=person,
+                                          visibility=visibility)
         return doc.id
 
     async def insert(self, doc: Doc | dict[str, Any]) -> str:
@@ -245,7 +253,8 @@ class DocFacade:
         return [d.to_dict() for d in await self.query(text, limit)]
 
     async def recent(self, limit: int = 20) -> list[dict[str, Any]]:
-        docs = await run_blocking("memory", self._m.documents.all)
+        audience = current_audience(self._m.owner)
+        docs = [d for d in await run_blocking("memory", self._m.documents.all) if audience.sees(d.person, d.visibility)]
         docs.sort(key=lambda d: d.created_at, reverse=True)
         return [d.to_doc().to_dict() for d in docs[:limit]]
 
@@ -255,10 +264,11 @@ class KnowledgeFacade:
 
     def __init__(self, system: MemorySystem) -> None:
         self._kb = system.knowledge
+        self._owner = system.owner
 
     async def search(self, query: str, limit: int = 5) -> list[Doc]:
-        """Fused dense + lexical search, best first."""
-        hits = await self._kb.search(query, int(limit))
+        """Fused dense + lexical search over what the running turn's person may see, best first."""
+        hits = await self._kb.search(query, int(limit), audience=current_audience(self._owner))
         return [Doc(id=h.entry.name, title=h.entry.name, content=h.entry.content, score=round(h.score, 4))
                 for h in hits]
 
@@ -269,7 +279,9 @@ class KnowledgeFacade:
             InvalidKnowledgeName: unsafe name or it would nest with an existing entry.
             UsageError: empty content.
         """
-        entry = await self._kb.create(name, content)
+        person, visibility = current_marks(self._owner)
+        entry = await self._kb.create(name, content, person=person, visibility=visibility,
+                                      audience=current_audience(self._owner))
         return entry.name
 
     async def get(self, name: str) -> Doc:
@@ -279,22 +291,23 @@ class KnowledgeFacade:
             KnowledgeNotFound: no such entry, or the leaf is ambiguous.
         """
         await self._kb.refresh()
-        entry = self._kb.get(name)
+        entry = self._kb.get(name, audience=current_audience(self._owner))
         return Doc(id=entry.name, title=entry.name, content=entry.content)
 
     async def list(self, category: str = "") -> list[str]:
-        """Entry names under ``category`` ("" = all), sorted."""
+        """Entry names under ``category`` ("" = all) the running turn's person may see, sorted."""
         await self._kb.refresh()
-        return [e.name for e in self._kb.list(category)]
+        return [e.name for e in self._kb.list(category, audience=current_audience(self._owner))]
 
     async def delete(self, name: str) -> str:
-        return await self._kb.adelete(name)
+        return await self._kb.adelete(name, audience=current_audience(self._owner))
 
     async def overview(self) -> dict[str, Any]:
         await self._kb.refresh()
-        entries = self._kb.list()
+        audience = current_audience(self._owner)
+        entries = self._kb.list(audience=audience)
         return {
-            "categories": self._kb.categories(),
+            "categories": self._kb.categories(audience=audience),
             "entries": [{"name": e.name, "category": e.category, "updated_at": e.updated_at} for e in entries],
             "stats": {"entries": len(entries)},
         }

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from homeagent_core.memory.documents.tools import DOCUMENT_TOOLS, DocBinding, DocumentTools
 from homeagent_core.memory.tools import GRAPH_TOOLS, GraphBinding, GraphTools
 from homeagent_sdk import ToolRegistryProtocol, hookimpl
+from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import ToolError, UsageError
+from homeagent_sdk.threads import thread_of
 from homeagent_sdk.types import Triple
 
 if TYPE_CHECKING:
@@ -99,8 +101,10 @@ class MemoryPlugin:
         return self._graph
 
     def _doc_binding(self) -> DocBinding:
+        """The documents and the running turn's own window (``doc_query`` moves what it finds
+        there: into the asker's conversation, never another person's)."""
         system = self._memory()
-        return system.documents, system.context
+        return system.documents, system.threads.get(thread_of(CURRENT_PRINCIPAL.get()))
 
     # ------------------------------------------------------------------ hooks
 

@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from homeagent_core.memory.textlog import record_thread
+from homeagent_core.memory.audience import audience_of, marks_of, owner_or_default, says_household
+from homeagent_core.memory.textlog import record_thread, record_visibility
 from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.threads import MAIN_THREAD, thread_of
 from homeagent_sdk.types import MediaAttachment, Principal, StageContext, ToolDef, Triple
+from homeagent_sdk.visibility import HOUSEHOLD, Audience
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
@@ -150,6 +152,9 @@ class MemorySystem:
     #: Graph relations written before there were people and claimed for the owner at this start
     #: (:meth:`claim_graph_for_owner`), for the first-start notice.
     graph_migrated: int = 0
+    #: The household owner's name (:func:`~homeagent_core.memory.audience.owner_or_default`): what a
+    #: turn without a principal reads and writes as, and whose the items stored before people are.
+    owner: str = ""
     _current: dict[int, str] = field(default_factory=dict)
     _threads: ThreadContexts | None = None
     _replayed: set[str] = field(default_factory=set)
@@ -165,8 +170,14 @@ class MemorySystem:
         *,
         extra_factories: dict[str, Any] | None = None,
         embedder: EmbeddingProvider | None = None,
+        owner: str = "",
     ) -> MemorySystem:
         """Open every layer under ``<data>/memory`` and ``<data>/knowledge``.
+
+        ``owner`` names the household's owner (the person registry's; "" without one:
+        :data:`~homeagent_core.memory.audience.LIBRARY_OWNER`). Items stored before items
+        recorded their person become the owner's and private; the first open after that says
+        so once in the log.
 
         ``embedder`` forces the dense space (tests, library use); otherwise the configured
         tiers are tried best first and each unavailable one is reported once.
@@ -187,6 +198,7 @@ class MemorySystem:
             open_media_index,
         )
 
+        owner = owner_or_default(owner)
         memory_dir = data_dir / "memory"
         memory_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         await asyncio.to_thread(attach_shared_settings, config)
@@ -216,11 +228,13 @@ class MemorySystem:
                 config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
             )
             documents = open_document_store(
-                config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant")
+                config.get("core.memory.store"), memory_dir, active, tenant=config.get("core.memory.tenant"),
+                owner=owner,
             )
             textlog = open_conversation_log(store, memory_dir, tenant=tenant, db=db)
             knowledge = KnowledgeBase(
-                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant, db=db)
+                data_dir / "knowledge", embedder=active, storage=open_knowledge_storage(store, tenant=tenant, db=db),
+                owner=owner,
             )
             return media, graph, documents, textlog, knowledge, db
 
@@ -236,6 +250,12 @@ class MemorySystem:
         await asyncio.to_thread(settle_moves, context, documents)
         await _replay_log_tail(context, textlog)
         distiller = await asyncio.to_thread(RuleDistiller, memory_dir / "raw", graph)
+        if documents.migrated:
+            log.warning(
+                "memory: %d document(s) stored before memory recorded who said what now belong to the owner "
+                "%r and are private; `homeagent memory share ID` (or the web UI's memory page) makes one "
+                "visible to the whole household", documents.migrated, owner,
+            )
         return cls(
             data_dir=data_dir,
             tiers=tiers,
@@ -249,6 +269,7 @@ class MemorySystem:
             knowledge=knowledge,
             distiller=distiller,
             database=database,
+            owner=owner,
         )
 
     @property
@@ -370,12 +391,18 @@ class MemorySystem:
         """The turn's thread and its working window (never another thread's).
 
         The first time a thread is used in this run, the turns its (debounced) file missed in a
-        crash are restored from the end of the conversation log, as ``main``'s are at open.
+        crash are restored from the end of the conversation log, and ``doc_query`` moves a crash
+        cut are finished, as ``main``'s are at open.
         """
         thread = thread_of(ctx.principal)
         context = self.threads.get(thread)
         if thread != MAIN_THREAD and thread not in self._replayed:
             self._replayed.add(thread)
+            # doc_query moves documents into the asker's own window: finish a move a crash cut
+            # there, as memory does for main's when it opens
+            from homeagent_core.memory.documents.tools import settle_moves
+
+            await asyncio.to_thread(functools.partial(settle_moves, context, self.documents, archives=False))
             await _replay_log_tail(context, self.textlog, thread=thread, max_bytes=_THREAD_REPLAY_BYTES)
         return thread, context
 
@@ -393,15 +420,16 @@ class MemorySystem:
         attachments = [MediaAttachment(digest=a.digest, mime=a.mime, name=a.name) for a in ctx.attachments] or None
         thread, context = await self._window(ctx)
         person = ctx.principal.person if ctx.principal is not None else ""
+        marks = self.input_marks(ctx)
         await self.textlog.aappend("user", ctx.raw_message, channel=ctx.channel, source=ctx.source,
-                                   attachments=attachments, person=person, thread=thread)
+                                   attachments=attachments, person=person, thread=thread, visibility=marks[1])
         if thread != MAIN_THREAD:
             await asyncio.to_thread(self.threads.note, thread, "" if ":group:" in thread else person,
                                     title=ctx.raw_message)
         cleaner = getattr(item, "cleaner", None)
         event = await context.append(
             ContextEvent(input=ctx.raw_message, kind="user", source=ctx.source, channel=ctx.channel,
-                         no_memory=ctx.no_memory),
+                         no_memory=ctx.no_memory, meta={"person": marks[0], "visibility": marks[1]}),
             channel_cleaner=cleaner,
         )
         if len(self._current) > 64:  # turns that ended without an output (errors, stops)
@@ -422,6 +450,16 @@ class MemorySystem:
                 # next heartbeat; the model distiller still runs on the heartbeat.
                 await self.distiller.adistill_once()
 
+    def audience(self, ctx: StageContext) -> Audience:
+        """What the turn's principal may read (:func:`~homeagent_core.memory.audience.audience_of`)."""
+        return audience_of(ctx.principal, owner=self.owner)
+
+    def input_marks(self, ctx: StageContext) -> tuple[str, str]:
+        """``(person, visibility)`` of what the turn's input stores: its principal's marks, or
+        ``household`` when the input says so ("告诉全家", "remember this for everyone")."""
+        person, visibility = marks_of(ctx.principal, owner=self.owner)
+        return person, HOUSEHOLD if says_household(ctx.raw_message) else visibility
+
     async def prune(self, ctx: StageContext) -> None:
         _, context = await self._window(ctx)
         if len(context) > context.max_context_size:
@@ -436,9 +474,11 @@ class MemorySystem:
         """
         text = ctx.raw_message
         blocks: list[str] = []
+        audience = self.audience(ctx)
         index_block = functools.partial(self._index_block, principal=ctx.principal)
-        for what, block in (("graph index", index_block), ("related documents", self._documents_block),
-                            ("knowledge", self._knowledge_block)):
+        for what, block in (("graph index", index_block),
+                            ("related documents", functools.partial(self._documents_block, audience=audience)),
+                            ("knowledge", functools.partial(self._knowledge_block, audience=audience))):
             try:
                 found = await block(text)
             except MemoryStoreError as exc:
@@ -455,19 +495,19 @@ class MemorySystem:
 
         return await self.indexer.build_context(text, graph_reader(principal, self.owner_name))
 
-    async def _documents_block(self, text: str) -> str:
-        hits = await self.documents.query(text, 3, touch=False)  # read-only injection
+    async def _documents_block(self, text: str, *, audience: Audience) -> str:
+        hits = await self.documents.query(text, 3, audience=audience, touch=False)  # read-only injection
         if not hits:
             return ""
         from homeagent_core.memory.documents.store import format_related
 
         return format_related(hits)
 
-    async def _knowledge_block(self, text: str) -> str:
+    async def _knowledge_block(self, text: str, *, audience: Audience) -> str:
         await self.knowledge.refresh()  # another daemon's changes are read off the loop
         if not len(self.knowledge):
             return ""
-        good = [h for h in await self.knowledge.search(text, 2) if h.score > 0.2]
+        good = [h for h in await self.knowledge.search(text, 2, audience=audience) if h.score > 0.2]
         if not good:
             return ""
         lines = [f"- {h.entry.name}: {h.entry.content[:120]}" for h in good]
@@ -494,12 +534,14 @@ class MemorySystem:
                            cleaner=tool.cleaner if tool is not None else None)
             )
         thread, context = await self._window(ctx)
+        person, visibility = marks_of(ctx.principal, owner=self.owner)  # a reply may draw on private items
         await self.textlog.aappend("assistant", ctx.final_text, channel=ctx.channel, source="agent",
                                    reasoning=ctx.reasoning_content or "", tools=summaries or None,
-                                   person=ctx.principal.person if ctx.principal is not None else "", thread=thread)
+                                   person=ctx.principal.person if ctx.principal is not None else "", thread=thread,
+                                   visibility=visibility)
         await context.append(
             ContextEvent(response=ctx.final_text, kind="agent", source="agent", channel=ctx.channel,
-                         tool_outputs=outputs)
+                         tool_outputs=outputs, meta={"person": person, "visibility": visibility})
         )
 
     async def timeline(self, ctx: StageContext, budget_tokens: int) -> list[dict[str, Any]]:
@@ -519,6 +561,33 @@ class MemorySystem:
             elif event.kind == "user":
                 messages.append({"role": "user", "content": event.input})
         return messages
+
+    # ------------------------------------------------------------------ who may see what
+
+    async def set_visibility(self, ids: list[str], visibility: str) -> dict[str, list[str]]:
+        """Mark documents (by id) and knowledge entries (by name) ``household`` or back ``private``
+        (the owner's ``homeagent memory share``/``unshare``); durable on return.
+
+        Returns ``{"documents": [...], "knowledge": [...], "unknown": [...]}``: what each id named.
+
+        Raises:
+            UsageError: ``visibility`` is not one a store accepts.
+        """
+        from homeagent_core.memory.knowledge.base import InvalidKnowledgeName, KnowledgeNotFound
+
+        found: dict[str, list[str]] = {"documents": [], "knowledge": [], "unknown": []}
+        for item in dict.fromkeys(ids):
+            if await run_blocking("memory", self.documents.set_visibility, [item], visibility):
+                found["documents"].append(item)
+                continue
+            try:
+                await self.knowledge.refresh()
+                entry = await run_blocking("memory", self.knowledge.set_visibility, item, visibility)
+            except (InvalidKnowledgeName, KnowledgeNotFound):
+                found["unknown"].append(item)
+            else:
+                found["knowledge"].append(entry.name)
+        return found
 
     # ------------------------------------------------------------------ status
 
@@ -581,6 +650,9 @@ async def _replay_log_tail(
     )
     for record in records:
         user = record["role"] == "user"
+        person = record.get("person")
+        marks = {"visibility": record_visibility(record), **({"person": person} if isinstance(person, str) and person
+                                                             else {})}
         await context.append(
             ContextEvent(
                 input=str(record.get("content", "")) if user else "",
@@ -589,6 +661,7 @@ async def _replay_log_tail(
                 source=str(record.get("source", "")),
                 channel=str(record.get("channel", "")),
                 timestamp=float(record["timestamp"]),
+                meta=marks,
             )
         )
     if records:

@@ -37,10 +37,19 @@ from homeagent_sdk._schema import open_folder_format
 from homeagent_sdk.errors import MemoryStoreError, UsageError
 from homeagent_sdk.threads import MAIN_THREAD
 from homeagent_sdk.types import MediaAttachment, TextEvent
+from homeagent_sdk.visibility import PRIVATE
 
 __all__ = [
-    "LOG_FORMAT", "MAIN_THREAD", "ConversationLog", "TextLog", "edit_change", "log_folder_shape", "new_record",
-    "purge_change", "record_thread",
+    "LOG_FORMAT",
+    "MAIN_THREAD",
+    "ConversationLog",
+    "TextLog",
+    "edit_change",
+    "log_folder_shape",
+    "new_record",
+    "purge_change",
+    "record_thread",
+    "record_visibility",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,6 +89,7 @@ class ConversationLog(ABC):
         tools: list[dict[str, Any]] | None = None,
         person: str = "",
         thread: str = "",
+        visibility: str = "",
     ) -> str:
         """Record one message durably (listeners are told once it is); returns its id."""
 
@@ -194,12 +204,14 @@ def new_record(
     tools: list[dict[str, Any]] | None = None,
     person: str = "",
     thread: str = "",
+    visibility: str = "",
 ) -> dict[str, Any]:
     """A new log record with a fresh id (the same shape on every backend).
 
-    ``person`` is who said it (the person of the turn, for a reply too) and ``thread`` the
-    conversation it belongs to; a record without them (older logs) is the owner's, in the main
-    thread (:func:`record_thread`).
+    ``person`` is who said it (the person of the turn, for a reply too), ``thread`` the
+    conversation it belongs to and ``visibility`` who may see it (:mod:`homeagent_sdk.visibility`);
+    a record without them (older logs) is the owner's, private, in the main thread
+    (:func:`record_thread`, :func:`record_visibility`).
 
     Raises:
         UsageError: ``role`` is empty.
@@ -227,7 +239,15 @@ def new_record(
         record["person"] = person
     if thread:
         record["thread"] = thread
+    if visibility:
+        record["visibility"] = visibility
     return record
+
+
+def record_visibility(record: dict[str, Any]) -> str:
+    """Who may see a log record; records written before there were people are private (the owner's)."""
+    visibility = record.get("visibility")
+    return visibility if isinstance(visibility, str) and visibility else PRIVATE
 
 
 def record_thread(record: dict[str, Any]) -> str:
@@ -407,6 +427,7 @@ class TextLog(ConversationLog):
         tools: list[dict[str, Any]] | None = None,
         person: str = "",
         thread: str = "",
+        visibility: str = "",
     ) -> str:
         """Write one record durably (flush + fsync); returns its id.
 
@@ -419,7 +440,7 @@ class TextLog(ConversationLog):
         """
         record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
                             attachments=attachments, reasoning=reasoning, tools=tools, person=person,
-                            thread=thread)
+                            thread=thread, visibility=visibility)
         ts = float(record["timestamp"])
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:

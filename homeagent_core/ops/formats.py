@@ -64,6 +64,7 @@ _F11 = _after(_F10, **{"conversation log": 2})
 _F12 = _after(_F11, logins_db=1)
 _F14 = _after(_F12, graph_db=4)
 _F15 = _after(_F14, people_db=2, push_db=1, calendar_db=1)
+_F16 = _after(_F15, documents_db=3)
 
 #: Every data format this project has written, oldest first.
 HISTORY: tuple[FormatChange, ...] = (
@@ -86,6 +87,8 @@ HISTORY: tuple[FormatChange, ...] = (
                  "record person and visibility; a relation is unique per person and visibility", _F14),
     FormatChange(15, "6de3939", "2026-12-06", "people.db 2: approvals kept across restarts; push.db (Web Push "
                  "subscriptions) and calendar.db (reminders set before events) added", _F15),
+    FormatChange(16, "75db909", "2026-12-06", "documents.db 3: documents record person and visibility; knowledge "
+                 "entries' marks in knowledge/.marks.json; log records may carry a visibility", _F16),
 )
 
 #: The data format this HomeAgent writes (and the newest it reads).

@@ -13,6 +13,7 @@ from homeagent_core.memory.knowledge.base import (
 from homeagent_core.memory.knowledge.tools import knowledge_tools
 from homeagent_sdk.errors import SyncInAsyncError, ToolError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 
 @pytest.fixture(params=["files", "postgresql"])
@@ -96,7 +97,7 @@ async def test_update_replaces_the_old_vector(tmp_path, open_kb):
     old = kb._vectors["pets/cat"].copy()
     await kb.create("pets/cat", "the dog is called wangcai")
     assert not (kb._vectors["pets/cat"] == old).all()
-    hits = await kb.search("wangcai dog", 1)
+    hits = await kb.search("wangcai dog", 1, audience=EVERYONE)
     assert hits[0].entry.content == "the dog is called wangcai"
 
 
@@ -105,17 +106,17 @@ async def test_equal_scores_are_ordered_by_name(tmp_path, open_kb):
     await kb.create("z/alpha", "identical text")
     await kb.create("a/alpha", "identical text")
     await kb.create("m/other", "completely unrelated words")
-    hits = await kb.search("identical text", 3)
+    hits = await kb.search("identical text", 3, audience=EVERYONE)
     assert [h.entry.name for h in hits] == ["a/alpha", "z/alpha"]
     assert hits[0].score == hits[1].score == pytest.approx(0.5)
-    assert [h.entry.name for h in await kb.search("identical", 5, category="z")] == ["z/alpha"]
+    assert [h.entry.name for h in await kb.search("identical", 5, category="z", audience=EVERYONE)] == ["z/alpha"]
 
 
 async def test_search_adds_the_normalised_dense_and_lexical_scores(tmp_path, open_kb):
     kb = open_kb(tmp_path / "k", FakeEmbedder(64))
     await kb.create("pets/cat", "the cat mimi sleeps all day")
     await kb.create("pets/dog", "the dog wangcai runs all day")
-    hits = await kb.search("cat mimi sleeps", 2)
+    hits = await kb.search("cat mimi sleeps", 2, audience=EVERYONE)
     assert hits[0].entry.name == "pets/cat"
     assert hits[0].score == pytest.approx(1.0)  # best on both paths: 0.5 + 0.5
     assert 0 < hits[1].score < 1.0
@@ -127,20 +128,20 @@ async def test_names_and_vectors_survive_a_restart(tmp_path, open_kb):
     embedder = FakeEmbedder(64)
     again = open_kb(tmp_path / "k", embedder)
     assert [e.name for e in again.list()] == ["travel/japan_trip"]
-    assert (await again.search("kyoto", 1))[0].entry.name == "travel/japan_trip"
+    assert (await again.search("kyoto", 1, audience=EVERYONE))[0].entry.name == "travel/japan_trip"
     assert all(len(call) == 1 for call in embedder.calls)  # only the query was embedded
 
 
 async def test_sync_twins_refuse_a_running_loop(tmp_path):
     kb = KnowledgeBase(tmp_path / "k")
     with pytest.raises(SyncInAsyncError, match="await"):
-        kb.search_sync("x")
+        kb.search_sync("x", audience=EVERYONE)
 
 
 def test_sync_twins_work_without_a_loop(tmp_path):
     kb = KnowledgeBase(tmp_path / "k")
     kb.create_sync("notes/todo", "buy milk")
-    assert kb.search_sync("milk")[0].entry.name == "notes/todo"
+    assert kb.search_sync("milk", audience=EVERYONE)[0].entry.name == "notes/todo"
 
 
 async def test_knowledge_tools_round_trip_and_report_bad_input(tmp_path):

@@ -1,4 +1,10 @@
-"""Memory and knowledge routes: graph recall and picture, documents, context, knowledge CRUD."""
+"""Memory and knowledge routes: graph recall and picture, documents, context, knowledge CRUD.
+
+They are the owner's (an API key or the owner's session): the documents list shows every
+person's documents with whom each came from and who may see it, and ``POST
+/api/v1/memory/visibility`` marks documents or knowledge entries ``household`` (or ``private``
+again).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ from starlette.routing import Route
 
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
+from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError
-from homeagent_sdk.visibility import Audience
+from homeagent_sdk.visibility import EVERYONE, HOUSEHOLD, PRIVATE, Audience
 
 __all__ = ["routes"]
 
@@ -61,11 +68,36 @@ async def memory_graph(request: Request) -> Response:
 
 @require_api
 async def documents(request: Request) -> Response:
-    doc = _service(request, "doc")
+    system = _service(request, "memory_system")
     query = request.query_params.get("q", "")
     limit = _int(request, "limit", 20, 1, 200)
-    docs = await (doc.search(query, limit) if query else doc.recent(limit))  # type: ignore[attr-defined]
+    store = system.documents  # type: ignore[attr-defined]
+    if query:
+        hits = await store.query(query, limit, audience=EVERYONE, touch=False)
+        docs = [{**h.document.to_doc(h.score).to_dict(), "person": h.document.person,
+                 "visibility": h.document.visibility} for h in hits]
+    else:
+        found = await run_blocking("memory", store.all)
+        found.sort(key=lambda d: d.created_at, reverse=True)
+        docs = [{**d.to_doc().to_dict(), "person": d.person, "visibility": d.visibility} for d in found[:limit]]
     return ok({"documents": docs})
+
+
+@require_api
+async def memory_visibility(request: Request) -> Response:
+    system = _service(request, "memory_system")
+    data = await json_body(request, required={"ids": list, "visibility": str})
+    ids, visibility = data["ids"], data["visibility"]
+    if not ids or not all(isinstance(i, str) and i for i in ids):
+        raise ApiError(400, "ids must be a non-empty list of document ids or knowledge entry names")
+    if visibility not in (HOUSEHOLD, PRIVATE):
+        raise ApiError(
+            400, f"visibility must be {HOUSEHOLD!r} (everyone in the home) or {PRIVATE!r}, not {visibility!r}"
+        )
+    found = await system.set_visibility(ids, visibility)  # type: ignore[attr-defined]
+    if found["unknown"] and not (found["documents"] or found["knowledge"]):
+        raise ApiError(404, "no document or knowledge entry named " + ", ".join(found["unknown"]))
+    return ok(found)
 
 
 @require_api
@@ -117,6 +149,7 @@ routes = [
     Route("/api/v1/memory", memory_recall, methods=["GET"]),
     Route("/api/v1/memory/graph", memory_graph, methods=["GET"]),
     Route("/api/v1/memory/documents", documents, methods=["GET"]),
+    Route("/api/v1/memory/visibility", memory_visibility, methods=["POST"]),
     Route("/api/v1/memory/context", context, methods=["GET"]),
     Route("/api/v1/memory/tools", memory_tools, methods=["GET"]),
     Route("/api/v1/knowledge", knowledge_get, methods=["GET"]),

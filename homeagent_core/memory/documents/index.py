@@ -34,25 +34,32 @@ from homeagent_sdk.errors import MemoryStoreError
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from homeagent_sdk.visibility import Audience
+
 __all__ = ["IndexFiles", "OpenColumns", "SlotTable"]
 
 log = logging.getLogger("homeagent_core.memory.documents.store")  # the store's log: one logger for its messages
 
 OpenColumns = tuple[
     "npt.NDArray[np.int64]", "npt.NDArray[np.float64]", "tuple[npt.NDArray[np.int64], list[str]]",
-    "npt.NDArray[np.bool_]", "npt.NDArray[np.int64]",
+    "npt.NDArray[np.bool_]", "npt.NDArray[np.int64]", "tuple[npt.NDArray[np.int64], list[tuple[str, str]]]",
 ]
-"""Slots, creation times, sources (codes, names), active-space flags and gram counts."""
+"""Slots, creation times, sources (codes, names), active-space flags, gram counts and marks
+(codes, ``(person, visibility)`` pairs)."""
 
 
 class SlotTable:
-    """Per-slot numbers of the stored documents: alive, creation time, source code.
+    """Per-slot numbers of the stored documents: alive, creation time, source code, mark code.
 
-    Arrays are indexed by slot and grow by doubling. Not thread-safe (the store's lock).
+    A *mark* is a document's ``(person, visibility)`` pair (:mod:`homeagent_sdk.visibility`);
+    a store holds few distinct ones, so each slot keeps a small code and :meth:`visible` turns
+    an audience into a per-slot mask with one table lookup (the ranking applies it before
+    selecting its best documents). Arrays are indexed by slot and grow by doubling. Not
+    thread-safe (the store's lock).
     """
 
     def __init__(self, columns: OpenColumns) -> None:
-        slots, created, (codes, names), _, _ = columns
+        slots, created, (codes, names), _, _, (mark_codes, marks) = columns
         cap = 64
         while cap <= (int(slots[-1]) if len(slots) else 0):
             cap *= 2
@@ -65,18 +72,51 @@ class SlotTable:
         self.source[slots] = np.asarray(local, dtype=np.int32)[codes] if len(slots) else 0
         self.alive = np.zeros(cap, dtype=bool)
         self.alive[slots] = True
+        self.mark_codes: dict[tuple[str, str], int] = {}
+        local_marks = [self.mark_codes.setdefault(tuple(m), len(self.mark_codes)) for m in marks]  # type: ignore[arg-type]
+        self.mark = np.full(cap, -1, dtype=np.int32)
+        self.mark[slots] = np.asarray(local_marks, dtype=np.int32)[mark_codes] if len(slots) else 0
+        self._marks_changed = 0
+        self._masks: dict[Audience, tuple[tuple[Audience, int, int, int], npt.NDArray[np.bool_]]] = {}
 
     @classmethod
     def empty(cls) -> SlotTable:
         """A table of no documents (slots are then registered in ascending order)."""
         none = np.zeros(0, dtype=np.int64)
-        return cls((none, np.zeros(0), (none, []), np.zeros(0, dtype=bool), none))
+        return cls((none, np.zeros(0), (none, []), np.zeros(0, dtype=bool), none, (none, [])))
+
+    def set_mark(self, slot: int, person: str, visibility: str) -> None:
+        """Record ``slot``'s person and visibility (a new document, or the owner's share/unshare)."""
+        self.mark[slot] = self.mark_codes.setdefault((person, visibility), len(self.mark_codes))
+        self._marks_changed += 1
+
+    def visible(self, audience: Audience) -> npt.NDArray[np.bool_]:
+        """Per slot: a live document ``audience`` may see (one lookup per slot).
+
+        The last few audiences' masks are kept until a mark, the document count or the
+        capacity changes (every insert and share changes a mark, every delete the count).
+        The caller must not modify the returned array.
+        """
+        if audience.everything:
+            return self.alive
+        key = (audience, self._marks_changed, self.count, len(self.alive))
+        cached = self._masks.get(audience)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        lut = np.zeros(len(self.mark_codes) + 1, dtype=bool)  # the last entry: slots without a mark
+        for (person, visibility), code in self.mark_codes.items():
+            lut[code] = audience.sees(person, visibility)
+        mask: npt.NDArray[np.bool_] = lut[self.mark] & self.alive
+        if len(self._masks) >= 16:
+            self._masks.clear()
+        self._masks[audience] = (key, mask)
+        return mask
 
     @property
     def capacity(self) -> int:
         return len(self.alive)
 
-    def register(self, slot: int, created: float, source: str) -> None:
+    def register(self, slot: int, created: float, source: str, person: str, visibility: str) -> None:
         """Mark ``slot`` stored (growing the arrays when it lies beyond them)."""
         if slot >= len(self.alive):
             size = len(self.alive)
@@ -86,10 +126,12 @@ class SlotTable:
             self.created = np.concatenate([self.created, np.zeros(grow)])
             self.source = np.concatenate([self.source, np.full(grow, -1, dtype=np.int32)])
             self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
+            self.mark = np.concatenate([self.mark, np.full(grow, -1, dtype=np.int32)])
         self.count += 1
         self.created[slot] = created
         self.source[slot] = self.source_codes.setdefault(source, len(self.source_codes))
         self.alive[slot] = True
+        self.set_mark(slot, person, visibility)
 
 
 class IndexFiles:
@@ -130,10 +172,14 @@ class IndexFiles:
         rows = records.open_rows(self.fingerprint, after)
         n = len(rows)
         names: dict[str, int] = {}
+        marks: dict[tuple[str, str], int] = {}
         if base is not None:
             for name in base.sources:
                 names.setdefault(name, len(names))
+            for mark in base.marks:
+                marks.setdefault(mark, len(marks))
         codes = np.fromiter((names.setdefault(r[2], len(names)) for r in rows), dtype=np.int64, count=n)
+        mark_codes = np.fromiter((marks.setdefault((r[5], r[6]), len(marks)) for r in rows), dtype=np.int64, count=n)
         slots = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
         created = np.fromiter((r[1] for r in rows), dtype=np.float64, count=n)
         wanted = np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n)
@@ -145,7 +191,11 @@ class IndexFiles:
             codes = np.concatenate([remap[base.source] if len(base.source) else base.source.astype(np.int64), codes])
             wanted = np.concatenate([base.space == 1, wanted])
             lengths = np.concatenate([base.lengths, lengths])
-        return slots, created, (codes, list(names)), wanted, lengths
+            mark_remap = np.asarray([marks[m] for m in base.marks], dtype=np.int64)
+            mark_codes = np.concatenate(
+                [mark_remap[base.mark] if len(base.mark) else base.mark.astype(np.int64), mark_codes]
+            )
+        return slots, created, (codes, list(names)), wanted, lengths, (mark_codes, list(marks))
 
     def load_lexical(
         self, records: DocumentRecords, slots: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
@@ -218,6 +268,8 @@ class IndexFiles:
             source=table.source[slots].copy(),
             space=(dense.row_of[slots] >= 0).astype(np.int32),
             lengths=lex.lengths(slots),
+            marks=list(table.mark_codes),
+            mark=table.mark[slots].copy(),
         )
 
     def save_meta(self, meta: DocMeta) -> None:

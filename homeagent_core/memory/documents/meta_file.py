@@ -33,19 +33,21 @@ if TYPE_CHECKING:
 __all__ = ["DocMeta", "read_meta", "write_meta"]
 
 MAGIC = b"HADOCM\x00\x01"
-VERSION = 1
+VERSION = 2  # 2: each document's mark (person, visibility)
 _FIELDS: tuple[tuple[str, str], ...] = (
     ("slots", "<i8"),
     ("created", "<f8"),
     ("source", "<i4"),
     ("space", "<i4"),
     ("lengths", "<i8"),
+    ("mark", "<i4"),
 )
 
 
 @dataclass(slots=True, frozen=True)
 class DocMeta:
-    """Columns of the documents up to ``watermark``; ``source`` / ``space`` index the name lists."""
+    """Columns of the documents up to ``watermark``; ``source`` / ``space`` / ``mark`` index the name lists
+    (``marks``: ``(person, visibility)`` pairs)."""
 
     tag: str
     edits: int
@@ -57,6 +59,8 @@ class DocMeta:
     source: npt.NDArray[np.int32]
     space: npt.NDArray[np.int32]
     lengths: npt.NDArray[np.int64]
+    marks: list[tuple[str, str]]
+    mark: npt.NDArray[np.int32]
 
 
 def write_meta(path: Path, meta: DocMeta) -> None:
@@ -66,7 +70,8 @@ def write_meta(path: Path, meta: DocMeta) -> None:
         raise ValueError("document meta columns differ in length")
     header = json.dumps(
         {"version": VERSION, "tag": meta.tag, "edits": int(meta.edits), "watermark": int(meta.watermark),
-         "rows": len(blobs[0]), "sources": meta.sources, "spaces": meta.spaces},
+         "rows": len(blobs[0]), "sources": meta.sources, "spaces": meta.spaces,
+         "marks": [list(m) for m in meta.marks]},
         ensure_ascii=False,
     ).encode()
     with atomic_file(path, tmp=tmp_path(path)) as fh:
@@ -93,7 +98,8 @@ def read_meta(path: Path) -> DocMeta:
         info = json.loads(data[head : head + size])
         tag, edits, watermark, rows = str(info["tag"]), int(info["edits"]), int(info["watermark"]), int(info["rows"])
         sources, spaces = [str(s) for s in info["sources"]], [str(s) for s in info["spaces"]]
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        marks = [(str(m[0]), str(m[1])) for m in info["marks"]]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: unreadable header: {exc}") from exc
     if info.get("version") != VERSION or rows < 0:
         raise ValueError(f"{path}: version {info.get('version')} is not {VERSION}")
@@ -104,11 +110,12 @@ def read_meta(path: Path) -> DocMeta:
     for _, dtype in _FIELDS:
         cols.append(np.frombuffer(data, dtype=dtype, count=rows, offset=offset).astype(dtype[1:]))
         offset += rows * int(dtype[-1])
-    slots, created, source, space, lengths = cols
+    slots, created, source, space, lengths, mark = cols
     if rows and (
         int(slots.min()) <= 0 or int(slots.max()) > watermark or np.any(np.diff(slots) <= 0)
         or int(source.min()) < 0 or int(source.max()) >= len(sources)
         or int(space.min()) < 0 or int(space.max()) >= len(spaces)
+        or int(mark.min()) < 0 or int(mark.max()) >= len(marks)
     ):
         raise ValueError(f"{path}: columns are out of range")
-    return DocMeta(tag, edits, watermark, sources, spaces, slots, created, source, space, lengths)
+    return DocMeta(tag, edits, watermark, sources, spaces, slots, created, source, space, lengths, marks, mark)

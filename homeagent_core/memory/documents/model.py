@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from homeagent_sdk.types import Doc
+from homeagent_sdk.visibility import PRIVATE
 
 __all__ = ["DOCUMENT_COLUMNS", "DocHit", "Document", "document_from_row", "format_related", "new_doc_id"]
 
 
-DOCUMENT_COLUMNS = "id, title, content, source, created_at, last_access, access_count, media_digests, meta"
+DOCUMENT_COLUMNS = (
+    "id, title, content, source, created_at, last_access, access_count, media_digests, meta, person, visibility"
+)
 """The columns a stored document is read from, in the order :func:`document_from_row` takes them
 (the same names in every backend's table)."""
 
@@ -30,7 +33,11 @@ def new_doc_id() -> str:
 
 @dataclass(slots=True)
 class Document:
-    """One stored document. ``created_at`` is the original time of what it records."""
+    """One stored document. ``created_at`` is the original time of what it records.
+
+    ``person`` is whom it came from ("" = the store's owner, filled in when it is stored) and
+    ``visibility`` who may see it (:mod:`homeagent_sdk.visibility`).
+    """
 
     content: str
     title: str = ""
@@ -41,6 +48,8 @@ class Document:
     access_count: int = 0
     media_digests: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    person: str = ""
+    visibility: str = PRIVATE
 
     @property
     def text(self) -> str:
@@ -68,6 +77,8 @@ class Document:
             "access_count": self.access_count,
             "media_digests": list(self.media_digests),
             "meta": dict(self.meta),
+            "person": self.person,
+            "visibility": self.visibility,
         }
 
 
@@ -85,6 +96,8 @@ def document_from_row(row: Sequence[Any]) -> Document:
         access_count=row[6],
         media_digests=json.loads(row[7]),
         meta=meta if isinstance(meta, dict) else json.loads(meta),
+        person=row[9],
+        visibility=row[10],
     )
 
 

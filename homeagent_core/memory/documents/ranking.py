@@ -82,9 +82,12 @@ class _DenseLeg:
     approximate: bool
 
 
-def _dense_leg(dense: DenseRows, qvec: npt.NDArray[np.float32]) -> _DenseLeg:
-    """Score ``qvec`` against the store's vectors (the dense half of :func:`rank`)."""
-    parts = dense.scores(qvec, DENSE_PREFILTER)
+def _dense_leg(
+    dense: DenseRows, qvec: npt.NDArray[np.float32], visible: npt.NDArray[np.bool_] | None = None
+) -> _DenseLeg:
+    """Score ``qvec`` against the store's vectors (the dense half of :func:`rank`), the
+    ``visible`` slots only when given."""
+    parts = dense.scores(qvec, DENSE_PREFILTER, visible=visible)
     peak = max((float(scores.max()) for _, scores in parts if len(scores)), default=0.0)
     best = None
     if peak > 0:
@@ -106,8 +109,15 @@ def rank(
     lex: LexicalIndex,
     order: TimeOrder,
     collapsed: dict[int, list[int]] | None = None,
+    visible: npt.NDArray[np.bool_] | None = None,
 ) -> list[tuple[int, float]]:
     """The ``top_k`` (slot, fused score) pairs for ``text`` (and its vector, when given), best first.
+
+    ``visible`` (per slot, from :meth:`~homeagent_core.memory.documents.index.SlotTable.visible`)
+    restricts the ranking to the documents a reader may see: each leg selects its candidates
+    among them and the fused selection never counts another one, so the answer holds ``top_k``
+    visible documents whenever that many match (not ``top_k`` minus the hidden ones). Hidden
+    documents lend no neighbour share either.
 
     Documents with the same terms as a better-ranked one (the same text up to case, full-width
     forms and which punctuation marks end its clauses) take no place of their own
@@ -120,6 +130,8 @@ def rank(
     documents, and the sums are formed in the same order either way (the same scores).
     """
     cap = table.capacity
+    alive = table.alive if visible is None else visible
+    count = table.count if visible is None else int(np.count_nonzero(visible))
     total = np.zeros(cap, dtype=np.float32)
     expand = None
     if weights.neighbour > 0:
@@ -132,9 +144,9 @@ def rank(
             raise UsageError(f"query vector has shape {qvec.shape}; this store's space is {dense.dim}-d")
         qvec = qvec.astype(np.float32)
         if weights.lexical > 0 and len(dense) >= PARALLEL_MIN:
-            pending = query_pool().submit(_dense_leg, dense, qvec)
+            pending = query_pool().submit(_dense_leg, dense, qvec, visible)
         else:
-            leg = _dense_leg(dense, qvec)
+            leg = _dense_leg(dense, qvec, visible)
 
     def dense_best() -> npt.NDArray[np.int64] | None:
         nonlocal leg
@@ -145,7 +157,7 @@ def rank(
     lexical: npt.NDArray[np.float32] | None = None
     try:
         if weights.lexical > 0:
-            lexical = lex.scores(text, candidates=dense_best, expand=expand)
+            lexical = lex.scores(text, candidates=dense_best, expand=expand, mask=visible)
     finally:
         dense_best()  # never leave the other thread working on the store after returning
     dense_added: npt.NDArray[np.float32] | None = None
@@ -161,15 +173,15 @@ def rank(
         if peak > 0:
             total[: len(lexical)] += (weights.lexical / peak) * lexical[:cap]
     refine = _exact_head(dense_added, dense, qvec, scale) if dense_added is not None and qvec is not None else None
-    k = min(top_k, table.count)
+    k = min(top_k, count)
     if k <= 0:
         return []
     size = 4 * k + REPEAT_POOL
     while True:
-        pool = best_fused(total.copy(), table.alive, min(size, table.count), order, weights.neighbour, refine=refine)
+        pool = best_fused(total.copy(), alive, min(size, count), order, weights.neighbour, refine=refine)
         prints = lex.fingerprints(np.asarray([slot for slot, _ in pool], dtype=np.int64))
         distinct, twins = collapse_repeats(pool, prints, len(pool))
-        if len(distinct) >= k or len(pool) < min(size, table.count) or size >= table.count:
+        if len(distinct) >= k or len(pool) < min(size, count) or size >= count:
             break
         size *= 4  # repeats filled the pool: look deeper
     kept = distinct[:k]
@@ -253,6 +265,7 @@ def best_fused(
 ) -> list[tuple[int, float]]:
     """The ``k`` best live slots of ``total`` after the neighbour share, best first; of equal
     scores the lower slot (the older document) comes first, also across the ``k``-th place.
+    ``alive`` may be a reader's visibility mask: other slots neither score nor lend a share.
 
     ``total`` is modified. The best :data:`SMOOTH_POOL` slots are selected once: ``refine``
     (if any) corrects scores among them, and when the best few can be proven from that pool
@@ -272,9 +285,10 @@ def best_fused(
         refine(total, pool)
     found = None
     if neighbour > 0:
-        found = order.top_smoothed(total, neighbour, k, size, chosen=chosen) if chosen else None
+        found = order.top_smoothed(total, neighbour, k, size, chosen=chosen, mask=alive) if chosen else None
         if found is None:
             total = order.smooth(total, neighbour)
+            total *= alive  # a hidden neighbour of a match borrowed a share: it still takes no place
     if found is None:
         kth = float(total[top_indices(total, k)].min())
         cand = np.flatnonzero(total >= kth) if kth > 0 else np.flatnonzero(total > 0)  # every tie of the k-th

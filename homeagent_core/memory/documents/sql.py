@@ -24,14 +24,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents.model import DOCUMENT_COLUMNS, Document, document_from_row
 from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, tables
 from homeagent_sdk.errors import DataFormatError, MemoryStoreError
 
 __all__ = ["DOCUMENTS_SCHEMA", "DocumentRecords", "OpenRow", "SqliteRecords"]
 
-OpenRow = tuple[int, float, str, bool, int]
-"""What opening needs of a document: slot, creation time, source, vector in the active space, gram count."""
+OpenRow = tuple[int, float, str, bool, int, str, str]
+"""What opening needs of a document: slot, creation time, source, vector in the active space, gram
+count, person and visibility."""
 
 def _shape(conn: sqlite3.Connection) -> int:
     """The version of a file from before versions were recorded, by its indexes."""
@@ -67,10 +69,52 @@ DOCUMENTS_SCHEMA = StoreSchema(
         sql_step(
             "CREATE INDEX IF NOT EXISTS documents_open ON documents (slot, created_at, source, vec_model, lex_len)"
         ),
+        # 3: whom a document came from and who may see it (earlier ones: claimed for the owner at
+        # open, see claim_for_owner); the covering index carries both
+        sql_step(
+            "ALTER TABLE documents ADD COLUMN person TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE documents ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'",
+            "DROP INDEX IF EXISTS documents_open",
+            "CREATE INDEX IF NOT EXISTS documents_open_marks"
+            " ON documents (slot, created_at, source, vec_model, lex_len, person, visibility)",
+        ),
     ],
     legacy=_shape,
 )
 """The schema of ``documents.db``: one step per version (never edit a shipped one)."""
+PEOPLE_MIGRATED = "people_migrated"
+"""``store_meta`` key: how many documents :func:`claim_for_owner` gave to the owner (absent: none)."""
+
+
+def claim_for_owner(db: sqlite3.Connection, owner: str) -> int:
+    """Documents stored before documents recorded their person become ``owner``'s, ``private``.
+
+    Their count is kept under :data:`PEOPLE_MIGRATED` (for the first start's notice) and
+    returned. Documents of :data:`~homeagent_core.memory.audience.LIBRARY_OWNER` (stored without
+    a person registry) become ``owner``'s too. Idempotent; one transaction.
+    """
+    moved = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        moved = int(db.execute("UPDATE documents SET person = ? WHERE person = ''", (owner,)).rowcount)
+        if moved:
+            db.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", (PEOPLE_MIGRATED, str(moved)))
+        adopted = 0
+        if owner != LIBRARY_OWNER:  # stored by library use without a person registry: the owner's now
+            adopted = int(
+                db.execute("UPDATE documents SET person = ? WHERE person = ?", (owner, LIBRARY_OWNER)).rowcount
+            )
+        if moved or adopted:  # the cached per-document file must not keep the old marks
+            db.execute(
+                "INSERT INTO store_meta VALUES ('edits', '1') ON CONFLICT(key) DO UPDATE"
+                " SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+            )
+        db.execute("COMMIT")
+    except sqlite3.Error:
+        db.execute("ROLLBACK")
+        raise
+    return moved
+
 _COLUMNS = DOCUMENT_COLUMNS
 _PART = 500  # ids or slots per IN (...) list
 CACHE_KIB = 16384
@@ -112,6 +156,10 @@ class DocumentRecords(Protocol):
         ...
 
     def slots_of(self, doc_ids: Iterable[str]) -> dict[str, int]: ...
+
+    def set_visibility(self, slots: Sequence[int], visibility: str) -> None:
+        """Change the visibility of ``slots`` in one transaction."""
+        ...
 
     def documents(self, slots: Sequence[int]) -> dict[int, Document]: ...
 
@@ -163,7 +211,7 @@ class SqliteRecords:
         DataFormatError: the file is from a newer HomeAgent, or migrating it failed.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, owner: str) -> None:
         self.path = path
         try:
             self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -175,6 +223,7 @@ class SqliteRecords:
             # against 0.37 ms with them cached). The cache fills only as pages are read.
             self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             open_schema(self.db, path, DOCUMENTS_SCHEMA)
+            self.migrated = claim_for_owner(self.db, owner)
         except DataFormatError:
             self.db.close()
             raise
@@ -239,7 +288,8 @@ class SqliteRecords:
     def open_rows(self, fingerprint: str, after: int) -> list[OpenRow]:
         # the covering index documents_open answers this without touching vector or term blobs
         return self.db.execute(
-            "SELECT slot, created_at, source, vec_model = ?, lex_len FROM documents WHERE slot > ? ORDER BY slot",
+            "SELECT slot, created_at, source, vec_model = ?, lex_len, person, visibility FROM documents"
+            " WHERE slot > ? ORDER BY slot",
             (fingerprint, after),
         ).fetchall()
 
@@ -265,6 +315,13 @@ class SqliteRecords:
             found.update(self.db.execute(f"SELECT id, slot FROM documents WHERE id IN ({marks})", part).fetchall())
         return found
 
+    def set_visibility(self, slots: Sequence[int], visibility: str) -> None:
+        def work(cur: sqlite3.Cursor) -> None:
+            cur.executemany("UPDATE documents SET visibility=? WHERE slot=?", [(visibility, s) for s in slots])
+            self._bump_edits(cur)
+
+        self._transaction("changing visibility", work)
+
     def documents(self, slots: Sequence[int]) -> dict[int, Document]:
         marks = ",".join("?" * len(slots))
         return {
@@ -286,8 +343,8 @@ class SqliteRecords:
             for doc, vec, (blob, length) in zip(docs, vectors, terms, strict=True):
                 cur.execute(
                     "INSERT INTO documents (id, title, content, source, created_at, last_access,"
-                    " access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " access_count, media_digests, meta, vector, vec_model, lex, lex_len, person, visibility)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         doc.id,
                         doc.title,
@@ -302,6 +359,8 @@ class SqliteRecords:
                         fingerprint if vec is not None else "",
                         blob,
                         length,
+                        doc.person,
+                        doc.visibility,
                     ),
                 )
                 slots.append(int(cur.lastrowid or 0))

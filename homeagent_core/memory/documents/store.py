@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents import ranking as doc_ranking
 from homeagent_core.memory.documents.index import IndexFiles, SlotTable
 from homeagent_core.memory.documents.lexical.index import decode_terms, encode_terms, term_counts
@@ -41,6 +42,7 @@ from homeagent_core.memory.documents.vector_snapshot import read_vectors
 from homeagent_core.memory.documents.vectors import DenseRows, VectorParts
 from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.visibility import EVERYONE, Audience
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -108,15 +110,19 @@ class DocumentStore(BaseDocumentStore):
         neighbour_weight: float = 0.2,
         neighbour_window: float = 3600.0,
         records: DocumentRecords | None = None,
+        owner: str = LIBRARY_OWNER,
     ) -> None:
         super().__init__(
             embedder, dense_weight=dense_weight, lexical_weight=lexical_weight,
-            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window,
+            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window, owner=owner,
         )
         self.path = Path(path)
         self._lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._sql: DocumentRecords = records if records is not None else SqliteRecords(self.path)
+        if records is None:
+            sqlite = SqliteRecords(self.path, owner=self.owner)
+            self.migrated = sqlite.migrated
+        self._sql: DocumentRecords = records if records is not None else sqlite
         self._closed = False
         self._dirty_access: dict[int, tuple[float, int]] = {}
         self._lex_changes = 0
@@ -130,7 +136,7 @@ class DocumentStore(BaseDocumentStore):
         self._files = IndexFiles(self.path, tag=self._store_id, fingerprint=self._fingerprint, dim=self._dim)
         self._upgrade_terms()
         columns = self._files.read_columns(self._sql)
-        slots, _, _, wanted, lengths = columns
+        slots, _, _, wanted, lengths, _ = columns
         self._table = SlotTable(columns)
         self._dense = DenseRows(self._dim, self._table.capacity)
         self._adopt_tried = -1
@@ -256,7 +262,7 @@ class DocumentStore(BaseDocumentStore):
             vecs = [v.tobytes() for v in vectors] if vectors is not None else [None] * len(docs)
             slots = self._sql.insert(docs, vecs, self._fingerprint, blobs)
             for slot, doc in zip(slots, docs, strict=True):
-                self._table.register(slot, doc.created_at, doc.source)
+                self._table.register(slot, doc.created_at, doc.source, doc.person, doc.visibility)
             self._lex.add_many_terms(np.asarray(slots, dtype=np.int64), terms)
             self._dense.grow(self._table.capacity)
             if vectors is not None:
@@ -309,14 +315,26 @@ class DocumentStore(BaseDocumentStore):
         with self._lock:
             return self._sql.all(limit)
 
+    def _set_visibility(self, doc_ids: list[str], visibility: str) -> int:
+        with self._lock:
+            self._check_open()
+            found = self._sql.slots_of(doc_ids)
+            if not found:
+                return 0
+            slots = sorted(found.values())
+            self._sql.set_visibility(slots, visibility)
+            for slot, doc in self._sql.documents(slots).items():
+                self._table.set_mark(slot, doc.person, visibility)
+            return len(slots)
+
     def _search(
-        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool, audience: Audience
     ) -> list[DocHit]:
         with self._lock:
             self._check_open()
             self._adopt_vectors()
             collapsed: dict[int, list[int]] = {}
-            ranked = self._rank(text, top_k, qvec, collapsed)
+            ranked = self._rank(text, top_k, qvec, collapsed, audience)
             if not ranked:
                 return []
             docs = self._sql.documents([s for s, _ in ranked])
@@ -340,6 +358,7 @@ class DocumentStore(BaseDocumentStore):
         top_k: int,
         qvec: npt.NDArray[np.float32] | None,
         collapsed: dict[int, list[int]] | None = None,
+        audience: Audience = EVERYONE,
     ) -> list[tuple[int, float]]:
         weights = doc_ranking.FusionWeights(
             self.dense_weight, self.lexical_weight, self.neighbour_weight, self.coverage_weight
@@ -347,6 +366,7 @@ class DocumentStore(BaseDocumentStore):
         return doc_ranking.rank(
             text, top_k, qvec, weights=weights, table=self._table, dense=self._dense, lex=self._lex,
             order=self._time, collapsed=collapsed,
+            visible=None if audience.everything else self._table.visible(audience),
         )
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:

@@ -135,6 +135,7 @@ class TimeOrder:
         pool: int,
         *,
         chosen: tuple[npt.NDArray[np.int64], float] | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """The ``k`` best slots of :meth:`smooth` (``total``, ``weight``) and their scores, or ``None``.
 
@@ -149,7 +150,8 @@ class TimeOrder:
 
         ``chosen`` = (pool slots, ``t``) when the caller selected the pool already; scores of
         pool slots may have changed since (outside the pool none may), ``t`` is the pool's
-        lowest score as selected.
+        lowest score as selected. ``mask`` (per slot) keeps only those slots among the answers
+        (a reader's visible documents; the others score 0 in ``total``).
         """
         if k <= 0 or pool >= len(total) or weight < 0:
             return None
@@ -161,6 +163,8 @@ class TimeOrder:
         bound = floor * (1.0 + 2.0 * weight)
         ext = np.sort(np.concatenate([cand, self.neighbours(cand)]))
         ext = ext[np.concatenate([[True], ext[1:] != ext[:-1]])] if len(ext) else ext  # np.unique hashes: slower here
+        if mask is not None and len(ext):
+            ext = ext[mask[ext]]
         if len(ext) < k:
             return None
         scores = self.smoothed_at(total, ext, weight)

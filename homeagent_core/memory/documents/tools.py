@@ -1,5 +1,9 @@
 """Model-facing tools of the document layer: ``doc_query`` and ``doc_commit``.
 
+Both act as the turn's principal (:data:`homeagent_sdk.current.CURRENT_PRINCIPAL`): ``doc_query``
+finds only documents that person may see, ``doc_commit`` stores a note private to them (or to
+the group chat the turn runs in).
+
 :class:`DocumentTools` holds them as typed methods (the memory plugin registers them through
 ``register_tools``); :func:`document_tools` turns them into ``ToolDef`` objects.
 
@@ -24,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
+from homeagent_core.memory.audience import current_audience, current_marks
 from homeagent_core.memory.context import ContextEvent
 from homeagent_sdk.errors import ToolError, UsageError
 from homeagent_sdk.schema import tool_from_function
@@ -89,10 +94,11 @@ class DocumentTools:
             raise ToolError("doc_query: 'query' must be a non-empty string describing what to find")
         if not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             raise ToolError(f"doc_query: 'top_k' must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        audience = current_audience(store.owner)  # only what the turn's person may see
         if context is None:
-            hits = await store.consume(query, top_k)
+            hits = await store.consume(query, top_k, audience=audience)
         else:
-            hits = await store.query(query, top_k, touch=True)
+            hits = await store.query(query, top_k, audience=audience, touch=True)
             for hit in hits:
                 doc = hit.document
                 await context.append(
@@ -101,7 +107,8 @@ class DocumentTools:
                         kind="cold_storage",
                         source="cold_storage",
                         timestamp=doc.created_at,
-                        meta={"doc_id": doc.id, **({"origin": doc.meta} if doc.meta else {})},
+                        meta={"doc_id": doc.id, **({"origin": doc.meta} if doc.meta else {}),
+                              "person": doc.person, "visibility": doc.visibility},
                     )
                 )
             if hits:
@@ -146,7 +153,9 @@ class DocumentTools:
         if not all(isinstance(d, str) and d for d in digests):
             raise ToolError("doc_commit: 'media_digests' must be a list of digest strings")
         try:
-            doc = await store.add(content, title=title or "", source="doc_commit", media_digests=digests)
+            person, visibility = current_marks(store.owner)
+            doc = await store.add(content, title=title or "", source="doc_commit", media_digests=digests,
+                                  person=person, visibility=visibility)
         except UsageError as exc:
             raise ToolError(f"doc_commit: {exc}") from exc
         return {"stored": True, "id": doc.id, "time": _when(doc.created_at)}
@@ -159,7 +168,7 @@ def document_tools(
     return DocumentTools((store, context)).tool_defs(plugin=plugin)
 
 
-def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[int, int]:
+def settle_moves(context: RelevanceContext, store: BaseDocumentStore, *, archives: bool = True) -> tuple[int, int]:
     """Finish moves between the context and the store that a crash interrupted.
 
     * a ``cold_storage`` event whose ``doc_id`` is still in the store: ``doc_query`` wrote the
@@ -168,6 +177,7 @@ def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[i
       but died before the context was saved, so the event leaves the context.
 
     Returns (documents deleted, events removed). Call with both opened, before the first turn.
+    ``archives=False`` skips the second check (it scans every stored document's metadata).
     """
     moved = [
         str(e.meta["doc_id"])
@@ -175,7 +185,7 @@ def settle_moves(context: RelevanceContext, store: BaseDocumentStore) -> tuple[i
         if e.kind == "cold_storage" and isinstance(e.meta.get("doc_id"), str) and e.meta["doc_id"] in store
     ]
     deleted = store.delete(moved) if moved else 0
-    archived = store.archived_event_ids(e.id for e in context.events)
+    archived = store.archived_event_ids(e.id for e in context.events) if archives else set()
     removed = sum(1 for event_id in archived if context.remove(event_id))
     if deleted or removed:
         log.warning(

@@ -272,9 +272,12 @@ class DenseRows:
     # -- queries ---------------------------------------------------------------------------
 
     def scores(
-        self, q: npt.NDArray[np.float32], prefilter: int
+        self, q: npt.NDArray[np.float32], prefilter: int, *, visible: npt.NDArray[np.bool_] | None = None
     ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]:
         """Cosine scores as (slots, scores) parts; each live slot in at most one part.
+
+        ``visible`` (per slot) keeps only a reader's visible documents: the prefilters choose
+        their best rows among them, so hidden documents never take a candidate's place.
 
         A projected base larger than ``prefilter`` rows contributes only the best ``prefilter``
         rows of the projected scan, scored with their full int8 rows; the best ``RESCORE``
@@ -290,24 +293,39 @@ class DenseRows:
         self.approximate = False
         self.exact_slots = np.zeros(0, dtype=np.int64)
         nb = len(self.base_slot)
+        seen = visible
+        if visible is not None and len(visible) < len(self.row_of):  # rows of slots the table has not grown to
+            seen = np.zeros(len(self.row_of), dtype=bool)
+            seen[: len(visible)] = visible
         if nb and self.base_low is not None and self.base_proj is not None and nb > prefilter:
-            cand = self._prescan(q, prefilter)
+            cand = self._prescan(q, prefilter, None if seen is None else seen[self.base_slot])
             cand = np.sort(cand[self.base_live[cand]])
             approx = (self.base_q[cand].astype(np.float32) @ q) * self.base_scale[cand]
             parts.append(self._rescore(self.base_slot[cand], approx, q))
         elif nb:
             approx = self._scan(q)
-            if self.base_dead:
-                live = np.flatnonzero(self.base_live)
+            if self.base_dead or seen is not None:
+                keep = self.base_live if seen is None else self.base_live & seen[self.base_slot]
+                live = np.flatnonzero(keep)
                 parts.append(self._rescore(self.base_slot[live], approx[live], q))
             else:
                 parts.append(self._rescore(self.base_slot, approx, q))
         if self.n > max(MEMORY_SCAN, prefilter):
             q8, _ = quantize(q.reshape(1, -1))
-            best = np.sort(top_indices(_dot_i8(self.rows_q[: self.n], q8[0]) * self.rows_scale[: self.n], prefilter))
+            approx_rows = _dot_i8(self.rows_q[: self.n], q8[0]) * self.rows_scale[: self.n]
+            if seen is not None:
+                approx_rows = np.where(seen[self.row_slot[: self.n]], approx_rows, -np.inf).astype(np.float32)
+            best = np.sort(top_indices(approx_rows, prefilter))
+            if seen is not None:
+                best = best[seen[self.row_slot[best]]]
             parts.append((self.row_slot[best], self.rows[best] @ q))
         elif self.n:
-            parts.append((self.row_slot[: self.n], self.rows[: self.n] @ q))
+            rows = slice(0, self.n)
+            if seen is not None:
+                keep_rows = np.flatnonzero(seen[self.row_slot[: self.n]])
+                parts.append((self.row_slot[keep_rows], self.rows[keep_rows] @ q))
+            else:
+                parts.append((self.row_slot[rows], self.rows[rows] @ q))
         if self.n and self.approximate:
             self.exact_slots = np.concatenate([self.exact_slots, parts[-1][0]])
         return parts
@@ -318,12 +336,19 @@ class DenseRows:
         scores: npt.NDArray[np.float32] = _dot_i8(self.base_q, q8[0]) * (self.base_scale * qs[0])
         return scores
 
-    def _prescan(self, q: npt.NDArray[np.float32], prefilter: int) -> npt.NDArray[np.int64]:
-        """Base rows (indices) of the ``prefilter`` best scores over the projected int8 rows."""
+    def _prescan(
+        self, q: npt.NDArray[np.float32], prefilter: int, keep: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Base rows (indices) of the ``prefilter`` best scores over the projected int8 rows
+        (among the rows ``keep`` marks, when given)."""
         assert self.base_low is not None and self.base_proj is not None and self.base_low_scale is not None
         weighted = (q @ self.base_proj) * self.base_low_scale  # x_low ≈ low_scale · low8
         q8, _ = quantize(weighted.reshape(1, -1))
-        return top_indices(_dot_i8(self.base_low, q8[0]), prefilter)
+        scores = _dot_i8(self.base_low, q8[0])
+        if keep is None:
+            return top_indices(scores, prefilter)
+        rows = np.flatnonzero(keep)
+        return rows[top_indices(scores[rows], min(prefilter, len(rows)))]
 
     def _rescore(
         self, slots: npt.NDArray[np.int64], approx: npt.NDArray[np.float32], q: npt.NDArray[np.float32]

@@ -13,6 +13,12 @@ Entries and the cached index are kept by a :class:`KnowledgeStorage`: :class:`Di
 (the folder tree above, the default) or the tenant's rows on a shared PostgreSQL memory store
 (:class:`~homeagent_core.memory.stores.postgresql.knowledge.PgKnowledge`), where an entry written on one daemon
 is listed and searched on the others.
+
+Every entry records its ``person`` and ``visibility`` (:mod:`homeagent_sdk.visibility`), kept by
+the storage beside the entries (``<root>/.marks.json``, durable, not a cache; columns on
+PostgreSQL). An entry without a mark (written before there were people) is the owner's and
+private. Search, list and lookup take the reader's :class:`~homeagent_sdk.visibility.Audience`
+and consider only entries it may see: the filter applies before ranking.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import HomeAgentError, UsageError
+from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE, Audience, valid_visibility
 
 if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
@@ -60,6 +67,8 @@ CONTENT_FILE = "content.md"
 INDEX_FILE = ".index.json"
 INDEX_VERSION = 1
 """The format of ``.index.json`` (a cache of the entries' vectors; rebuilt when unreadable)."""
+MARKS_FILE = ".marks.json"
+LIBRARY_OWNER = "owner"  # = homeagent_core.memory.audience.LIBRARY_OWNER (knowledge imports nothing of memory)
 _BAD_CHARS = re.compile(r"[\\\x00-\x1f\x7f:*?\"<>|]")
 
 
@@ -101,11 +110,14 @@ def normalize_name(name: str) -> str:
 
 @dataclass(slots=True, frozen=True)
 class KnowledgeEntry:
-    """One entry: ``name`` (``category/…/leaf``), its content and modification time."""
+    """One entry: ``name`` (``category/…/leaf``), its content and modification time, whom it came
+    from and who may see it."""
 
     name: str
     content: str
     updated_at: float
+    person: str = ""
+    visibility: str = PRIVATE
 
     @property
     def category(self) -> str:
@@ -116,7 +128,8 @@ class KnowledgeEntry:
         return self.name.rpartition("/")[2]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "category": self.category, "content": self.content, "updated_at": self.updated_at}
+        return {"name": self.name, "category": self.category, "content": self.content, "updated_at": self.updated_at,
+                "person": self.person, "visibility": self.visibility}
 
 
 @dataclass(slots=True, frozen=True)
@@ -148,6 +161,14 @@ class KnowledgeStorage(Protocol):
 
     def remove(self, name: str) -> None:
         """Delete an entry (and the categories it leaves empty)."""
+        ...
+
+    def load_marks(self) -> dict[str, tuple[str, str]]:
+        """``(person, visibility)`` of every entry that has them, by name."""
+        ...
+
+    def write_marks(self, name: str, person: str, visibility: str) -> None:
+        """Record an entry's person and visibility durably."""
         ...
 
     def follow(self, on_change: Callable[[], None]) -> None:
@@ -219,6 +240,31 @@ class DiskKnowledge(KnowledgeStorage):
         while parent.resolve() != self.root.resolve() and parent.is_dir() and not any(parent.iterdir()):
             parent.rmdir()
             parent = parent.parent
+        marks = self.load_marks()
+        if marks.pop(name, None) is not None:
+            self._save_marks(marks)
+
+    def load_marks(self) -> dict[str, tuple[str, str]]:
+        path = self.root / MARKS_FILE
+        if not path.exists():
+            return {}
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8")).get("entries", {})
+            return {str(n): (str(m[0]), str(m[1])) for n, m in entries.items()}
+        except (ValueError, AttributeError, TypeError, IndexError, KeyError) as exc:
+            # every entry then counts as the owner's and private: nothing is shown to more people
+            log.warning("knowledge marks %s are unreadable (%s); every entry is treated as the owner's, private; "
+                        "restore the file from a backup to bring back who may see what", path, exc)
+            return {}
+
+    def write_marks(self, name: str, person: str, visibility: str) -> None:
+        marks = self.load_marks()
+        marks[name] = (person, visibility)
+        self._save_marks(marks)
+
+    def _save_marks(self, marks: dict[str, tuple[str, str]]) -> None:
+        payload = {"version": 1, "entries": {n: list(m) for n, m in sorted(marks.items())}}
+        atomic_write(self.root / MARKS_FILE, json.dumps(payload, ensure_ascii=False, indent=1))
 
     def follow(self, on_change: Callable[[], None]) -> None:
         return None
@@ -253,6 +299,7 @@ class KnowledgeBase:
         embedder: the active embedding space (``None``: lexical search only).
         dense_weight / lexical_weight: fusion weights (default 0.5 / 0.5).
         storage: where entries live; ``None`` = the files under ``root``. The base closes it.
+        owner: the household owner's name: entries without a mark are theirs (and private).
     """
 
     def __init__(
@@ -263,8 +310,10 @@ class KnowledgeBase:
         dense_weight: float = 0.5,
         lexical_weight: float = 0.5,
         storage: KnowledgeStorage | None = None,
+        owner: str = LIBRARY_OWNER,
     ) -> None:
         self.root = Path(root)
+        self.owner = owner or LIBRARY_OWNER
         self.storage: KnowledgeStorage = DiskKnowledge(self.root) if storage is None else storage
         self.embedder = embedder
         self.dense_weight = dense_weight
@@ -319,8 +368,12 @@ class KnowledgeBase:
         state: _State = ({}, {}, {}, TfidfIndex())
         vectors = state[2]
         cached = self.storage.load_index()
+        marks = self.storage.load_marks()
         for name, content, updated_at in self.storage.load():
-            entry = KnowledgeEntry(name, content, updated_at)
+            person, visibility = marks.get(name, (self.owner, PRIVATE))
+            if not person or person == LIBRARY_OWNER:  # written without a person registry: the owner's
+                person = self.owner
+            entry = KnowledgeEntry(name, content, updated_at, person, visibility)
             _index_into(state, entry)
             meta = cached.get(name, {})
             if (
@@ -376,16 +429,22 @@ class KnowledgeBase:
         self._sync()
         return len(self._entries)
 
-    def get(self, name: str) -> KnowledgeEntry:
-        """The entry named ``name`` (full name or unique leaf).
+    def get(self, name: str, *, audience: Audience | None = None) -> KnowledgeEntry:
+        """The entry named ``name`` (full name or unique leaf) among those ``audience`` may see
+        (``None``: every entry, for the owner's tools).
 
         Raises:
             InvalidKnowledgeName, KnowledgeNotFound.
         """
-        return self._entries[self.resolve(name)]
+        return self._entries[self.resolve(name, audience=audience)]
 
-    def resolve(self, name: str) -> str:
-        """Full name for ``name``: itself if it exists, else the only entry with that leaf.
+    def _sees(self, audience: Audience | None, name: str) -> bool:
+        entry = self._entries[name]
+        return audience is None or audience.sees(entry.person, entry.visibility)
+
+    def resolve(self, name: str, *, audience: Audience | None = None) -> str:
+        """Full name for ``name``: itself if it exists, else the only entry with that leaf
+        (among the entries ``audience`` may see; ``None``: all).
 
         Raises:
             InvalidKnowledgeName: the name is not path-safe.
@@ -393,9 +452,11 @@ class KnowledgeBase:
         """
         self._sync()
         canon = normalize_name(name)
-        if canon in self._entries:
+        if canon in self._entries and self._sees(audience, canon):
             return canon
-        matches = sorted(n for n in self._entries if n.rpartition("/")[2] == canon)
+        matches = sorted(
+            n for n in self._entries if n.rpartition("/")[2] == canon and n != canon and self._sees(audience, n)
+        )
         if len(matches) == 1:
             return matches[0]
         if matches:
@@ -404,17 +465,30 @@ class KnowledgeBase:
             )
         raise KnowledgeNotFound(f"no knowledge entry named {name!r}; see knowledge_list")
 
-    async def create(self, name: str, content: str) -> KnowledgeEntry:
-        """Create or replace the entry ``name`` (its old vector is dropped first).
+    async def create(
+        self, name: str, content: str, *, person: str = "", visibility: str = PRIVATE, audience: Audience | None = None
+    ) -> KnowledgeEntry:
+        """Create or replace the entry ``name`` (its old vector is dropped first), as ``person``
+        ("" = the owner) with ``visibility``. Replacing a ``household`` entry keeps it household.
+
+        ``audience``: the writer's view; an entry of that name they may not see is not replaced.
 
         Raises:
             InvalidKnowledgeName: unsafe name, or it would nest under / over an existing entry.
-            UsageError: empty content.
+            UsageError: empty content, an unknown visibility, or an entry of that name the
+                writer may not see.
         """
         await self.refresh()
         canon = normalize_name(name)
         if not content.strip():
             raise UsageError(f"knowledge entry {canon!r} needs non-empty content")
+        if not valid_visibility(visibility):
+            raise UsageError(f"knowledge visibility {visibility!r} is not 'private', 'household' or 'group:<thread>'")
+        old = self._entries.get(canon)
+        if old is not None and not self._sees(audience, canon):
+            raise UsageError(f"a knowledge entry named {canon!r} belongs to someone else; choose another name")
+        if old is not None and old.visibility == HOUSEHOLD:
+            visibility = HOUSEHOLD
         for other in self._entries:
             if other != canon and (canon.startswith(other + "/") or other.startswith(canon + "/")):
                 raise InvalidKnowledgeName(
@@ -423,7 +497,9 @@ class KnowledgeBase:
                 )
         self._vectors.pop(canon, None)
         updated_at = await run_blocking("memory", self.storage.write, canon, content)
-        entry = KnowledgeEntry(canon, content, updated_at)
+        person = person or self.owner
+        await run_blocking("memory", self.storage.write_marks, canon, person, visibility)
+        entry = KnowledgeEntry(canon, content, updated_at, person, visibility)
         self._index_entry(entry)
         if self.embedder is not None:
             vec = (await self.embedder.embed_texts([f"{canon.replace('/', ' ')}\n{content}"]))[0]
@@ -445,45 +521,65 @@ class KnowledgeBase:
         self._save_index()
         return full
 
-    async def adelete(self, name: str) -> str:
-        """:meth:`delete` with the storage calls in a ``memory`` pool thread.
+    async def adelete(self, name: str, *, audience: Audience | None = None) -> str:
+        """:meth:`delete` with the storage calls in a ``memory`` pool thread (of an entry
+        ``audience`` may see; ``None``: any).
 
         Raises:
             InvalidKnowledgeName, KnowledgeNotFound.
         """
         await self.refresh()
-        full = self.resolve(name)
+        full = self.resolve(name, audience=audience)
         await run_blocking("memory", self.storage.remove, full)
         self._forget(full)
         await run_blocking("memory", self._save_index)
         return full
 
-    def list(self, category: str = "") -> list[KnowledgeEntry]:
-        """Entries under ``category`` ("" = all), sorted by name.
+    def set_visibility(self, name: str, visibility: str) -> KnowledgeEntry:
+        """Give an entry (full name or unique leaf) ``visibility``; the owner's share/unshare.
+
+        Raises:
+            InvalidKnowledgeName, KnowledgeNotFound, UsageError (an unknown visibility).
+        """
+        if not valid_visibility(visibility):
+            raise UsageError(f"knowledge visibility {visibility!r} is not 'private', 'household' or 'group:<thread>'")
+        old = self.get(name)
+        self.storage.write_marks(old.name, old.person, visibility)
+        entry = KnowledgeEntry(old.name, old.content, old.updated_at, old.person, visibility)
+        self._entries[old.name] = entry
+        self._generation += 1
+        return entry
+
+    def list(self, category: str = "", *, audience: Audience | None = None) -> list[KnowledgeEntry]:
+        """Entries under ``category`` ("" = all) that ``audience`` may see (``None``: all), sorted by name.
 
         Raises:
             InvalidKnowledgeName: the category is not path-safe.
         """
         self._sync()
         prefix = normalize_name(category) + "/" if category.strip() else ""
-        return [e for n, e in sorted(self._entries.items()) if n.startswith(prefix)]
+        return [e for n, e in sorted(self._entries.items()) if n.startswith(prefix) and self._sees(audience, n)]
 
-    def categories(self) -> builtins.list[str]:
-        """Every category path that holds at least one entry."""
+    def categories(self, *, audience: Audience | None = None) -> builtins.list[str]:
+        """Every category path that holds at least one entry ``audience`` may see (``None``: any)."""
         self._sync()
         cats: set[str] = set()
         for name in self._entries:
+            if not self._sees(audience, name):
+                continue
             parts = name.split("/")[:-1]
             cats.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         return sorted(cats)
 
-    async def search(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
-        """Fused dense + lexical search; ties broken by name."""
+    async def search(
+        self, query: str, top_k: int = 5, *, audience: Audience, category: str = ""
+    ) -> builtins.list[KnowledgeHit]:
+        """Fused dense + lexical search over the entries ``audience`` may see; ties broken by name."""
         await self.refresh()
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
         prefix = normalize_name(category) + "/" if category.strip() else ""
-        names = sorted(n for n in self._entries if n.startswith(prefix))
+        names = sorted(n for n in self._entries if n.startswith(prefix) and self._sees(audience, n))
         if not names:
             return []
         scores = dict.fromkeys(names, 0.0)
@@ -509,9 +605,11 @@ class KnowledgeBase:
         """:meth:`create` for synchronous callers (refuses to run inside an event loop)."""
         return run_sync(self.create(name, content), "KnowledgeBase.create")
 
-    def search_sync(self, query: str, top_k: int = 5, *, category: str = "") -> builtins.list[KnowledgeHit]:
+    def search_sync(
+        self, query: str, top_k: int = 5, *, audience: Audience, category: str = ""
+    ) -> builtins.list[KnowledgeHit]:
         """:meth:`search` for synchronous callers (refuses to run inside an event loop)."""
-        return run_sync(self.search(query, top_k, category=category), "KnowledgeBase.search")
+        return run_sync(self.search(query, top_k, audience=audience, category=category), "KnowledgeBase.search")
 
     def close(self) -> None:
         """Close the storage (a database connection on a shared store)."""

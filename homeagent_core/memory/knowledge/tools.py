@@ -1,6 +1,10 @@
 """The ``knowledge`` core plugin: ``knowledge_search``, ``knowledge_create``, ``knowledge_list``,
 ``knowledge_delete`` over the knowledge base memory opens.
 
+The tools act as the turn's principal (:data:`homeagent_sdk.current.CURRENT_PRINCIPAL`; the
+owner outside a turn): they find, list and delete only entries that person may see, and an
+entry they create is private to them (or to their group chat).
+
 :class:`KnowledgeTools` holds the tools as typed methods (schemas from the signatures); the
 plugin registers them through ``register_tools`` and binds them to the knowledge base in
 ``startup``. :func:`knowledge_tools` turns them into ``ToolDef`` objects for the MCP server.
@@ -14,9 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from homeagent_core.memory.knowledge.base import InvalidKnowledgeName, KnowledgeNotFound
 from homeagent_sdk import ToolRegistryProtocol, hookimpl
+from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import ToolError, UsageError
 from homeagent_sdk.schema import tool_from_function
+from homeagent_sdk.threads import thread_of
 from homeagent_sdk.types import ToolDef
+from homeagent_sdk.visibility import PRIVATE, Audience, group_visibility
 
 if TYPE_CHECKING:
     from homeagent_core.memory.knowledge.base import KnowledgeBase
@@ -27,6 +34,18 @@ PLUGIN_NAME = "knowledge"
 
 #: The knowledge tools in the order the model sees them.
 KNOWLEDGE_TOOLS = ("knowledge_search", "knowledge_create", "knowledge_list", "knowledge_delete")
+
+
+def _reader(owner: str) -> tuple[Audience, str, str]:
+    """The running turn's audience and the marks of what it writes (the knowledge contract keeps
+    memory's :mod:`~homeagent_core.memory.audience` out of reach; the same rules)."""
+    principal = CURRENT_PRINCIPAL.get()
+    if principal is not None and principal.role == "system":
+        return Audience(everything=True), owner, PRIVATE
+    thread = thread_of(principal)
+    person = owner if principal is None else principal.person or thread
+    group = thread if principal is not None and ":group:" in thread else ""
+    return Audience(person=person, group=group), person, group_visibility(group) if group else PRIVATE
 
 
 class KnowledgeTools:
@@ -55,7 +74,7 @@ class KnowledgeTools:
         if not isinstance(top_k, int) or not 1 <= top_k <= 50:
             raise ToolError(f"knowledge_search: 'top_k' must be 1..50, got {top_k!r}")
         try:
-            hits = await self.kb.search(query, top_k, category=category or "")
+            hits = await self.kb.search(query, top_k, audience=_reader(self.kb.owner)[0], category=category or "")
         except InvalidKnowledgeName as exc:
             raise ToolError(f"knowledge_search: {exc}") from exc
         return {
@@ -67,8 +86,9 @@ class KnowledgeTools:
 
     async def knowledge_create(self, name: str, content: str) -> dict[str, Any]:
         """Create or replace a knowledge entry. Names use '/' for categories, e.g. 'recipes/dumplings'."""
+        audience, person, visibility = _reader(self.kb.owner)
         try:
-            entry = await self.kb.create(name, content)
+            entry = await self.kb.create(name, content, person=person, visibility=visibility, audience=audience)
         except (InvalidKnowledgeName, UsageError) as exc:
             raise ToolError(f"knowledge_create: {exc}") from exc
         return {"created": entry.name}
@@ -77,19 +97,20 @@ class KnowledgeTools:
         """List knowledge categories and entries (optionally under one category)."""
         kb = self.kb
         await kb.refresh()  # another daemon's changes are read off the event loop
+        audience = _reader(kb.owner)[0]
         try:
-            entries = kb.list(category or "")
+            entries = kb.list(category or "", audience=audience)
         except InvalidKnowledgeName as exc:
             raise ToolError(f"knowledge_list: {exc}") from exc
         return {
-            "categories": kb.categories(),
+            "categories": kb.categories(audience=audience),
             "entries": [{"name": e.name, "preview": e.content[:200]} for e in entries],
         }
 
     async def knowledge_delete(self, name: str) -> dict[str, Any]:
         """Delete a knowledge entry by full name or unique leaf name."""
         try:
-            full = await self.kb.adelete(name)
+            full = await self.kb.adelete(name, audience=_reader(self.kb.owner)[0])
         except (InvalidKnowledgeName, KnowledgeNotFound) as exc:
             raise ToolError(f"knowledge_delete: {exc}") from exc
         return {"deleted": full}

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents.model import DocHit, Document
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import UsageError
+from homeagent_sdk.visibility import Audience, valid_visibility
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -61,6 +63,13 @@ class BaseDocumentStore(ABC):
         dense_weight / lexical_weight: fusion weights of the two paths.
         neighbour_weight: share of an adjacent document's score a document receives.
         neighbour_window: seconds within which same-source documents count as adjacent.
+        owner: the household owner's name: a document stored without a person is theirs, and
+            so are the documents of a store written before documents recorded their person.
+
+    Every document records its ``person`` and ``visibility`` (:mod:`homeagent_sdk.visibility`).
+    Queries take the reader's :class:`~homeagent_sdk.visibility.Audience` and rank only the
+    documents it may see (the filter is applied before the best ``top_k`` are chosen, so a
+    filtered top 10 is ten visible documents when ten match); maintenance passes ``EVERYONE``.
 
     Raises:
         UsageError: a weight or the window is negative.
@@ -77,6 +86,7 @@ class BaseDocumentStore(ABC):
         lexical_weight: float,
         neighbour_weight: float,
         neighbour_window: float,
+        owner: str = LIBRARY_OWNER,
     ) -> None:
         for name, value in (
             ("dense_weight", dense_weight),
@@ -94,6 +104,10 @@ class BaseDocumentStore(ABC):
         #: How much a document's new question words count when the best are chosen
         #: (:func:`homeagent_core.memory.documents.ranking.cover_words`); 0 = plain score order.
         self.coverage_weight = COVERAGE_WEIGHT
+        self.owner = owner or LIBRARY_OWNER
+        self.migrated = 0
+        """Documents this open gave to the owner because they were stored before documents
+        recorded their person (non-zero on the first open after that upgrade only)."""
         self._fingerprint = embedder.info.fingerprint if embedder else ""
         self._dim = embedder.info.dimension if embedder else 0
         self._stale = 0
@@ -118,8 +132,15 @@ class BaseDocumentStore(ABC):
         ``fingerprint``, ``path``."""
 
     @abstractmethod
-    def _search(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool) -> list[DocHit]:
-        """Rank (``qvec`` checked against the space) and read the hits, counting them when ``touch``."""
+    def _search(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool, audience: Audience
+    ) -> list[DocHit]:
+        """Rank the documents ``audience`` may see (``qvec`` checked against the space) and read
+        the hits, counting them when ``touch``."""
+
+    @abstractmethod
+    def _set_visibility(self, doc_ids: list[str], visibility: str) -> int:
+        """Give these documents ``visibility``; returns how many exist. Durable on return."""
 
     @abstractmethod
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -190,6 +211,20 @@ class BaseDocumentStore(ABC):
         may be fused; otherwise the query is answered by the lexical path alone."""
         return self.embedder is not None and self.embedder.info.serves(text_language(text))
 
+    def set_visibility(self, doc_ids: Iterable[str], visibility: str) -> int:
+        """Mark documents ``household``, ``private`` (to their person) or a group's; returns how
+        many exist. Blocking; the owner's ``homeagent memory share``/``unshare``.
+
+        Raises:
+            UsageError: ``visibility`` is not one :func:`~homeagent_sdk.visibility.valid_visibility` accepts.
+        """
+        self._check_open()
+        if not valid_visibility(visibility):
+            raise UsageError(
+                f"visibility {visibility!r} is not one of 'private', 'household' or 'group:<thread>'"
+            )
+        return self._set_visibility(list(dict.fromkeys(doc_ids)), visibility)
+
     async def add(
         self,
         content: str,
@@ -199,14 +234,17 @@ class BaseDocumentStore(ABC):
         created_at: float | None = None,
         media_digests: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
+        person: str = "",
+        visibility: str = "private",
     ) -> Document:
-        """Store one document; it is durable when this returns.
+        """Store one document (``person`` "" = the owner's); it is durable when this returns.
 
         Raises:
-            UsageError: ``content`` and ``title`` are both empty.
+            UsageError: ``content`` and ``title`` are both empty, or ``visibility`` is unknown.
         """
         doc = Document(
-            content=content, title=title, source=source, media_digests=list(media_digests), meta=dict(meta or {})
+            content=content, title=title, source=source, media_digests=list(media_digests), meta=dict(meta or {}),
+            person=person, visibility=visibility,
         )
         if created_at is not None:
             doc.created_at = float(created_at)
@@ -216,14 +254,21 @@ class BaseDocumentStore(ABC):
     async def add_many(self, docs: Sequence[Document], *, batch_size: int = 64) -> list[Document]:
         """Store documents in one transaction (embedding them first); durable on return.
 
+        A document without a ``person`` becomes the owner's.
+
         Raises:
-            UsageError: a document is empty or its id already exists.
+            UsageError: a document is empty, its id already exists or its visibility is unknown.
         """
         self._check_open()
         seen: set[str] = set()
         for doc in docs:
             if not doc.content.strip() and not doc.title.strip():
                 raise UsageError("a document needs non-empty content or title")
+            if not valid_visibility(doc.visibility):
+                raise UsageError(
+                    f"document visibility {doc.visibility!r} is not 'private', 'household' or 'group:<thread>'"
+                )
+            doc.person = doc.person or self.owner
             if doc.id in seen:
                 raise UsageError(f"document id {doc.id!r} already exists")
             seen.add(doc.id)
@@ -247,10 +292,12 @@ class BaseDocumentStore(ABC):
         text: str,
         top_k: int = 3,
         *,
+        audience: Audience,
         query_vector: npt.NDArray[np.float32] | None = None,
         touch: bool = False,
     ) -> list[DocHit]:
-        """Rank with an already computed query vector (or lexical only) and read the hits.
+        """Rank what ``audience`` may see with an already computed query vector (or lexical only)
+        and read the hits.
 
         ``touch`` counts the read (last access, access count). Blocking (it waits for the store
         lock and reads the database): :meth:`query` is the async entry point.
@@ -261,10 +308,11 @@ class BaseDocumentStore(ABC):
         self._check_open()
         if query_vector is not None and self._dim and query_vector.shape != (self._dim,):
             raise UsageError(f"query vector has shape {query_vector.shape}; this store's space is {self._dim}-d")
-        return self._search(text, top_k, query_vector, touch)
+        return self._search(text, top_k, query_vector, touch, audience)
 
-    async def query(self, text: str, top_k: int = 3, *, touch: bool = True) -> list[DocHit]:
-        """The ``top_k`` documents most related to ``text`` (fused dense + lexical search).
+    async def query(self, text: str, top_k: int = 3, *, audience: Audience, touch: bool = True) -> list[DocHit]:
+        """The ``top_k`` documents ``audience`` may see most related to ``text`` (fused dense +
+        lexical search; a turn passes its principal's audience, maintenance ``EVERYONE``).
 
         ``touch`` counts the read (access count, last access) for cold-document detection.
         Documents are not removed; see :meth:`consume`. Only the embedding is awaited on the
@@ -276,15 +324,15 @@ class BaseDocumentStore(ABC):
         qvec = None
         if self.embedder is not None and self.dense_weight > 0 and self.dense_rows() and self.dense_serves(text):
             qvec = (await self.embedder.embed_texts([text]))[0]
-        return await off_loop(self.search, text, top_k, query_vector=qvec, touch=touch)
+        return await off_loop(self.search, text, top_k, audience=audience, query_vector=qvec, touch=touch)
 
-    async def consume(self, text: str, top_k: int = 3) -> list[DocHit]:
+    async def consume(self, text: str, top_k: int = 3, *, audience: Audience) -> list[DocHit]:
         """Search, then delete every hit from the store (consume-on-read) and return them.
 
         Nothing else holds the hits afterwards: a caller that moves them elsewhere must make
         that copy durable first and then :meth:`delete` them (see ``doc_query``).
         """
-        hits = await self.query(text, top_k, touch=True)
+        hits = await self.query(text, top_k, audience=audience, touch=True)
         if hits:
             await off_loop(self.delete, [h.document.id for h in hits])
         return hits

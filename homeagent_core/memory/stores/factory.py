@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_sdk.errors import UsageError
 
 if TYPE_CHECKING:
@@ -35,9 +36,12 @@ __all__ = [
 
 
 def open_document_store(
-    store: str, memory_dir: Path, embedder: EmbeddingProvider | None, *, tenant: str = "default"
+    store: str, memory_dir: Path, embedder: EmbeddingProvider | None, *, tenant: str = "default",
+    owner: str = LIBRARY_OWNER,
 ) -> BaseDocumentStore:
     """The document store named by ``store``: ``<memory_dir>/documents.db`` or the tenant's documents on PostgreSQL.
+
+    ``owner``: the household owner's name (documents without a person are theirs).
 
     Raises:
         UsageError: ``store`` is neither.
@@ -47,10 +51,10 @@ def open_document_store(
     if url is None:
         from homeagent_core.memory.documents.store import DocumentStore
 
-        return DocumentStore(memory_dir / "documents.db", embedder=embedder)
+        return DocumentStore(memory_dir / "documents.db", embedder=embedder, owner=owner)
     from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 
-    return PgDocumentStore(url, embedder, tenant=tenant or "default")
+    return PgDocumentStore(url, embedder, tenant=tenant or "default", owner=owner)
 
 
 def open_graph_store(

@@ -349,3 +349,46 @@ async def test_a_state_write_still_running_when_the_resident_is_destroyed_does_n
     assert not (tmp_path / "residents" / "shop").exists()
     reopened = await make_kernel(model=FakeModel(default="ok"), data_dir=tmp_path)
     assert reopened.residents.agents == {}
+
+
+async def test_a_residents_report_is_its_creators_in_their_own_conversation(tmp_path: Path) -> None:
+    from homeagent_sdk.current import CURRENT_PRINCIPAL
+    from homeagent_sdk.types import Principal
+
+    async def responder(request: dict[str, Any]) -> Any:
+        return "清单已更新" if _resident(request) else "收到汇报"
+
+    agent = Agent(tmp_path, provider=FakeModel(responder=responder), load_entrypoints=False, builtins=())
+    await agent.start()
+    try:
+        assert agent.app.people is not None
+        agent.app.people.add("mum", "adult")
+        kernel = agent.kernel
+        token = CURRENT_PRINCIPAL.set(Principal(person="mum", role="adult", door="webui"))
+        try:
+            resident = await kernel.residents.create("shop", "维护购物清单")  # as a tool of mum's turn would
+        finally:
+            CURRENT_PRINCIPAL.reset(token)
+        assert resident.state()["creator"]["person"] == "mum"
+        await kernel.residents.send("shop", "加牛奶", wait=True, timeout=10)
+        memory = agent.app.memory
+        assert memory is not None
+
+        def reports() -> list[dict[str, Any]]:
+            return [r for r in memory.textlog.iter_records() if str(r.get("content", "")).startswith("[常驻代理")]
+
+        async with asyncio.timeout(10):
+            while not reports():
+                await asyncio.sleep(0.01)
+        report = reports()[0]
+        marks = (report.get("person"), report.get("thread"), report.get("visibility"))
+        assert marks == ("mum", "person:mum", "private")
+    finally:
+        await agent.aclose()
+    again = Agent(tmp_path, provider=FakeModel(default="ok"), load_entrypoints=False, builtins=())
+    await again.start()
+    try:
+        creator = again.kernel.residents.get("shop").creator  # read back from its state file
+        assert creator is not None and creator.person == "mum"
+    finally:
+        await again.aclose()

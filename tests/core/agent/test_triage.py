@@ -227,3 +227,51 @@ async def test_triage_looks_at_no_more_waiting_inputs_at_once_than_offload_max_i
         assert [str(r) for r in await asyncio.wait_for(asyncio.gather(*waiting), 20)] == ["好"] * 40
     finally:
         await agent.aclose()
+
+
+async def test_triage_reads_memory_as_the_waiting_persons_audience(tmp_path: Path) -> None:
+    from homeagent_sdk.types import InjectOptions, Principal
+
+    house = Household()
+    secret = "下周三我要去医院复查，别跟孩子说"  # the owner's own private note
+
+    def responder(request: dict[str, Any]) -> Any:
+        done = _tools_done(request)
+        if _is_triage(request):
+            return "[BUSY]" if done else ToolCallReply("knowledge_search", {"query": "下周三"})
+        if "备份" in str(request["messages"]):
+            return "备份完成" if done else ToolCallReply("long_job", {"task": "备份照片"})
+        return "好的"
+
+    model = FakeModel(responder=responder)
+    agent = Agent(tmp_path, provider=model, plugins=[house], load_entrypoints=False, builtins=())
+    agent.config.set("core.agent.offload_after", "0.2s")
+    await agent.start()
+    try:
+        people = agent.app.people
+        assert people is not None
+        people.add("mum", "adult")
+        people.add("kid", "child")
+        system = agent.app.memory
+        assert system is not None
+        owner_name = people.owner_name()  # the owner's private note: what a triage run as the owner would see
+        await system.documents.add(secret, person=owner_name)
+        await system.knowledge.create("health/checkup", secret, person=owner_name)
+        kernel = agent.kernel
+        owner = asyncio.ensure_future(kernel.ask("把照片备份到硬盘", "owner"))
+        async with asyncio.timeout(10):
+            await house.job_started.wait()
+        kid = Principal(person="kid")
+        asked = asyncio.ensure_future(kernel.ask("妈妈下周三要去哪里？", "alice", options=InjectOptions(principal=kid)))
+        async with asyncio.timeout(10):
+            while not house.to("alice"):
+                await asyncio.sleep(0.01)
+        triaged = [r for r in model.requests if _is_triage(r)]
+        assert triaged and any(_tools_done(r) for r in triaged)  # recall ran, and the search answered
+        for request in triaged:
+            assert "医院" not in str(request), "the owner's private note reached the child's triage"
+        house.job_may_finish.set()
+        await asyncio.wait_for(owner, 10)
+        await asyncio.wait_for(asked, 10)
+    finally:
+        await agent.aclose()

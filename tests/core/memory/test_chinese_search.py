@@ -18,6 +18,7 @@ from homeagent_core.memory.documents.lexical.terms import TERMS_VERSION, normali
 from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 
 def test_full_width_and_traditional_text_index_as_half_width_simplified() -> None:
@@ -60,7 +61,7 @@ async def test_a_traditional_question_finds_a_simplified_memory(
             Document(content="今天天气不错，出去走走。", source="chat", created_at=5000.0),
         ]
     )
-    hits = await store.query("妹妹在臺灣哪裡工作？", 1)
+    hits = await store.query("妹妹在臺灣哪裡工作？", 1, audience=EVERYONE)
     assert hits and "台湾" in hits[0].document.content
     store.close()
 
@@ -76,7 +77,8 @@ async def test_stored_terms_are_rederived_when_the_term_scheme_changes(tmp_path:
         db.execute("UPDATE store_meta SET value = '1' WHERE key = 'lex_version'")
     (path.with_name(path.name + ".lex")).unlink(missing_ok=True)
     store = DocumentStore(path)
-    assert [h.document.content for h in await store.query("萧若曦在哪上班", 3)] == ["萧若曦在招商银行当会计。"]
+    assert [h.document.content for h in await store.query("萧若曦在哪上班", 3,
+        audience=EVERYONE)] == ["萧若曦在招商银行当会计。"]
     store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM store_meta WHERE key='lex_version'").fetchone() == (TERMS_VERSION,)
@@ -110,13 +112,13 @@ async def test_an_english_only_model_is_not_asked_about_a_chinese_question(
     lexical_only = open_documents(tmp_path / "lexical.db")
     await lexical_only.add_many([Document(content=d.content, source="chat", created_at=d.created_at)
                                  for d in store.all()])
-    hits = await store.query("我妹妹在哪工作？", 2)
+    hits = await store.query("我妹妹在哪工作？", 2, audience=EVERYONE)
     assert english.calls == []  # no dense path: no query embedding at all
-    expected = await lexical_only.query("我妹妹在哪工作？", 2)
+    expected = await lexical_only.query("我妹妹在哪工作？", 2, audience=EVERYONE)
     assert [(h.document.content, round(h.score, 5)) for h in hits] == [
         (h.document.content, round(h.score, 5)) for h in expected
     ]
-    await store.query("Where does my sister work?", 2)
+    await store.query("Where does my sister work?", 2, audience=EVERYONE)
     assert len(english.calls) == 1  # English questions still use it
     store.close()
     lexical_only.close()
@@ -127,7 +129,7 @@ async def test_a_multilingual_model_is_fused_for_chinese_questions(
 ) -> None:
     anyone = FakeEmbedder(16, name="anyone")
     store = await _store_with(open_documents, tmp_path, anyone)
-    await store.query("我妹妹在哪工作？", 2)
+    await store.query("我妹妹在哪工作？", 2, audience=EVERYONE)
     assert len(anyone.calls) == 1
     store.close()
 
@@ -214,5 +216,5 @@ async def test_a_local_multilingual_sentence_model_is_fused_for_chinese(tmp_path
     store = DocumentStore(tmp_path / "docs.db", provider)
     await store.add("我妹妹在华为上班。", source="chat", created_at=1.0)
     assert store.dense_serves("我妹妹在哪工作？")
-    assert await store.query("我妹妹在哪工作？", 1)
+    assert await store.query("我妹妹在哪工作？", 1, audience=EVERYONE)
     store.close()

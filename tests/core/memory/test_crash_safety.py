@@ -13,6 +13,7 @@ import numpy as np
 
 from homeagent_core.memory.documents.store import DocumentStore
 from homeagent_core.memory.textlog import TextLog
+from homeagent_sdk.visibility import EVERYONE
 
 WRITER = textwrap.dedent(
     """
@@ -77,7 +78,7 @@ async def test_acknowledged_records_survive_kill_9(tmp_path):
     store = DocumentStore(tmp_path / "documents.db")
     docs = {d.content for d in store.all()}
     assert {f"document {i} about topic {i % 13}" for i in stored} <= docs
-    hits = await store.query("document about topic 7", 50, touch=False)
+    hits = await store.query("document about topic 7", 50, touch=False, audience=EVERYONE)
     assert hits and all("topic" in h.document.content for h in hits)
     store.close()
 
@@ -176,6 +177,6 @@ async def test_kill_9_while_a_lexical_snapshot_is_written_loses_nothing(tmp_path
     for query in ("paint the lake", "entry 42 guitar", "museum yoga recipe"):
         assert np.allclose(store._lex.scores(query), rebuilt.scores(query)[: store._lex.capacity])
     newest = max(acked)
-    hits = await store.query(f"entry {newest}", 3, touch=False)
+    hits = await store.query(f"entry {newest}", 3, touch=False, audience=EVERYONE)
     assert any(h.document.content.startswith(f"entry {newest} ") for h in hits)
     store.close()

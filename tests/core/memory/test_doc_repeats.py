@@ -8,6 +8,7 @@ from typing import Any
 
 from homeagent_core.memory.documents.ranking import collapse_repeats
 from homeagent_core.memory.documents.store import Document, DocumentStore
+from homeagent_sdk.visibility import EVERYONE
 
 _FILLER = [
     "今天下班路上买了一袋苹果。",
@@ -30,7 +31,7 @@ async def test_repeated_messages_take_one_place_and_the_answer_gets_in(tmp_path:
     store = DocumentStore(tmp_path / "docs.db", None)
     try:
         await store.add_many(docs)
-        hits = await store.query("王芳的年龄是多少？", 2, touch=False)
+        hits = await store.query("王芳的年龄是多少？", 2, touch=False, audience=EVERYONE)
         ids = [h.document.id for h in hits]
         assert ids[0] in {d.id for d in docs[:4]}, [h.document.content for h in hits]
         # the other copies of the same message are listed with its place, oldest first
@@ -52,7 +53,7 @@ async def test_copies_in_a_reopened_store_and_new_ones_collapse_alike(tmp_path: 
     try:
         late = Document(content="小李下周三去杭州出差！", source="chat", created_at=99_000.0)
         await store.add_many([late])
-        hits = await store.query("小李什么时候去杭州？", 3, touch=False)
+        hits = await store.query("小李什么时候去杭州？", 3, touch=False, audience=EVERYONE)
         copies = [first[0].id, first[-1].id, late.id]
         assert hits[0].document.id in copies
         assert hits[0].duplicates == tuple(c for c in copies if c != hits[0].document.id)
@@ -67,7 +68,7 @@ async def test_more_copies_than_the_pool_still_leave_distinct_places(tmp_path: P
     try:
         docs = _docs(texts)
         await store.add_many(docs)
-        hits = await store.query("明天给妈妈打电话", 3, touch=False)
+        hits = await store.query("明天给妈妈打电话", 3, touch=False, audience=EVERYONE)
         assert len({h.document.content for h in hits}) == 3, [h.document.content for h in hits]
         copies = [h for h in hits if h.document.content == texts[0]]
         assert len(copies) == 1 and copies[0].duplicates

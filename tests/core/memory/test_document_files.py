@@ -22,6 +22,7 @@ from homeagent_core.memory.documents.lexical.snapshot import read_snapshot
 from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_core.memory.documents.vector_snapshot import quantize, read_vectors
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum"]
 
@@ -54,7 +55,7 @@ def dense_vectors(store: DocumentStore) -> dict[int, tuple[bytes, float]]:
 
 
 async def ranked(store: DocumentStore, query: str) -> list[str]:
-    return [h.document.content for h in await store.query(query, 8, touch=False)]
+    return [h.document.content for h in await store.query(query, 8, touch=False, audience=EVERYONE)]
 
 
 async def test_a_running_store_serves_its_new_vectors_from_the_file_once_written(tmp_path):
@@ -70,19 +71,21 @@ async def test_a_running_store_serves_its_new_vectors_from_the_file_once_written
     assert store._dense.n == 0 and len(store._dense.base_slot) == 100  # served from the new file
     assert dense_vectors(store) == sqlite_vectors(store)
     queries = ["note 70 guitar lake", "pottery museum", "note 12 yoga"]
-    got = {q: [(h.document.id, h.score) for h in await store.query(q, 8, touch=False)] for q in queries}
+    got = {q: [(h.document.id, h.score) for h in await store.query(q, 8, touch=False,
+        audience=EVERYONE)] for q in queries}
     reopened = DocumentStore(tmp_path / "d.db", embedder)
     assert reopened._dense.n == 0
     for q in queries:  # the same scores a store opened from the files gives
-        assert [(h.document.id, h.score) for h in await reopened.query(q, 8, touch=False)] == got[q]
+        assert [(h.document.id, h.score) for h in await reopened.query(q, 8, touch=False, audience=EVERYONE)] == got[q]
     reopened.close()
 
     # rows of the adopted file are masked on delete, and new rows go to memory again
     store.delete([added[10].id])
-    assert added[10].id not in {h.document.id for h in await store.query(added[10].content, 8, touch=False)}
+    assert added[10].id not in {h.document.id for h in await store.query(added[10].content, 8, touch=False,
+        audience=EVERYONE)}
     more = await store.add_many(docs(100, 3))
     assert store._dense.n == 3
-    assert more[0].id in {h.document.id for h in await store.query(more[0].content, 8, touch=False)}
+    assert more[0].id in {h.document.id for h in await store.query(more[0].content, 8, touch=False, audience=EVERYONE)}
     assert dense_vectors(store) == sqlite_vectors(store)
     store.close()
 
@@ -95,7 +98,7 @@ async def test_a_vector_file_captured_before_later_changes_is_not_served(tmp_pat
     assert parts is not None
     await store.add_many(docs(30, 2))  # after the capture: the file will miss these rows
     store._files.save_vectors(store._dense, parts)  # as the background writer saves a capture
-    await store.query("note 31 guitar", 8, touch=False)
+    await store.query("note 31 guitar", 8, touch=False, audience=EVERYONE)
     assert store._dense.n == 32  # not adopted: the file is not the current rows
     assert dense_vectors(store) == sqlite_vectors(store)
     store.flush()  # a current file
@@ -180,6 +183,7 @@ WRITER = textwrap.dedent(
     from homeagent_core.memory.documents.lexical import index as lexical
     from homeagent_core.memory.documents.store import DocumentStore
     from homeagent_sdk.testing import FakeEmbedder
+    from homeagent_sdk.visibility import EVERYONE
 
     lexical.DELTA_MAX = 2000  # fold often: background snapshots of both files all the time
     WORDS = "paint lake camping adoption pottery guitar marathon yoga recipe museum".split()
@@ -192,7 +196,8 @@ WRITER = textwrap.dedent(
             words = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 5))
             await store.add(f"entry {i} {words}", source="w")
             if i % 7 == 0:
-                store.delete([h.document.id for h in await store.query(f"entry {i - 3}", 1, touch=False)])
+                hits = await store.query(f"entry {i - 3}", 1, touch=False, audience=EVERYONE)
+                store.delete([h.document.id for h in hits])
             print(f"doc {i}", flush=True)
             i += 1
 
@@ -374,7 +379,7 @@ async def test_the_vector_file_holds_int8_rows_and_queries_rescore_the_best_exac
     rows = reopened._sql.db.execute("SELECT slot, vector FROM documents").fetchall()
     exact = {int(s): float(np.frombuffer(b, dtype=np.float32) @ qvec) for s, b in rows}
     order = sorted(exact, key=lambda s: -exact[s])[:8]
-    hits = reopened.search(text, 8, query_vector=qvec)
+    hits = reopened.search(text, 8, query_vector=qvec, audience=EVERYONE)
     slot_of = reopened._sql.slots_of(h.document.id for h in hits)
     got = [slot_of[h.document.id] for h in hits]
     assert got == order
@@ -425,14 +430,15 @@ async def test_the_best_fused_documents_get_exact_dense_scores_over_int8_rows(tm
     store = DocumentStore(tmp_path / "d.db", embedder, neighbour_weight=0.0)
     await store.add_many(docs(0, 300))
     queries = ["note 17: guitar yoga", "pottery lake", "museum marathon note 230", "paint camping recipe"]
-    want = {q: [(h.document.id, h.score) for h in await store.query(q, 10, touch=False)] for q in queries}
+    want = {q: [(h.document.id, h.score) for h in await store.query(q, 10, touch=False,
+        audience=EVERYONE)] for q in queries}
     assert store._dense.n == 300  # the float32 rows held since the adds: exact
     store.close()
 
     reopened = DocumentStore(tmp_path / "d.db", embedder, neighbour_weight=0.0)
     assert reopened._dense.n == 0  # every row is the mapped int8 one
     for q in queries:
-        got = [(h.document.id, h.score) for h in await reopened.query(q, 10, touch=False)]
+        got = [(h.document.id, h.score) for h in await reopened.query(q, 10, touch=False, audience=EVERYONE)]
         assert np.allclose([s for _, s in got], [s for _, s in want[q]], rtol=0, atol=1e-6)
         exact = dict(want[q])  # equal scores (documents of the same words) may come in either order
         assert all(i in exact and abs(exact[i] - s) < 1e-6 for i, s in got[:-1])
@@ -475,7 +481,7 @@ async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_
     queries = ["note 17: guitar yoga", "museum lake 40", "note 250 pottery"]
     qvecs = await embedder.embed_texts(queries)
     full = [
-        [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v)]
+        [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v, audience=EVERYONE)]
         for q, v in zip(queries, qvecs, strict=True)
     ]
 
@@ -486,7 +492,7 @@ async def test_many_rows_added_since_the_vector_file_are_prescanned_as_int8_and_
         assert len(parts) == 1 and len(parts[0][0]) == 100  # only the int8 scan's best 100 are scored
         exact = {int(s): float(np.frombuffer(b, dtype=np.float32) @ v) for s, b in rows}
         assert all(abs(exact[int(s)] - float(x)) < 1e-6 for s, x in zip(*parts[0], strict=True))
-        assert [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v)] == want
+        assert [(h.document.id, h.score) for h in store.search(q, 8, query_vector=v, audience=EVERYONE)] == want
     # the int8 copy follows deletions (the last row is swapped into the deleted one's place)
     slot = int(store._dense.row_slot[5])
     store._dense.drop(slot)

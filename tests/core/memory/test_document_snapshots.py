@@ -16,6 +16,7 @@ from homeagent_core.memory.documents.lexical import index as lexical
 from homeagent_core.memory.documents.lexical.snapshot import read_snapshot
 from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.visibility import EVERYONE
 
 WORDS = ["paint", "lake", "camping", "adoption", "pottery", "guitar", "marathon", "yoga", "recipe", "museum", "sunset"]
 
@@ -38,7 +39,7 @@ def crash(store: DocumentStore) -> None:
 
 
 async def ids(store: DocumentStore, query: str, k: int = 8) -> list[str]:
-    return [h.document.id for h in await store.query(query, k, touch=False)]
+    return [h.document.id for h in await store.query(query, k, touch=False, audience=EVERYONE)]
 
 
 def rewrite_in_format_3(path: Path) -> None:

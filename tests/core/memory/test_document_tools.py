@@ -7,6 +7,7 @@ from homeagent_core.memory.documents.store import DocumentStore
 from homeagent_core.memory.documents.tools import document_tools
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 
 def _tools(store, ctx):
@@ -40,7 +41,7 @@ async def test_doc_commit_stores_a_searchable_note(tmp_path, open_documents):
     tools = _tools(store, None)
     out = await tools["doc_commit"].handler(content="Wi-Fi password is on the fridge", title="wifi")
     assert out["stored"] and store.get(out["id"]).title == "wifi"
-    hits = await store.query("wifi password", 1)
+    hits = await store.query("wifi password", 1, audience=EVERYONE)
     assert hits[0].document.id == out["id"]
     store.close()
 

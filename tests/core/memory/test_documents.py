@@ -8,6 +8,7 @@ from homeagent_core.memory.documents.lexical.index import char_ngrams
 from homeagent_core.memory.documents.store import Document, DocumentStore, format_related
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 TURNS = [
     "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
@@ -35,9 +36,9 @@ def test_char_ngrams_stay_inside_words_and_lowercase():
 
 async def test_lexical_query_finds_partial_word_forms(tmp_path, open_documents):
     store = await make_store(tmp_path, neighbour_weight=0.0, open_documents=open_documents)
-    hits = await store.query("When did Melanie paint?", 1)
+    hits = await store.query("When did Melanie paint?", 1, audience=EVERYONE)
     assert hits[0].document.content == TURNS[1]
-    hits = await store.query("adoption agency research", 2)
+    hits = await store.query("adoption agency research", 2, audience=EVERYONE)
     assert hits[0].document.content == TURNS[4]
     store.close()
 
@@ -45,7 +46,7 @@ async def test_lexical_query_finds_partial_word_forms(tmp_path, open_documents):
 async def test_dense_and_lexical_paths_are_fused(tmp_path, open_documents):
     store = await make_store(tmp_path, FakeEmbedder(64), neighbour_weight=0.0, open_documents=open_documents)
     assert store.stats()["dense_rows"] == len(TURNS)
-    hits = await store.query("camping trip mountains", 3)
+    hits = await store.query("camping trip mountains", 3, audience=EVERYONE)
     assert hits[0].document.content == TURNS[3]
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
     store.close()
@@ -55,8 +56,8 @@ async def test_neighbouring_turns_share_part_of_a_match(tmp_path, open_documents
     plain = await make_store(tmp_path / "a", neighbour_weight=0.0, open_documents=open_documents)
     linked = await make_store(tmp_path / "b", neighbour_weight=0.5, open_documents=open_documents)
     q = "sunrise lake"
-    score_plain = {h.document.content: h.score for h in await plain.query(q, 5)}
-    score_linked = {h.document.content: h.score for h in await linked.query(q, 5)}
+    score_plain = {h.document.content: h.score for h in await plain.query(q, 5, audience=EVERYONE)}
+    score_linked = {h.document.content: h.score for h in await linked.query(q, 5, audience=EVERYONE)}
     # each turn receives half of its neighbours' own scores, nothing from further away.
     for i, turn in enumerate(TURNS):
         neighbours = sum(score_plain.get(TURNS[j], 0.0) for j in (i - 1, i + 1) if 0 <= j < len(TURNS))
@@ -76,17 +77,19 @@ async def test_documents_of_other_sources_or_far_apart_are_not_neighbours(tmp_pa
             Document(content="other words again", source="a", created_at=10_000),
         ]
     )
-    hits = await store.query("zebra", 5)
+    hits = await store.query("zebra", 5, audience=EVERYONE)
     assert [h.document.content for h in hits] == ["zebra stripes are unique"]
     store.close()
 
 
 async def test_query_results_and_timestamps_survive_a_restart(tmp_path, open_documents):
     store = await make_store(tmp_path, FakeEmbedder(64), open_documents=open_documents)
-    before = [(h.document.id, round(h.score, 5)) for h in await store.query("support group", 3, touch=False)]
+    before = [(h.document.id, round(h.score, 5)) for h in await store.query("support group", 3, touch=False,
+        audience=EVERYONE)]
     store.close()
     reopened = open_documents(tmp_path / "documents.db", FakeEmbedder(64))
-    after = [(h.document.id, round(h.score, 5)) for h in await reopened.query("support group", 3, touch=False)]
+    after = [(h.document.id, round(h.score, 5)) for h in await reopened.query("support group", 3, touch=False,
+        audience=EVERYONE)]
     assert after == before
     assert sorted(d.created_at for d in reopened.all()) == [1000.0 + i for i in range(5)]
     reopened.close()
@@ -97,16 +100,17 @@ async def test_store_reopened_without_snapshot_after_a_crash_rebuilds_the_index(
     store.flush()
     extra = await store.add("Melanie: pottery class made a bowl", source="chat", created_at=2000)
     store.delete([store.all()[0].id])
-    before = [h.document.id for h in await store.query("pottery bowl support", 5, touch=False)]
+    before = [h.document.id for h in await store.query("pottery bowl support", 5, touch=False, audience=EVERYONE)]
     # no close(): the snapshot is older than the database, as after kill -9
     store._sql.db.close()
     reopened = DocumentStore(tmp_path / "documents.db")
-    after = [h.document.id for h in await reopened.query("pottery bowl support", 5, touch=False)]
+    after = [h.document.id for h in await reopened.query("pottery bowl support", 5, touch=False, audience=EVERYONE)]
     assert after == before and extra.id in after
     reopened._sql.db.close()
     (tmp_path / "documents.db.lex").unlink()
     rebuilt = DocumentStore(tmp_path / "documents.db")
-    assert [h.document.id for h in await rebuilt.query("pottery bowl support", 5, touch=False)] == before
+    assert [h.document.id for h in await rebuilt.query("pottery bowl support", 5, touch=False,
+        audience=EVERYONE)] == before
     rebuilt.close()
 
 
@@ -115,7 +119,7 @@ async def test_delete_removes_a_document_from_both_paths(tmp_path, open_document
     target = next(d for d in store.all() if "camping" in d.content)
     assert store.delete([target.id]) == 1
     assert target.id not in store
-    hits = await store.query("camping trip mountains", 5)
+    hits = await store.query("camping trip mountains", 5, audience=EVERYONE)
     assert target.id not in {h.document.id for h in hits}
     assert store.stats()["dense_rows"] == len(TURNS) - 1
     store.close()
@@ -123,7 +127,7 @@ async def test_delete_removes_a_document_from_both_paths(tmp_path, open_document
 
 async def test_consume_returns_and_deletes_the_hits(tmp_path, open_documents):
     store = await make_store(tmp_path, open_documents=open_documents)
-    hits = await store.consume("adoption agencies", 1)
+    hits = await store.consume("adoption agencies", 1, audience=EVERYONE)
     assert hits[0].document.content == TURNS[4]
     assert len(store) == len(TURNS) - 1
     assert store.get(hits[0].document.id) is None
@@ -133,7 +137,7 @@ async def test_consume_returns_and_deletes_the_hits(tmp_path, open_documents):
 async def test_find_cold_lists_old_rarely_read_documents(tmp_path, open_documents):
     store = await make_store(tmp_path, open_documents=open_documents)
     for _ in range(3):
-        await store.query("adoption agencies", 1)
+        await store.query("adoption agencies", 1, audience=EVERYONE)
     cold = store.find_cold(older_than=3600, now=1000.0 + 4 + 3600 * 2)
     contents = {d.content for d in cold}
     assert TURNS[0] in contents and TURNS[4] not in contents
@@ -191,7 +195,7 @@ async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives
     ]
     await store.add_many(docs)
     queries = ["sunrise over the lake", "camping trip with the kids", "adoption research", "support group stories"]
-    pooled = [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries]
+    pooled = [[(h.document.id, h.score) for h in await store.query(q, 8, audience=EVERYONE)] for q in queries]
     calls = []
     real = time_order.TimeOrder.top_smoothed
 
@@ -200,10 +204,10 @@ async def test_ranking_a_pool_of_the_best_gives_what_smoothing_every_score_gives
         return found
 
     monkeypatch.setattr(time_order.TimeOrder, "top_smoothed", counted)
-    assert [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries] == pooled
+    assert [[(h.document.id, h.score) for h in await store.query(q, 8, audience=EVERYONE)] for q in queries] == pooled
     assert any(c is not None for c in calls)  # the pool answered at least once...
     monkeypatch.setattr(doc_ranking, "SMOOTH_POOL", 10**9)  # ...and smoothing everything agrees
-    assert [[(h.document.id, h.score) for h in await store.query(q, 8)] for q in queries] == pooled
+    assert [[(h.document.id, h.score) for h in await store.query(q, 8, audience=EVERYONE)] for q in queries] == pooled
     store.close()
 
 
@@ -226,7 +230,7 @@ async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tm
         ]
     )
     queries = ["sunrise over the lake", "camping trip with the kids", "adoption research"]
-    inline = [[(h.document.id, h.score) for h in await store.query(q, 6)] for q in queries]
+    inline = [[(h.document.id, h.score) for h in await store.query(q, 6, audience=EVERYONE)] for q in queries]
     threads: set[str] = set()
     real = doc_ranking._dense_leg
 
@@ -236,6 +240,6 @@ async def test_a_dense_leg_on_its_own_thread_ranks_exactly_as_one_run_in_line(tm
 
     monkeypatch.setattr(doc_ranking, "_dense_leg", leg)
     monkeypatch.setattr(doc_ranking, "PARALLEL_MIN", 1)
-    assert [[(h.document.id, h.score) for h in await store.query(q, 6)] for q in queries] == inline
+    assert [[(h.document.id, h.score) for h in await store.query(q, 6, audience=EVERYONE)] for q in queries] == inline
     assert threads and all(name.startswith("homeagent-query") for name in threads)
     store.close()

@@ -21,6 +21,7 @@ from homeagent_core.memory.media import MediaStore
 from homeagent_core.memory.textlog import TextLog
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE
 
 
 def recording(threads: list[str], fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,7 +100,7 @@ async def test_another_daemons_knowledge_changes_are_read_in_the_memory_pool(
     monkeypatch.setattr(storage, "load", recording(threads, storage.load))
     assert storage.notify is not None
     storage.notify()
-    hits = await kb.search("暖气 供应", 1)
+    hits = await kb.search("暖气 供应", 1, audience=EVERYONE)
     assert [h.entry.name for h in hits] == ["home/heating"]
     assert off_loop(threads), threads
     assert len(kb) == 2 and threads == threads[:1]  # reloaded once, nothing left to read

@@ -17,6 +17,7 @@ from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 from homeagent_core.memory.stores.postgresql.migrate import migrate_documents
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE
 
 TEXTS = [f"turn {i}: Caroline talks about painting number {i} and 小王's garden" for i in range(25)]
 
@@ -25,27 +26,29 @@ async def _sqlite_store(data):
     store = DocumentStore(data / "memory" / "documents.db", FakeEmbedder(16))
     await store.add_many([Document(content=t, source="chat", created_at=1000.0 + i, meta={"n": i, "k": "ü"})
                           for i, t in enumerate(TEXTS)])
-    await store.query("painting 7", 2)  # read counts travel too
+    await store.query("painting 7", 2, audience=EVERYONE)  # read counts travel too
     return store
 
 
 async def test_documents_go_to_postgresql_and_back_with_vectors_and_the_same_ranking(tmp_path, pg_url, pg_tenant):
     data = tmp_path / "data"
     store = await _sqlite_store(data)
-    before = [(h.document.id, round(h.score, 5)) for h in await store.query("garden painting 12", 5, touch=False)]
+    before = [(h.document.id, round(h.score, 5)) for h in await store.query("garden painting 12", 5, touch=False,
+        audience=EVERYONE)]
     store.close()
     report = migrate_documents("sqlite", pg_url, data_dir=data, tenant=pg_tenant, batch=7)
     assert report.verified and report.copied == len(TEXTS) and report.skipped == 0
     pg = PgDocumentStore(pg_url, FakeEmbedder(16), tenant=pg_tenant)
     assert pg.stale_count == 0 and pg.stats()["dense_rows"] == len(TEXTS)
-    assert [(h.document.id, round(h.score, 5)) for h in await pg.query("garden painting 12", 5, touch=False)] == before
+    assert [(h.document.id, round(h.score, 5)) for h in await pg.query("garden painting 12", 5, touch=False,
+        audience=EVERYONE)] == before
     pg.close()
     back = tmp_path / "back"
     report = migrate_documents(pg_url, "sqlite", data_dir=back, tenant=pg_tenant)
     assert report.verified and report.copied == len(TEXTS)
     again = DocumentStore(back / "memory" / "documents.db", FakeEmbedder(16))
     assert again.stale_count == 0
-    hits = await again.query("garden painting 12", 5, touch=False)
+    hits = await again.query("garden painting 12", 5, touch=False, audience=EVERYONE)
     assert [(h.document.id, round(h.score, 5)) for h in hits] == before
     assert again.get(before[0][0]).meta["k"] == "ü"
     again.close()

@@ -12,6 +12,7 @@ import pytest
 from homeagent_core.memory.stores.postgresql.database import SCHEMA_VERSION, PgDatabase, redact_url
 from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.visibility import EVERYONE
 
 
 def _with_password(url: str, password: str) -> str:
@@ -50,7 +51,7 @@ async def test_the_password_never_reaches_logs_or_stats(pg_url, pg_tenant, caplo
     url = _with_password(pg_url, "pa55-w0rd")  # the local server trusts the socket, so any password works
     store = PgDocumentStore(url, tenant=pg_tenant)
     await store.add("a note about the garden")
-    assert (await store.query("garden", 1))[0].document.content == "a note about the garden"
+    assert (await store.query("garden", 1, audience=EVERYONE))[0].document.content == "a note about the garden"
     assert "pa55-w0rd" not in str(store.stats())
     store.close()
     assert "pa55-w0rd" not in caplog.text
@@ -80,7 +81,7 @@ async def test_tenants_share_the_server_but_not_their_documents(pg_url, pg_tenan
     theirs = PgDocumentStore(db, tenant=pg_tenant + "-b")
     await mine.add("my bicycle is blue")
     await theirs.add("their bicycle is red")
-    assert [h.document.content for h in await mine.query("bicycle", 5)] == ["my bicycle is blue"]
+    assert [h.document.content for h in await mine.query("bicycle", 5, audience=EVERYONE)] == ["my bicycle is blue"]
     assert [d.content for d in theirs.all()] == ["their bicycle is red"]
     with psycopg.connect(pg_url) as conn:
         tenants = {r[0] for r in conn.execute("SELECT DISTINCT tenant FROM ha_documents WHERE tenant LIKE %s",

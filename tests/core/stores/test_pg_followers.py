@@ -17,6 +17,7 @@ from homeagent_core.memory.documents.store import Document
 from homeagent_core.memory.stores.postgresql.database import PgDatabase
 from homeagent_core.memory.stores.postgresql.documents import PgDocumentStore
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 
 async def _until(check: Callable[[], bool], *, within: float = 20.0) -> None:
@@ -32,12 +33,12 @@ async def test_a_fact_committed_on_one_daemon_is_recalled_on_the_other(pg_url, p
     b = PgDocumentStore(PgDatabase(pg_url), FakeEmbedder(32), tenant=pg_tenant)
     await a.add("Melanie's daughter is called Rosa", source="chat")
     await _until(lambda: len(b) == 1)
-    hits = await b.query("daughter Rosa", 1)
+    hits = await b.query("daughter Rosa", 1, audience=EVERYONE)
     assert hits[0].document.content == "Melanie's daughter is called Rosa"
     assert b.stats()["dense_rows"] == 1
     b.delete([hits[0].document.id])
     await _until(lambda: len(a) == 0)
-    assert await a.query("daughter Rosa", 1) == []
+    assert await a.query("daughter Rosa", 1, audience=EVERYONE) == []
     for store in (a, b):
         store.close()
         store.db.close()
@@ -51,8 +52,10 @@ async def test_both_daemons_writing_converge_to_the_same_ranking(pg_url, pg_tena
         b.add_many([Document(content=f"note {i} about pears", created_at=100 + i) for i in range(20)]),
     )
     await _until(lambda: len(a) == len(b) == 40)
-    ranked_a = [(h.document.id, round(h.score, 5)) for h in await a.query("pears apples note", 10, touch=False)]
-    ranked_b = [(h.document.id, round(h.score, 5)) for h in await b.query("pears apples note", 10, touch=False)]
+    ranked_a = [(h.document.id, round(h.score, 5)) for h in await a.query("pears apples note", 10, touch=False,
+        audience=EVERYONE)]
+    ranked_b = [(h.document.id, round(h.score, 5)) for h in await b.query("pears apples note", 10, touch=False,
+        audience=EVERYONE)]
     assert ranked_a == ranked_b
     a.close()
     b.close()
@@ -112,7 +115,7 @@ async def test_a_daemon_killed_mid_commit_leaves_all_or_nothing(pg_url, pg_tenan
     assert per_batch and all(count == 400 for _, count in per_batch)
     assert len(b) == len(fresh) == 400 * len(per_batch)
     last = max(int(n) for n, _ in per_batch)
-    hits = await b.query(f"batch {last} line", 3, touch=False)
+    hits = await b.query(f"batch {last} line", 3, touch=False, audience=EVERYONE)
     assert hits and all(h.document.meta["batch"] == last for h in hits)
     fresh.close()
     b.close()
@@ -135,9 +138,9 @@ async def test_dropped_connections_are_replaced_and_followers_catch_up(pg_url, p
     await _until(lambda: len(b) == 1)
     assert _drop_connections(pg_url) >= 4  # both pools and both listeners
     await a.add("after the outage")  # no error: the pool replaced its dead connection
-    assert [h.document.content for h in await a.query("after the outage", 1)] == ["after the outage"]
+    assert [h.document.content for h in await a.query("after the outage", 1, audience=EVERYONE)] == ["after the outage"]
     await _until(lambda: len(b) == 2)  # B's listener reconnected and caught up
-    assert [h.document.content for h in await b.query("after the outage", 1)] == ["after the outage"]
+    assert [h.document.content for h in await b.query("after the outage", 1, audience=EVERYONE)] == ["after the outage"]
     for store in (a, b):
         store.close()
         store.db.close()

@@ -13,6 +13,7 @@ from homeagent_core.memory.stores.postgresql.knowledge import PgKnowledge
 from homeagent_core.memory.stores.postgresql.migrate_knowledge import migrate_knowledge
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 
 def _until(check: Callable[[], bool], *, within: float = 20.0) -> None:
@@ -27,11 +28,12 @@ async def test_an_entry_written_on_one_daemon_is_listed_and_searched_on_the_othe
     b = KnowledgeBase(tmp_path / "b", FakeEmbedder(32), storage=PgKnowledge(pg_url, tenant=pg_tenant))
     await a.create("home/wifi", "the wifi password is on the fridge")
     _until(lambda: len(b) == 1)
-    hits = await b.search("wifi password", 1)
+    hits = await b.search("wifi password", 1, audience=EVERYONE)
     assert [(h.entry.name, h.entry.content) for h in hits] == [("home/wifi", "the wifi password is on the fridge")]
     await a.create("home/wifi", "the wifi password changed: ask Ann")
     _until(lambda: b.get("wifi").content == "the wifi password changed: ask Ann")
-    assert (await b.search("ask Ann", 1))[0].score == pytest.approx(1.0)  # re-embedded, not the old vector
+    hits = await b.search("ask Ann", 1, audience=EVERYONE)
+    assert hits[0].score == pytest.approx(1.0)  # re-embedded, not the old vector
     a.delete("home/wifi")
     _until(lambda: len(b) == 0)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing written locally

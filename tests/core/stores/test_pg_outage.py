@@ -29,6 +29,7 @@ from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 from homeagent_core.memory.stores.postgresql.local import LocalPostgres, find_bindir
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE
 
 PATIENCE = 120.0
 """Seconds a write keeps retrying here: a restart on a loaded test machine can take a while."""
@@ -313,7 +314,8 @@ async def test_a_document_whose_commit_answer_was_lost_is_acknowledged_and_store
         assert relay.swallowed == 1
         assert _contents(relay.url(), "swallowed-docs") == ["the boiler was serviced in May", "the car needs new tyres"]
         assert len(store) == 2
-        assert [h.document.content for h in await store.query("tyres", 1, touch=False)] == ["the car needs new tyres"]
+        assert [h.document.content for h in await store.query("tyres", 1, touch=False,
+            audience=EVERYONE)] == ["the car needs new tyres"]
     finally:
         store.close()
         db.close()

@@ -30,6 +30,7 @@ from homeagent_core.memory.stores.postgresql.graph import PgGraphSQL
 from homeagent_core.memory.stores.postgresql.local import LocalPostgres
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE
 
 server = outage.server  # the module's own server (restarted here) and the relay in front of it
 relay = outage.relay
@@ -40,9 +41,11 @@ CALLS: dict[str, Callable[[PgDocumentStore], Any]] = {
     "get": lambda s: s.get("boiler").content,  # type: ignore[union-attr]
     "all": lambda s: [d.id for d in s.all()],
     "find_cold": lambda s: sorted(d.id for d in s.find_cold(older_than=DAY)),
-    "query": lambda s: [h.document.id for h in asyncio.run(s.query("boiler serviced", 1, touch=False))],
-    "query_touch": lambda s: [h.document.id for h in asyncio.run(s.query("boiler serviced", 1, touch=True))],
-    "search": lambda s: [h.document.id for h in s.search("boiler serviced", 1)],
+    "query": lambda s: [h.document.id for h in asyncio.run(s.query("boiler serviced", 1, touch=False,
+        audience=EVERYONE))],
+    "query_touch": lambda s: [h.document.id for h in asyncio.run(s.query("boiler serviced", 1, touch=True,
+        audience=EVERYONE))],
+    "search": lambda s: [h.document.id for h in s.search("boiler serviced", 1, audience=EVERYONE)],
     "touch": lambda s: s.touch(["boiler"]),
     "archived_event_ids": lambda s: s.archived_event_ids(["e1", "e9"]),
     "flush": lambda s: s.flush(),

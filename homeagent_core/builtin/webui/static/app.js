@@ -513,6 +513,30 @@ function drawGraph(data) {
   $("#zoom-reset").addEventListener("click", () => { view.x = 0; view.y = 0; view.k = 1; applyView(); });
 })();
 
+// One document of the memory page: its text, whose it is and who may see it, and the owner's
+// button that makes it the household's (or private to its person again).
+function documentItem(d, reload) {
+  const item = el("li", {});
+  if (d.title) item.append(el("strong", {}, d.title), " ");
+  item.append((d.content || "").slice(0, 160));
+  const shared = d.visibility === "household";
+  const label = shared ? "全家可见 · household" : d.visibility === "private" ? `仅 ${d.person} · private` : d.visibility;
+  item.append(" ", el("small", {class: "visibility"}, `[${label}]`), " ", el("button", {
+    type: "button",
+    class: "share",
+    onclick: async () => {
+      try {
+        await api("/api/v1/memory/visibility", {
+          method: "POST", headers: {"Content-Type": "application/json"},
+          body: JSON.stringify({ids: [d.id], visibility: shared ? "private" : "household"}),
+        });
+        reload();
+      } catch (err) { item.append(" ", err.message); }
+    },
+  }, shared ? "设为私有 · Unshare" : "告诉全家 · Share"));
+  return item;
+}
+
 async function loadMemory(query = "") {
   const entities = $("#entities");
   try {
@@ -526,12 +550,7 @@ async function loadMemory(query = "") {
     const docs = await api(`/api/v1/memory/documents?limit=30${query ? `&q=${encodeURIComponent(query)}` : ""}`);
     const list = $("#documents");
     list.textContent = "";
-    for (const d of docs.documents) {
-      const item = el("li", {});
-      if (d.title) item.append(el("strong", {}, d.title), " ");
-      item.append((d.content || "").slice(0, 160));
-      list.append(item);
-    }
+    for (const d of docs.documents) list.append(documentItem(d, () => loadMemory(query)));
     if (!docs.documents.length) list.append(el("li", {class: "empty"}, query ? "没有找到 · No results" : "还没有文档 · No documents yet"));
   } catch (err) { $("#documents").textContent = err.message; }
   try {
@@ -559,12 +578,7 @@ $("#memory-form").addEventListener("submit", async (event) => {
     const docs = await api(`/api/v1/memory/documents?limit=30&q=${encodeURIComponent(q)}`);
     const docList = $("#documents");
     docList.textContent = "";
-    for (const d of docs.documents) {
-      const item = el("li", {});
-      if (d.title) item.append(el("strong", {}, d.title), " ");
-      item.append((d.content || "").slice(0, 160));
-      docList.append(item);
-    }
+    for (const d of docs.documents) docList.append(documentItem(d, () => loadMemory(q)));
     if (!docs.documents.length) docList.append(el("li", {class: "empty"}, "没有找到 · No results"));
   } catch (err) { $("#entities").textContent = err.message; }
 });

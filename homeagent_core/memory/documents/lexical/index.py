@@ -473,8 +473,11 @@ class LexicalIndex:
         *,
         candidates: npt.NDArray[np.int64] | Callable[[], npt.NDArray[np.int64] | None] | None = None,
         expand: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
     ) -> npt.NDArray[np.float32]:
-        """BM25 score of every slot (length :attr:`capacity`); removed slots score 0.
+        """BM25 score of every slot (length :attr:`capacity`); removed slots score 0, and so do
+        slots outside ``mask`` (a reader's visible documents) when it is given, before the best
+        documents are chosen for exact rescoring.
 
         Exact for the rarest buckets and, over the posting budget, for the best ``rescore``
         documents and the ``candidates``, and for what ``expand`` returns for that set (the
@@ -512,9 +515,14 @@ class LexicalIndex:
             accumulate(out, self._d_slots[hit], self._d_tfs[hit], weights[hit], self._doc_factors(), self.k1)
         if callable(candidates):
             candidates = candidates()
+        if mask is not None:
+            out[: min(len(out), len(mask))] *= mask[: len(out)]
+            out[len(mask):] = 0.0
         if len(tail):
             self._rescore(out, buckets[tail], idf[tail], candidates, expand)
         out *= self._alive
+        if mask is not None:
+            out[: min(len(out), len(mask))] *= mask[: len(out)]
         return out
 
     def _score_head(

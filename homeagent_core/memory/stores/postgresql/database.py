@@ -137,6 +137,17 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, name)
     );
     """,
+    # 6: documents record their person and visibility (earlier rows: the owner's, private;
+    # PgDocumentStore gives rows with person '' to its owner when it opens)
+    """
+    ALTER TABLE ha_documents ADD COLUMN person TEXT NOT NULL DEFAULT '';
+    ALTER TABLE ha_documents ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
+    """,
+    # 7: knowledge entries record their person and visibility (earlier entries: the owner's, private)
+    """
+    ALTER TABLE ha_knowledge ADD COLUMN person TEXT NOT NULL DEFAULT '';
+    ALTER TABLE ha_knowledge ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 """The schema version this code writes; a database at a higher version is refused."""

@@ -28,6 +28,8 @@ from homeagent_core.memory.documents.vectors import DenseRows
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from homeagent_sdk.visibility import Audience
+
 __all__ = ["DocMirror"]
 
 
@@ -79,9 +81,11 @@ class DocMirror:
         source: str,
         terms: tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int],
         vector: npt.NDArray[np.float32] | None,
+        person: str = "",
+        visibility: str = "private",
     ) -> None:
         """Index one document (``slot`` above every slot added before)."""
-        self.table.register(slot, created, source)
+        self.table.register(slot, created, source, person, visibility)
         self.top = slot
         self.lex.add_terms(slot, *terms)
         if vector is not None:
@@ -108,12 +112,20 @@ class DocMirror:
         self.drop_vector(slot)
         self.time.invalidate()
 
+    def set_mark(self, slot: int, person: str, visibility: str) -> None:
+        """Record a document's new visibility (the owner's share/unshare)."""
+        if slot < len(self.alive) and self.alive[slot]:
+            self.table.set_mark(slot, person, visibility)
+
     def rank(
-        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, *, weights: doc_ranking.FusionWeights
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, *, weights: doc_ranking.FusionWeights,
+        audience: Audience,
     ) -> list[tuple[int, float]]:
-        """The ``top_k`` slots and fused scores for ``text`` (and its vector, if any)."""
+        """The ``top_k`` slots ``audience`` may see and their fused scores for ``text`` (and its vector, if any)."""
         self._settle()
         self.dense.grow(self.table.capacity)
+        visible = None if audience.everything else self.table.visible(audience)
         return doc_ranking.rank(
-            text, top_k, qvec, weights=weights, table=self.table, dense=self.dense, lex=self.lex, order=self.time
+            text, top_k, qvec, weights=weights, table=self.table, dense=self.dense, lex=self.lex, order=self.time,
+            visible=visible,
         )

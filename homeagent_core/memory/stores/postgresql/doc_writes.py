@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.stores.postgresql.database import CHANNEL
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from psycopg import AsyncConnection
 
-__all__ = ["NothingToDo", "delete_rows", "insert_records", "store_vectors"]
+__all__ = ["NothingToDo", "adopt_unowned", "delete_rows", "insert_records", "set_visibility", "store_vectors"]
 
 
 class NothingToDo(Exception):
@@ -39,7 +40,7 @@ async def _next_change(conn: AsyncConnection[Any], tenant: str, slots: int = 0) 
 
 async def insert_records(conn: AsyncConnection[Any], tenant: str, records: Sequence[tuple[Any, ...]]) -> int:
     """Insert rows ``(id, title, content, source, created_at, last_access, access_count,
-    media_digests_json, meta, vector, vec_model, lex, lex_len)``; returns the first slot."""
+    media_digests_json, meta, vector, vec_model, lex, lex_len, person, visibility)``; returns the first slot."""
     from psycopg.types.json import Jsonb
 
     n = len(records)
@@ -49,8 +50,8 @@ async def insert_records(conn: AsyncConnection[Any], tenant: str, records: Seque
     async with conn.cursor() as wc:
         await wc.executemany(
             "INSERT INTO ha_documents (tenant, slot, id, title, content, source, created_at,"
-            " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len)"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            " last_access, access_count, media_digests, meta, vector, vec_model, lex, lex_len, person, visibility)"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             params,
         )
         await wc.executemany(
@@ -94,3 +95,34 @@ async def store_vectors(
             [(tenant, seq, s) for s in slots],
         )
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, tenant))
+
+
+async def set_visibility(conn: AsyncConnection[Any], tenant: str, ids: list[str], visibility: str) -> int:
+    """Give these documents ``visibility`` (a ``mark`` change per row); how many. :class:`NothingToDo` when none."""
+    _, seq = await _next_change(conn, tenant)
+    cur = await conn.execute(
+        "UPDATE ha_documents SET visibility=%s WHERE tenant=%s AND id = ANY(%s) RETURNING slot",
+        (visibility, tenant, ids),
+    )
+    slots = [r[0] for r in await cur.fetchall()]
+    if not slots:
+        raise NothingToDo
+    async with conn.cursor() as wc:
+        await wc.executemany(
+            "INSERT INTO ha_changes (tenant, seq, kind, slot) VALUES (%s,%s,'mark',%s)",
+            [(tenant, seq, s) for s in slots],
+        )
+    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, tenant))
+    return len(slots)
+
+
+async def adopt_unowned(conn: AsyncConnection[Any], tenant: str, owner: str) -> int:
+    """Give the tenant's documents stored before documents recorded a person (``person`` '') to
+    ``owner``; how many (schema step 6's data half, run when a store opens)."""
+    cur = await conn.execute("UPDATE ha_documents SET person=%s WHERE tenant=%s AND person=''", (owner, tenant))
+    moved = int(cur.rowcount or 0)
+    if owner != LIBRARY_OWNER:  # stored by library use without a person registry: the owner's now
+        await conn.execute(
+            "UPDATE ha_documents SET person=%s WHERE tenant=%s AND person=%s", (owner, tenant, LIBRARY_OWNER)
+        )
+    return moved

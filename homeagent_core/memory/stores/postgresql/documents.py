@@ -36,14 +36,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents import ranking as doc_ranking
 from homeagent_core.memory.documents.lexical.index import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.documents.model import DOCUMENT_COLUMNS, DocHit, Document, document_from_row
 from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.memory.stores.postgresql.database import PgDatabase
 from homeagent_core.memory.stores.postgresql.doc_mirror import DocMirror
-from homeagent_core.memory.stores.postgresql.doc_writes import NothingToDo, delete_rows, insert_records, store_vectors
+from homeagent_core.memory.stores.postgresql.doc_writes import (
+    NothingToDo,
+    adopt_unowned,
+    delete_rows,
+    insert_records,
+    set_visibility,
+    store_vectors,
+)
 from homeagent_sdk.errors import MemoryStoreError, UsageError
+from homeagent_sdk.visibility import EVERYONE, Audience
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -70,7 +79,7 @@ class PgDocumentStore(BaseDocumentStore):
         embedder: the active embedding space; ``None`` = lexical search only.
         tenant: whose documents these are (an agent or household id).
         follow: apply other daemons' commits as they are notified (``LISTEN``).
-        dense_weight / lexical_weight / neighbour_weight / neighbour_window: as for the
+        dense_weight / lexical_weight / neighbour_weight / neighbour_window / owner: as for the
             SQLite store.
 
     Raises:
@@ -89,10 +98,11 @@ class PgDocumentStore(BaseDocumentStore):
         lexical_weight: float = 0.5,
         neighbour_weight: float = 0.2,
         neighbour_window: float = 3600.0,
+        owner: str = LIBRARY_OWNER,
     ) -> None:
         super().__init__(
             embedder, dense_weight=dense_weight, lexical_weight=lexical_weight,
-            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window,
+            neighbour_weight=neighbour_weight, neighbour_window=neighbour_window, owner=owner,
         )
         if not tenant.strip():
             raise UsageError("the PostgreSQL document store needs a non-empty tenant id")
@@ -106,6 +116,7 @@ class PgDocumentStore(BaseDocumentStore):
         self._pending = threading.Event()
         try:
             self.db.call(self._prepare())
+            self.migrated = self.db.call(self.db.transact(lambda conn: adopt_unowned(conn, self.tenant, self.owner)))
             with self._lock:
                 self._reload()
         except BaseException:
@@ -148,8 +159,8 @@ class PgDocumentStore(BaseDocumentStore):
                 await cur.execute("SELECT change_seq FROM ha_tenants WHERE tenant=%s", (self.tenant,))
                 seq = (await cur.fetchone() or (0,))[0]
                 await cur.execute(
-                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
-                    " WHERE tenant=%s ORDER BY slot",
+                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len, person, visibility"
+                    " FROM ha_documents WHERE tenant=%s ORDER BY slot",
                     (self.tenant,),
                 )
                 return int(seq), await cur.fetchall()
@@ -177,7 +188,7 @@ class PgDocumentStore(BaseDocumentStore):
                      "reembed_stale() recomputes them", self._where(), self._stale, self._fingerprint)
 
     def _apply_add(self, row: Sequence[Any], known: _Terms | None = None) -> None:
-        slot, created, source, vec_model, vector, lex, length = row
+        slot, created, source, vec_model, vector, lex, length, person, visibility = row
         if slot <= self._mirror.top:
             return
         buckets, counts = (known[0], known[1]) if known is not None else decode_terms(bytes(lex))
@@ -185,7 +196,7 @@ class PgDocumentStore(BaseDocumentStore):
         if not usable:
             self._stale += 1
         self._mirror.add(int(slot), float(created), source, (buckets, counts, int(length)),
-                         vector if usable else None)
+                         vector if usable else None, person or self.owner, visibility)
 
     # -- following other writers --------------------------------------------------------------
 
@@ -223,12 +234,14 @@ class PgDocumentStore(BaseDocumentStore):
                 (self.tenant, after),
             )
             changes = await cur.fetchall()
-            wanted = sorted({int(c[2]) for c in changes if c[1] == "vec" or (c[1] == "add" and c[2] not in known)})
+            wanted = sorted({
+                int(c[2]) for c in changes if c[1] in ("vec", "mark") or (c[1] == "add" and c[2] not in known)
+            })
             rows: dict[int, tuple[Any, ...]] = {}
             if wanted:
                 await cur.execute(
-                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len FROM ha_documents"
-                    " WHERE tenant=%s AND slot = ANY(%s)",
+                    "SELECT slot, created_at, source, vec_model, vector, lex, lex_len, person, visibility"
+                    " FROM ha_documents WHERE tenant=%s AND slot = ANY(%s)",
                     (self.tenant, wanted),
                 )
                 rows = {int(r[0]): r for r in await cur.fetchall()}
@@ -258,11 +271,13 @@ class PgDocumentStore(BaseDocumentStore):
                 if not had_vector and self._fingerprint:
                     self._stale = max(0, self._stale - 1)
             elif kind == "vec" and slot in rows and slot < len(self._mirror.alive) and self._mirror.alive[slot]:
-                _, _, _, vec_model, vector, _, _ = rows[slot]
+                _, _, _, vec_model, vector, _, _, _, _ = rows[slot]
                 if vec_model == self._fingerprint and vector is not None and len(vector) == self._dim:
                     if not self._mirror.has_vector(slot):
                         self._stale = max(0, self._stale - 1)
                     self._mirror.set_vector(slot, vector)
+            elif kind == "mark" and slot in rows:
+                self._mirror.set_mark(slot, rows[slot][7] or self.owner, rows[slot][8])
             self._applied = max(self._applied, int(seq))
 
     def sync(self) -> None:
@@ -338,7 +353,7 @@ class PgDocumentStore(BaseDocumentStore):
             records.append((
                 doc.id, doc.title, doc.content, doc.source, doc.created_at, doc.last_access, doc.access_count,
                 json.dumps(doc.media_digests), doc.meta, vec, self._fingerprint if vec is not None else "",
-                encode_terms(buckets, counts), length,
+                encode_terms(buckets, counts), length, doc.person, doc.visibility,
             ))
         self.import_records(records)
 
@@ -346,8 +361,9 @@ class PgDocumentStore(BaseDocumentStore):
         """Store complete rows as they are (a copy from another store): one transaction, durable on return.
 
         Each record is ``(id, title, content, source, created_at, last_access, access_count,
-        media_digests_json, meta_dict, vector_or_None, vec_model, lex_blob, lex_len)``; vectors
-        keep the space they were computed in (``vec_model``), terms their stored form.
+        media_digests_json, meta_dict, vector_or_None, vec_model, lex_blob, lex_len, person,
+        visibility)``; vectors keep the space they were computed in (``vec_model``), terms their
+        stored form; a record without a person is the owner's.
 
         Raises:
             UsageError: an id already exists.
@@ -356,9 +372,12 @@ class PgDocumentStore(BaseDocumentStore):
             return
         with self._lock:
             self._check_open()
+            records = [(*r[:13], r[13] if len(r) > 13 and r[13] else self.owner,
+                        r[14] if len(r) > 14 else "private") for r in records]
             first = self.db.call(self._write_records(list(records)))
             self._catch_up({
-                first + i: (first + i, r[4], r[3], r[10], r[9], r[11], r[12]) for i, r in enumerate(records)
+                first + i: (first + i, r[4], r[3], r[10], r[9], r[11], r[12], r[13], r[14])
+                for i, r in enumerate(records)
             })
 
     async def _delete_rows(self, ids: list[str]) -> int:
@@ -416,11 +435,13 @@ class PgDocumentStore(BaseDocumentStore):
             sql += f" LIMIT {int(limit)}"
         return [document_from_row(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
-    def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
+    def _rank(
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, audience: Audience = EVERYONE
+    ) -> list[tuple[int, float]]:
         weights = doc_ranking.FusionWeights(
             self.dense_weight, self.lexical_weight, self.neighbour_weight, self.coverage_weight
         )
-        return self._mirror.rank(text, top_k, qvec, weights=weights)
+        return self._mirror.rank(text, top_k, qvec, weights=weights, audience=audience)
 
     async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:
         """The ranked slots' documents, retried while the server is away.
@@ -450,13 +471,27 @@ class PgDocumentStore(BaseDocumentStore):
         rows = {r[0]: r[1:] for r in found}
         return [DocHit(document_from_row(rows[slot]), score) for slot, score in ranked if slot in rows]
 
+    def _set_visibility(self, doc_ids: list[str], visibility: str) -> int:
+        with self._lock:
+            self._check_open()
+            if not doc_ids:
+                return 0
+            try:
+                count = self.db.call(
+                    self.db.transact(lambda conn: set_visibility(conn, self.tenant, doc_ids, visibility))
+                )
+            except NothingToDo:
+                return 0
+            self._catch_up()
+            return count
+
     def _search(
-        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool
+        self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None, touch: bool, audience: Audience
     ) -> list[DocHit]:
         """The hits are read (and counted) in one statement, retried while the server is away."""
         with self._lock:
             self._check_open()
-            ranked = self._rank(text, top_k, qvec)
+            ranked = self._rank(text, top_k, qvec, audience)
         return self.db.call(self._hits(ranked, touch))
 
     def archived_event_ids(self, event_ids: Iterable[str]) -> set[str]:

@@ -112,6 +112,18 @@ class PgKnowledge(KnowledgeStorage):
         )
         return updated_at
 
+    def load_marks(self) -> dict[str, tuple[str, str]]:
+        rows = self._fetch(
+            "SELECT name, person, visibility FROM ha_knowledge WHERE tenant=%s AND person <> ''", (self.tenant,)
+        )
+        return {str(n): (str(p), str(v)) for n, p, v in rows}
+
+    def write_marks(self, name: str, person: str, visibility: str) -> None:
+        self._write(
+            "UPDATE ha_knowledge SET person=%s, visibility=%s WHERE tenant=%s AND name=%s",
+            (person, visibility, self.tenant, name),
+        )
+
     def remove(self, name: str) -> None:
         self._write("DELETE FROM ha_knowledge WHERE tenant=%s AND name=%s", (self.tenant, name))
 

@@ -31,7 +31,7 @@ __all__ = ["MigrationReport", "document_checksum", "migrate_documents", "migrati
 
 _SQLITE_COLUMNS = (
     "id, title, content, source, created_at, last_access, access_count, media_digests, meta, vector, vec_model,"
-    " lex, lex_len"
+    " lex, lex_len, person, visibility"
 )
 
 
@@ -72,7 +72,7 @@ def _canonical(record: tuple[Any, ...]) -> bytes:
     meta = record[8] if isinstance(record[8], dict) else json.loads(record[8])
     text = json.dumps(
         [record[0], record[1], record[2], record[3], repr(float(record[4])), json.loads(record[7]),
-         meta, record[10] if record[9] is not None else ""],
+         meta, record[10] if record[9] is not None else "", *record[13:15]],
         ensure_ascii=False, sort_keys=True,
     )
     return text.encode() + b"\0" + _vector_bytes(record[9])
@@ -121,10 +121,10 @@ def _sqlite_sorted(conn: sqlite3.Connection) -> Iterator[tuple[Any, ...]]:
 
 def _sqlite_write(conn: sqlite3.Connection, path: Path, records: list[tuple[Any, ...]]) -> None:
     rows = [(*r[:8], json.dumps(r[8], ensure_ascii=False) if isinstance(r[8], dict) else r[8],
-             _vector_bytes(r[9]) if r[9] is not None else None, r[10], bytes(r[11]), r[12]) for r in records]
+             _vector_bytes(r[9]) if r[9] is not None else None, r[10], bytes(r[11]), r[12], *r[13:15]) for r in records]
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.executemany(f"INSERT INTO documents ({_SQLITE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany(f"INSERT INTO documents ({_SQLITE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         conn.execute(
             "INSERT INTO store_meta VALUES ('edits', '1') ON CONFLICT(key) DO UPDATE"
             " SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
@@ -162,7 +162,7 @@ def _pg_batches(store: Any, batch: int) -> Iterator[list[tuple[Any, ...]]]:
         if not rows:
             return
         after = rows[-1][0]
-        yield [(*r[1:8], r[8], r[9], r[10], r[11], bytes(r[12]), r[13]) for r in rows]
+        yield [(*r[1:8], r[8], r[9], r[10], r[11], bytes(r[12]), r[13], r[14], r[15]) for r in rows]
 
 
 def _pg_sorted(store: Any, batch: int = 5000) -> Iterator[tuple[Any, ...]]:

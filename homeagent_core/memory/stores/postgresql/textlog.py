@@ -124,6 +124,7 @@ class PgTextLog(ConversationLog):
         tools: list[dict[str, Any]] | None = None,
         person: str = "",
         thread: str = "",
+        visibility: str = "",
     ) -> str:
         """Commit one record; returns its id.
 
@@ -133,7 +134,7 @@ class PgTextLog(ConversationLog):
         """
         record = new_record(role, content, channel=channel, source=source, timestamp=timestamp,
                             attachments=attachments, reasoning=reasoning, tools=tools, person=person,
-                            thread=thread)
+                            thread=thread, visibility=visibility)
         self._check_open()
         last, rewrites = self.db.call(self._insert([record]))
         self._after_write(last, rewrites, [record])

@@ -19,6 +19,7 @@ from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.memory.stores.factory import open_document_store
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder
+from homeagent_sdk.visibility import EVERYONE
 
 NOTES = [
     "the red kite nests in the old oak by the river",
@@ -48,7 +49,7 @@ async def test_each_backend_is_a_document_store(tmp_path, open_documents):
 async def test_added_documents_are_found_read_and_counted(tmp_path, open_documents):
     store = await _filled(open_documents, tmp_path / "documents.db", FakeEmbedder(32))
     assert len(store) == len(NOTES) and store.dense_rows() == len(NOTES)
-    hits = await store.query("where do the winter tyres go", 1, touch=False)
+    hits = await store.query("where do the winter tyres go", 1, touch=False, audience=EVERYONE)
     assert [h.document.content for h in hits] == [NOTES[2]]
     doc = hits[0].document
     assert doc.id in store and "doc_nothing" not in store
@@ -63,7 +64,7 @@ async def test_added_documents_are_found_read_and_counted(tmp_path, open_documen
 
 async def test_a_counted_read_keeps_a_document_out_of_the_cold_list(tmp_path, open_documents):
     store = await _filled(open_documents, tmp_path / "documents.db")
-    hits = await store.query("apple cake eggs", 1, touch=True)
+    hits = await store.query("apple cake eggs", 1, touch=True, audience=EVERYONE)
     assert hits[0].document.content == NOTES[1]
     assert await asyncio.to_thread(store.touch, [hits[0].document.id, "doc_gone"], now=2e9) == 1
     await asyncio.to_thread(store.flush)
@@ -75,13 +76,14 @@ async def test_a_counted_read_keeps_a_document_out_of_the_cold_list(tmp_path, op
 
 async def test_consume_and_delete_remove_documents_for_good(tmp_path, open_documents):
     store = await _filled(open_documents, tmp_path / "documents.db")
-    taken = await store.consume("piano lesson thursday", 1)
+    taken = await store.consume("piano lesson thursday", 1, audience=EVERYONE)
     assert [h.document.content for h in taken] == [NOTES[3]]
     assert taken[0].document.id not in store and len(store) == len(NOTES) - 1
     first = (await asyncio.to_thread(store.all))[0]
     assert await asyncio.to_thread(store.delete, [first.id, first.id, "doc_gone"]) == 1
     assert await asyncio.to_thread(store.delete, [first.id]) == 0
-    assert [h.document.content for h in await store.query("red kite oak", 3, touch=False)] != [NOTES[0]]
+    assert [h.document.content for h in await store.query("red kite oak", 3, touch=False,
+        audience=EVERYONE)] != [NOTES[0]]
     assert await asyncio.to_thread(store.archived_event_ids, ["e0", "e1", "e3", "e9"]) == {"e1"}
 
 
@@ -104,7 +106,7 @@ async def test_documents_stored_without_vectors_are_embedded_when_a_space_is_act
     assert store.stale_count == len(NOTES) and store.dense_rows() == 0
     assert await store.reembed_stale(batch_size=3) == len(NOTES)
     assert store.stale_count == 0 and store.dense_rows() == len(NOTES)
-    hits = await store.query("apple cake", 1, touch=False)
+    hits = await store.query("apple cake", 1, touch=False, audience=EVERYONE)
     assert hits[0].document.content == NOTES[1]
 
 
@@ -112,7 +114,7 @@ async def test_a_closed_store_refuses_reads_and_writes(tmp_path, open_documents)
     store = await _filled(open_documents, tmp_path / "documents.db")
     await store.aclose()
     with pytest.raises(UsageError, match="is closed"):
-        await store.query("red kite", 1)
+        await store.query("red kite", 1, audience=EVERYONE)
     with pytest.raises(UsageError, match="is closed"):
         await store.add("one more note")
 
@@ -132,7 +134,7 @@ async def test_a_query_waiting_for_the_store_lock_leaves_the_event_loop_running(
     holder = threading.Thread(target=hold_lock)
     holder.start()
     assert holding.wait(5.0)
-    query = asyncio.create_task(store.query("red kite", 1, touch=False))
+    query = asyncio.create_task(store.query("red kite", 1, touch=False, audience=EVERYONE))
     for _ in range(50):  # the query embeds, then waits for the lock; the loop keeps turning
         await asyncio.sleep(0)
     release.set()
@@ -155,7 +157,7 @@ async def test_a_query_vector_of_another_space_is_refused(tmp_path, open_documen
     store = await _filled(open_documents, tmp_path / "documents.db", FakeEmbedder(32))
     other = np.ones(16, dtype=np.float32)
     with pytest.raises(UsageError, match=r"query vector has shape \(16,\); this store's space is 32-d"):
-        await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=other))
+        await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=other, audience=EVERYONE))
     right = (await FakeEmbedder(32).embed_texts(["red kite oak"]))[0]
-    hits = await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=right))
+    hits = await asyncio.to_thread(lambda: store.search("red kite", 1, query_vector=right, audience=EVERYONE))
     assert [h.document.content for h in hits] == [NOTES[0]]

@@ -68,3 +68,21 @@ def test_the_cached_index_is_kept_per_entry(open_knowledge: Opener) -> None:
     storage.save_index({"home/wifi": {"updated_at": updated, "fingerprint": "fp1", "vector": "AAAA"}})
     index = open_knowledge().load_index()
     assert index["home/wifi"]["fingerprint"] == "fp1" and index["home/wifi"]["vector"] == "AAAA"
+
+
+async def test_entries_keep_their_person_and_visibility_and_readers_see_only_theirs(open_knowledge: Opener, tmp_path):
+    from homeagent_core.memory.knowledge.base import KnowledgeBase
+    from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE, Audience
+
+    kb = KnowledgeBase(tmp_path / "kb-root", storage=open_knowledge(), owner="mum")
+    await kb.create("health/checkup", "hospital check-up next wednesday", person="mum")
+    await kb.create("home/wifi", "the wifi password is tulip42", person="mum", visibility=HOUSEHOLD)
+    assert open_knowledge().load_marks() == {"health/checkup": ("mum", PRIVATE), "home/wifi": ("mum", HOUSEHOLD)}
+    again = KnowledgeBase(tmp_path / "kb-root", storage=open_knowledge(), owner="mum")
+    kid = Audience(person="kid")
+    assert [h.entry.name for h in await again.search("hospital wifi password", 5, audience=kid)] == ["home/wifi"]
+    again.set_visibility("health/checkup", HOUSEHOLD)
+    third = KnowledgeBase(tmp_path / "kb-root", storage=open_knowledge(), owner="mum")
+    assert {e.name for e in third.list(audience=kid)} == {"health/checkup", "home/wifi"}
+    third.delete("health/checkup")
+    assert "health/checkup" not in open_knowledge().load_marks()
