@@ -12,6 +12,7 @@ import numpy as np
 from homeagent_core.memory.documents.lexical.index import word_weights
 from homeagent_core.memory.documents.ranking import cover_words
 from homeagent_core.memory.documents.store import Document
+from homeagent_sdk.visibility import EVERYONE
 
 WANG = [
     "王芳是我的上司，她的电话是13912345678。",
@@ -47,7 +48,7 @@ async def test_a_question_about_two_people_brings_a_message_about_each(
     texts += [f"李强最近在忙着{a}。" for a in ACTIVITIES[:4]] + [f"今天的天气不错，我去{a}了。" for a in ACTIVITIES]
     texts += ["我的同事小刘年龄是29岁。", "我的邻居老陈年龄是70岁。"]
     store = await _store(tmp_path, open_documents, texts)
-    hits = await store.query("王芳和李强谁的年龄更大？", 10, touch=False)
+    hits = await store.query("王芳和李强谁的年龄更大？", 10, touch=False, audience=EVERYONE)
     found = [h.document.content for h in hits]
     assert "我: 王芳是我的上司，其年龄是44岁。" in found and "我: 李强是我的表弟，其年龄是36岁。" in found, found
 
@@ -57,7 +58,7 @@ async def test_the_message_with_the_asked_attribute_outranks_one_that_repeats_th
 ) -> None:
     texts = [*WANG, "王芳是我的上司，她今年44岁，年龄比我大。", *LI]
     store = await _store(tmp_path, open_documents, texts)
-    hits = await store.query("王芳的年龄是多少？", 1, touch=False)
+    hits = await store.query("王芳的年龄是多少？", 1, touch=False, audience=EVERYONE)
     assert hits[0].document.content == "我: 王芳是我的上司，她今年44岁，年龄比我大。"
 
 
