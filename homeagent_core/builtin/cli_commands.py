@@ -51,6 +51,8 @@ HELP = """Commands:
   /stop                        stop the running reply and drop what is queued
   /approvals [list]            tool calls waiting for the owner's decision (JSON)
   /approvals approve|deny <id> decide one: approve runs it with the asker's rights
+  /nodes [list]                paired remote devices and whether they are online (JSON)
+  /nodes revoke <name>         forget a node: its token dies and its link is closed now
 Anything else is a message to the agent."""
 
 
@@ -89,6 +91,7 @@ class Commands:
             "stop": self._stop,
             "doctor": self._doctor,
             "approvals": self._approvals,
+            "nodes": self._nodes,
         }.get(name.lower())
 
     def _kernel_or_fail(self) -> KernelAccess:
@@ -500,6 +503,18 @@ class Commands:
             who = decided.principal.person or "a guest"
             return f"approval #{decided.id} {decided.status}: {decided.call.name} for {who}"
         raise HomeAgentError("usage: /approvals [list] | /approvals approve <id> | /approvals deny <id>")
+
+    async def _nodes(self, rest: str) -> str:
+        """``/nodes [list]`` (JSON) and ``/nodes revoke <name>``, answered by the ``nodes`` built-in."""
+        nodes = self._host().pm.get_plugin("nodes")
+        if nodes is None or getattr(nodes, "store", None) is None:
+            raise HomeAgentError("the nodes built-in is not running in this daemon")
+        words = rest.split()
+        if not words or words == ["list"]:
+            return json.dumps(await nodes.listing(), ensure_ascii=False, default=str)
+        if len(words) == 2 and words[0] == "revoke":
+            return str(await nodes.revoke(words[1]))
+        raise HomeAgentError("usage: /nodes [list] | /nodes revoke <name>")
 
     async def _stop(self, _rest: str) -> str:
         dropped = self._kernel_or_fail().stop()

@@ -67,6 +67,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.web",
     "homeagent_core.builtin.senses",
     "homeagent_core.builtin.browser",
+    "homeagent_core.builtin.nodes",
     "homeagent_core.builtin.webui",
 )
 
