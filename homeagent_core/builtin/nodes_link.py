@@ -98,6 +98,7 @@ class NodeHub:
     async def serve(self, ws: WebSocket) -> None:
         """Run one node's WebSocket from the handshake to its end (never raises)."""
         from starlette.responses import JSONResponse
+        from starlette.websockets import WebSocketDisconnect
 
         auth = ws.headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
@@ -120,6 +121,8 @@ class NodeHub:
             if link is None:
                 return
             await self._run(link)
+        except (WebSocketDisconnect, OSError) as exc:
+            log.info("node %s: the link dropped (%s)", name, exc)
         except Exception:
             log.exception("node %s: the link failed", name)
         finally:
@@ -186,13 +189,10 @@ class NodeHub:
             keepalive.cancel()
 
     def _frame(self, link: Link, message: Mapping[str, Any]) -> str:
-        """Handle one received frame; the reason to cut the node off, or ""."""
-        now = time.monotonic()
-        link.frames.append(now)
-        while link.frames and link.frames[0] < now - 10:
-            link.frames.popleft()
-        if len(link.frames) > self.limits.max_frames_per_10s:
-            return f"flood: more than {self.limits.max_frames_per_10s} frames in 10 s"
+        """Handle one received frame; the reason to cut the node off, or "".
+
+        Answers to calls the daemon made are never a flood; every other frame counts.
+        """
         text = message.get("text")
         try:
             frame = decode_frame(text if isinstance(text, str) else bytes(message.get("bytes") or b""))
@@ -204,6 +204,12 @@ class NodeHub:
                 if not future.done():
                     future.set_result((ok, body, images))
                 return ""
+            now = time.monotonic()
+            link.frames.append(now)
+            while link.frames and link.frames[0] < now - 10:
+                link.frames.popleft()
+            if len(link.frames) > self.limits.max_frames_per_10s:
+                return f"flood: more than {self.limits.max_frames_per_10s} unasked frames in 10 s"
             if frame["type"] == "pong":
                 return ""
             raise ProtocolError(f"unknown message type {frame['type']!r} (a node sends hello, result or pong)")

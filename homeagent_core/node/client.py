@@ -146,7 +146,8 @@ class NodeClient:
                 why = f"{type(exc).__name__}: {exc}"
             except Exception as exc:  # a protocol error of the websockets library, a closed link
                 why = f"{type(exc).__name__}: {exc}"
-            attempt = 0 if self.connected_at and time.monotonic() - self.connected_at > 30 else attempt + 1
+            # A link that lived a while starts the backoff afresh; one cut right after its hello does not.
+            attempt = 0 if self.connected_at and time.monotonic() - self.connected_at > 10 else attempt + 1
             self.connected_at = 0.0
             delay = min(self.max_backoff, 0.5 * 2 ** min(attempt, 8)) * random.uniform(0.5, 1.0)
             self.say(f"disconnected ({why}); reconnecting in {delay:.1f}s")
