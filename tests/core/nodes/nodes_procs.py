@@ -62,9 +62,9 @@ def configure(data: Path, model_url: str) -> None:
 class Proc:
     """A child process whose output is collected line by line on a thread."""
 
-    def __init__(self, args: list[str]) -> None:
-        self.popen = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(),
-                                      stdin=subprocess.DEVNULL)
+    def __init__(self, args: list[str], **extra_env: str) -> None:
+        self.popen = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      env=env(**extra_env), stdin=subprocess.DEVNULL)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -108,7 +108,9 @@ def serve(data: Path, port: int) -> Proc:
 
 
 def node_serve(folder: Path) -> Proc:
-    return Proc(homeagent("node", "serve", "--data", str(folder)))
+    """``homeagent node serve``; the capabilities of ``node_plugin_caps.py`` can be enabled in its node.json."""
+    return Proc(homeagent("node", "serve", "--data", str(folder)),
+                PYTHONPATH=f"{os.getcwd()}{os.pathsep}{Path(__file__).parent}")
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:

@@ -106,3 +106,16 @@ def test_protocol_frames_are_checked() -> None:
     with pytest.raises(ProtocolError, match="not an image"):
         parse_result({"type": "result", "id": "c1", "ok": True,
                       "images": [{"mime": "text/html", "data": base64.b64encode(b"x").decode()}]})
+
+
+async def test_device_slash_name_reaches_the_device_channel_with_the_node_as_conversation() -> None:
+    from homeagent_core.agent.channels import ChannelRegistry
+    from homeagent_sdk.types import ChannelDef
+
+    sent: list[tuple[str, dict[str, object]]] = []
+    registry = ChannelRegistry()
+    registry.add_output(ChannelDef(name="device", send=lambda payload, meta: sent.append((payload, meta))), "nodes")
+    await registry.send("device/lap", "time to go")
+    await registry.send("device:pi", "hello")
+    assert sent == [("time to go", {"conversation": "lap"}), ("hello", {"conversation": "pi"})]
+    assert registry.output("device/lap") is registry.output("device")

@@ -9,6 +9,7 @@ and revoking cuts it off with a clear message.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import stat
 import sys
@@ -52,6 +53,8 @@ def enable(folder: Path, notes: Path, marker: Path) -> None:
         },
     }
     config["capabilities"]["files"] = {"enabled": True, "folder": "sandbox"}
+    config["plugins"] = ["node_plugin_caps:snap", "node_plugin_caps:hang", "node_plugin_caps:big"]
+    config["capabilities"].update({"snap": {"enabled": True}, "hang": {"enabled": True}, "big": {"enabled": True}})
     (folder / "node.json").write_text(json.dumps(config))
 
 
@@ -63,6 +66,7 @@ def test_pair_join_call_approve_kill_return_restart_and_revoke(tmp_path: Path, p
     notes, marker = tmp_path / "notes.txt", tmp_path / "marker.txt"
     with openai_loopback() as model:
         configure(home, model.base_url)
+        cli("config", "set", "plugin.nodes.call_timeout", "2s", "--data", str(home))
         procs.append(serve(home, port))
 
         # pairing: a one-time code, traded for a token kept 0600 in the node's own dir
@@ -83,7 +87,7 @@ def test_pair_join_call_approve_kill_return_restart_and_revoke(tmp_path: Path, p
         node.wait_for("connected to")
         rows = nodes_list(home)
         assert [(r["name"], r["online"]) for r in rows] == [("lap", True)]
-        assert set(rows[0]["capabilities"]) == {"status", "notify", "run", "files"}
+        assert set(rows[0]["capabilities"]) == {"status", "notify", "run", "files", "snap", "hang", "big"}
 
         # the model calls node_lap_status and node_lap_notify in one /v1 turn
         model.tool_rules["how is the laptop"] = [("node_lap_status", {}),
@@ -95,6 +99,23 @@ def test_pair_join_call_approve_kill_return_restart_and_revoke(tmp_path: Path, p
         assert "notification shown" in reply
         assert notes.read_text() == "Home: dinner is ready\n"
         assert {"node_lap_status", "node_lap_notify", "node_lap_run", "node_lap_files"} <= offered_tools(model.requests)
+
+        # a third-party capability's image lands in the media store; calls time out; answers are capped
+        model.tool_rules["take a picture"] = [("node_lap_snap", {})]
+        picture = ask(url, "take a picture")
+        assert re.fullmatch(r"tool results: a red dot\nimages: [0-9a-f]{64}", picture), picture
+        model.tool_rules["wait forever"] = [("node_lap_hang", {})]
+        assert "did not answer hang within 2s" in ask(url, "wait forever")
+        model.tool_rules["say a lot"] = [("node_lap_big", {})]
+        big = ask(url, "say a lot")
+        assert "[truncated: 134464 more bytes]" in big and len(big) < 70_000
+
+        # the device/<name> output channel shows a notification on the node
+        model.tool_rules["tell the laptop"] = [("output_send__device",
+                                                {"payload": "time to go", "type": "text",
+                                                 "meta": '{"conversation": "lap"}'})]
+        assert "shown on lap" in ask(url, "tell the laptop")
+        assert notes.read_text().endswith("HomeAgent: time to go\n")
 
         # run asks the owner first; a silent command does not
         model.tool_rules["mark it"] = [("node_lap_run", {"command": "mark"})]
