@@ -119,3 +119,25 @@ async def test_device_slash_name_reaches_the_device_channel_with_the_node_as_con
     await registry.send("device:pi", "hello")
     assert sent == [("time to go", {"conversation": "lap"}), ("hello", {"conversation": "pi"})]
     assert registry.output("device/lap") is registry.output("device")
+
+
+def test_node_tools_follow_the_people_policy_defaults(tmp_path: Path) -> None:
+    from homeagent_core.agent.people import PeopleRegistry
+    from homeagent_core.agent.policy import Decision, ToolPolicy
+    from homeagent_sdk.types import Principal
+
+    people = PeopleRegistry.open(tmp_path)
+    people.ensure_owner("root")
+    people.add("mum", "adult")
+    people.add("kid", "child")
+    policy = ToolPolicy(people)
+    owner, mum, kid = (Principal(person="root", role="owner"), Principal(person="mum", role="adult"),
+                       Principal(person="kid", role="child"))
+    for capability in ("run", "files", "clipboard", "screenshot", "camera_snap"):
+        assert policy.decide(owner, f"node_lap_{capability}") is Decision.ALLOW  # run asks the owner itself
+        assert policy.decide(mum, f"node_lap_{capability}") is Decision.ASK
+        assert policy.decide(kid, f"node_lap_{capability}") is Decision.DENY
+    assert policy.decide(mum, "node_lap_status") is Decision.ALLOW
+    assert policy.decide(mum, "node_lap_notify") is Decision.ALLOW
+    assert policy.decide(kid, "node_lap_status") is Decision.DENY
+    people.close()
