@@ -65,6 +65,9 @@ class Nodes:
                                description="Largest text a node's answer may bring to the model (longer is cut)."))
         registry.add(ConfigDef(key="max_frames_per_10s", type="int", default=200, min=10, max=100_000,
                                description="A node that sends more frames in 10 seconds is cut off as flooding."))
+        registry.add(ConfigDef(key="token_days", type="int", default=0, min=0, max=3650,
+                               description="Days a device token lives after its pairing (then the node gets 401 "
+                                           "and must be paired again); 0: until it is revoked."))
         registry.add(ConfigDef(key="keepalive", type="duration", default="15s", min=1, max=3600,
                                description="How often a connected node's token is checked again (a revoked token "
                                            "is cut off then at the latest)."))
@@ -88,6 +91,7 @@ class Nodes:
             max_result_bytes=int(sdk.settings.get("max_result_bytes") or 65536),
             max_frames_per_10s=int(sdk.settings.get("max_frames_per_10s") or 200),
             keepalive_s=float(sdk.settings.get("keepalive") or 15),
+            token_max_age_s=float(sdk.settings.get("token_days") or 0) * 86400,
         )
         self.hub = NodeHub(self.store, limits, make_tool=self._tool,
                            add_tool=lambda t: tools.add(t, plugin=PLUGIN_NAME), remove_tool=tools.remove,
@@ -114,6 +118,8 @@ class Nodes:
 
         assert self.store is not None
         now = time.monotonic()
+        for address in [a for a, times in self._failures.items() if times[-1] < now - 60]:
+            del self._failures[address]  # forget addresses whose last wrong code is over a minute old
         recent = [t for t in self._failures.get(client, []) if t > now - 60]
         if len(recent) >= 5:
             raise NodesError("too many wrong pairing codes from this address; wait a minute")

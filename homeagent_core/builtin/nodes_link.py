@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -53,6 +54,8 @@ class LinkLimits:
     max_frames_per_10s: int = 200
     keepalive_s: float = 15.0
     hello_timeout: float = 10.0
+    #: A device token older than this (seconds since pairing) has expired; 0: tokens never expire.
+    token_max_age_s: float = 0.0
 
 
 @dataclass
@@ -102,10 +105,9 @@ class NodeHub:
 
         auth = ws.headers.get("authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        name = await asyncio.to_thread(self.store.authenticate, token) if token else None
+        name, why = await asyncio.to_thread(
+            functools.partial(self.store.authenticate, token, max_age_s=self.limits.token_max_age_s))
         if name is None:
-            why = ("no device token: send Authorization: Bearer <token>" if not token else
-                   "this device token is revoked or unknown; pair the node again (homeagent nodes pair NAME)")
             await ws.send_denial_response(JSONResponse({"error": why}, status_code=401))
             return
         if name in self.links or name in self._reserved:
@@ -231,8 +233,9 @@ class NodeHub:
     async def _keepalive(self, link: Link) -> None:
         while not link.closed:
             await asyncio.sleep(self.limits.keepalive_s)
-            if not await asyncio.to_thread(self.store.seen, link.name):
-                await self.close(link.name, "the node was revoked", code=CLOSE_REVOKED)
+            alive = functools.partial(self.store.seen, link.name, max_age_s=self.limits.token_max_age_s)
+            if not await asyncio.to_thread(alive):
+                await self.close(link.name, "the node was revoked or its token expired", code=CLOSE_REVOKED)
                 return
 
     async def _cut(self, link: Link, problem: str, *, code: int = CLOSE_PROTOCOL, close: bool = True) -> None:

@@ -151,16 +151,25 @@ class NodeStore:
                 ) from None
         return name, token
 
-    def authenticate(self, token: str) -> str | None:
-        """The name of the node whose token this is, or None (unknown or revoked)."""
+    def authenticate(self, token: str, *, max_age_s: float = 0.0, now: float | None = None) -> tuple[str | None, str]:
+        """``(name, "")`` of the node whose token this is, or ``(None, why)``: unknown, revoked or expired.
+
+        ``max_age_s`` > 0: a token older than that (since its pairing) has expired.
+        """
         if not token:
-            return None
+            return None, "no device token: send Authorization: Bearer <token>"
         digest = _hash(token)
         with self._lock:
-            row = self._db.execute("SELECT name, token_hash FROM nodes WHERE token_hash = ?", (digest,)).fetchone()
+            row = self._db.execute(
+                "SELECT name, token_hash, created FROM nodes WHERE token_hash = ?", (digest,)
+            ).fetchone()
         if row is None or not hmac.compare_digest(str(row[1]), digest):
-            return None
-        return str(row[0])
+            return None, "this device token is revoked or unknown; pair the node again (homeagent nodes pair NAME)"
+        now = time.time() if now is None else now
+        if max_age_s > 0 and now - float(row[2]) > max_age_s:
+            return None, (f"this device token has expired (plugin.nodes.token_days); revoke and pair node {row[0]} "
+                          "again (homeagent nodes revoke, homeagent nodes pair)")
+        return str(row[0]), ""
 
     def revoke(self, name: str) -> bool:
         """Forget node ``name`` and its token (and any pending code for it); False when unknown."""
@@ -183,10 +192,15 @@ class NodeStore:
         with self._lock:
             self._db.execute("UPDATE nodes SET online = 0, last_seen = ? WHERE name = ?", (time.time(), name))
 
-    def seen(self, name: str) -> bool:
-        """Note the node is alive; False when it is no longer paired (revoked)."""
+    def seen(self, name: str, *, max_age_s: float = 0.0) -> bool:
+        """Note the node is alive; False when it is no longer paired (revoked) or its token expired."""
+        now = time.time()
         with self._lock:
-            return bool(self._db.execute("UPDATE nodes SET last_seen = ? WHERE name = ?", (time.time(), name)).rowcount)
+            row = self._db.execute("SELECT created FROM nodes WHERE name = ?", (name,)).fetchone()
+            if row is None or (max_age_s > 0 and now - float(row[0]) > max_age_s):
+                return False
+            self._db.execute("UPDATE nodes SET last_seen = ? WHERE name = ?", (now, name))
+        return True
 
     def mark_problem(self, name: str, problem: str) -> None:
         with self._lock:

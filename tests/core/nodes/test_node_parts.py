@@ -30,7 +30,9 @@ def test_codes_are_one_time_expire_and_tokens_are_kept_only_as_hashes(tmp_path: 
     code, expires = store.pair("Lap", now=1000.0)
     assert expires == 1000.0 + CODE_TTL_S
     name, token = store.redeem(code.lower(), now=1001.0)
-    assert name == "lap" and store.authenticate(token) == "lap"
+    assert name == "lap" and store.authenticate(token) == ("lap", "")
+    assert store.authenticate(token, max_age_s=86400, now=1001.0 + 86401)[1].startswith("this device token has expired")
+    assert store.authenticate(token, max_age_s=86400, now=1001.0 + 86399) == ("lap", "")
     with pytest.raises(NodesError, match="already used"):
         store.redeem(code, now=1002.0)
     with pytest.raises(NodesError, match="already paired"):
@@ -44,7 +46,8 @@ def test_codes_are_one_time_expire_and_tokens_are_kept_only_as_hashes(tmp_path: 
     dump = "\n".join(sqlite3.connect(tmp_path / "nodes.db").iterdump())
     assert token not in dump and code not in dump
     again = NodeStore(tmp_path / "nodes.db")
-    assert again.revoke("lap") and again.authenticate(token) is None and not again.revoke("lap")
+    assert again.revoke("lap") and again.authenticate(token)[0] is None and not again.revoke("lap")
+    assert "revoked or unknown" in again.authenticate(token)[1]
     again.close()
 
 
