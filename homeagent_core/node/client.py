@@ -109,6 +109,7 @@ class NodeClient:
     @classmethod
     def from_folder(cls, folder: Path, **kwargs: Any) -> NodeClient:
         config = NodeConfig.load(folder)
+        config.token()  # no token: say so now, not on every reconnect
         caps, notes = build_capabilities(config)
         client = cls(config, caps, **kwargs)
         for note in notes:
