@@ -18,6 +18,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import sqlite3
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -271,7 +272,8 @@ class NodeHub:
 
     async def _drop(self, link: Link) -> None:
         self._unregister(link)
-        await asyncio.to_thread(self.store.set_offline, link.name)
+        with contextlib.suppress(sqlite3.ProgrammingError):  # the store closed first (the daemon is stopping)
+            await asyncio.to_thread(self.store.set_offline, link.name)
         log.info("node %s disconnected", link.name)
         self._publish("node_disconnected", {"node": link.name})
 

@@ -162,3 +162,5 @@ def test_pair_join_call_approve_kill_return_restart_and_revoke(tmp_path: Path, p
         assert nodes_list(home) == []
         ask(url, "anything")
         assert not any(n.startswith("node_lap_") for n in offered_tools(model.requests))
+    log = (home / "log" / "homeagent.log").read_text()
+    assert "Traceback" not in log, log

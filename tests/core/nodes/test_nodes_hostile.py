@@ -136,3 +136,5 @@ def test_hostile_nodes_are_refused_or_cut_off_and_the_daemon_goes_on(daemon: tup
         wrong = httpx.post(f"http://{addr}/api/v1/nodes/join", json={"code": "AAAA-AAAA"})
         assert wrong.status_code == 400 and "unknown or already used" in wrong.json()["error"]
     assert httpx.post(f"http://{addr}/api/v1/nodes/join", json={"code": "AAAA-AAAA"}).status_code == 429
+    log = (home / "log" / "homeagent.log").read_text()
+    assert "Traceback" not in log and "node bad cut off: flood" in log, log
