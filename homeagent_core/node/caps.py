@@ -25,22 +25,48 @@ __all__ = ["FilesCapability", "NotifyCapability", "RunCapability", "StatusCapabi
 _OBJECT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
+def _output(argv: list[str]) -> str:
+    """What a small system tool prints ("" when it is missing or fails); for status facts only."""
+    import subprocess
+
+    if shutil.which(argv[0]) is None:
+        return ""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        return subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False).stdout
+    return ""
+
+
 def _battery() -> dict[str, Any] | None:
-    """Charge and state of the first battery (Linux/Termux sysfs; macOS ``pmset``), or None."""
+    """Charge and state of the first battery (Linux sysfs, Termux, macOS ``pmset``), or None."""
+    import json
+    import re
+
     base = Path("/sys/class/power_supply")
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):
         for entry in sorted(base.iterdir()):
             capacity = entry / "capacity"
             if entry.name.upper().startswith(("BAT", "BATTERY")) and capacity.exists():
                 status = (entry / "status").read_text().strip() if (entry / "status").exists() else ""
                 return {"percent": int(capacity.read_text().strip()), "status": status.lower()}
+    termux = _output(["termux-battery-status"])
+    with contextlib.suppress(ValueError, AttributeError):
+        if termux:
+            raw = json.loads(termux)
+            return {"percent": int(raw["percentage"]), "status": str(raw.get("status", "")).lower()}
+    found = re.search(r"(\d+)%;\s*([a-z ]+)", _output(["pmset", "-g", "batt"]))
+    if found:
+        return {"percent": int(found.group(1)), "status": found.group(2).strip()}
     return None
 
 
 def _uptime_s() -> float | None:
+    """Seconds since boot: ``/proc/uptime`` (Linux, Termux), else ``sysctl kern.boottime`` (macOS)."""
+    import re
+
     with contextlib.suppress(OSError, ValueError, IndexError):
         return float(Path("/proc/uptime").read_text().split()[0])
-    return None
+    found = re.search(r"sec = (\d+)", _output(["sysctl", "-n", "kern.boottime"]))
+    return time.time() - int(found.group(1)) if found else None
 
 
 def status_facts() -> dict[str, Any]:
