@@ -21,7 +21,7 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -143,7 +143,9 @@ class NodeHub:
             return None
         try:
             raw = message.get("text")
-            frame = decode_frame(raw if isinstance(raw, str) else bytes(message.get("bytes") or b""))
+            payload = raw if isinstance(raw, str) else bytes(message.get("bytes") or b"")
+            frame = await asyncio.to_thread(decode_frame, payload) if len(payload) > _PARSE_INLINE else decode_frame(
+                payload)
             caps, platform = parse_hello(frame)
             if frame.get("node") not in (None, name):
                 raise ProtocolError(f"the hello names node {frame.get('node')!r}, but the token is {name!r}'s")
@@ -184,23 +186,28 @@ class NodeHub:
                     if code == 1009:
                         await self._cut(link, "sent a frame larger than the daemon accepts", close=False)
                     return
-                problem = self._frame(link, message)
+                text = message.get("text")
+                payload = text if isinstance(text, str) else bytes(message.get("bytes") or b"")
+                # A big frame (an image's base64) is parsed in a thread: the loop never waits on it.
+                parsed = await asyncio.to_thread(_parse, payload) if len(payload) > _PARSE_INLINE else _parse(payload)
+                problem = self._frame(link, isinstance(text, str), parsed)
                 if problem:
                     await self._cut(link, problem, code=CLOSE_FLOOD if problem.startswith("flood") else CLOSE_PROTOCOL)
                     return
         finally:
             keepalive.cancel()
 
-    def _frame(self, link: Link, message: Mapping[str, Any]) -> str:
+    def _frame(self, link: Link, is_text: bool, parsed: _Parsed | ProtocolError) -> str:
         """Handle one received frame; the reason to cut the node off, or "".
 
         Answers to calls the daemon made are never a flood; every other frame counts.
         """
-        text = message.get("text")
         try:
-            frame = decode_frame(text if isinstance(text, str) else bytes(message.get("bytes") or b""))
-            if frame["type"] == "result":
-                call_id, ok, body, images = parse_result(frame)
+            if isinstance(parsed, ProtocolError):
+                raise parsed
+            frame, result = parsed
+            if result is not None:
+                call_id, ok, body, images = result
                 future = link.pending.pop(call_id, None)
                 if future is None:
                     raise ProtocolError(f"a result for call {call_id!r}, which was never asked or already ended")
@@ -217,7 +224,7 @@ class NodeHub:
                 return ""
             raise ProtocolError(f"unknown message type {frame['type']!r} (a node sends hello, result or pong)")
         except ProtocolError as exc:
-            if text is None or exc.args[0].startswith("a frame is not JSON"):
+            if not is_text or exc.args[0].startswith("a frame is not JSON"):
                 return f"garbage: {exc}"
             link.strikes += 1
             if link.strikes >= _STRIKES:
@@ -322,6 +329,20 @@ class NodeHub:
         """The connected nodes: name → capabilities and platform."""
         return {n: {"capabilities": [c["name"] for c in link.capabilities], "platform": link.platform}
                 for n, link in self.links.items()}
+
+
+_Parsed = tuple[dict[str, Any], tuple[str, bool, str, list[NodeImage]] | None]
+#: Frames up to this many characters are parsed on the loop; bigger ones in a thread.
+_PARSE_INLINE = 64 * 1024
+
+
+def _parse(payload: str | bytes) -> _Parsed | ProtocolError:
+    """A frame decoded, and a result's fields parsed (images base64-decoded); the ProtocolError if it is not one."""
+    try:
+        frame = decode_frame(payload)
+        return frame, parse_result(frame) if frame["type"] == "result" else None
+    except ProtocolError as exc:
+        return exc
 
 
 def _cap(text: str, limit: int) -> str:
