@@ -52,6 +52,7 @@ HELP = """Commands:
   /approvals [list]            tool calls waiting for the owner's decision (JSON)
   /approvals approve|deny <id> decide one: approve runs it with the asker's rights
   /nodes [list]                paired remote devices and whether they are online (JSON)
+  /nodes pair <name>           a one-time pairing code for a new node, and the web address (JSON)
   /nodes revoke <name>         forget a node: its token dies and its link is closed now
 Anything else is a message to the agent."""
 
@@ -505,7 +506,7 @@ class Commands:
         raise HomeAgentError("usage: /approvals [list] | /approvals approve <id> | /approvals deny <id>")
 
     async def _nodes(self, rest: str) -> str:
-        """``/nodes [list]`` (JSON) and ``/nodes revoke <name>``, answered by the ``nodes`` built-in."""
+        """``/nodes [list]``, ``/nodes pair <name>`` (JSON) and ``/nodes revoke <name>``, by the ``nodes`` built-in."""
         nodes = self._host().pm.get_plugin("nodes")
         if nodes is None or getattr(nodes, "store", None) is None:
             raise HomeAgentError("the nodes built-in is not running in this daemon")
@@ -514,7 +515,9 @@ class Commands:
             return json.dumps(await nodes.listing(), ensure_ascii=False, default=str)
         if len(words) == 2 and words[0] == "revoke":
             return str(await nodes.revoke(words[1]))
-        raise HomeAgentError("usage: /nodes [list] | /nodes revoke <name>")
+        if len(words) == 2 and words[0] == "pair":
+            return json.dumps(await nodes.pair(words[1]), ensure_ascii=False)
+        raise HomeAgentError("usage: /nodes [list] | /nodes pair <name> | /nodes revoke <name>")
 
     async def _stop(self, _rest: str) -> str:
         dropped = self._kernel_or_fail().stop()

@@ -136,6 +136,19 @@ class Nodes:
         live = self.hub.listing() if self.hub is not None else {}
         return [{**r.to_dict(), "online": r.name in live} for r in rows]
 
+    async def pair(self, name: str) -> dict[str, Any]:
+        """A one-time code for node ``name``, and the address the web UI is served on.
+
+        Raises:
+            NodesError: invalid name, or a node of that name is already paired.
+        """
+        assert self.store is not None
+        code, expires = await asyncio.to_thread(self.store.pair, name)
+        services = self.sdk.services if self.sdk is not None else None
+        webui = services.host.pm.get_plugin("webui") if services is not None and services.host is not None else None
+        url = str(getattr(webui, "url", "") or "") if getattr(webui, "port", None) else ""
+        return {"name": name.strip().lower(), "code": code, "expires": expires, "url": url}
+
     async def revoke(self, name: str) -> str:
         """Forget node ``name``: its token dies and its open link is closed now."""
         assert self.store is not None

@@ -1,9 +1,9 @@
 """``homeagent nodes``: pair, list and revoke remote devices ("nodes") of this home.
 
-Pairing codes and device tokens live in ``<data>/plugin_data/nodes/nodes.db``. ``pair`` writes
-that file directly, so it works whether the daemon runs or not; ``list`` and ``revoke`` ask the
-running daemon first (it knows which nodes are connected, and closes a revoked node's link at
-once) and fall back to the file when none runs. The device side is ``homeagent node``.
+Pairing codes and device tokens live in ``<data>/plugin_data/nodes/nodes.db``. Each command asks
+the running daemon first (it knows the address its web UI listens on, which nodes are connected,
+and closes a revoked node's link at once) and works on that file directly when none runs.
+The device side is ``homeagent node``.
 """
 
 from __future__ import annotations
@@ -74,14 +74,24 @@ def pair(
     from homeagent_core.builtin.nodes_store import NodesError
 
     root = _root(data)
-    store = _store(root)
-    try:
-        code, expires = store.pair(name)
-    except NodesError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        store.close()
-    url = _web_address(root)
+    answer = _daemon(root, f"/nodes pair {name}")
+    if answer is not None:  # the running daemon knows the address its web UI listens on
+        made = json.loads(answer)
+        code, expires, url = str(made["code"]), float(made["expires"]), str(made["url"] or _web_address(root))
+    else:
+        store = _store(root)
+        try:
+            code, expires = store.pair(name)
+        except NodesError as exc:
+            raise fail(str(exc)) from None
+        finally:
+            store.close()
+        url = _web_address(root)
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if host in ("0.0.0.0", "::"):
+        import socket
+
+        url = url.replace(host, socket.gethostname(), 1)
     row = {"name": name.strip().lower(), "code": code, "expires": expires, "join": f"homeagent node join {url} {code}"}
     if as_json:
         echo_json(row)

@@ -127,7 +127,7 @@ class NodeClient:
         Raises:
             TokenRefused: the daemon answered 401 (revoked or unknown token).
         """
-        from websockets.exceptions import InvalidStatus
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
 
         attempt = 0
         while True:
@@ -139,10 +139,13 @@ class NodeClient:
                 body = exc.response.body.decode(errors="replace") if exc.response.body else ""
                 if status == 401:
                     raise TokenRefused(
-                        f"the home refused this node's token (revoked, expired or unknown): {_error_of(body)}. "
-                        "Pair again: `homeagent nodes pair NAME` on the home, then `homeagent node join URL CODE`"
+                        f"the home refused this node's token: {_error_of(body)}; "
+                        "then join again here with `homeagent node join URL CODE`"
                     ) from None
                 why = f"HTTP {status}: {_error_of(body)}"
+            except ConnectionClosed as exc:
+                why = (f"the home closed the link ({exc.rcvd.code}: {exc.rcvd.reason or 'no reason'})"
+                       if exc.rcvd is not None else "the link dropped")
             except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
                 why = f"{type(exc).__name__}: {exc}"
             except Exception as exc:  # a protocol error of the websockets library, a closed link
