@@ -167,7 +167,7 @@ class Nodes:
 
         async def handler(**args: Any) -> Any:
             if capability == "run" and str(args.get("command", "")) not in silent:
-                waiting = self._ask_owner(node, args)
+                waiting = await self._ask_owner(node, args)
                 if waiting is not None:
                     return waiting
             return await self._call(node, capability, args)
@@ -199,7 +199,7 @@ class Nodes:
                 log.warning("an image from a node was not stored: %s", exc)
         return MediaAttachment(mime=image.mime, data=image.data, name=image.name)
 
-    def _ask_owner(self, node: str, args: dict[str, Any]) -> str | None:
+    async def _ask_owner(self, node: str, args: dict[str, Any]) -> str | None:
         """File a ``run`` call of the owner's own turn for the owner's decision; None when it may run now.
 
         A call of anyone else reaches the tool only once the policy allowed it (by default it
@@ -223,7 +223,7 @@ class Nodes:
                 return ToolResult(approved.id, name, False, str(exc), PLUGIN_NAME)
             return ToolResult(approved.id, name, True, str(text), PLUGIN_NAME)
 
-        approval = rights.approvals.request(principal, call, channel, execute)
+        approval = await rights.approvals.request(principal, call, channel, execute)
         return (f"{name} ({args.get('command')!r}) needs the owner's approval on every call: request "
                 f"#{approval.id} is waiting (homeagent people approve {approval.id}). Its result is sent to you "
                 "when the owner decides; tell the person it is waiting.")

@@ -23,6 +23,7 @@ from homeagent_core.cli import (
     plugins_cmd,
     reminders_cmd,
     serve,
+    service_cmd,
     skills_cmd,
     store_cmd,
 )
@@ -76,6 +77,7 @@ app.add_typer(reminders_cmd.app, name="reminders")
 app.add_typer(nodes_cmd.app, name="nodes")
 app.add_typer(node_cmd.app, name="node")
 app.add_typer(backup_cmd.app, name="backup")
+app.add_typer(service_cmd.app, name="service")
 
 
 def _add_plugin_commands() -> None:
