@@ -1,9 +1,14 @@
 """A loopback server speaking the OpenAI Chat Completions wire format, for tests that need a model.
 
 It answers ``GET /v1/models`` (the list-models object) and ``POST /v1/chat/completions``, plain or
-streamed (``chat.completion.chunk`` SSE frames ending in ``data: [DONE]``), always with the same
-text reply and never a tool call, so an agent's turn ends after one request. It runs on a thread,
-so synchronous tests and child processes can use it alike.
+streamed (``chat.completion.chunk`` SSE frames ending in ``data: [DONE]``), with the same text
+reply and no tool call, so an agent's turn ends after one request. It runs on a thread, so
+synchronous tests and child processes can use it alike.
+
+Tool mode: ``server.tool_rules`` maps a text to the tool calls (``[(name, arguments), ...]``) the
+model makes when the last user message contains that text; a request whose last message is a
+tool result is answered with ``tool results: `` and those results' text, so a test reads what
+the tools returned in the turn's reply.
 """
 
 from __future__ import annotations
@@ -49,8 +54,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         base = {"id": "chatcmpl-loopback", "created": 1_700_000_000, "model": body.get("model", "")}
         usage = {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16}
+        reply, calls = self.server.answer(body.get("messages") or [])
+        if calls:
+            self._tool_calls(base, usage, calls, bool(body.get("stream")))
+            return
         if not body.get("stream"):
-            message = {"role": "assistant", "content": REPLY}
+            message = {"role": "assistant", "content": reply}
             self._json(200, {**base, "object": "chat.completion", "usage": usage,
                              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
             return
@@ -61,13 +70,41 @@ class _Handler(BaseHTTPRequestHandler):
         frames = [
             {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
             *({**chunk, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-              for piece in (REPLY[:5], REPLY[5:])),
+              for piece in (reply[:5], reply[5:])),
             {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage},
         ]
         for frame in frames:
             self.wfile.write(b"data: " + json.dumps(frame).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+    def _tool_calls(self, base: dict[str, Any], usage: dict[str, int], calls: list[dict[str, Any]],
+                    stream: bool) -> None:
+        if not stream:
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+            self._json(200, {**base, "object": "chat.completion", "usage": usage,
+                             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {**base, "object": "chat.completion.chunk"}
+        deltas = [{**call, "index": i} for i, call in enumerate(calls)]
+        frames = [
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": deltas},
+                                   "finish_reason": None}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": usage},
+        ]
+        for frame in frames:
+            self.wfile.write(b"data: " + json.dumps(frame).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
 
 
 class _Server(ThreadingHTTPServer):
@@ -77,6 +114,30 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        #: Tool mode: text in the last user message -> the tool calls [(name, arguments)] made for it.
+        self.tool_rules: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._calls = 0
+
+    def answer(self, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        """The reply text, or the tool calls, for a request's messages (see the module docstring)."""
+        results = []
+        for message in reversed(messages):
+            if message.get("role") != "tool":
+                break
+            results.insert(0, _text(message.get("content")))
+        if results:
+            return "tool results: " + " | ".join(results), []
+        last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        text = _text(last.get("content")) if last is not None else ""
+        for needle, calls in self.tool_rules.items():
+            if needle in text:
+                made = []
+                for name, arguments in calls:
+                    self._calls += 1
+                    made.append({"id": f"call_{self._calls}", "type": "function",
+                                 "function": {"name": name, "arguments": json.dumps(arguments)}})
+                return "", made
+        return REPLY, []
 
     @property
     def base_url(self) -> str:

@@ -49,6 +49,7 @@ def test_the_layers_are_all_under_contract():
         "stores",
         "backends",
         "shared",
+        "node",
     }
 
 

@@ -290,8 +290,14 @@ class ChannelRegistry:
 
 
 def split_conversation(name: str) -> tuple[str, str]:
-    """``"qq:group:678"`` -> ``("qq", "group:678")``; a name without ``:`` -> ``(name, "")``."""
-    base, _, conversation = name.partition(":")
+    """``"qq:group:678"`` -> ``("qq", "group:678")``; a name without ``:`` -> ``(name, "")``.
+
+    A name without ``:`` may also be written ``<channel>/<conversation>`` (``device/lap``: the
+    node ``lap`` of the ``device`` channel); channel names never contain ``/``.
+    """
+    base, sep, conversation = name.partition(":")
+    if not sep and "/" in name:
+        base, _, conversation = name.partition("/")
     return base, conversation
 
 

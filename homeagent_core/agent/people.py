@@ -71,6 +71,12 @@ ADMIN_TOOLS: tuple[str, ...] = (
     "memory_purge",
     "term_*",
     "cmd_run",
+    # remote devices: running a command, their files, clipboard, screen and camera
+    "node_*_run",
+    "node_*_files",
+    "node_*_clipboard",
+    "node_*_screenshot",
+    "node_*_camera_snap",
 )
 
 

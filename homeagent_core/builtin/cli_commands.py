@@ -53,6 +53,9 @@ HELP = """Commands:
   /stop                        stop the running reply and drop what is queued
   /approvals [list]            tool calls waiting for the owner's decision (JSON)
   /approvals approve|deny <id> decide one: approve runs it with the asker's rights
+  /nodes [list]                paired remote devices and whether they are online (JSON)
+  /nodes pair <name>           a one-time pairing code for a new node, and the web address (JSON)
+  /nodes revoke <name>         forget a node: its token dies and its link is closed now
 Anything else is a message to the agent."""
 
 
@@ -91,6 +94,7 @@ class Commands:
             "stop": self._stop,
             "doctor": self._doctor,
             "approvals": self._approvals,
+            "nodes": self._nodes,
         }.get(name.lower())
 
     def _kernel_or_fail(self) -> KernelAccess:
@@ -515,6 +519,20 @@ class Commands:
             who = decided.principal.person or "a guest"
             return f"approval #{decided.id} {decided.status}: {decided.call.name} for {who}"
         raise HomeAgentError("usage: /approvals [list] | /approvals approve <id> | /approvals deny <id>")
+
+    async def _nodes(self, rest: str) -> str:
+        """``/nodes [list]``, ``/nodes pair <name>`` (JSON) and ``/nodes revoke <name>``, by the ``nodes`` built-in."""
+        nodes = self._host().pm.get_plugin("nodes")
+        if nodes is None or getattr(nodes, "store", None) is None:
+            raise HomeAgentError("the nodes built-in is not running in this daemon")
+        words = rest.split()
+        if not words or words == ["list"]:
+            return json.dumps(await nodes.listing(), ensure_ascii=False, default=str)
+        if len(words) == 2 and words[0] == "revoke":
+            return str(await nodes.revoke(words[1]))
+        if len(words) == 2 and words[0] == "pair":
+            return json.dumps(await nodes.pair(words[1]), ensure_ascii=False)
+        raise HomeAgentError("usage: /nodes [list] | /nodes pair <name> | /nodes revoke <name>")
 
     async def _stop(self, _rest: str) -> str:
         dropped = self._kernel_or_fail().stop()

@@ -16,6 +16,8 @@ from homeagent_core.cli import (
     install_cmd,
     knowledge_cmd,
     memory_cmd,
+    node_cmd,
+    nodes_cmd,
     pairing_cmd,
     people_cmd,
     plugins_cmd,
@@ -77,6 +79,8 @@ app.add_typer(people_cmd.app, name="people")
 app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(reminders_cmd.app, name="reminders")
+app.add_typer(nodes_cmd.app, name="nodes")
+app.add_typer(node_cmd.app, name="node")
 app.add_typer(backup_cmd.app, name="backup")
 app.add_typer(service_cmd.app, name="service")
 

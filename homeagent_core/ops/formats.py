@@ -65,6 +65,7 @@ _F12 = _after(_F11, logins_db=1)
 _F14 = _after(_F12, graph_db=4)
 _F15 = _after(_F14, people_db=2, push_db=1, calendar_db=1)
 _F16 = _after(_F15, documents_db=3)
+_F17 = _after(_F16, nodes_db=1)
 
 #: Every data format this project has written, oldest first.
 HISTORY: tuple[FormatChange, ...] = (
@@ -89,6 +90,8 @@ HISTORY: tuple[FormatChange, ...] = (
                  "subscriptions) and calendar.db (reminders set before events) added", _F15),
     FormatChange(16, "75db909", "2026-12-06", "documents.db 3: documents record person and visibility; knowledge "
                  "entries' marks in knowledge/.marks.json; log records may carry a visibility", _F16),
+    FormatChange(17, "f552158", "2026-12-06", "nodes.db (paired remote devices, their hashed tokens and codes) "
+                 "added", _F17),
 )
 
 #: The data format this HomeAgent writes (and the newest it reads).
@@ -164,6 +167,7 @@ def _schemas() -> dict[str, Any]:
     """Every SQLite store's schema by store name (imported here: the stores' modules are not light)."""
     from homeagent_core.agent.people import PEOPLE_SCHEMA
     from homeagent_core.builtin.calendar import CALENDAR_SCHEMA
+    from homeagent_core.builtin.nodes_store import NODES_SCHEMA
     from homeagent_core.builtin.reminders import REMINDERS_SCHEMA
     from homeagent_core.builtin.timer import TIMERS_SCHEMA
     from homeagent_core.builtin.webui.auth import LOGINS_SCHEMA
@@ -176,7 +180,7 @@ def _schemas() -> dict[str, Any]:
 
     return {s.name: s for s in (CONFIG_SCHEMA, PEOPLE_SCHEMA, DOCUMENTS_SCHEMA, GRAPH_SCHEMA, MEDIA_SCHEMA,
                                 TIMERS_SCHEMA, REMINDERS_SCHEMA, LOGINS_SCHEMA, PAIRING_SCHEMA, PUSH_SCHEMA,
-                                CALENDAR_SCHEMA)}
+                                CALENDAR_SCHEMA, NODES_SCHEMA)}
 
 
 def current_versions() -> dict[str, int]:
@@ -203,6 +207,7 @@ _SQLITE_PLACES = {
     "pairing.db": ["plugin_data/*/pairing.db"],
     "push.db": ["plugin_data/webui/push.db"],
     "calendar.db": ["plugin_data/calendar/calendar.db"],
+    "nodes.db": ["plugin_data/nodes/nodes.db"],
 }
 
 

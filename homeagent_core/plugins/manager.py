@@ -68,6 +68,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.web",
     "homeagent_core.builtin.senses",
     "homeagent_core.builtin.browser",
+    "homeagent_core.builtin.nodes",
     "homeagent_core.builtin.approvals_chat",
     "homeagent_core.builtin.webui",
 )

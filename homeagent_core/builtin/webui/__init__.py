@@ -40,6 +40,8 @@ log = logging.getLogger("homeagent.webui")
 STATIC = Path(__file__).resolve().parent / "static"
 #: Seconds a new connection may stay silent before its first request (then it is closed).
 IDLE_TIMEOUT = 10.0
+#: Largest WebSocket frame a node may send (a screenshot's base64 fits).
+WS_MAX_BYTES = 8 * 1024 * 1024
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -177,8 +179,10 @@ class WebUI:
             max_per_address=int(sdk.settings.get("max_connections_per_address") or 384),
             idle_timeout=IDLE_TIMEOUT,
         )
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off", ws="none",
-                                proxy_headers=False, server_header=False, http=http)
+        # WebSockets serve only the nodes' links (/api/v1/nodes/ws); a bigger frame closes the socket (1009).
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                ws="websockets-sansio", ws_max_size=WS_MAX_BYTES, ws_ping_interval=20.0,
+                                ws_ping_timeout=20.0, proxy_headers=False, server_header=False, http=http)
         self.server = _EmbeddedServer(config)
         self.task = asyncio.get_running_loop().create_task(self.server.serve(sockets=[sock]), name="webui")
         async with asyncio.timeout(10):

@@ -5,7 +5,8 @@
   names that cannot be rebound by a stranger are served: IP literals, ``localhost`` (and
   ``*.localhost``), the address the server is bound to, this machine's host name (and
   ``<name>.local``), and the names in ``plugin.webui.allowed_hosts``. Anything else is a 421.
-* **Origin.** A state-changing request (any method but GET/HEAD/OPTIONS) whose ``Origin`` is
+* **Origin.** A state-changing request (any method but GET/HEAD/OPTIONS, and every WebSocket
+  handshake: a browser page may not open the nodes' socket from another site) whose ``Origin`` is
   not this server's own origin — scheme, host and port compared exactly, and an ``Origin`` that
   is not a bare ``scheme://host[:port]`` (user info, a path) refused outright — or whose
   ``Sec-Fetch-Site`` says it came from another site (another port of the same host counts as
@@ -149,26 +150,40 @@ class RequestGuard:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        websocket = scope["type"] == "websocket"
+        refuse = _refuse_websocket if websocket else _refuse
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         host = split_host(headers.get("host", ""))
         if not self.host_allowed(host[0]):
             shown = headers.get("host", "")
-            await _refuse(send, 421, (
+            await refuse(receive, send, 421, (
                 f"Host {shown!r} is not served here (DNS rebinding protection); open the web UI by its address or "
                 "localhost, or add the name to plugin.webui.allowed_hosts"
             ) if shown else "a Host header is required")
             return
-        refusal = self.origin_refusal(scope["method"], headers, host, str(scope.get("scheme") or "http"))
+        # A WebSocket handshake is a GET, but what it opens changes state: its Origin is always checked.
+        method = "WEBSOCKET" if websocket else scope["method"]
+        scheme = {"ws": "http", "wss": "https"}.get(str(scope.get("scheme")), str(scope.get("scheme") or "http"))
+        refusal = self.origin_refusal(method, headers, host, scheme)
         if refusal is not None:
-            await _refuse(send, 403, refusal)
+            await refuse(receive, send, 403, refusal)
             return
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send, status: int, message: str) -> None:
+async def _refuse_websocket(receive: Receive, send: Send, status: int, message: str) -> None:
+    """Refuse a WebSocket handshake with an HTTP answer (the ASGI denial-response extension)."""
+    await receive()  # websocket.connect
+    body = orjson.dumps({"error": message})
+    await send({"type": "websocket.http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
+async def _refuse(_receive: Receive, send: Send, status: int, message: str) -> None:
     body = orjson.dumps({"error": message})
     headers: list[tuple[bytes, bytes]] = [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

@@ -29,7 +29,8 @@ async def test_every_api_route_requires_authentication(daemon: WebDaemon):
     assert len(routes) > 15
     async with daemon.client(key=False) as client:
         for route in routes:
-            if route.path in ("/api/v1/login", "/api/v1/invite"):  # public: a password or one-time token
+            # public: a password, a one-time invite token, a node's one-time pairing code
+            if route.path in ("/api/v1/login", "/api/v1/invite", "/api/v1/nodes/join"):
                 continue
             for method in route.methods or ():
                 if method == "HEAD":
