@@ -45,6 +45,8 @@ demo:
 onboarding:
 config:
 history:
+recorder:
+  commit_interval: 0
 logger:
   default: warning
 http:
