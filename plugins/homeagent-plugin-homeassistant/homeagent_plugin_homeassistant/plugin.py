@@ -139,8 +139,10 @@ class HomeAssistantPlugin:
         self.watches: WatchEngine | None = None
         self._waiters: dict[str, list[asyncio.Future[HomeEntity]]] = {}
         self._remembered = False
+        self._seen_at = 0.0  # when the last state_changed event arrived (monotonic)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.fired: list[tuple[str, float]] = []  # (watch id, seconds from the state change to the notification)
+        #: (watch id, seconds from the state change's event to the notification, monotonic time it was sent)
+        self.fired: list[tuple[str, float, float]] = []
 
     # ------------------------------------------------------------------ hooks
 
@@ -326,10 +328,11 @@ class HomeAssistantPlugin:
         note = f"（{watch.message}）" if watch.message else ""
         text = (f"[家居提醒] {name}（{watch.entity_id}）现在是 {state}{unit}{since}{note}。"
                 f"请告诉：{who}。[{watch.id}]")
-        started = getattr(self, "_seen_at", time.monotonic())
+        started = self._seen_at or time.monotonic()
         await self.sdk.io.inject_text(text, CHANNEL, InjectOptions(priority=Priority.L3))
         self.sdk.events.publish("home_watch_fired", {**watch.to_dict(), "state": state, "text": text})
-        self.fired.append((watch.id, time.monotonic() - started))
+        done = time.monotonic()
+        self.fired.append((watch.id, done - started, done))
         log.info("homeassistant: %s fired (%s is %s)", watch.id, watch.entity_id, state)
 
     def _spawn(self, coro: Any) -> None:

@@ -105,7 +105,7 @@ async def test_watches_fire_persist_and_cancel(agent: tuple[AgentHarness, HomeAs
     other = await harness.call_tool("home_watch_set", target="地下室漏水", state="on", repeat=True)
     assert other.success and "watch_2" in other.result
     await home.rest("POST", "/api/services/cover/close_cover", {"entity_id": "cover.hall_window"})
-    await _until(lambda: any(w == "watch_1" for w, _ in plugin.fired), timeout=30)
+    await _until(lambda: any(fired[0] == "watch_1" for fired in plugin.fired), timeout=30)
     listed = json.loads((await harness.call_tool("home_watch_list")).result)["watches"]
     assert [w["id"] for w in listed] == ["watch_2"]  # the one-off is gone
     bad = await harness.call_tool("home_watch_set", target="洗衣机", state="< five")
