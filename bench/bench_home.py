@@ -34,9 +34,9 @@ for path in (REPO, REPO / "bench", PLUGIN, PLUGIN / "tests"):
 
 from _harness import Row, arg_parser, emit, percentile  # noqa: E402
 from ha_server import PLUGIN_ALIASES, running_home_assistant  # noqa: E402
+from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin  # noqa: E402
 from phrases import PHRASES  # noqa: E402
 
-from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin  # noqa: E402
 from homeagent_sdk.testing import AgentHarness  # noqa: E402
 
 
