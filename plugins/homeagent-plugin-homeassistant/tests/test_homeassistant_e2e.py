@@ -74,6 +74,21 @@ class Daemon:
         assert answer.status_code == 200, answer.text
         return str(answer.json()["choices"][0]["message"]["content"])
 
+    async def web_event(self, kind: str, words: str, timeout: float = 30.0) -> str:
+        """The data of the first web UI event ``kind`` (replayed or live) whose data has ``words``."""
+        async with (
+            httpx.AsyncClient(base_url=self.url, timeout=timeout) as http,
+            asyncio.timeout(timeout),
+            http.stream("GET", "/api/v1/events", headers={"X-API-Key": ADMIN_KEY}) as stream,
+        ):
+            event = ""
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == kind and words in line:
+                    return line[6:]
+        raise AssertionError(f"no {kind} event with {words!r}")
+
     def cli(self, *args: str) -> str:
         result = subprocess.run([sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(self.data)],
                                 env=self.env, capture_output=True, text=True, timeout=120)
@@ -181,6 +196,10 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         heat = await home.state("climate.heatpump")
         assert f'"current_temperature": {heat["attributes"]["current_temperature"]}' in reply
 
+        # The owner lets the plugin's inputs (watches firing) speak for them: their web UI shows those turns.
+        owner = json.loads(await asyncio.to_thread(daemon.cli, "people", "list", "--json"))
+        owner_name = next(p["name"] for p in owner if p["role"] == "owner")
+        await asyncio.to_thread(daemon.cli, "people", "link", owner_name, "door", "homeassistant")
         reply = await say("地下室漏水就告诉我")
         assert "watch_1 set" in reply
         await home.rest("POST", "/api/states/binary_sensor.basement_floor_wet", {"state": "on", "attributes": {
@@ -191,7 +210,8 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         notice = next(json.dumps(r["messages"][-1], ensure_ascii=False) for r in daemon.model.requests
                       if "[家居提醒]" in json.dumps(r["messages"][-1], ensure_ascii=False))
         assert "Basement Floor Wet" in notice and "Owner" in notice
-        transcript.append("HomeAgent (home channel): 已通知 Owner：Basement Floor Wet 现在是 on")
+        shown = await daemon.web_event("agent_output", "已通知")  # the owner's web UI shows the turn's answer
+        transcript.append(f"HomeAgent (web UI, from the home channel): {json.loads(shown)['payload']['content'][:90]}…")
         reply = await say("有哪些提醒")
         assert '"watches": []' in reply  # a one-off watch is gone once it fired
 
