@@ -165,6 +165,7 @@ class WatchEngine:
         self._fire = fire
         self.watches: dict[str, Watch] = {}
         self._holding: dict[str, bool] = {}  # watch id -> condition held at the last look
+        self._fired: set[str] = set()  # watches that fired while their condition still holds
         self._timers: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -182,6 +183,7 @@ class WatchEngine:
         removed = await asyncio.to_thread(self.store.remove, watch_id)
         self.watches.pop(watch_id, None)
         self._holding.pop(watch_id, None)
+        self._fired.discard(watch_id)
         self._cancel_timer(watch_id)
         return removed
 
@@ -201,6 +203,9 @@ class WatchEngine:
             self._holding[watch.id] = holds
             if not holds:
                 self._cancel_timer(watch.id)
+                self._fired.discard(watch.id)
+            elif watch.id in self._fired:
+                continue  # told already; a reconnect does not tell again
             elif watch.duration <= 0:
                 if not was and not initial:
                     self._spawn(self._fire_once(watch, state, 0.0))
@@ -217,6 +222,7 @@ class WatchEngine:
             await self._fire_once(watch, state, watch.duration)
 
     async def _fire_once(self, watch: Watch, state: str, held: float) -> None:
+        self._fired.add(watch.id)
         try:
             await self._fire(watch, state, held)
         except Exception:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ha_server import PLUGIN_ALIASES, HomeAssistant, running_home_assistant
 from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin, parse_since
-from homeagent_plugin_homeassistant.watches import WatchStore, parse_condition
+from homeagent_plugin_homeassistant.watches import Watch, WatchEngine, WatchStore, parse_condition
 from phrases import PHRASES
 
 from homeagent_sdk import ToolError
@@ -140,3 +140,37 @@ def test_times_conditions_and_errors() -> None:
         parse_since("soon-ish", now)
     assert parse_condition("关着").holds("off") and parse_condition("< 5").holds("3")
     assert parse_condition("!= locked").holds("unlocked") and not parse_condition("> 30").holds("unknown")
+
+
+async def test_watch_engine_durations_repeats_and_reconnects(tmp_path: Path) -> None:
+    fired: list[tuple[str, str, float]] = []
+
+    async def fire(watch: Watch, state: str, held: float) -> None:
+        fired.append((watch.id, state, held))
+
+    store = WatchStore(tmp_path / "watches.db")
+    engine = WatchEngine(store, fire)
+    try:
+        door = store.add("binary_sensor.door", parse_condition("on"), 0.2, ("全家",), "", True)
+        washer = store.add("sensor.washer_power", parse_condition("< 5"), 0.0, (), "", False)
+        engine.add(door, "off", "")
+        engine.add(washer, "1200", "")
+        now = datetime.now(UTC).isoformat()
+        engine.seen("binary_sensor.door", "on", now)
+        engine.seen("sensor.washer_power", "3.5", now)
+        await _until(lambda: len(fired) == 2, timeout=10)
+        assert sorted(f[0] for f in fired) == ["watch_1", "watch_2"]
+        assert [w.id for w in store.all()] == ["watch_1"]  # the one-off is gone, the repeating one stays
+        engine.seen("binary_sensor.door", "on", now, initial=True)  # a reconnect while still open
+        assert not engine._timers  # nothing is going to tell again
+        engine.seen("binary_sensor.door", "off", now)
+        engine.seen("binary_sensor.door", "on", datetime.now(UTC).isoformat())
+        await _until(lambda: len(fired) == 3, timeout=10)
+        engine.seen("binary_sensor.door", "off", now)
+        # open for longer than the duration before the watch was made: counts from last_changed
+        engine.seen("binary_sensor.door", "on", (datetime.now(UTC) - timedelta(seconds=5)).isoformat(),
+                    initial=True)
+        await _until(lambda: len(fired) == 4, timeout=10)
+    finally:
+        await engine.close()
+        store.close()
