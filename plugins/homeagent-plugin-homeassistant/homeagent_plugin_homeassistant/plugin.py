@@ -61,6 +61,7 @@ _HISTORY_ROWS = 50
 _SPAN = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|秒|m|min|mins|minutes?|分钟|分|h|hr|hrs|hours?|小时|个小时|d|days?|天)\s*(ago|前|以前|之前)?\s*$"
 )
+_MY_ROOM = re.compile(r"我的房间|我房间|我屋里|我屋|我卧室|my room|my bedroom", re.IGNORECASE)
 _UNIT = {"s": 1, "秒": 1, "m": 60, "分": 60, "h": 3600, "小": 3600, "个": 3600, "d": 86400, "天": 86400}
 
 
@@ -352,6 +353,33 @@ class HomeAssistantPlugin:
             )
         return client
 
+    async def _rooms(self, target: str, person: str) -> str:
+        """``target`` with "我房间" / "my room" replaced by the area the memory says is ``person``'s
+        (a relation between the person and an area, e.g. ``Mia room 卧室``)."""
+        text = str(target)
+        found = _MY_ROOM.search(text)
+        owner = person.strip()
+        if found is None:
+            return text
+        if not owner:
+            raise ToolError(f"「{target}」 names someone's room: pass person (who is speaking) so I can look it up")
+        if self.sdk is None:
+            return text
+        try:
+            relations = await self.sdk.memory.relations(owner)
+        except Exception as exc:
+            log.info("homeassistant: memory lookup for %s failed: %s", owner, exc)
+            relations = []
+        for relation in relations:
+            for other in (relation.target_name, relation.source_name):
+                area, _label = self.matcher.area_in(" ".join(other.casefold().split()))
+                if area:
+                    return text[:found.start()] + area + " " + text[found.end():]
+        raise ToolError(
+            f"I do not know which room is {owner}'s: tell me (e.g. \"{owner}的房间是卧室\", stored with "
+            "memory_commit as {owner} room <area>), or name the room"
+        )
+
     def _resolve(self, target: str, *, domain: str = "", many: bool = False) -> list[HomeEntity]:
         match = self.matcher.match(str(target), domain=domain, many=many)
         if match.question or not match.entities:
@@ -360,15 +388,16 @@ class HomeAssistantPlugin:
 
     # ------------------------------------------------------------------ tools: read
 
-    async def home_state(self, target: str) -> dict[str, Any]:
+    async def home_state(self, target: str, person: str = "") -> dict[str, Any]:
         """The state of a device or sensor in the home (Home Assistant), found by what the person said.
 
         Args:
             target: what the person calls it, Chinese or English: 客厅的灯, 卧室空调, 现在客厅几度,
-                洗衣机, front door, all the lights; or an entity id such as light.kitchen_lights.
+                洗衣机, front door, all the lights, 我房间的灯; or an entity id such as light.kitchen_lights.
+            person: who is speaking, when the target says "my room" / 我房间 (looked up in memory).
         """
         self._client()
-        entities = self._resolve(target)
+        entities = self._resolve(await self._rooms(target, person))
         return {"entities": [e.summary() for e in entities]}
 
     async def home_list(self, area: str = "", domain: str = "") -> dict[str, Any]:
@@ -423,7 +452,7 @@ class HomeAssistantPlugin:
     # ------------------------------------------------------------------ tools: control
 
     async def home_call(
-        self, domain: str, service: str, target: str, data: dict[str, Any] | None = None
+        self, domain: str, service: str, target: str, data: dict[str, Any] | None = None, person: str = ""
     ) -> dict[str, Any]:
         """Control a device in the home: call a Home Assistant service on what the person named.
 
@@ -433,8 +462,9 @@ class HomeAssistantPlugin:
                 open_cover, close_cover, media_pause, volume_set, ...
             target: the device as the person said it (客厅的灯, 卧室空调, all the lights) or an entity id.
             data: the service's fields, e.g. {"temperature": 22} or {"brightness_pct": 40}.
+            person: who is speaking, when the target says "my room" / 我房间 (looked up in memory).
         """
-        return await self._call(domain, service, target, data, secure=False)
+        return await self._call(domain, service, await self._rooms(target, person), data, secure=False)
 
     async def home_secure_call(
         self, domain: str, service: str, target: str, data: dict[str, Any] | None = None

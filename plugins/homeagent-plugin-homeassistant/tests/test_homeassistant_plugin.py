@@ -14,7 +14,7 @@ from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin, parse_sin
 from homeagent_plugin_homeassistant.watches import Watch, WatchEngine, WatchStore, parse_condition
 from phrases import PHRASES
 
-from homeagent_sdk import ToolError
+from homeagent_sdk import ToolError, Triple
 from homeagent_sdk.testing import AgentHarness
 
 pytestmark = pytest.mark.timeout(240)
@@ -174,3 +174,14 @@ async def test_watch_engine_durations_repeats_and_reconnects(tmp_path: Path) -> 
     finally:
         await engine.close()
         store.close()
+
+
+async def test_my_room_resolves_through_the_person(agent: tuple[AgentHarness, HomeAssistantPlugin]) -> None:
+    harness, _ = agent
+    await harness.memory.commit([Triple("Mia", "room", "卧室", subject_type="person", object_type="area")])
+    state = await harness.call_tool("home_state", target="我房间的灯", person="Mia")
+    assert state.success and "light.bed_light" in state.result, state.result
+    nobody = await harness.call_tool("home_state", target="我房间的灯")
+    assert not nobody.success and "pass person" in nobody.result
+    unknown = await harness.call_tool("home_state", target="my room light", person="Leo")
+    assert not unknown.success and "which room is Leo's" in unknown.result
