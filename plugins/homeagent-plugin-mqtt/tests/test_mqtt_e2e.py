@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import ipaddress
 import json
 import os
 import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +47,46 @@ def _free_port() -> int:
 @dataclass
 class Broker:
     port: int
+    ca_file: Path | None = None
 
     def client(self, **kwargs: Any) -> aiomqtt.Client:
-        return aiomqtt.Client("127.0.0.1", self.port, username=USER, password=PASSWORD, **kwargs)
+        context = ssl.create_default_context(cafile=str(self.ca_file)) if self.ca_file else None
+        return aiomqtt.Client("127.0.0.1", self.port, username=USER, password=PASSWORD, tls_context=context,
+                              **kwargs)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    """Mosquitto on a free loopback port; anonymous clients refused."""
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA and a server certificate for 127.0.0.1 signed by it: (ca, cert, key) files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.now(UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "HomeAgent test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+          .not_valid_after(now + timedelta(days=2)).add_extension(x509.BasicConstraints(ca=True, path_length=None),
+                                                                  critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return paths
+
+
+@pytest.fixture(params=["plain", "tls"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """Mosquitto on a free loopback port (plain TCP, or TLS with a test CA); anonymous clients refused."""
     if not MOSQUITTO:
         pytest.fail("mosquitto is not installed: apt-get install mosquitto (.ci/run does)")
     folder = tmp_path / "mosquitto"
@@ -60,8 +95,13 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), USER, PASSWORD], check=True, timeout=30)
     port = _free_port()
     config = folder / "mosquitto.conf"
+    tls = ""
+    ca_file = None
+    if request.param == "tls":
+        ca_file, cert, key = _certificates(folder)
+        tls = f"cafile {ca_file}\ncertfile {cert}\nkeyfile {key}\n"
     config.write_text(
-        f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\npersistence false\n"
+        f"listener {port} 127.0.0.1\n{tls}allow_anonymous false\npassword_file {passwords}\npersistence false\n"
         f"user {getpass.getuser()}\n", encoding="utf-8")
     log = folder / "mosquitto.log"
     with log.open("wb") as out:
@@ -74,7 +114,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
                 raise AssertionError(f"mosquitto exited: {log.read_text(errors='replace')}")
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(0.05)
-        yield Broker(port)
+        yield Broker(port, ca_file)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -172,8 +212,9 @@ async def _until(predicate: Any, timeout: float = 30.0) -> None:
 
 
 def _connection(broker: Broker, password: str = PASSWORD) -> tuple[tuple[str, str], ...]:
+    tls = (("plugin.mqtt.tls", "true"), ("plugin.mqtt.ca_file", str(broker.ca_file))) if broker.ca_file else ()
     return (("plugin.mqtt.host", "127.0.0.1"), ("plugin.mqtt.port", str(broker.port)),
-            ("plugin.mqtt.username", USER), ("plugin.mqtt.password", password))
+            ("plugin.mqtt.username", USER), ("plugin.mqtt.password", password), *tls)
 
 
 async def test_watched_topic_notifies_and_publish_is_limited(broker: Broker, tmp_path: Path) -> None:
