@@ -25,11 +25,15 @@ import httpx
 import pytest
 from ha_server import PLUGIN_ALIASES, HomeAssistant, running_home_assistant
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "homeagent-plugin-telegram" / "tests"))
+from telegram_fake import FakeBotAPI
+
 from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
 
 pytestmark = pytest.mark.timeout(300)
 
 ADMIN_KEY = "home-e2e-admin-key-0123456789"
+TELEGRAM_TOKEN = "424242:home-e2e-token"
 _URL = re.compile(r"web UI on (http://\S+?)/?$")
 
 #: What the scripted model does with what people say: (words in the message, tool, arguments).
@@ -48,10 +52,13 @@ def _answer(request: dict[str, Any]) -> Any:
     message = request["messages"][-1]
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    notice = next((str(m["content"]) for m in request["messages"]
+                   if m["role"] == "user" and "[家居提醒]" in str(m.get("content"))), "")
     if message["role"] == "tool":
-        return f"工具结果：{text}"
-    if "[家居提醒]" in text:
-        return f"已通知：{text}"
+        return f"已通知：{notice}" if notice else f"工具结果：{text}"
+    if notice:  # pass the watch's news on to the owner's Telegram chat
+        return ToolCallReply("output_send__telegram", {"payload": notice, "type": "text",
+                                                       "meta": json.dumps({"conversation": "private:5551"})})
     for words, tool, arguments in SCRIPT:
         if words in text:
             return ToolCallReply(tool, arguments)
@@ -66,6 +73,7 @@ class Daemon:
     model: FakeModel
     proc: asyncio.subprocess.Process
     output: list[str]
+    telegram: FakeBotAPI
 
     async def say(self, text: str, *, key: str = ADMIN_KEY) -> str:
         async with httpx.AsyncClient(base_url=self.url, timeout=60) as http:
@@ -74,7 +82,7 @@ class Daemon:
         assert answer.status_code == 200, answer.text
         return str(answer.json()["choices"][0]["message"]["content"])
 
-    async def web_event(self, kind: str, words: str, timeout: float = 30.0) -> str:
+    async def web_event(self, kind: str, words: str, timeout: float = 60.0) -> str:
         """The data of the first web UI event ``kind`` (replayed or live) whose data has ``words``."""
         async with (
             httpx.AsyncClient(base_url=self.url, timeout=timeout) as http,
@@ -89,6 +97,10 @@ class Daemon:
                     return line[6:]
         raise AssertionError(f"no {kind} event with {words!r}")
 
+    def dump(self) -> str:
+        asked = [json.dumps(r["messages"][-1], ensure_ascii=False)[:300] for r in self.model.requests[-4:]]
+        return "\n".join(asked) + "\n" + "".join(self.output)[-3000:]
+
     def cli(self, *args: str) -> str:
         result = subprocess.run([sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(self.data)],
                                 env=self.env, capture_output=True, text=True, timeout=120)
@@ -97,7 +109,7 @@ class Daemon:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "HOMEAGENT_LOAD_PLUGINS": "homeassistant", "HOMEAGENT_WEBUI_API_KEY": ADMIN_KEY,
+    return {**os.environ, "HOMEAGENT_LOAD_PLUGINS": "homeassistant,telegram", "HOMEAGENT_WEBUI_API_KEY": ADMIN_KEY,
             "HOMEAGENT_LLM_API_KEY": "test-key", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -110,11 +122,15 @@ def _cli(env: dict[str, str], data: Path, *args: str) -> str:
 
 @contextlib.asynccontextmanager
 async def serve(tmp_path: Path, ha_url: str, token: str, *settings: tuple[str, str]) -> AsyncIterator[Daemon]:
-    """``homeagent serve`` with the plugin pointed at ``ha_url``; stopped (SIGTERM) at the end."""
-    async with FakeModelServer(FakeModel(responder=_answer)) as model:
+    """``homeagent serve`` with the plugin pointed at ``ha_url`` (and the Telegram door on a loopback
+    Bot API); stopped (SIGTERM) at the end."""
+    async with FakeModelServer(FakeModel(responder=_answer)) as model, FakeBotAPI(TELEGRAM_TOKEN) as telegram:
         data = tmp_path / "home"
         env = _env()
         for key, value in (
+            ("plugin.telegram.bot_token", TELEGRAM_TOKEN),
+            ("plugin.telegram.api_base", telegram.base),
+            ("plugin.telegram.poll_timeout", "2"),
             ("core.llm.sources.deepseek.base_url", model.base_url),
             ("plugin.homeassistant.url", ha_url),
             ("plugin.homeassistant.token", token),
@@ -150,7 +166,7 @@ async def serve(tmp_path: Path, ha_url: str, token: str, *settings: tuple[str, s
 
             reader = asyncio.get_running_loop().create_task(pump())
             assert url, "".join(lines)
-            yield Daemon(url, data, env, model.model, proc, lines)
+            yield Daemon(url, data, env, model.model, proc, lines, telegram)
         finally:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
@@ -171,7 +187,7 @@ async def home(tmp_path: Path) -> AsyncIterator[HomeAssistant]:
         yield ha
 
 
-async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+async def _wait_for(predicate: Any, timeout: float = 60.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.05)
@@ -200,6 +216,10 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         owner = json.loads(await asyncio.to_thread(daemon.cli, "people", "list", "--json"))
         owner_name = next(p["name"] for p in owner if p["role"] == "owner")
         await asyncio.to_thread(daemon.cli, "people", "link", owner_name, "door", "homeassistant")
+        # ... and has paired their Telegram chat, where the news is passed on.
+        daemon.telegram.private(5551, "Owner", text="hi")
+        code = (await daemon.telegram.next_sent(timeout=60))["text"].split("Pairing code: ")[1].split()[0]
+        await asyncio.to_thread(daemon.cli, "pairing", "approve", code, "--person", owner_name)
         reply = await say("地下室漏水就告诉我")
         assert "watch_1 set" in reply
         await home.rest("POST", "/api/states/binary_sensor.basement_floor_wet", {"state": "on", "attributes": {
@@ -210,8 +230,17 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         notice = next(json.dumps(r["messages"][-1], ensure_ascii=False) for r in daemon.model.requests
                       if "[家居提醒]" in json.dumps(r["messages"][-1], ensure_ascii=False))
         assert "Basement Floor Wet" in notice and "Owner" in notice
-        shown = await daemon.web_event("agent_output", "已通知")  # the owner's web UI shows the turn's answer
+        try:
+            shown = await daemon.web_event("agent_output", "已通知")  # the owner's web UI shows the turn's answer
+        except TimeoutError:
+            raise AssertionError(daemon.dump()) from None
         transcript.append(f"HomeAgent (web UI, from the home channel): {json.loads(shown)['payload']['content'][:90]}…")
+        try:
+            sent = await daemon.telegram.next_sent(timeout=60)
+        except TimeoutError:
+            raise AssertionError(daemon.dump()) from None
+        assert sent["chat_id"] == 5551 and "Basement Floor Wet" in sent["text"], sent
+        transcript.append(f"HomeAgent → Owner on Telegram: {sent['text'][:80]}…")
         reply = await say("有哪些提醒")
         assert '"watches": []' in reply  # a one-off watch is gone once it fired
 
@@ -232,7 +261,7 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         await home._wait_entities(asyncio.get_running_loop().time() + 60)
         await _wait_for(lambda: "connected again" in "".join(daemon.output), timeout=60)
         # the reload after the reconnect runs in the background: wait until a call goes through
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while "工具结果：{" not in (reply := await say("把厨房的灯关掉")):
                 await asyncio.sleep(0.2)
         await home.wait_state("light.kitchen_lights", "off")
