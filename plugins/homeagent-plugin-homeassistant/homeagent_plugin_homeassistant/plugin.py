@@ -243,6 +243,11 @@ class HomeAssistantPlugin:
                 f"{exc}. Check that Home Assistant runs and that plugin.homeassistant.url "
                 f"({url}) is its address, then restart HomeAgent", plugin_name=NAME,
             ) from None
+        except BaseException:
+            self.client = None
+            await client.close()
+            await self._close_watches()
+            raise
         log.info("homeassistant: connected to %s (Home Assistant %s), %d entities exposed", client.url,
                  client.version, len(self.catalog.exposed()))
 
