@@ -272,6 +272,9 @@ async def test_wrong_token_and_unreachable_server_are_plugin_errors(home: HomeAs
     async with serve(tmp_path / "a", home.url, "not-a-token") as daemon:
         doctor = await asyncio.to_thread(_doctor, daemon)
         assert "plugin homeassistant" in doctor and "refused the access token" in doctor, doctor
+        async with httpx.AsyncClient(base_url=daemon.url, headers={"X-API-Key": ADMIN_KEY}) as http:
+            listed = (await http.get("/api/v1/plugins")).text  # what the web UI's plugins page shows
+        assert "refused the access token" in listed, listed
         assert (await daemon.say("hello")) == "got: hello"  # the daemon runs on
     async with serve(tmp_path / "b", "http://127.0.0.1:9", "some-token") as daemon:
         doctor = await asyncio.to_thread(_doctor, daemon)
