@@ -1,6 +1,8 @@
 # HomeAgent developer entry points. Each target bootstraps .venv itself.
 PYTHON ?= python3
 VENV   ?= .venv
+# Home Assistant for the homeassistant plugin's tests (see ha-venv below).
+HA_VENV ?= .venv-ha
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # Empty: the one default every command uses too ($HOMEAGENT_HOME, else ~/.homeagent).
@@ -55,7 +57,6 @@ clean:
 # Home Assistant for the homeassistant plugin's tests and bench/bench_home.py: a real `hass` in a
 # venv of its own (its pins clash with ours; 2024.3 is the last release on Python 3.11). About
 # 2.5 minutes and 600 MB the first time; kept between runs (CI caches .venv-ha by constraints-ha.txt).
-HA_VENV ?= .venv-ha
 $(HA_VENV)/.installed: constraints-ha.txt
 	$(PYTHON) -m venv $(HA_VENV)
 	$(HA_VENV)/bin/python -m pip install --quiet -r constraints-ha.txt
