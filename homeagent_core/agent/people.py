@@ -79,6 +79,12 @@ ADMIN_TOOLS: tuple[str, ...] = (
     "node_*_camera_snap",
 )
 
+#: Tools that act on what keeps the household safe (locks, alarm panels, cameras, garage doors):
+#: an adult's call asks the owner, a child may not call them.
+SENSITIVE_TOOLS: tuple[str, ...] = ("home_secure_call",)
+#: The home's everyday devices (lights, heating, blinds), which children may use too.
+HOME_TOOLS: tuple[str, ...] = ("home_state", "home_list", "home_history", "home_call", "home_watch_*")
+
 
 @dataclass(frozen=True)
 class RoleDef:
@@ -109,9 +115,9 @@ BUILTIN_ROLES: dict[str, RoleDef] = {
     "adult": RoleDef(
         "adult",
         allow=("*",),
-        ask=ADMIN_TOOLS,
+        ask=ADMIN_TOOLS + SENSITIVE_TOOLS,
         builtin=True,
-        description="everything except admin tools, which ask the owner",
+        description="everything except admin tools and sensitive home devices (locks, alarms), which ask the owner",
     ),
     "child": RoleDef(
         "child",
@@ -129,10 +135,12 @@ BUILTIN_ROLES: dict[str, RoleDef] = {
             "web_fetch",
             "web_search",
             "skill_info",
+            *HOME_TOOLS,
         ),
-        deny=ADMIN_TOOLS,
+        deny=ADMIN_TOOLS + SENSITIVE_TOOLS + ("mqtt_publish",),
         builtin=True,
-        description="chat, their own memory, timers and reminders, reading the calendar, web reading and search",
+        description="chat, their own memory, timers and reminders, reading the calendar, web reading and search, "
+        "the home's everyday devices (not locks or alarms)",
     ),
     "guest": RoleDef("guest", builtin=True, description="answers only, no tools"),
 }

@@ -1,0 +1,153 @@
+"""What people say, and which demo entities they mean: the name-matching table.
+
+Each row is ``(phrase, expected)``: ``expected`` is the set of entity ids the phrase means, or
+``None`` when the right answer is a question back (two or more devices fit equally well). The
+entities are the ``demo`` integration's, placed in areas with the aliases of
+:mod:`ha_server` (``AREAS``, ``PLACEMENT``, ``PLUGIN_ALIASES``).
+"""
+
+from __future__ import annotations
+
+LIVING = "light.living_room_rgbww_lights"
+CEILING = "light.ceiling_lights"
+BED = "light.bed_light"
+KITCHEN = "light.kitchen_lights"
+OFFICE = "light.office_rgbw_lights"
+ENTRANCE = "light.entrance_color_white_lights"
+ALL_LIGHTS = {LIVING, CEILING, BED, KITCHEN, OFFICE, ENTRANCE, "switch.decorative_lights"}
+
+PHRASES: list[tuple[str, set[str] | None]] = [
+    # lights, Chinese
+    ("客厅的灯", {LIVING}),
+    ("把客厅的灯关掉", {LIVING}),
+    ("客厅灯", {LIVING}),
+    ("打开客厅的灯", {LIVING}),
+    ("客厅吊灯", {CEILING}),
+    ("吊灯", {CEILING}),
+    ("卧室的灯", {BED}),
+    ("卧室灯", {BED}),
+    ("床头灯", {BED}),
+    ("把床头灯打开", {BED}),
+    ("厨房的灯", {KITCHEN}),
+    ("厨房灯", {KITCHEN}),
+    ("书房的灯", {OFFICE}),
+    ("台灯", {OFFICE}),
+    ("办公室的灯", {OFFICE}),
+    ("门厅灯", {ENTRANCE}),
+    ("玄关的灯", {ENTRANCE}),
+    ("走廊的灯", {ENTRANCE}),
+    ("装饰灯", {"switch.decorative_lights"}),
+    ("彩灯", {"switch.decorative_lights"}),
+    ("所有的灯", ALL_LIGHTS),
+    ("全部灯", ALL_LIGHTS),
+    ("灯", None),
+    ("把灯关了", None),
+    # lights, English
+    ("living room lights", {LIVING}),
+    ("the living room light", {LIVING}),
+    ("Living Room RGBWW Lights", {LIVING}),
+    ("ceiling lights", {CEILING}),
+    ("the ceiling light", {CEILING}),
+    ("bed light", {BED}),
+    ("bedroom light", {BED}),
+    ("the bedroom lamp", {BED}),
+    ("kitchen lights", {KITCHEN}),
+    ("turn off the kitchen lights", {KITCHEN}),
+    ("office lights", {OFFICE}),
+    ("office lamp", {OFFICE}),
+    ("entrance lights", {ENTRANCE}),
+    ("hallway light", {ENTRANCE}),
+    ("decorative lights", {"switch.decorative_lights"}),
+    ("all the lights", ALL_LIGHTS),
+    ("every light", ALL_LIGHTS),
+    ("the lights", None),
+    # climate
+    ("卧室空调", {"climate.hvac"}),
+    ("空调", {"climate.hvac"}),
+    ("卧室的空调", {"climate.hvac"}),
+    ("书房空调", {"climate.ecobee"}),
+    ("书房的空调", {"climate.ecobee"}),
+    ("暖气", {"climate.heatpump"}),
+    ("地暖", {"climate.heatpump"}),
+    ("客厅的暖气", {"climate.heatpump"}),
+    ("heating", {"climate.heatpump"}),
+    ("the heat pump", {"climate.heatpump"}),
+    ("heatpump", {"climate.heatpump"}),
+    ("hvac", {"climate.hvac"}),
+    ("ecobee", {"climate.ecobee"}),
+    ("the ecobee thermostat", {"climate.ecobee"}),
+    ("bedroom air conditioner", {"climate.hvac"}),
+    ("office thermostat", {"climate.ecobee"}),
+    ("living room heating", {"climate.heatpump"}),
+    # temperature and humidity
+    ("现在客厅几度", {"climate.heatpump"}),
+    ("客厅温度", {"climate.heatpump"}),
+    ("卧室几度", {"climate.hvac"}),
+    ("书房温度", {"climate.ecobee"}),
+    ("室外温度", {"sensor.outside_temperature"}),
+    ("外面温度", {"sensor.outside_temperature"}),
+    ("外面几度", {"sensor.outside_temperature"}),
+    ("后院温度", {"sensor.outside_temperature"}),
+    ("室外湿度", {"sensor.outside_humidity"}),
+    ("后院湿度", {"sensor.outside_humidity"}),
+    ("outside temperature", {"sensor.outside_temperature"}),
+    ("how warm is it outside", {"sensor.outside_temperature"}),
+    ("outside humidity", {"sensor.outside_humidity"}),
+    ("living room temperature", {"climate.heatpump"}),
+    ("bedroom temperature", {"climate.hvac"}),
+    ("temperature in the office", {"climate.ecobee"}),
+    # covers
+    ("客厅窗帘", {"cover.living_room_window"}),
+    ("客厅的窗帘", {"cover.living_room_window"}),
+    ("厨房窗帘", {"cover.kitchen_window"}),
+    ("走廊窗帘", {"cover.hall_window"}),
+    ("living room window", {"cover.living_room_window"}),
+    ("kitchen blinds", {"cover.kitchen_window"}),
+    ("kitchen window", {"cover.kitchen_window"}),
+    ("hall window", {"cover.hall_window"}),
+    ("hallway blinds", {"cover.hall_window"}),
+    ("车库门", {"cover.garage_door"}),
+    ("garage door", {"cover.garage_door"}),
+    ("the garage", {"cover.garage_door"}),
+    ("窗帘", None),
+    ("all the blinds", {"cover.living_room_window", "cover.kitchen_window", "cover.hall_window",
+                        "cover.pergola_roof", "cover.garage_door"}),
+    # locks
+    ("前门", {"lock.front_door"}),
+    ("大门", {"lock.front_door"}),
+    ("大门锁", {"lock.front_door"}),
+    ("front door", {"lock.front_door"}),
+    ("the front door lock", {"lock.front_door"}),
+    ("厨房门锁", {"lock.kitchen_door"}),
+    ("厨房后门", {"lock.kitchen_door"}),
+    ("kitchen door", {"lock.kitchen_door"}),
+    ("门锁", {"lock.front_door"}),
+    # media
+    ("客厅电视", {"media_player.living_room"}),
+    ("客厅的电视", {"media_player.living_room"}),
+    ("卧室音箱", {"media_player.bedroom"}),
+    ("厨房音箱", {"media_player.kitchen"}),
+    ("walkman", {"media_player.walkman"}),
+    ("lounge room tv", {"media_player.lounge_room"}),
+    ("bedroom speaker", {"media_player.bedroom"}),
+    # sensors and binary sensors
+    ("洗衣机", {"sensor.power_consumption"}),
+    ("洗衣机好了吗", {"sensor.power_consumption"}),
+    ("washing machine", {"sensor.power_consumption"}),
+    ("the washer", {"sensor.power_consumption"}),
+    ("power consumption", {"sensor.power_consumption"}),
+    ("地下室漏水", {"binary_sensor.basement_floor_wet"}),
+    ("漏水传感器", {"binary_sensor.basement_floor_wet"}),
+    ("basement floor wet", {"binary_sensor.basement_floor_wet"}),
+    ("basement leak sensor", {"binary_sensor.basement_floor_wet"}),
+    ("后院移动", {"binary_sensor.movement_backyard"}),
+    ("后院有人吗", {"binary_sensor.movement_backyard"}),
+    ("backyard motion", {"binary_sensor.movement_backyard"}),
+    ("movement backyard", {"binary_sensor.movement_backyard"}),
+    ("carbon dioxide", {"sensor.carbon_dioxide"}),
+    ("carbon monoxide", {"sensor.carbon_monoxide"}),
+    # switches
+    ("AC", {"switch.ac"}),
+    ("空调插座", {"switch.ac"}),
+    ("the ac outlet", {"switch.ac"}),
+]
