@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
+
 __all__ = ["Condition", "Watch", "WatchEngine", "WatchStore", "parse_condition"]
 
 log = logging.getLogger("homeagent.plugin.homeassistant")
@@ -98,6 +100,19 @@ class Watch:
         }
 
 
+WATCHES_SCHEMA = StoreSchema(
+    "watches.db",
+    [sql_step(
+        "CREATE TABLE IF NOT EXISTS watches (seq INTEGER PRIMARY KEY AUTOINCREMENT, entity_id TEXT NOT NULL, "
+        "op TEXT NOT NULL, value TEXT NOT NULL, duration REAL NOT NULL DEFAULT 0, notify TEXT NOT NULL DEFAULT '', "
+        "message TEXT NOT NULL DEFAULT '', repeat INTEGER NOT NULL DEFAULT 0, created_by TEXT NOT NULL DEFAULT '', "
+        "created_at REAL NOT NULL)"
+    )],
+    legacy=version_one_if("watches"),
+)
+"""The schema of the plugin's ``watches.db``: one step per version (never edit a shipped one)."""
+
+
 class WatchStore:
     """Watches in SQLite (WAL). Thread-safe, blocking: call it from a worker thread."""
 
@@ -106,12 +121,7 @@ class WatchStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS watches (seq INTEGER PRIMARY KEY AUTOINCREMENT, entity_id TEXT NOT NULL, "
-            "op TEXT NOT NULL, value TEXT NOT NULL, duration REAL NOT NULL DEFAULT 0, notify TEXT NOT NULL DEFAULT '', "
-            "message TEXT NOT NULL DEFAULT '', repeat INTEGER NOT NULL DEFAULT 0, created_by TEXT NOT NULL DEFAULT '', "
-            "created_at REAL NOT NULL)"
-        )
+        open_schema(self._db, path, WATCHES_SCHEMA)
 
     def add(self, entity_id: str, condition: Condition, duration: float, notify: tuple[str, ...], message: str,
             repeat: bool, created_by: str = "") -> Watch:
