@@ -32,6 +32,7 @@ from homeagent_core.builtin.webui.common import (
     require_chat_api,
     require_web,
 )
+from homeagent_core.builtin.webui.events import APPROVALS
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import InputQueueFull, UsageError
 from homeagent_sdk.threads import thread_of
@@ -89,8 +90,9 @@ class Viewer:
 
     def sees(self, frame: Any) -> bool:
         """Whether this person's event stream shows ``frame``: events of their own turns outside
-        group chats; events of no turn (plugin status, the terminal) to the owner only."""
-        if frame.thread is None:
+        group chats; events of no turn (plugin status, the terminal) and approval requests (they
+        name who asked for what) to the owner only."""
+        if frame.thread is None or frame.event in APPROVALS:
             return self.role == "owner"
         return bool(frame.person == self.person and ":group:" not in frame.thread)
 
@@ -236,11 +238,21 @@ async def interrupt(request: Request) -> Response:
     return ok({"status": "interrupted"})
 
 
-@require_api
+@require_chat_api
 async def stop(request: Request) -> Response:
-    """Stop the running turn (its model call is cancelled) and drop what was queued before now."""
-    dropped = _ui(request).kernel.stop()
-    return ok({"status": "stopped", "dropped": dropped})
+    """Stop the running turn (its model call is cancelled) and drop what was queued before now.
+
+    The owner stops whatever runs; anyone else only a turn of their own (nothing queued is dropped).
+    """
+    viewer = Viewer(request)
+    kernel = _ui(request).kernel
+    if viewer.role == "owner":
+        return ok({"status": "stopped", "dropped": kernel.stop()})
+    running = kernel.turn
+    if running is None or running.who["person"] != viewer.person:
+        return ok({"status": "idle", "dropped": 0})
+    running.stop()
+    return ok({"status": "stopped", "dropped": 0})
 
 
 def _cut(text: str, limit: int) -> str:
