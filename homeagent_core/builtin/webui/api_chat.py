@@ -11,6 +11,7 @@ import asyncio
 import logging
 import mimetypes
 import re
+import secrets
 import time
 import unicodedata
 import uuid
@@ -30,7 +31,7 @@ from homeagent_core.builtin.webui.common import (
     ok,
     require_api,
     require_chat_api,
-    require_web,
+    require_person_page,
 )
 from homeagent_core.builtin.webui.events import APPROVALS
 from homeagent_sdk._atomic import atomic_write
@@ -51,6 +52,9 @@ MAX_NAME_BYTES = 120
 MAX_EXTENSION = 16
 #: Longest file name a client may send at all; longer is refused rather than guessed at.
 MAX_SENT_NAME = 1024
+#: A person's upload (not the owner's) is stored as ``<16 hex>-<name>``: served to whoever has the
+#: link, which only that person's own conversation shows; the owner's uploads are the owner's.
+PERSON_UPLOAD = re.compile(r"^[0-9a-f]{16}-")
 #: The extension a stored upload of each type gets when the sent one does not match it.
 _EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt", "audio/wav": ".wav",
                "audio/x-wav": ".wav", "audio/ogg": ".ogg", "audio/mp4": ".m4a"}
@@ -296,7 +300,7 @@ def _save_upload(folder: Path, clean: str, data: bytes) -> Path:
     return target
 
 
-@require_api
+@require_chat_api
 async def upload(request: Request) -> Response:
     ui = _ui(request)
     declared = request.headers.get("content-length", "")
@@ -325,6 +329,8 @@ async def upload(request: Request) -> Response:
     viewer = Viewer(request)
     thread = await _own_thread(viewer, thread if isinstance(thread, str) else None)
     clean = upload_name(filename, mime)
+    if viewer.role != "owner":
+        clean = f"{secrets.token_hex(8)}-{clean}"
     path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
     try:
@@ -360,14 +366,18 @@ async def events(request: Request) -> Response:
     )
 
 
-@require_web
+@require_person_page
 async def uploaded_file(request: Request) -> Response:
+    """A file sent through the web UI: the owner's to the owner, a person's to whoever has its link."""
+    if request.state.role != "owner" and PERSON_UPLOAD.match(request.path_params["name"]) is None:
+        raise ApiError(404, "not found")
     return _serve_file(request, "uploads")
 
 
-@require_web
+@require_person_page
 async def sent_file(request: Request) -> Response:
-    """A file the agent sent with ``output_send__webui`` (see ``channel``)."""
+    """A file the agent sent with ``output_send__webui`` (see ``channel``): its random name is shown
+    only in the conversation it was sent to."""
     return _serve_file(request, "webui_files")
 
 

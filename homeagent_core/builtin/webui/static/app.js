@@ -893,8 +893,6 @@ $("#logout").addEventListener("click", async () => {
     if (ownerUI) {
       const status = await api("/api/v1/status");
       $("#first-run").hidden = status.llm_configured;
-    } else {
-      $("#file").closest("label").hidden = true; // uploads are the owner's
     }
     await loadThreads();
     await loadHistory();

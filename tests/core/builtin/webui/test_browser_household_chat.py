@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,16 @@ SECRET = "下周三我要去医院复查，别跟孩子说"
 KID_SAYS = "今天会下雨吗 will it rain"
 WAIT_MS = 30_000
 OWNER_PAGES = ("memory", "plugins", "residents", "pairing", "settings", "people")
+
+
+def png(width: int = 4, height: int = 3) -> bytes:
+    """A real (tiny, grey) PNG image."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 async def add_person(daemon: Served, owner: httpx.AsyncClient, name: str, role: str, password: str) -> None:
@@ -171,6 +183,28 @@ async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path
             refused = await kid.request.get(daemon.url + "/api/v1/threads/person:mum/history")
             assert refused.status == 404 and "no conversation" in (await refused.json())["error"]
             assert SECRET not in await refused.text()
+
+            # The child sends a picture: it is shown, and again from the history after a reload;
+            # the owner's own uploads stay the owner's.
+            drawing = {"name": "drawing.png", "mimeType": "image/png", "buffer": png()}
+            await kid.set_input_files("#file", files=[drawing])
+            await send(kid, "my drawing")
+            homework = await kid.locator("#thread").input_value()
+            await kid.reload()
+            await kid.locator("#thread option").nth(1).wait_for(state="attached", timeout=WAIT_MS)
+            await kid.select_option("#thread", homework)
+            picture = kid.locator(".msg.user img").last
+            await picture.wait_for(timeout=WAIT_MS)
+            await kid.wait_for_function("() => [...document.querySelectorAll('.msg.user img')].every((i) => "
+                                        "i.complete && i.naturalWidth === 4)", timeout=WAIT_MS)
+            source = await picture.get_attribute("src")
+            assert source is not None and source.startswith("/uploads/") and source.endswith("-drawing.png"), source
+            async with daemon.client(timeout=10) as owner:
+                note = {"file": ("owner-note.txt", b"the owner's", "text/plain")}
+                sent = await owner.post("/api/v1/chat/file", files=note)
+                assert sent.status_code == 200, sent.text
+                assert (await owner.get(source)).status_code == 200
+            assert (await kid.request.get(daemon.url + "/uploads/owner-note.txt")).status == 404
 
             # The owner's pages: hidden from the child, and their APIs answer 403.
             await kid.goto(daemon.url + "/#settings")
