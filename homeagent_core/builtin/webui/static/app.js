@@ -4,9 +4,10 @@
 const $ = (selector) => document.querySelector(selector);
 const HIDDEN_CHANNELS = new Set(["_consolidation_", "http"]);
 
-// Words this page shows people who are not the owner, kept together ("中文 English").
+// Words this page shows people who are not the owner, kept together ("中文 English"), keyed
+// the way a message catalogue would name them.
 const TEXT = {
-  ownerOnly: "此页面仅限主人使用，这里是你自己的对话 · This page is for the owner only: here are your own conversations",
+  "chat.owner_only": "此页面仅限主人使用，这里是你自己的对话 · This page is for the owner only: here are your own conversations",
 };
 
 // A logged-in session must echo its CSRF token on every change (POST/PUT/DELETE); the server
@@ -62,7 +63,7 @@ function ownerPage(page) {
 const pages = ["chat", "memory", "plugins", "settings"];
 function show(page) {
   if (ownerUI !== true && ownerPage(page)) {
-    $("#owner-only").textContent = TEXT.ownerOnly;
+    $("#owner-only").textContent = TEXT["chat.owner_only"];
     $("#owner-only").hidden = ownerUI === null;
     page = "chat";
   } else $("#owner-only").hidden = true;
