@@ -1,6 +1,6 @@
 "use strict";
 // People (#people, the owner's): persons, roles, linked accounts, API keys, web logins, invite
-// links, the audit log and the calls waiting for the owner's approval. Approvals also pop up as
+// links, the audit log, the calls waiting for the owner's approval and the approval history. Approvals also pop up as
 // notifications with Approve / Deny on every page of the owner's open tabs (pushed over SSE).
 // Account (#account, everyone's): change one's own password. Someone who is not the owner sees
 // only the pages meant for them (their chat and Account). Uses api(), el() and sessionReady from app.js.
@@ -94,9 +94,32 @@
     if (!list.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, "没有待审批 · nothing waits")));
   }
 
+  // Every approval with its outcome, earlier runs of the daemon included (kept in people.db).
+  const OUTCOMES = {pending: "等待 pending", approved: "已批准 approved", denied: "已拒绝 denied",
+    expired: "超时 expired", withdrawn: "已撤回 withdrawn", interrupted: "重启中断 interrupted (restart)"};
+  async function refreshHistory() {
+    let data;
+    try {
+      data = await api("/api/v1/approvals?history=1&limit=50");
+    } catch {
+      return;
+    }
+    const body = $("#people-approval-history tbody");
+    body.replaceChildren(...data.approvals.map((a) => {
+      const [who, tool, args] = describe(a);
+      return el("tr", {"data-history": a.id}, el("td", {}, `#${a.id}`), el("td", {}, who), el("td", {}, tool),
+        el("td", {}, el("code", {}, args)), el("td", {"data-status": a.status}, OUTCOMES[a.status] || a.status),
+        el("td", {}, a.decided_by || ""));
+    }));
+    if (!data.approvals.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, "还没有审批 · none yet")));
+  }
+
   function listenForApprovals() {
     const source = new EventSource("/api/v1/events");
-    for (const type of ["approval_requested", "approval_decided"]) source.addEventListener(type, refreshApprovals);
+    for (const type of ["approval_requested", "approval_decided"]) {
+      source.addEventListener(type, refreshApprovals);
+      source.addEventListener(type, () => { if (me && me.owner && !section.hidden) refreshHistory(); });
+    }
     source.addEventListener("sync_required", refreshApprovals);
   }
 
@@ -169,10 +192,17 @@
     $("#people-link-person").replaceChildren(...data.people.map((p) => el("option", {value: p.name}, p.name)));
     $("#people tbody").replaceChildren(...data.people.map((p) => el("tr", {"data-person": p.name},
       el("td", {}, p.name), el("td", {}, roleSelect(p)),
-      el("td", {}, p.identities.map((i) => `${i.platform}:${i.account}`).join(", ") || "-"),
+      el("td", {}, ...(p.identities.length ? p.identities.map((i) => el("span", {class: "identity"}, `${i.platform}:${i.account} `,
+        el("button", {type: "button", class: "secondary", title: "取消关联 Unlink", "data-unlink": `${p.name}/${i.platform}/${i.account}`,
+          onclick: () => {
+            if (!confirm(`Unlink ${i.platform} ${i.account} from ${p.name}? Its next message is a guest's.`)) return;
+            act(`${p.name}: ${i.platform} ${i.account} unlinked`, () => post(`/api/v1/people/${enc(p.name)}/link`,
+              {platform: i.platform, account: i.account}, "DELETE"));
+          }}, "✕"))) : ["-"])),
       el("td", {}, p.name === data.me.person && data.me.admin_login ? "admin" : p.web_login ? `✓ (${p.sessions})` : "-"),
       el("td", {}, String(p.api_keys)), personActions(p))));
     refreshApprovals();
+    refreshHistory();
     loadAudit().catch((err) => { result.textContent = `审计 audit: ${err.message}`; });
   }
 
