@@ -33,7 +33,7 @@ from homeagent_core.builtin.webui.common import (
     require_chat_api,
     require_person_page,
 )
-from homeagent_core.builtin.webui.events import APPROVALS
+from homeagent_core.builtin.webui.events import DELTAS
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import InputQueueFull, UsageError
 from homeagent_sdk.threads import thread_of
@@ -62,6 +62,10 @@ _EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt",
 
 def _ui(request: Request) -> UIState:
     return request.app.state.ui  # type: ignore[no-any-return]
+
+
+#: The events of a turn, shown to the person whose turn it is (the rest are the owner's).
+TURN_EVENTS = DELTAS | {"raw_input", "tool_call", "agent_output", "agent_error", "agent_llm_chain"}
 
 
 def _source(data: dict[str, Any]) -> str:
@@ -94,9 +98,9 @@ class Viewer:
 
     def sees(self, frame: Any) -> bool:
         """Whether this person's event stream shows ``frame``: events of their own turns outside
-        group chats; events of no turn (plugin status, the terminal) and approval requests (they
-        name who asked for what) to the owner only."""
-        if frame.thread is None or frame.event in APPROVALS:
+        group chats; anything else (events of no turn, plugin status, the terminal, stage timings,
+        and approval requests, which name who asked for what) to the owner only."""
+        if frame.thread is None or frame.event not in TURN_EVENTS:
             return self.role == "owner"
         return bool(frame.person == self.person and ":group:" not in frame.thread)
 
