@@ -8,6 +8,7 @@ their APIs answer 403. The export labels each message with who said it.
 
 Everything is real but the model: the daemon is a child process reached over loopback HTTP,
 the model a loopback OpenAI-compatible server answering ``echo: <the last user message>``.
+Screenshots of each person's page go to the ``shots`` folder.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ async def session_cookies(context: Any) -> dict[str, str]:
     return {c["name"]: c["value"] for c in await context.cookies()}
 
 
-async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path: Path):
+async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path: Path, shots: Path):
     async with fake_model() as (_model, model_url), served(configure(tmp_path / "data", model_url)) as daemon:
         async with daemon.client(timeout=10) as owner:
             await add_person(daemon, owner, "mum", "adult", MUM_PASSWORD)
@@ -145,6 +146,8 @@ async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path
             assert SECRET not in await kid.locator("body").inner_text()
             assert KID_SAYS not in await mum.locator("body").inner_text()
             assert KID_SAYS not in await mum_tab.locator("body").inner_text()
+            await mum.screenshot(path=str(shots / "person-chat-mum.png"))
+            await kid.screenshot(path=str(shots / "person-chat-kid.png"))
 
             # The same from the event streams themselves: a fresh tab's replay of everything
             # recent has the person's own turns and never the other's.
@@ -210,6 +213,7 @@ async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path
             await kid.goto(daemon.url + "/#settings")
             await kid.locator("#owner-only").wait_for(timeout=WAIT_MS)
             assert "owner only" in await kid.locator("#owner-only").inner_text()
+            await kid.screenshot(path=str(shots / "person-owner-page-refused.png"))
             assert await kid.locator("#page-chat").is_visible()
             for name in OWNER_PAGES:
                 assert not await kid.locator(f"#page-{name}").is_visible(), name
