@@ -553,7 +553,9 @@ class Kernel:
         except Exception as exc:
             for injected in turn.injected:
                 injected.settle(exc)
-            self.bus.publish("agent_error", {"error": f"{type(exc).__name__}: {exc}", "channel": item.channel})
+            self.bus.publish(
+                "agent_error", {"error": f"{type(exc).__name__}: {exc}", "channel": item.channel, **turn.who}
+            )
             raise
         finally:
             self.triage.turn_finished(time.monotonic() - turn.started)

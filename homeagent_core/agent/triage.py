@@ -34,7 +34,7 @@ from typing import Protocol
 from homeagent_core.agent.channels import SEND_PREFIX
 from homeagent_core.agent.residents import Residents
 from homeagent_core.agent.scheduler import InputItem, Scheduler
-from homeagent_core.agent.turn import Reply, Turn, TurnHost
+from homeagent_core.agent.turn import Reply, Turn, TurnHost, who_of
 
 __all__ = [
     "BUSY_MARK",
@@ -338,7 +338,8 @@ class Triage:
         kernel = self.kernel
         kernel.bus.publish(
             "agent_output",
-            {"content": text, "channel": item.channel, "source": item.source, "triage": kind},
+            # in the asker's thread only (the web UI shows each person their own threads' events)
+            {"content": text, "channel": item.channel, "source": item.source, "triage": kind, **who_of(kernel, item)},
         )
         channel = kernel.channels.output(item.channel)
         if channel is not None and channel.send is not None:

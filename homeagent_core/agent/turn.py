@@ -45,7 +45,10 @@ if TYPE_CHECKING:
     from homeagent_core.events import EventBus
     from homeagent_sdk.api import ChatProvider
 
-__all__ = ["INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnHost", "TurnMemory", "interrupt_text"]
+__all__ = [
+    "INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnHost", "TurnMemory", "interrupt_text", "speaker",
+    "who_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +180,23 @@ class TurnHost(Protocol):
         ...
 
 
+def speaker(kernel: TurnHost, item: InputItem) -> Principal | None:
+    """Who ``item`` comes from, resolved by the person registry (None without one)."""
+    if kernel.rights is None:
+        return None
+    said = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
+    return _own_thread_only(kernel.rights, item.source, said)
+
+
+def who_of(kernel: TurnHost, item: InputItem, principal: Principal | None = None) -> dict[str, str]:
+    """``{"person", "thread"}`` of ``item`` for the events about it (``principal``: already resolved).
+
+    Without a person registry the door's own claim still picks the thread.
+    """
+    said = (principal or speaker(kernel, item)) if kernel.rights is not None else item.extra.get("principal")
+    return {"person": said.person if said is not None else "", "thread": thread_of(said)}
+
+
 def _own_thread_only(rights: Rights, source: str, principal: Principal) -> Principal:
     """``principal`` with a thread a plugin may not name dropped (its person's default is used).
 
@@ -211,13 +231,10 @@ class Turn:
         #: rights all of them share.
         self.others: list[Principal] = []
         if kernel.rights is not None:
-            self.principal = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
-            self.principal = _own_thread_only(kernel.rights, item.source, self.principal)
+            self.principal = speaker(kernel, item)
         #: The conversation this input belongs to and who said it, on every event the turn publishes
         #: (the web UI shows each person only their own threads' events).
-        #: Without a person registry the door's own claim still picks the thread.
-        said = self.principal if kernel.rights is not None else item.extra.get("principal")
-        self.who = {"person": said.person if said is not None else "", "thread": thread_of(said)}
+        self.who = who_of(kernel, item, self.principal)
         self.ctx = StageContext(
             raw_message=item.text,
             source=item.source,
@@ -225,7 +242,7 @@ class Turn:
             no_memory=item.no_memory or item.interrupt,
             interrupt=item.interrupt,
             attachments=list(item.attachments),
-            principal=said,
+            principal=self.principal if kernel.rights is not None else item.extra.get("principal"),
         )
         self.accepting = False
         self.stopped = item.stopped
@@ -256,11 +273,7 @@ class Turn:
         return item is None or self._thread_of(item) == self.who["thread"]
 
     def _thread_of(self, item: InputItem) -> str:
-        rights = self.k.rights
-        if rights is None:
-            return thread_of(item.extra.get("principal"))
-        said = rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
-        return thread_of(_own_thread_only(rights, item.source, said))
+        return who_of(self.k, item)["thread"]
 
     def interrupt(self, item: InputItem) -> None:
         """Inject ``item`` before the next model call, cancelling the one in flight."""

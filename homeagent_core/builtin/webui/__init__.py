@@ -166,7 +166,7 @@ class WebUI:
         self.channel = WebChannel(sdk.services.bus, sdk.services.data_dir / "webui_files",
                                   max_bytes=sdk.settings.get("max_upload_bytes"),
                                   clients=lambda: self.state.hub.client_count,
-                                  log=sdk.services.conversation_log)
+                                  log=sdk.services.conversation_log, rights=sdk.services.rights)
         if secrets:
             self._announce(secrets, sdk)
         self.app = build_app(self.state, bound_host=host)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import mimetypes
 import re
+import secrets
 import time
 import unicodedata
 import uuid
@@ -30,8 +31,9 @@ from homeagent_core.builtin.webui.common import (
     ok,
     require_api,
     require_chat_api,
-    require_web,
+    require_person_page,
 )
+from homeagent_core.builtin.webui.events import DELTAS
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.errors import InputQueueFull, UsageError
 from homeagent_sdk.threads import thread_of
@@ -50,6 +52,9 @@ MAX_NAME_BYTES = 120
 MAX_EXTENSION = 16
 #: Longest file name a client may send at all; longer is refused rather than guessed at.
 MAX_SENT_NAME = 1024
+#: A person's upload (not the owner's) is stored as ``<16 hex>-<name>``: served to whoever has the
+#: link, which only that person's own conversation shows; the owner's uploads are the owner's.
+PERSON_UPLOAD = re.compile(r"^[0-9a-f]{16}-")
 #: The extension a stored upload of each type gets when the sent one does not match it.
 _EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt", "audio/wav": ".wav",
                "audio/x-wav": ".wav", "audio/ogg": ".ogg", "audio/mp4": ".m4a"}
@@ -57,6 +62,10 @@ _EXTENSIONS = {"image/jpeg": ".jpg", "audio/mpeg": ".mp3", "text/plain": ".txt",
 
 def _ui(request: Request) -> UIState:
     return request.app.state.ui  # type: ignore[no-any-return]
+
+
+#: The events of a turn, shown to the person whose turn it is (the rest are the owner's).
+TURN_EVENTS = DELTAS | {"raw_input", "tool_call", "agent_output", "agent_error", "agent_llm_chain"}
 
 
 def _source(data: dict[str, Any]) -> str:
@@ -89,8 +98,9 @@ class Viewer:
 
     def sees(self, frame: Any) -> bool:
         """Whether this person's event stream shows ``frame``: events of their own turns outside
-        group chats; events of no turn (plugin status, the terminal) to the owner only."""
-        if frame.thread is None:
+        group chats; anything else (events of no turn, plugin status, the terminal, stage timings,
+        and approval requests, which name who asked for what) to the owner only."""
+        if frame.thread is None or frame.event not in TURN_EVENTS:
             return self.role == "owner"
         return bool(frame.person == self.person and ":group:" not in frame.thread)
 
@@ -236,11 +246,21 @@ async def interrupt(request: Request) -> Response:
     return ok({"status": "interrupted"})
 
 
-@require_api
+@require_chat_api
 async def stop(request: Request) -> Response:
-    """Stop the running turn (its model call is cancelled) and drop what was queued before now."""
-    dropped = _ui(request).kernel.stop()
-    return ok({"status": "stopped", "dropped": dropped})
+    """Stop the running turn (its model call is cancelled) and drop what was queued before now.
+
+    The owner stops whatever runs; anyone else only a turn of their own (nothing queued is dropped).
+    """
+    viewer = Viewer(request)
+    kernel = _ui(request).kernel
+    if viewer.role == "owner":
+        return ok({"status": "stopped", "dropped": kernel.stop()})
+    running = kernel.turn
+    if running is None or running.who["person"] != viewer.person:
+        return ok({"status": "idle", "dropped": 0})
+    running.stop()
+    return ok({"status": "stopped", "dropped": 0})
 
 
 def _cut(text: str, limit: int) -> str:
@@ -284,7 +304,7 @@ def _save_upload(folder: Path, clean: str, data: bytes) -> Path:
     return target
 
 
-@require_api
+@require_chat_api
 async def upload(request: Request) -> Response:
     ui = _ui(request)
     declared = request.headers.get("content-length", "")
@@ -313,6 +333,8 @@ async def upload(request: Request) -> Response:
     viewer = Viewer(request)
     thread = await _own_thread(viewer, thread if isinstance(thread, str) else None)
     clean = upload_name(filename, mime)
+    if viewer.role != "owner":
+        clean = f"{secrets.token_hex(8)}-{clean}"
     path = await asyncio.to_thread(_save_upload, ui.services.data_dir / "uploads", clean, data)
     info = {"url": f"/uploads/{path.name}", "name": path.name, "size": len(data), "type": mime}
     try:
@@ -348,14 +370,18 @@ async def events(request: Request) -> Response:
     )
 
 
-@require_web
+@require_person_page
 async def uploaded_file(request: Request) -> Response:
+    """A file sent through the web UI: the owner's to the owner, a person's to whoever has its link."""
+    if request.state.role != "owner" and PERSON_UPLOAD.match(request.path_params["name"]) is None:
+        raise ApiError(404, "not found")
     return _serve_file(request, "uploads")
 
 
-@require_web
+@require_person_page
 async def sent_file(request: Request) -> Response:
-    """A file the agent sent with ``output_send__webui`` (see ``channel``)."""
+    """A file the agent sent with ``output_send__webui`` (see ``channel``): its random name is shown
+    only in the conversation it was sent to."""
     return _serve_file(request, "webui_files")
 
 

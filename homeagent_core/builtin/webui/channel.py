@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from homeagent_sdk._atomic import atomic_file
 from homeagent_sdk.errors import ChannelSendError
+from homeagent_sdk.threads import thread_of
 
 if TYPE_CHECKING:
     from homeagent_core.events import EventBus
@@ -57,9 +58,14 @@ def _as_text(data: dict[str, Any]) -> str:
 class WebChannel:
     """The ``send`` of the ``webui`` output channel."""
 
-    def __init__(self, bus: EventBus, files_dir: Path, *, max_bytes: int, clients: Any = None, log: Any = None) -> None:
+    def __init__(
+        self, bus: EventBus, files_dir: Path, *, max_bytes: int, clients: Any = None, log: Any = None,
+        rights: Any = None,
+    ) -> None:
         self.bus, self.files_dir, self.max_bytes = bus, files_dir, max_bytes
         self._clients = clients
+        #: The person registry's rights (``current()``: the principal of the turn sending), or None.
+        self.rights = rights
         #: The conversation log (``TextLog``) the chat history is read from; None without memory.
         self.log = log
 
@@ -88,13 +94,23 @@ class WebChannel:
             data["content"] = str(meta.get("caption") or "")
         else:
             raise ChannelSendError(f"webui cannot send type {type!r}; use text, image or file")
+        who = self._who()
+        data.update(who)
         if self.log is not None:
             # Kept in the conversation log, so the history shows it after a reload; a file is a
             # Markdown link (an image an inline image) to its /files/ address.
-            await self.log.aappend("assistant", _as_text(data), channel=CHANNEL, source=data["source"])
+            await self.log.aappend("assistant", _as_text(data), channel=CHANNEL, source=data["source"], **who)
         self.bus.publish("agent_output", data, source="webui")
         tabs = self._clients() if callable(self._clients) else None
         return "sent to the web UI" + (f" ({tabs} open tabs)" if tabs is not None else "")
+
+    def _who(self) -> dict[str, str]:
+        """The person and thread of the turn sending (a reminder's: whoever set it), so only that
+        person's page shows it and their thread keeps it; ``{}`` outside a turn (the owner's)."""
+        principal = self.rights.current() if self.rights is not None else None
+        if principal is None or principal.role == "system":
+            return {}
+        return {"person": principal.person, "thread": thread_of(principal)}
 
     async def _attach(self, payload: str) -> dict[str, Any]:
         target = payload.strip()

@@ -172,7 +172,8 @@ def _guarded(fn: Endpoint, *, web: bool, people: bool = False, persons: bool = F
             elif not persons:
                 return error(403, (
                     f"{request.url.path} is for the owner only; {request.state.login} ({request.state.role}) "
-                    "may change their own password (Account page) and use the OpenAI-compatible /v1"
+                    "may use the chat (their own conversations), change their own password (Account page) "
+                    "and use the OpenAI-compatible /v1"
                 ))
         if method == "session" and request.method not in SAFE_METHODS and not _csrf_ok(request):
             return error(403, (

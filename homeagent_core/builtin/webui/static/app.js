@@ -4,6 +4,12 @@
 const $ = (selector) => document.querySelector(selector);
 const HIDDEN_CHANNELS = new Set(["_consolidation_", "http"]);
 
+// Words this page shows people who are not the owner, kept together ("中文 English"), keyed
+// the way a message catalogue would name them.
+const TEXT = {
+  "chat.owner_only": "此页面仅限主人使用，这里是你自己的对话 · This page is for the owner only: here are your own conversations",
+};
+
 // A logged-in session must echo its CSRF token on every change (POST/PUT/DELETE); the server
 // hands it out only to this origin (GET /api/v1/session), so other sites cannot forge changes.
 let csrfToken = null;
@@ -44,9 +50,27 @@ function el(tag, attrs = {}, ...children) {
 
 // ------------------------------------------------------------------ navigation
 
+// Who is logged in (GET /api/v1/session), asked once for every script of the page.
+const sessionReady = api("/api/v1/session");
+// The owner sees every page; anyone else the chat (their own conversations) and their Account,
+// the nav links marked data-person. The owner's APIs answer them 403 anyway.
+let ownerUI = null; // null: not known yet
+
+function ownerPage(page) {
+  return Boolean(document.querySelector(`nav a[data-page="${page}"]:not([data-person])`));
+}
+
 const pages = ["chat", "memory", "plugins", "settings"];
 function show(page) {
-  if (!pages.includes(page)) page = "chat";
+  if (ownerUI !== true && ownerPage(page)) {
+    $("#owner-only").textContent = TEXT["chat.owner_only"];
+    $("#owner-only").hidden = ownerUI === null;
+    page = "chat";
+  } else $("#owner-only").hidden = true;
+  if (!pages.includes(page)) {
+    if (document.querySelector(`nav a[data-page="${page}"]`)) return; // residents.js, pairing.js, people.js draw it
+    page = "chat";
+  }
   for (const name of pages) $(`#page-${name}`).hidden = name !== page;
   document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
   if (page === "memory") loadMemory();
@@ -371,8 +395,8 @@ $("#export").addEventListener("click", async () => {
   for (const m of data.messages) {
     if (HIDDEN_CHANNELS.has(m.channel)) continue;
     const when = m.time ? new Date(m.time * 1000).toLocaleString() : "";
-    // Another person's message is labelled with their name, the reader's own with "You".
-    const speaker = m.role === "user" ? (m.speaker && m.speaker !== me ? m.speaker : "You") : "HomeAgent";
+    // Each message is labelled with who said it: the person's name, or HomeAgent.
+    const speaker = m.role === "user" ? m.speaker || me || "You" : "HomeAgent";
     lines.push(`## ${speaker}${when ? ` · ${when}` : ""}`, "");
     for (const att of m.attachments || []) lines.push(`[${att.name}](/uploads/${encodeURIComponent(att.name)})`, "");
     lines.push(m.content || "", "");
@@ -882,10 +906,11 @@ $("#logout").addEventListener("click", async () => {
 
 (async function start() {
   try {
-    const me = await api("/api/v1/session");
-    if (!me.owner) return; // people.js shows everyone else their own pages
-    const status = await api("/api/v1/status");
-    $("#first-run").hidden = status.llm_configured;
+    ownerUI = Boolean((await sessionReady).owner);
+    if (ownerUI) {
+      const status = await api("/api/v1/status");
+      $("#first-run").hidden = status.llm_configured;
+    }
     await loadThreads();
     await loadHistory();
   } finally {

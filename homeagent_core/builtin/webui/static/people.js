@@ -3,7 +3,7 @@
 // links, the audit log, the calls waiting for the owner's approval and the approval history. Approvals also pop up as
 // notifications with Approve / Deny on every page of the owner's open tabs (pushed over SSE).
 // Account (#account, everyone's): change one's own password. Someone who is not the owner sees
-// only the pages meant for them. Uses api() and el() from app.js.
+// only the pages meant for them (their chat and Account). Uses api(), el() and sessionReady from app.js.
 
 (() => {
   const section = $("#page-people");
@@ -261,15 +261,13 @@
   }
 
   (async function start() {
-    me = await api("/api/v1/session");
+    me = await sessionReady;
     $("#account-who").textContent = `账户 · ${me.person} (${me.role})`;
     $("#account-username").value = me.person;
     if (!me.owner) {
-      // Only the pages meant for everyone; the owner's pages answer 403 anyway.
+      // Only the pages meant for everyone (app.js shows their chat); the owner's pages answer 403 anyway.
       document.querySelectorAll("nav a:not([data-person])").forEach((a) => { a.hidden = true; });
-      document.querySelectorAll("main > .page").forEach((p) => { p.hidden = true; });
       $("#first-run").hidden = true;
-      if (location.hash !== "#account") location.hash = "#account";
     } else {
       listenForApprovals();
       refreshApprovals();

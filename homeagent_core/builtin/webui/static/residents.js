@@ -63,6 +63,9 @@
       if (timer !== null) { clearInterval(timer); timer = null; }
     }
   }
-  window.addEventListener("hashchange", route);
-  route();
+  sessionReady.then((me) => {
+    if (!me.owner) return; // the owner's page
+    window.addEventListener("hashchange", route);
+    route();
+  }).catch(() => {});
 })();

@@ -104,9 +104,11 @@ async def test_two_persons_each_see_only_their_own_pages(page: Any, login: Any, 
         assert await other.input_value("#username") == "mum"
         await other.fill("#password", MUM_PASSWORD)
         await other.click("#login-button")
-        await other.locator("#account-form").wait_for()
+        await other.locator("#chat-form").wait_for()  # her own chat first
         shown = [await a.get_attribute("data-page") for a in await other.locator("nav a:visible").all()]
-        assert shown == ["account"], shown
+        assert shown == ["chat", "account"], shown
+        await other.click('nav a[data-page="account"]')
+        await other.locator("#account-form").wait_for()
         assert "mum (adult)" in await other.locator("#account-who").inner_text()
         assert not await other.locator("#page-people").is_visible()
         await other.screenshot(path=str(tmp_path / "account-mum.png"))

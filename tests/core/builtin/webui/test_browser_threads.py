@@ -28,7 +28,8 @@ async def test_new_chat_and_switching_between_conversations(daemon, page, login)
     await page.click("#new-chat")
     await page.locator("#thread option").nth(1).wait_for(state="attached", timeout=10_000)
     assert await page.locator("#thread option").count() == 2
-    assert await page.locator("#messages .msg").count() == 0
+    # the list is redrawn before the new (empty) conversation's history: wait for it
+    await page.locator("#messages .msg").first.wait_for(state="detached", timeout=10_000)
     await send(page, "a second conversation", "answer two")
     request = json.dumps(daemon.model.requests[-1], ensure_ascii=False)
     assert "the first conversation" not in request and "answer one" not in request
