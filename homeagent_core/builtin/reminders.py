@@ -332,6 +332,11 @@ class RemindersPlugin:
     # ------------------------------------------------------------------ firing
 
     @property
+    def started(self) -> bool:
+        """Whether the store is open (between startup and shutdown)."""
+        return self._store is not None
+
+    @property
     def store(self) -> ReminderStore:
         if self._store is None:
             raise ToolError("reminders have not started yet")
@@ -433,13 +438,14 @@ class RemindersPlugin:
 
     # ------------------------------------------------------------------ tools
 
-    def _zone(self) -> ZoneInfo:
+    def zone(self) -> ZoneInfo:
+        """The household's time zone (``plugin.reminders.timezone``; "" = the system's)."""
         assert self._sdk is not None
         return household_zone(str(self._sdk.settings.get("timezone") or ""))
 
     def now(self, zone: ZoneInfo | None = None) -> datetime:
         """Now by :attr:`clock`, in ``zone`` (default the household's)."""
-        return datetime.fromtimestamp(self.clock.time(), zone if zone is not None else self._zone())
+        return datetime.fromtimestamp(self.clock.time(), zone if zone is not None else self.zone())
 
     async def create(self, when: str, text: str, repeat: str = "", *, person: str = "", channel: str = "") -> Reminder:
         """Read ``when`` / ``repeat``, check the limits, store and schedule; a :class:`ToolError` says what is wrong."""
@@ -449,7 +455,7 @@ class RemindersPlugin:
             raise ToolError("text is empty; say what the reminder is for")
         if len(body) > _MAX_TEXT:
             raise ToolError(f"text is {len(body)} characters; keep it under {_MAX_TEXT}")
-        zone = self._zone()
+        zone = self.zone()
         now = self.now(zone)
         try:
             parsed = parse_when(str(when), now, zone, repeat=str(repeat))

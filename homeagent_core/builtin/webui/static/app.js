@@ -46,6 +46,7 @@ function el(tag, attrs = {}, ...children) {
 
 const pages = ["chat", "memory", "plugins", "settings"];
 function show(page) {
+  if (!pages.includes(page) && page && document.getElementById(`page-${page}`)) return; // drawn by its own script
   if (!pages.includes(page)) page = "chat";
   for (const name of pages) $(`#page-${name}`).hidden = name !== page;
   document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));

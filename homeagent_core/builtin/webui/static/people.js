@@ -267,9 +267,11 @@
     if (!me.owner) {
       // Only the pages meant for everyone; the owner's pages answer 403 anyway.
       document.querySelectorAll("nav a:not([data-person])").forEach((a) => { a.hidden = true; });
-      document.querySelectorAll("main > .page").forEach((p) => { p.hidden = true; });
+      // A page meant for everyone (its nav entry says data-person) stays open; any other goes to Account.
+      const theirs = document.querySelector(`nav a[data-person][data-page="${CSS.escape(location.hash.slice(1))}"]`);
+      document.querySelectorAll("main > .page").forEach((p) => { p.hidden = !theirs || p.id !== `page-${theirs.dataset.page}`; });
       $("#first-run").hidden = true;
-      if (location.hash !== "#account") location.hash = "#account";
+      if (!theirs) location.hash = "#account";
     } else {
       listenForApprovals();
       refreshApprovals();

@@ -106,7 +106,7 @@ async def test_two_persons_each_see_only_their_own_pages(page: Any, login: Any, 
         await other.click("#login-button")
         await other.locator("#account-form").wait_for()
         shown = [await a.get_attribute("data-page") for a in await other.locator("nav a:visible").all()]
-        assert shown == ["account"], shown
+        assert shown == ["reminders", "account"], shown
         assert "mum (adult)" in await other.locator("#account-who").inner_text()
         assert not await other.locator("#page-people").is_visible()
         await other.screenshot(path=str(tmp_path / "account-mum.png"))
