@@ -49,8 +49,9 @@ def _try(when: str, now: datetime, zone: ZoneInfo) -> When | None:
 
 def _found(when: str, rest: str, now: datetime, zone: ZoneInfo) -> Said | None:
     text = _ASK.sub(" ", rest).strip(_EDGE)
+    when = " ".join(_ASK.sub(" ", when).split()).strip(_EDGE)
     parsed = _try(when, now, zone) if text else None
-    return Said(parsed, when.strip(_EDGE), " ".join(text.split())) if parsed is not None else None
+    return Said(parsed, when, " ".join(text.split())) if parsed is not None else None
 
 
 def _splits(said: str) -> list[tuple[str, str]]:

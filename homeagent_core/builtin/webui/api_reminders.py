@@ -18,6 +18,7 @@ marked by person.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -91,7 +92,8 @@ async def reminders_add(request: Request) -> Response:
         if "said" in body:
             if not isinstance(body["said"], str):
                 raise ApiError(400, f"field 'said' must be str, got {type(body['said']).__name__}")
-            said = split_said(body["said"], plugin.now(), plugin.zone())
+            # up to a thousand parser tries for a long sentence: off the event loop
+            said = await asyncio.to_thread(split_said, body["said"], plugin.now(), plugin.zone())
             reminder = await plugin.create(said.when_text, said.text, person=person)
         else:
             for name in ("when", "text"):
