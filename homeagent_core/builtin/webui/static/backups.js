@@ -84,13 +84,17 @@ const BACKUPS_TEXT = {
   function showArchives(archives) {
     body.replaceChildren(...archives.map((a) => {
       const damaged = a.status !== "complete";
+      // data-label: the column's name, shown above the value where a table is drawn as cards (phones).
       const state = damaged
-        ? el("td", {class: "error", "data-status": "damaged"}, T.damaged + a.status.replace(/^damaged:\s*/, ""))
-        : el("td", {"data-status": "complete"}, `${T.complete} · ${a.encrypted ? T.encrypted : T.plain}`);
-      const link = damaged ? el("td", {}) : el("td", {}, el("a", {class: "download",
+        ? el("td", {class: "error", "data-status": "damaged", "data-label": T.state},
+          T.damaged + a.status.replace(/^damaged:\s*/, ""))
+        : el("td", {"data-status": "complete", "data-label": T.state},
+          `${T.complete} · ${a.encrypted ? T.encrypted : T.plain}`);
+      const link = damaged ? el("td", {"data-label": ""}) : el("td", {"data-label": ""}, el("a", {class: "download",
         href: `/plugins/backup/download/${encodeURIComponent(a.name)}`, download: a.name}, T.download));
-      return el("tr", {"data-archive": a.name}, el("td", {}, a.name), el("td", {}, local(a.created)),
-        el("td", {}, megabytes(a.size)), state, link);
+      return el("tr", {"data-archive": a.name}, el("td", {"data-label": T.name}, a.name),
+        el("td", {"data-label": T.created}, local(a.created)), el("td", {"data-label": T.size}, megabytes(a.size)),
+        state, link);
     }));
     if (!archives.length) body.append(el("tr", {}, el("td", {colspan: "5"}, T.none)));
   }

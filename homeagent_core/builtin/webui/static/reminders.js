@@ -75,11 +75,12 @@ const REMINDERS_TEXT = {
     const id = encodeURIComponent(r.id);
     const by = el("input", {class: "snooze-by", list: "reminder-snooze-options", placeholder: T.snoozeBy,
       "aria-label": T.snoozeBy, value: "10m"});
+    // data-label: the column's name, shown above the value where a table is drawn as cards (phones).
     const cells = [
-      el("td", {class: "what"}, r.text),
-      el("td", {class: "due", "data-due": r.due}, when(r.due)),
-      el("td", {class: "repeat"}, r.repeat_words || T.once),
-      el("td", {class: "actions"}, by,
+      el("td", {class: "what", "data-label": T.what}, r.text),
+      el("td", {class: "due", "data-due": r.due, "data-label": T.due}, when(r.due)),
+      el("td", {class: "repeat", "data-label": T.repeat}, r.repeat_words || T.once),
+      el("td", {class: "actions", "data-label": ""}, by,
         el("button", {type: "button", class: "secondary snooze", onclick: () => act(
           () => api(`/api/v1/reminders/${id}/snooze`, {method: "POST", headers: {"Content-Type": "application/json"},
             body: JSON.stringify({by: by.value})}),
@@ -90,7 +91,7 @@ const REMINDERS_TEXT = {
           }
         }}, T.cancel)),
     ];
-    if (owner) cells.unshift(el("td", {class: "who"}, r.person || T.nobody));
+    if (owner) cells.unshift(el("td", {class: "who", "data-label": T.who}, r.person || T.nobody));
     return el("tr", {"data-reminder": r.id, "data-person": r.person}, ...cells);
   }
 
