@@ -5,22 +5,30 @@ streamed (``chat.completion.chunk`` SSE frames ending in ``data: [DONE]``), with
 reply and no tool call, so an agent's turn ends after one request. It runs on a thread, so
 synchronous tests and child processes can use it alike.
 
-Tool mode: ``server.tool_rules`` maps a text to the tool calls (``[(name, arguments), ...]``) the
-model makes when the last user message contains that text; a request whose last message is a
-tool result is answered with ``tool results: `` and those results' text, so a test reads what
-the tools returned in the turn's reply.
+Two ways to play a model that uses tools:
+
+* rules: ``server.tool_rules`` maps a text to the tool calls (``[(name, arguments), ...]``) the
+  model makes when the last user message contains that text; a request whose last message is a
+  tool result is answered with ``tool results: `` and those results' text, so a test reads what
+  the tools returned in the turn's reply;
+* a queue (``openai_loopback(tools=True)``): a request whose last message is the user's takes the
+  next call queued with ``server.call(name, **arguments)``, or, with none queued, is answered
+  with the user's own text; a request whose last message is a tool result is answered with that
+  result (``TOOL_DONE`` + result).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 REPLY = "Hello from the loopback model."
+TOOL_DONE = "好的 · Done: "
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -110,16 +118,41 @@ def _text(content: Any) -> str:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, tools: bool = False) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         #: Tool mode: text in the last user message -> the tool calls [(name, arguments)] made for it.
         self.tool_rules: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._calls = 0
+        #: Queue mode (``tools=True``): the calls :meth:`call` queued, made one per user message.
+        self.tools = tools
+        self._queued: deque[dict[str, Any]] = deque()
+        self._lock = threading.Lock()
+
+    def call(self, name: str, **arguments: Any) -> None:
+        """Queue mode: the next request ending in a user message calls ``name(**arguments)``."""
+        with self._lock:
+            self._queued.append({"name": name, "arguments": arguments})
+
+    def _made(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._calls += 1
+            made = self._calls
+        return {"id": f"call_{made}", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
 
     def answer(self, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
         """The reply text, or the tool calls, for a request's messages (see the module docstring)."""
+        if self.tools:
+            last = messages[-1] if messages else {}
+            if last.get("role") == "tool":
+                return TOOL_DONE + _text(last.get("content")), []
+            with self._lock:
+                queued = self._queued.popleft() if self._queued else None
+            if queued is None:
+                return _text(last.get("content")), []
+            return "", [self._made(queued["name"], queued["arguments"])]
         results = []
         for message in reversed(messages):
             if message.get("role") != "tool":
@@ -131,12 +164,7 @@ class _Server(ThreadingHTTPServer):
         text = _text(last.get("content")) if last is not None else ""
         for needle, calls in self.tool_rules.items():
             if needle in text:
-                made = []
-                for name, arguments in calls:
-                    self._calls += 1
-                    made.append({"id": f"call_{self._calls}", "type": "function",
-                                 "function": {"name": name, "arguments": json.dumps(arguments)}})
-                return "", made
+                return "", [self._made(name, arguments) for name, arguments in calls]
         return REPLY, []
 
     @property
@@ -145,9 +173,12 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def openai_loopback() -> Iterator[_Server]:
-    """Serve until the block ends; ``.base_url`` ends in ``/v1``, ``.requests`` holds the bodies."""
-    server = _Server()
+def openai_loopback(*, tools: bool = False) -> Iterator[_Server]:
+    """Serve until the block ends; ``.base_url`` ends in ``/v1``, ``.requests`` holds the bodies.
+
+    ``tools``: queue mode (see the module's docstring); queue calls with ``server.call(name, **arguments)``.
+    """
+    server = _Server(tools)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -256,7 +256,9 @@ class BackupPlugin:
             "folder": str(self.folder()),
             "last": read_status(self._data_dir()),
             "archives": [
-                {"name": a.path.name, "size": a.size, "created": a.created, "status": a.status} for a in archives
+                {"name": a.path.name, "size": a.size, "created": a.created, "status": a.status,
+                 "encrypted": a.encrypted}
+                for a in archives
             ],
         }
 

@@ -17,7 +17,11 @@ otherwise, plus ``(was due <time>)`` / ``（原定 <time>）`` when late) on the
 was set from, otherwise on the input channel ``reminder``; reminders that come due together
 enter the input queue one at a time. Each row also has a ``person`` column: the person who asked,
 when the door says who it is (the principal of the turn that set it); the reminder fires with
-that person as its principal.
+that person as its principal. A person other than the owner lists, cancels and snoozes only
+their own reminders (the web UI's Reminders page keeps to the same rule).
+
+Time comes from :attr:`RemindersPlugin.clock` (the system clock; a script may give the plugin
+another before it starts, e.g. to play a week through in seconds).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from homeagent_core.builtin.when import WhenError, next_occurrence, parse_when
@@ -61,7 +65,8 @@ CHANNEL = "reminder"
 DB_NAME = "reminders.db"
 
 __all__ = [
-    "REMINDERS_SCHEMA", "Reminder", "ReminderStore", "RemindersPlugin", "household_zone", "make_plugin", "system_zone",
+    "REMINDERS_SCHEMA", "Clock", "Reminder", "ReminderStore", "RemindersPlugin", "SystemClock", "household_zone",
+    "make_plugin", "system_zone",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +105,28 @@ def household_zone(name: str) -> ZoneInfo:
             f"unknown time zone {name!r} in plugin.reminders.timezone; use an IANA name such as "
             "Asia/Shanghai or Europe/Berlin (or leave it empty for the system's zone)"
         ) from None
+
+
+class Clock(Protocol):
+    """Where the plugin reads the time and waits: the system clock, or a script's simulated one."""
+
+    def time(self) -> float:
+        """Now, in epoch seconds."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of this clock's time."""
+        ...
+
+
+class SystemClock:
+    """The real clock: :func:`time.time` and :func:`asyncio.sleep`."""
+
+    def time(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -232,7 +259,8 @@ class RemindersPlugin:
 
     name = PLUGIN_NAME
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self._sdk: ScopedSDK | None = None
         self._store: ReminderStore | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -317,6 +345,11 @@ class RemindersPlugin:
     # ------------------------------------------------------------------ firing
 
     @property
+    def started(self) -> bool:
+        """Whether the store is open (between startup and shutdown)."""
+        return self._store is not None
+
+    @property
     def store(self) -> ReminderStore:
         if self._store is None:
             raise ToolError("reminders have not started yet")
@@ -333,13 +366,13 @@ class RemindersPlugin:
     async def _wait_and_fire(self, reminder_id: str, due: float) -> None:
         task = asyncio.current_task()
         try:
-            while (delay := due - time.time()) > 0:
-                await asyncio.sleep(min(delay, _NAP))
+            while (delay := due - self.clock.time()) > 0:
+                await self.clock.sleep(min(delay, _NAP))
             async with self._firing:
                 reminder = await asyncio.to_thread(self.store.get, reminder_id)
                 if reminder is None or reminder.due != due:
                     return  # cancelled or snoozed (from the command line) meanwhile
-                text = reminder_message(reminder, time.time())
+                text = reminder_message(reminder, self.clock.time())
                 self._announce(reminder, text)
                 if not await self._fire(reminder, text):
                     return
@@ -381,7 +414,7 @@ class RemindersPlugin:
         following = None
         if reminder.rrule:
             zone = ZoneInfo(reminder.zone)
-            after = max(datetime.now(zone), reminder.due_at())
+            after = max(self.now(zone), reminder.due_at())
             following = next_occurrence(reminder.rrule, datetime.fromisoformat(reminder.start), after, zone)
         if following is None:
             await asyncio.to_thread(self.store.remove, reminder.id)
@@ -418,28 +451,25 @@ class RemindersPlugin:
 
     # ------------------------------------------------------------------ tools
 
-    def _zone(self) -> ZoneInfo:
+    def zone(self) -> ZoneInfo:
+        """The household's time zone (``plugin.reminders.timezone``; "" = the system's)."""
         assert self._sdk is not None
         return household_zone(str(self._sdk.settings.get("timezone") or ""))
 
-    async def reminder_set(self, when: str, text: str, repeat: str = "") -> str:
-        """Set a reminder; when it comes due you receive "[提醒] <text>" / "reminder: <text>".
+    def now(self, zone: ZoneInfo | None = None) -> datetime:
+        """Now by :attr:`clock`, in ``zone`` (default the household's)."""
+        return datetime.fromtimestamp(self.clock.time(), zone if zone is not None else self.zone())
 
-        Args:
-            when: when, as the person said it: 明天早上7点, 下周三下午三点半, 三个月后, 12月24日晚上8点,
-                in 2 hours, next Friday 9am, tomorrow evening, ISO 8601; or a repeat such as
-                每周一早上八点 / every weekday at 7.
-            text: what to remind of.
-            repeat: optional repeat: 每天, 每周一, 每个工作日, 每个月1号, 每隔一周, every other Tuesday.
-        """
+    async def create(self, when: str, text: str, repeat: str = "", *, person: str = "", channel: str = "") -> Reminder:
+        """Read ``when`` / ``repeat``, check the limits, store and schedule; a :class:`ToolError` says what is wrong."""
         assert self._sdk is not None
         body = " ".join(str(text).split())
         if not body:
             raise ToolError("text is empty; say what the reminder is for")
         if len(body) > _MAX_TEXT:
             raise ToolError(f"text is {len(body)} characters; keep it under {_MAX_TEXT}")
-        zone = self._zone()
-        now = datetime.now(zone)
+        zone = self.zone()
+        now = self.now(zone)
         try:
             parsed = parse_when(str(when), now, zone, repeat=str(repeat))
         except WhenError as exc:
@@ -450,10 +480,9 @@ class RemindersPlugin:
                 f"{parsed.at.isoformat()} is more than {format_duration(horizon)} ahead "
                 "(plugin.reminders.horizon); is that the time you meant?"
             )
-        conversation = self._conversation()
         per_conversation = int(self._sdk.settings.get("max_pending") or 100)
         total = int(self._sdk.settings.get("max_pending_total") or 1000)
-        if await asyncio.to_thread(self.store.count, conversation) >= per_conversation:
+        if await asyncio.to_thread(self.store.count, channel) >= per_conversation:
             raise ToolError(
                 f"this conversation already has {per_conversation} pending reminders "
                 "(plugin.reminders.max_pending); cancel one with reminder_cancel first"
@@ -465,20 +494,45 @@ class RemindersPlugin:
             )
         start = parsed.start.isoformat() if parsed.start is not None else ""
         reminder = await asyncio.to_thread(
-            self.store.add, body, parsed.at.timestamp(), zone.key, parsed.rrule, start, conversation, self._asker()
+            self.store.add, body, parsed.at.timestamp(), zone.key, parsed.rrule, start, channel, person
         )
         self._schedule(reminder)
-        repeats = f", repeats {parsed.rrule}" if parsed.rrule else ""
-        return f"{reminder.id} set: next due {parsed.at.isoformat()}{repeats}"
+        return reminder
+
+    async def reminder_set(self, when: str, text: str, repeat: str = "") -> str:
+        """Set a reminder; when it comes due you receive "[提醒] <text>" / "reminder: <text>".
+
+        Args:
+            when: when, as the person said it: 明天早上7点, 下周三下午三点半, 三个月后, 12月24日晚上8点,
+                in 2 hours, next Friday 9am, tomorrow evening, ISO 8601; or a repeat such as
+                每周一早上八点 / every weekday at 7.
+            text: what to remind of.
+            repeat: optional repeat: 每天, 每周一, 每个工作日, 每个月1号, 每隔一周, every other Tuesday.
+        """
+        reminder = await self.create(when, text, repeat, person=self._asker(), channel=self._conversation())
+        repeats = f", repeats {reminder.rrule}" if reminder.rrule else ""
+        return f"{reminder.id} set: next due {reminder.due_at().isoformat()}{repeats}"
 
     def _asker(self) -> str:
         """The person whose turn sets the reminder; "(guest)" for someone unknown, "" outside a turn."""
-        services = self._sdk.services if self._sdk is not None else None
-        rights = services.rights if services is not None else None
-        principal = rights.current() if rights is not None else None
+        principal = self._principal()
         if principal is None:
             return ""
         return principal.person or "(guest)"  # a guest's reminder must not come back as the owner's
+
+    def _principal(self) -> Principal | None:
+        services = self._sdk.services if self._sdk is not None else None
+        rights = services.rights if services is not None else None
+        principal: Principal | None = rights.current() if rights is not None else None
+        return principal
+
+    def _scope(self) -> str | None:
+        """Whose reminders the turn may see and change: None = everyone's (the owner, the system,
+        outside a turn), else that person's ("(guest)" for a guest)."""
+        principal = self._principal()
+        if principal is None or principal.role in ("owner", "system"):
+            return None
+        return principal.person or "(guest)"
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the turn setting a reminder, or ""."""
@@ -488,6 +542,16 @@ class RemindersPlugin:
         channel = turn.item.channel if turn is not None else ""
         return channel if ":" in channel else ""
 
+    async def pending_of(self, person: str | None) -> list[Reminder]:
+        """The pending reminders of ``person`` (None = everyone's), soonest first."""
+        pending = await asyncio.to_thread(self.store.pending)
+        return [r for r in pending if person is None or r.person == person]
+
+    async def find(self, reminder_id: str, person: str | None) -> Reminder | None:
+        """The pending reminder ``reminder_id`` if ``person`` may see it (None = anyone's), else None."""
+        reminder = await asyncio.to_thread(self.store.get, f"reminder_{seq_of(reminder_id)}")
+        return reminder if reminder is not None and (person is None or reminder.person == person) else None
+
     async def reminder_list(self, offset: int = 0) -> dict[str, Any]:
         """The pending reminders, soonest first, 20 at a time: id, text, next due time (ISO 8601), repeat rule.
 
@@ -496,7 +560,7 @@ class RemindersPlugin:
         """
         if offset < 0:
             raise ToolError(f"offset {offset} is negative; start at 0")
-        pending = await asyncio.to_thread(self.store.pending)
+        pending = await self.pending_of(self._scope())
         page = pending[offset : offset + _PAGE]
         more = offset + len(page) < len(pending)
         return {
@@ -511,27 +575,14 @@ class RemindersPlugin:
         Args:
             reminder_id: the id reminder_set returned, e.g. reminder_3.
         """
-        key = f"reminder_{seq_of(reminder_id)}"
-        if not await asyncio.to_thread(self.store.remove, key):
+        if await self.find(reminder_id, self._scope()) is None or not await self.drop_reminder(reminder_id):
             raise ToolError(f"no pending reminder {reminder_id!r}; reminder_list shows the pending ones")
-        task = self._tasks.pop(key, None)
-        if task is not None:
-            task.cancel()
-        return f"{key} cancelled"
+        return f"reminder_{seq_of(reminder_id)} cancelled"
 
-    async def reminder_snooze(self, reminder_id: str, by: str) -> str:
-        """Put a reminder's next time off (a repeating one keeps its rule after that).
-
-        Args:
-            reminder_id: the id reminder_set returned, e.g. reminder_3.
-            by: how long to put it off (10m, 1h, 半小时, 20 minutes) or until when (明天早上8点, tomorrow 9am).
-        """
-        key = f"reminder_{seq_of(reminder_id)}"
-        reminder = await asyncio.to_thread(self.store.get, key)
-        if reminder is None:
-            raise ToolError(f"no pending reminder {reminder_id!r}; reminder_list shows the pending ones")
+    async def snooze(self, reminder: Reminder, by: str) -> Reminder:
+        """Put ``reminder`` off ``by`` a span or until a time; a :class:`ToolError` says what is wrong."""
         zone = ZoneInfo(reminder.zone)
-        now = datetime.now(zone)
+        now = self.now(zone)
         try:
             until = now + timedelta(seconds=parse_duration(str(by)))
         except ValueError:
@@ -541,9 +592,24 @@ class RemindersPlugin:
                 raise ToolError(f"by: {exc}") from None
         if until <= now:
             raise ToolError("by must put the reminder off into the future, e.g. 10m or 明天早上8点")
-        await asyncio.to_thread(self.store.set_due, key, until.timestamp())
-        self._schedule(replace(reminder, due=until.timestamp()))
-        return f"{key} snoozed: next due {until.isoformat()}"
+        if not await asyncio.to_thread(self.store.set_due, reminder.id, until.timestamp()):
+            raise ToolError(f"no pending reminder {reminder.id!r}; it fired or was cancelled meanwhile")
+        snoozed = replace(reminder, due=until.timestamp())
+        self._schedule(snoozed)
+        return snoozed
+
+    async def reminder_snooze(self, reminder_id: str, by: str) -> str:
+        """Put a reminder's next time off (a repeating one keeps its rule after that).
+
+        Args:
+            reminder_id: the id reminder_set returned, e.g. reminder_3.
+            by: how long to put it off (10m, 1h, 半小时, 20 minutes) or until when (明天早上8点, tomorrow 9am).
+        """
+        reminder = await self.find(reminder_id, self._scope())
+        if reminder is None:
+            raise ToolError(f"no pending reminder {reminder_id!r}; reminder_list shows the pending ones")
+        snoozed = await self.snooze(reminder, by)
+        return f"{snoozed.id} snoozed: next due {snoozed.due_at().isoformat()}"
 
 
 def _snooze_when(by: str, now: datetime, zone: ZoneInfo) -> datetime:

@@ -26,6 +26,7 @@ from homeagent_core.builtin.webui import (
     api_people,
     api_plugins,
     api_push,
+    api_reminders,
     api_residents,
     openai_compat,
 )
@@ -187,6 +188,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         *api_nodes.routes,
         *api_people.routes,
         *api_push.routes,
+        *api_reminders.routes,
         *openai_compat.routes,
         *_plugin_routes(state),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

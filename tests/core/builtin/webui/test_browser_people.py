@@ -106,7 +106,7 @@ async def test_two_persons_each_see_only_their_own_pages(page: Any, login: Any, 
         await other.click("#login-button")
         await other.locator("#chat-form").wait_for()  # her own chat first
         shown = [await a.get_attribute("data-page") for a in await other.locator("nav a:visible").all()]
-        assert shown == ["chat", "account"], shown
+        assert shown == ["chat", "reminders", "account"], shown
         await other.click('nav a[data-page="account"]')
         await other.locator("#account-form").wait_for()
         assert "mum (adult)" in await other.locator("#account-who").inner_text()
