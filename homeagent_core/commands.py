@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from homeagent_core.i18n import cli_language, t
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["DataOption", "JsonOption", "echo_json", "fail", "handle_errors"]
@@ -31,7 +32,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
+    """Print ``Error: message`` (in the CLI's language, :func:`homeagent_core.i18n.cli_language`) to stderr."""
+    typer.secho(t(cli_language(), "cli.error", message=message), fg=typer.colors.RED, err=True)
     return typer.Exit(code)
 
 
