@@ -31,9 +31,9 @@ DataOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``Error: message`` (in the CLI's language, :func:`homeagent_core.i18n.cli_language`) to stderr."""
-    typer.secho(t(cli_language(), "cli.error", message=message), fg=typer.colors.RED, err=True)
+def fail(message: str, code: int = 1, *, language: str | None = None) -> typer.Exit:
+    """Print ``Error: message`` to stderr in ``language`` (default: :func:`homeagent_core.i18n.cli_language`)."""
+    typer.secho(t(language or cli_language(), "cli.error", message=message), fg=typer.colors.RED, err=True)
     return typer.Exit(code)
 
 

@@ -75,3 +75,16 @@ def test_the_cli_follows_the_setting_then_the_locale(tmp_path: Path, monkeypatch
     result = CliRunner().invoke(cli_app, ["config", "get", "no.such.key", "--data", str(tmp_path)])
     assert result.exit_code == 1
     assert result.output.startswith("错误："), result.output
+
+
+def test_pairing_commands_speak_the_clis_language(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name in ("LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    listed = CliRunner().invoke(cli_app, ["pairing", "list", "--data", str(tmp_path)])
+    assert (listed.exit_code, listed.output) == (0, "没有配对请求\n")
+    wrong = CliRunner().invoke(cli_app, ["pairing", "approve", "NOPE", "--data", str(tmp_path)])
+    assert wrong.exit_code == 1 and wrong.output.startswith("错误：这个数据目录里没有任何聊天渠道的配对请求"), wrong.output
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    listed = CliRunner().invoke(cli_app, ["pairing", "list", "--data", str(tmp_path)])
+    assert listed.output == "no pairing requests\n"
