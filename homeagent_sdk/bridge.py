@@ -284,12 +284,12 @@ class ChatBridge(abc.ABC):
             else:
                 await self.sdk.io.inject_text(line, name, options)
         except InputQueueFull as exc:
-            await self._busy(conv, exc)
+            await self._busy(conv, exc, message.text)
             return "ignored: busy"
         self._busy_noticed.pop(conv.key, None)
         return "injected"
 
-    async def _busy(self, conv: Conversation, exc: InputQueueFull) -> None:
+    async def _busy(self, conv: Conversation, exc: InputQueueFull, said: str = "") -> None:
         """The agent refused a message (queue full): tell the conversation once, log one line."""
         self.busy_refused += 1
         now = time.monotonic()
@@ -300,10 +300,11 @@ class ChatBridge(abc.ABC):
         if len(self._busy_noticed) > 1000:
             self._busy_noticed.pop(next(iter(self._busy_noticed)))
         self.log.warning("%s: a message in %s was not accepted: %s", self.label, conv.key, exc)
-        text = (
-            f"The agent is busy and could not take this message. Please send it again in about "
-            f"{exc.retry_after_header} s."
-        )
+        language = language_of_text(said, default="")
+        if language:
+            text = SDK.text(language, "busy.refused", seconds=exc.retry_after_header)
+        else:
+            text = "\n".join(SDK.both("busy.refused", seconds=exc.retry_after_header).values())
         try:
             await self.send_text(conv, text)
         except Exception as send_error:
