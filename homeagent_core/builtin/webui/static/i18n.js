@@ -25,6 +25,7 @@ function applyI18n(root = document) {
     for (const node of root.querySelectorAll(`[data-i18n-${attr}]`)) node.setAttribute(attr, t(node.getAttribute(`data-i18n-${attr}`)));
   }
   document.documentElement.lang = I18N_DATA.lang === "zh" ? "zh-CN" : "en";
+  document.documentElement.classList.remove("i18n-pending"); // shown only once it speaks its language
 }
 
 applyI18n();
