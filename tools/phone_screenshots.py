@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from homeagent_core.app import App  # noqa: E402
+from homeagent_sdk.pairing import PAIRING_FILE, PairingStore  # noqa: E402
 from homeagent_sdk.testing import FakeModel  # noqa: E402
 
 PHONE: Any = {"width": 390, "height": 844}
@@ -47,6 +48,11 @@ async def furnish(app: App, url: str, api_key: str) -> None:
     assert people is not None
     people.add("妈妈", "adult")
     people.link("妈妈", "telegram", "123456789")
+    # A QQ sender waiting for approval and one approved earlier (as a chat bridge records them).
+    store = PairingStore(app.data_dir / "plugin_data" / "onebot" / PAIRING_FILE)
+    store.check("qq", "10001", "小王")
+    store.approve(store.check("qq", "10002", "小李").code, person="妈妈")
+    store.close()
 
 
 async def shoot(url: str, out: Path, chromium: str, model: FakeModel) -> list[Path]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from homeagent_sdk.pairing import PAIRING_FILE, PairingStore
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
@@ -110,6 +112,10 @@ async def furnish(daemon: Any) -> None:
         assert response.status_code == 200, response.text
     daemon.app.people.add("mum", "adult")
     daemon.app.people.link("mum", "telegram", "123456789012")
+    store = PairingStore(daemon.app.data_dir / "plugin_data" / "onebot" / PAIRING_FILE)
+    store.check("qq", "1000123456789", "a sender with a rather long display name")
+    store.approve(store.check("qq", "10002", "小李").code, person="mum")
+    store.close()
     daemon.model.add(f"好的，看这里：{LONG_URL}?with=a&very=long&query=string")
 
 
@@ -140,6 +146,9 @@ async def walk(page: Any, daemon: Any, shots: Any, language: str) -> dict[str, l
             await page.locator("#settings-form details").first.wait_for()
         if name == "people":
             await page.locator("#people tbody tr[data-person='mum']").wait_for()
+        if name == "pairing":
+            await page.locator("#pairing-pending tbody tr[data-code]").wait_for()
+            await page.locator("#pairing-decided tbody tr[data-code]").wait_for()
         if name == "plugins":
             await page.locator("#plugins tbody tr[data-plugin='webui']").wait_for()
         if name == "chat":
