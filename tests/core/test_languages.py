@@ -84,7 +84,8 @@ def test_pairing_commands_speak_the_clis_language(tmp_path: Path, monkeypatch: p
     listed = CliRunner().invoke(cli_app, ["pairing", "list", "--data", str(tmp_path)])
     assert (listed.exit_code, listed.output) == (0, "没有配对请求\n")
     wrong = CliRunner().invoke(cli_app, ["pairing", "approve", "NOPE", "--data", str(tmp_path)])
-    assert wrong.exit_code == 1 and wrong.output.startswith("错误：这个数据目录里没有任何聊天渠道的配对请求"), wrong.output
+    assert wrong.exit_code == 1, wrong.output
+    assert wrong.output.startswith("错误：这个数据目录里没有任何聊天渠道的配对请求"), wrong.output
     monkeypatch.setenv("LANG", "en_US.UTF-8")
     listed = CliRunner().invoke(cli_app, ["pairing", "list", "--data", str(tmp_path)])
     assert listed.output == "no pairing requests\n"
