@@ -21,6 +21,11 @@ entity per three relations, random CJK names and uniformly random edges, it meas
     work the SQLite side does; ``recall_first_p50_ms`` is each probe's first such recall, before
     the rows it returns were built by an earlier recall (the mirror keeps built rows; see
     ``memory/graph/recall.py``);
+  - filtered: the mirror end to end as one person's turn reads it (``audience`` =
+    ``Audience("person3")``; the relations come from ten persons, every fifth commit batch the
+    household's, the rest private to its person), timed in the same run next to the same
+    unfiltered recall (``recall_filtered_p50_ms`` / ``recall_unfiltered_p50_ms`` =
+    ``filter_ratio``): seeds and every walk level are filtered by the relations' scope codes;
   - mirror from seeds with a write delta: the same after 2,000 more triples were committed
     (new edges in the delta, refreshed ones marked in the CSR; below the merge threshold);
   - SQLite: the same recall as SQL over the same file, *given the seed ids for free* (the
@@ -60,7 +65,9 @@ from homeagent_core.memory.graph.model import RecallResult
 from homeagent_core.memory.graph.store import GraphStore
 from homeagent_core.memory.keywords import name_terms, warm_up
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE, Audience
 
+PERSONS = 10  # the graph's relations come from ten persons (see run_size)
 CJK_POOL = [chr(0x4E00 + i) for i in range(3000)]
 MAX_ENTITIES, MAX_RELATIONS = 30, 50
 
@@ -207,7 +214,12 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         store = GraphStore(path)
         t0 = time.perf_counter()
         for i in range(0, len(triples), 1000):
-            store.commit(triples[i : i + 1000], session="bench")
+            # ten persons; every fifth batch is the household's, the rest private to its person
+            batch = i // 1000
+            visibility = HOUSEHOLD if batch % 5 == 0 else PRIVATE
+            store.commit(
+                triples[i : i + 1000], session="bench", person=f"person{batch % PERSONS}", visibility=visibility
+            )
         commit_s = time.perf_counter() - t0
         stored = store.cache.stats()["relations"]
         store.close()
@@ -246,6 +258,12 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         name_terms.cache_clear()
         _segment.cache_clear()
         mirror_ms = timed(lambda name: store.recall([name], depth=depth), probes)
+        # the same recall as one person's turn sees it (filtered inside the walk), same run, same probes
+        reader = Audience("person3")
+        for name in probes:
+            store.recall([name], depth=depth, audience=reader)
+        filtered_ms = timed(lambda name: store.recall([name], depth=depth, audience=reader), probes)
+        unfiltered_ms = timed(lambda name: store.recall([name], depth=depth), probes)
         walk_ms = timed(lambda name: store.cache.recall(seeds[name], depth=depth), probes)
         conn = sqlite3.connect(path)
         sql_a = timed(lambda name: sql_recall_a(conn, seeds[name], depth), probes)
@@ -275,6 +293,9 @@ def run_size(relations: int, queries: int, depth: int, seed: int) -> dict[str, f
         "recall_from_seeds_p50_ms": statistics.median(walk_ms),
         "recall_from_seeds_p99_ms": pct(walk_ms, 0.99),
         "recall_first_p50_ms": statistics.median(first_ms),
+        "recall_filtered_p50_ms": statistics.median(filtered_ms),
+        "recall_unfiltered_p50_ms": statistics.median(unfiltered_ms),
+        "filter_ratio": statistics.median(filtered_ms) / statistics.median(unfiltered_ms),
         "recall_with_delta_p50_ms": statistics.median(delta_ms),
         "delta_edges": delta_edges,
         "sqlite_recall_p50_ms": statistics.median(sql_ms),

@@ -250,6 +250,16 @@ class App:
             data_dir=self.data_dir,
         )
 
+    async def _memory_knows_people(self) -> None:
+        """Tell memory who the owner is and whose turn runs; the graph's rows from before people become the owner's."""
+        from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
+
+        assert self.memory is not None and self.people is not None
+        owner = self.people.owner()
+        self.memory.owner_name = owner.name if owner is not None else ""
+        self.memory.current_principal = CURRENT_PRINCIPAL.get
+        await self.memory.claim_graph_for_owner()
+
     def _open_rights(self) -> Rights:
         """The person registry (owner created at first start), tool policy and approvals."""
         people = PeopleRegistry.open(self.data_dir)
@@ -296,10 +306,13 @@ class App:
         self.services.kernel = self.kernel
         self.rights = self._open_rights()
         self.kernel.rights = self.rights
+        if self.memory is not None:
+            await self._memory_knows_people()
         self.services.rights = self.rights
         self.services.llm = LLMFacade(self.provider)
         await self.kernel.start()
         await self.host.startup(self.sdk_for)
+        await self.rights.approvals.recover()
         for handler in self.host.event_handlers():
             self._unsubscribe.append(self.bus.subscribe(self._deliverer(handler), label=handler.plugin_name))
         self.started = True

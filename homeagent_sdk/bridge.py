@@ -22,6 +22,11 @@ platform:
   know who said what; rights are not the social layer's: each input carries a ``Principal``
   naming the sender's account, and the kernel grants the rights of the person the owner linked
   it to (``homeagent people link``), a guest's otherwise;
+* **approvals** — when a call waits for the owner, each account the owner linked on this
+  platform gets the request as a private message through the output channel named after the
+  platform (so name the bridge's channel ``platform``, as the QQ and Telegram bridges do), and
+  the owner's reply ``同意 N`` / ``拒绝 N`` decides it before the model sees it (the core's
+  ``approvals_chat`` built-in; docs/PEOPLE.md);
 * **floods and huge messages** — more than ``flood_limit`` messages a minute from one sender
   are dropped; text over ``max_input_chars`` is cut with a note;
 * **re-deliveries** — the platform's message id goes with the input

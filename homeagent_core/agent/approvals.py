@@ -1,10 +1,13 @@
 """Ask the owner: tool calls that wait for the owner's decision, and the rights of a turn.
 
 A call the policy answers with ``ask`` (an adult's ``cmd_run``, by default) does not run. It
-becomes a pending :class:`Approval`: the bus event ``approval_requested`` announces it, the
-CLI (``homeagent people approvals`` / ``approve ID`` / ``deny ID``) and ``sdk.services.rights``
-list and decide it. The turn that asked answers at once (the model is told the call waits for
-the owner), so other people's turns go on meanwhile. When the owner decides:
+becomes a pending :class:`Approval`, stored in ``<data>/people.db``
+(:mod:`homeagent_core.agent.approval_store`): the bus event ``approval_requested`` announces it
+(the web UI shows it with Approve / Deny; :mod:`homeagent_core.builtin.approvals_chat` sends it
+to the owner's linked chat accounts), and the CLI (``homeagent people approvals`` / ``approve
+ID`` / ``deny ID``), the web UI, the owner's chat reply (``同意 N`` / ``拒绝 N``) and
+``sdk.services.rights`` decide it. The turn that asked answers at once (the model is told the
+call waits for the owner), so other people's turns go on meanwhile. When the owner decides:
 
 * approve — the call runs with the asker's rights and its result comes back to the asker as a
   new input on the channel they asked on (``[审批 #ID] …``), answered by the model;
@@ -12,23 +15,28 @@ the owner), so other people's turns go on meanwhile. When the owner decides:
 * no answer within ``core.people.approval_timeout`` (default 10 minutes) — the asker is told
   "no answer in 10 minutes".
 
-Deciding an approval twice, an unknown one, or one whose turn was stopped before it finished
-is refused with a clear error. Every outcome is in the audit log (``asked``, ``approved``,
-``denied-by-owner``, ``expired``), next to each tool call's ``allowed`` / ``denied``.
+Only the owner decides. Deciding an approval twice (two decisions at once: exactly one wins),
+an unknown one, or one whose turn was stopped before it finished is refused with a clear error.
+A daemon restart closes the approvals it left pending as ``interrupted`` and tells each asker
+to ask again (:meth:`Approvals.recover`): a call is never run later from a stored record. Every
+outcome is in the audit log (``asked``, ``approved``, ``denied-by-owner``, ``expired``,
+``interrupted``), next to each tool call's ``allowed`` / ``denied``, and the approvals with
+their outcomes stay listed (``homeagent people audit``, the web UI's People page).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import contextvars
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.agent.approval_store import ApprovalStore
 from homeagent_core.agent.people import DOOR_PLATFORM, SYSTEM, PeopleRegistry
 from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, door_of, guard_setting
 from homeagent_core.durations import format_duration
@@ -94,12 +102,20 @@ class Approval:
             "channel": self.channel,
             "created": self.created,
             "status": self.status,
+            "decided_by": self.decided_by,
             "result": self.result,
         }
 
 
 class Approvals:
-    """Pending "ask the owner" calls of one running agent."""
+    """The "ask the owner" calls of one running agent, kept in ``people.db``.
+
+    A request and a decision are on disk before they are acknowledged. At start
+    (:meth:`recover`) an approval still pending from the daemon's last run is closed as
+    ``interrupted`` and its asker is told to ask again: the call it held (the tool, the asking
+    turn's tool set, whether that turn was stopped) ended with the process, and a call is never
+    run later on a record alone, whose person may have lost the right since.
+    """
 
     def __init__(
         self,
@@ -108,16 +124,17 @@ class Approvals:
         *,
         timeout: Callable[[], float] = lambda: DEFAULT_APPROVAL_TIMEOUT,
         deliver: Deliver | None = None,
+        store: ApprovalStore | None = None,
     ) -> None:
         self.people = people
         self.bus = bus
         self.timeout = timeout
         self.deliver = deliver
-        self._ids = itertools.count(1)
+        self.store = store if store is not None else ApprovalStore(people.path)
         self._items: dict[int, Approval] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def request(
+    async def request(
         self,
         principal: Principal,
         call: ToolCall,
@@ -126,66 +143,140 @@ class Approvals:
         *,
         stopped: Callable[[], bool] | None = None,
     ) -> Approval:
-        """File ``call`` for the owner's decision; publishes ``approval_requested``."""
-        approval = Approval(next(self._ids), principal, call, channel, time.time(), execute=execute, stopped=stopped)
+        """File ``call`` for the owner's decision (stored first); publishes ``approval_requested``."""
+        created = time.time()
+        approval_id = await asyncio.to_thread(self.store.insert, principal, call, channel, created)
+        approval = Approval(approval_id, principal, call, channel, created, execute=execute, stopped=stopped)
         self._items[approval.id] = approval
         seconds = max(0.001, float(self.timeout()))
         loop = asyncio.get_running_loop()
         approval.timer = loop.call_later(seconds, self._expire, approval.id, seconds)
-        self.people.audit(principal, call.name, "asked", f"approval #{approval.id}")
+        await asyncio.to_thread(self.people.audit, principal, call.name, "asked", f"approval #{approval.id}")
         if self.bus is not None:
             self.bus.publish("approval_requested", approval.to_dict())
         log.info("approval #%d: %s asks to run %s", approval.id, principal.person or "a guest", call.name)
         return approval
 
     def list(self, *, pending_only: bool = True) -> builtins.list[Approval]:
-        """The approvals (pending ones only by default), oldest first."""
+        """The approvals of this run (pending ones only by default), oldest first."""
         items = sorted(self._items.values(), key=lambda a: a.id)
         return [a for a in items if a.status == "pending"] if pending_only else items
 
+    async def history(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
+        """The newest ``limit`` approvals with their outcomes, earlier runs included, newest first."""
+        rows = await asyncio.to_thread(self.store.rows, limit)
+        return [r.to_dict() for r in rows]
+
     def get(self, approval_id: int) -> Approval:
-        """The approval ``approval_id``.
+        """The approval ``approval_id`` of this run.
 
         Raises:
-            ApprovalError: no such approval.
+            ApprovalError: no such approval (one of an earlier run is named with its outcome).
         """
         approval = self._items.get(int(approval_id))
         if approval is None:
+            old = self.store.get(int(approval_id))
+            if old is not None:
+                raise ApprovalError(
+                    f"approval #{old.id} ({old.call.name} for {old.principal.person or 'a guest'}) was already "
+                    f"{old.status}; nothing changed" + (f" ({old.result})" if old.result else "")
+                )
             pending = ", ".join(f"#{a.id}" for a in self.list()) or "none"
             raise ApprovalError(f"there is no approval #{approval_id}; pending: {pending}")
         return approval
 
-    def decide(self, approval_id: int, approve: bool, *, by: str = "owner") -> Approval:
+    async def decide(
+        self, approval_id: int, approve: bool, *, by: str = "owner", decider: Principal | None = None
+    ) -> Approval:
         """Approve (run the call) or deny approval ``approval_id``.
 
+        ``decider`` is who decides, when a door knows it (a chat account, a web login): only
+        the owner may. Of two decisions of one approval at once exactly one wins; the other
+        is told it was already decided.
+
         Raises:
-            ApprovalError: unknown, already decided or expired, or its turn was stopped.
+            ApprovalError: not the owner, unknown, already decided or expired, or its turn was stopped.
         """
-        approval = self.get(approval_id)
-        if approval.status != "pending":
+        if decider is not None and (decider.role != "owner" or decider.person == SYSTEM.person):
+            who = decider.person or "a guest"
             raise ApprovalError(
-                f"approval #{approval.id} ({approval.call.name} for {approval.principal.person or 'a guest'}) "
-                f"was already {approval.status}; nothing changed"
+                f"only the owner decides approvals; {who} (role {decider.role or 'guest'}) cannot. Nothing changed"
             )
+        approval = await asyncio.to_thread(self.get, approval_id)
+        if approval.status != "pending":
+            raise self._already(approval)
         if approval.stopped is not None and approval.stopped():
-            self._close(approval, "withdrawn")
+            await self._close(approval, "withdrawn", by="stopped turn")
             raise ApprovalError(
                 f"approval #{approval.id} belongs to a turn that was stopped before it finished; "
                 f"{approval.call.name} was not run"
             )
+        changed = await asyncio.to_thread(self._asker_changed, approval) if approve else ""
+        if changed:
+            await self._close(approval, "withdrawn", by=by, result=changed)
+            await asyncio.to_thread(
+                self.people.audit, approval.principal, approval.call.name, "withdrawn", f"approval #{approval.id}"
+            )
+            raise ApprovalError(f"approval #{approval.id}: {changed}; {approval.call.name} was not run")
+        status = "approved" if approve else "denied"
+        await self._close(approval, status, by=by)
         approval.decided_by = by
         if not approve:
-            self._close(approval, "denied")
-            self.people.audit(approval.principal, approval.call.name, "denied-by-owner", f"approval #{approval.id}")
+            await asyncio.to_thread(
+                self.people.audit, approval.principal, approval.call.name, "denied-by-owner", f"approval #{approval.id}"
+            )
             self._spawn(self._tell(approval, f"{approval.call.name} was denied by the owner; it did not run."))
             return approval
-        self._close(approval, "approved")
-        self.people.audit(approval.principal, approval.call.name, "approved", f"approval #{approval.id}")
+        await asyncio.to_thread(
+            self.people.audit, approval.principal, approval.call.name, "approved", f"approval #{approval.id}"
+        )
         self._spawn(self._run(approval))
         return approval
 
-    def _close(self, approval: Approval, status: str) -> None:
+    @staticmethod
+    def _already(approval: Approval) -> ApprovalError:
+        return ApprovalError(
+            f"approval #{approval.id} ({approval.call.name} for {approval.principal.person or 'a guest'}) "
+            f"was already {approval.status}; nothing changed"
+        )
+
+    def _asker_changed(self, approval: Approval) -> str:
+        """Why the asker's rights are not the ones they asked with any more ("" when they are):
+        removed, another role, or the chat account they asked from no longer linked to them."""
+        asker = approval.principal
+        if not asker.person:
+            return ""
+        person = self.people.get(asker.person)
+        if person is None:
+            return f"{asker.person} was removed since asking"
+        if person.role != asker.role:
+            return f"{asker.person}'s role changed since asking ({asker.role} -> {person.role}); they can ask again"
+        if asker.account:
+            linked = self.people.person_for_identity(asker.door, asker.account)
+            if linked is None or linked.name != person.name:
+                return f"the {asker.door} account {asker.account} that asked is no longer linked to {asker.person}"
+        return ""
+
+    async def _close(self, approval: Approval, status: str, *, by: str, result: str = "") -> None:
+        """Claim ``approval`` for ``status`` (at once, on the loop: a second decision sees it
+        decided), then store it; a refused store undoes the claim."""
+        if approval.status != "pending":
+            raise self._already(approval)
         approval.status = status
+        try:
+            stored = await asyncio.to_thread(
+                self.store.finish, approval.id, status, by=by, at=time.time(), result=result
+            )
+        except Exception as exc:
+            approval.status = "pending"
+            raise ApprovalError(
+                f"approval #{approval.id}: the decision could not be stored ({exc}); try again"
+            ) from exc
+        if not stored:  # decided by another process on the same data directory
+            row = await asyncio.to_thread(self.store.get, approval.id)
+            approval.status = row.status if row is not None else "withdrawn"
+            raise self._already(approval)
+        approval.result = result or approval.result
         if approval.timer is not None:
             approval.timer.cancel()
             approval.timer = None
@@ -196,21 +287,51 @@ class Approvals:
         approval = self._items.get(approval_id)
         if approval is None or approval.status != "pending":
             return
-        self._close(approval, "expired")
-        wait = format_duration(seconds)
-        self.people.audit(approval.principal, approval.call.name, "expired", f"approval #{approval.id}")
-        self._spawn(self._tell(approval, f"{approval.call.name} did not run: no answer in {wait} from the owner."))
+        self._spawn(self._expired(approval, seconds))
 
-    def withdraw_stopped(self) -> int:
+    async def _expired(self, approval: Approval, seconds: float) -> None:
+        wait = format_duration(seconds)
+        try:
+            await self._close(approval, "expired", by="timeout", result=f"no answer in {wait}")
+        except ApprovalError:
+            return  # decided in the meantime
+        await asyncio.to_thread(
+            self.people.audit, approval.principal, approval.call.name, "expired", f"approval #{approval.id}"
+        )
+        await self._tell(approval, f"{approval.call.name} did not run: no answer in {wait} from the owner.")
+
+    async def withdraw_stopped(self) -> int:
         """Withdraw pending approvals whose turn was stopped; returns how many."""
         count = 0
         for approval in self.list():
             if approval.stopped is not None and approval.stopped():
-                self._close(approval, "withdrawn")
-                count += 1
+                with contextlib.suppress(ApprovalError):
+                    await self._close(approval, "withdrawn", by="stopped turn")
+                    count += 1
         return count
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    async def recover(self) -> int:
+        """Close the approvals left pending by the daemon's last run and tell each asker; returns how many.
+
+        Call once the doors are open (the askers' channels exist again).
+        """
+        text = "the daemon restarted before the owner decided; ask again"
+        rows = await asyncio.to_thread(self.store.interrupt_pending, time.time(), text)
+        for row in rows:
+            approval = Approval(row.id, row.principal, row.call, row.channel, row.created, status="interrupted",
+                                result=text, decided_by="restart")
+            self._items[row.id] = approval
+            await asyncio.to_thread(
+                self.people.audit, row.principal, row.call.name, "interrupted", f"approval #{row.id}"
+            )
+            if self.bus is not None:
+                self.bus.publish("approval_decided", approval.to_dict())
+            self._spawn(self._tell(approval, f"{row.call.name} did not run: {text}."))
+        if rows:
+            log.warning("%d approval(s) were pending when the daemon stopped; closed, and their askers told", len(rows))
+        return len(rows)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -225,6 +346,10 @@ class Approvals:
         finally:
             CURRENT_PRINCIPAL.reset(token)
         approval.result = result.result[:4000]
+        try:
+            await asyncio.to_thread(self.store.set_result, approval.id, approval.result)
+        except Exception as exc:
+            log.warning("approval #%d: its result could not be stored: %s", approval.id, exc)
         outcome = "ok" if result.success else "failed"
         await self._tell(approval, f"the owner approved {approval.call.name}; it ran ({outcome}):\n{approval.result}")
 
@@ -237,7 +362,10 @@ class Approvals:
             log.warning("approval #%d: the outcome could not be delivered: %s", approval.id, exc)
 
     async def aclose(self) -> None:
-        """Cancel the expiry timers and the follow-ups in flight."""
+        """Cancel the expiry timers and the follow-ups in flight; close the store.
+
+        Approvals still pending stay pending on disk; the next start closes them (:meth:`recover`).
+        """
         for approval in self._items.values():
             if approval.timer is not None:
                 approval.timer.cancel()
@@ -245,6 +373,7 @@ class Approvals:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self.store.close)
 
 
 class Rights:
@@ -327,7 +456,7 @@ class Rights:
         if decision is Decision.DENY:
             await asyncio.to_thread(self.people.audit, principal, call.name, "denied")
             return ToolResult(call.id, call.name, False, self.policy.refusal(principal, call.name), call.plugin)
-        approval = self.approvals.request(principal, call, channel, execute, stopped=stopped)
+        approval = await self.approvals.request(principal, call, channel, execute, stopped=stopped)
         wait = format_duration(float(self.approvals.timeout()))
         return ToolResult(
             call.id,

@@ -117,13 +117,14 @@ BUILTIN_ROLES: dict[str, RoleDef] = {
             "knowledge_search",
             "timer_*",
             "reminder_*",
+            "calendar_list",
             "web_fetch",
             "web_search",
             "skill_info",
         ),
         deny=ADMIN_TOOLS,
         builtin=True,
-        description="chat, their own memory, timers and reminders, web reading and search",
+        description="chat, their own memory, timers and reminders, reading the calendar, web reading and search",
     ),
     "guest": RoleDef("guest", builtin=True, description="answers only, no tools"),
 }
@@ -513,6 +514,27 @@ class PeopleRegistry:
             "INSERT OR IGNORE INTO identities (platform, account, person_id) VALUES (?, ?, ?)", (platform, account, pid)
         )
         self.audit_change(by, "person_link", f"{person.name}: {platform} {account}")
+        return self.require(person.name)
+
+    def unlink(self, name: str, platform: str, account: str, *, by: str = "") -> Person:
+        """Revoke the link of ``platform``/``account`` to ``name``: its next message is a guest's.
+
+        A turn already running keeps the rights it started with; every input after this is
+        resolved anew.
+
+        Raises:
+            PeopleError: unknown person, or that account is not linked to them.
+        """
+        person = self.require(name)
+        platform, account = _clean(platform, "platform").lower(), _clean(account, "account")
+        pid = self._person_row(person.name)[0]  # type: ignore[index]
+        cursor = self._write(
+            "DELETE FROM identities WHERE platform = ? AND account = ? AND person_id = ?", (platform, account, pid)
+        )
+        if cursor.rowcount != 1:
+            linked = ", ".join(f"{p} {a}" for p, a in person.identities) or "none"
+            raise PeopleError(f"{platform} account {account!r} is not linked to {person.name!r} (linked: {linked})")
+        self.audit_change(by, "person_unlink", f"{person.name}: {platform} {account}")
         return self.require(person.name)
 
     def person_for_identity(self, platform: str, account: str) -> Person | None:

@@ -57,6 +57,10 @@ GUARDED_SETTINGS: tuple[str, ...] = (
     "plugin.pluginmgr.*",
     "plugin.mcp.servers",
     "plugin.web.allow_private",
+    "plugin.calendar.calendars",
+    "plugin.calendar.passwords",
+    "plugin.calendar.subscriptions",
+    "plugin.calendar.allow_private",
 )
 
 #: Doors of the core itself whose inputs without a principal come from the owner: the library

@@ -496,7 +496,7 @@ class Commands:
         if not words or words == ["list"]:
             return json.dumps([a.to_dict() for a in rights.approvals.list()], ensure_ascii=False, default=str)
         if len(words) == 2 and words[0] in ("approve", "deny") and words[1].lstrip("#").isdigit():
-            decided = rights.approvals.decide(int(words[1].lstrip("#")), words[0] == "approve", by="owner (cli)")
+            decided = await rights.approvals.decide(int(words[1].lstrip("#")), words[0] == "approve", by="owner (cli)")
             who = decided.principal.person or "a guest"
             return f"approval #{decided.id} {decided.status}: {decided.call.name} for {who}"
         raise HomeAgentError("usage: /approvals [list] | /approvals approve <id> | /approvals deny <id>")

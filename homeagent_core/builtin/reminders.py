@@ -325,6 +325,7 @@ class RemindersPlugin:
                 if reminder is None or reminder.due != due:
                     return  # cancelled or snoozed (from the command line) meanwhile
                 text = reminder_message(reminder, time.time())
+                self._announce(reminder, text)
                 if not await self._fire(reminder, text):
                     return
                 self.fired.append((reminder.id, text))
@@ -336,6 +337,29 @@ class RemindersPlugin:
         finally:
             if self._tasks.get(reminder_id) is task:
                 del self._tasks[reminder_id]
+
+    def _announce(self, reminder: Reminder, text: str) -> None:
+        """Publish ``reminder_due`` (the web UI pushes it to the person's phones)."""
+        if self._sdk is not None:
+            self._sdk.events.publish(
+                "reminder_due", {"id": reminder.id, "person": reminder.person, "text": text, "due": reminder.due}
+            )
+
+    async def add_reminder(self, text: str, at: datetime, *, person: str = "", channel: str = "") -> Reminder:
+        """Store and schedule a one-off reminder at ``at`` (for other built-ins, e.g. before a calendar event)."""
+        reminder = await asyncio.to_thread(
+            self.store.add, text, at.timestamp(), str(getattr(at.tzinfo, "key", "UTC")), "", "", channel, person
+        )
+        self._schedule(reminder)
+        return reminder
+
+    async def drop_reminder(self, reminder_id: str) -> bool:
+        """Cancel a pending reminder; False when it is no longer pending (it fired or was cancelled)."""
+        key = f"reminder_{seq_of(reminder_id)}"
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        return await asyncio.to_thread(self.store.remove, key)
 
     async def _after_fired(self, reminder: Reminder) -> None:
         """Its turn ended: drop a one-off, move a repeating one to its next instant."""

@@ -21,6 +21,7 @@ from homeagent_core.cli import (
     plugins_cmd,
     reminders_cmd,
     serve,
+    service_cmd,
     skills_cmd,
     store_cmd,
 )
@@ -72,6 +73,7 @@ app.add_typer(agents_cmd.app, name="agents")
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(reminders_cmd.app, name="reminders")
 app.add_typer(backup_cmd.app, name="backup")
+app.add_typer(service_cmd.app, name="service")
 
 
 def _add_plugin_commands() -> None:

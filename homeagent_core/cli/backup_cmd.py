@@ -149,13 +149,27 @@ def restore(
     ],
     passphrase_env: PassphraseOption = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Restore over a non-empty directory, moving it aside first.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Restore over a non-empty directory, moving it aside first (and replace the tenant's "
+            "PostgreSQL memory if that database already holds some).",
+        ),
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            help="For an archive whose memory was in PostgreSQL: the postgresql:// database to load it into "
+            "(default: the one its settings name).",
+        ),
+    ] = None,
 ) -> None:
     """Restore an archive into a data directory; nothing changes there unless every check passes."""
     from homeagent_core.ops.restore import restore_backup
 
-    result = restore_backup(archive, data, passphrase=_passphrase(passphrase_env), force=force)
+    result = restore_backup(archive, data, passphrase=_passphrase(passphrase_env), force=force, store=store)
     typer.echo(f"restored {archive.name} into {result.target}")
     if result.aside is not None:
         typer.echo(f"the previous contents were moved to {result.aside}")

@@ -3,8 +3,9 @@
 The person registry is ``<data>/people.db`` (SQLite, WAL); these commands read and change it
 directly, so they work whether the daemon runs or not (a running daemon reads it on every
 input). ``invite`` writes a one-time web UI invite link into the web UI's ``logins.db`` the same
-way, which the running daemon accepts at once. Approvals live in the running daemon:
-``approvals``, ``approve`` and ``deny`` ask it over its ``cli`` socket. The owner is created at
+way, which the running daemon accepts at once. Pending approvals live in the running daemon:
+``approvals``, ``approve`` and ``deny`` ask it over its ``cli`` socket; every approval and its
+outcome is also kept in ``people.db`` (``audit --approvals`` reads them, daemon or not). The owner is created at
 the first start (the operating-system user).
 """
 
@@ -156,6 +157,20 @@ def link(
     typer.echo(f"linked {platform.lower()} {account} to {person.name} ({person.role})")
 
 
+@app.command("unlink")
+@handle_errors
+def unlink(
+    name: Annotated[str, typer.Argument(help="The person.")],
+    platform: Annotated[str, typer.Argument(help="The chat app (qq, telegram), or 'door'.")],
+    account: Annotated[str, typer.Argument(help="The linked account (or, for 'door', the plugin's name).")],
+    data: DataOption = None,
+) -> None:
+    """Revoke a link: that account's next message is a guest's (a turn already running finishes with its rights)."""
+    with _registry(data) as people:
+        person = people.unlink(name, platform, account, by=_who())
+    typer.echo(f"unlinked {platform.lower()} {account} from {person.name}")
+
+
 @app.command("key")
 @handle_errors
 def key(
@@ -236,21 +251,47 @@ def invite(
 def audit(
     limit: Annotated[int, typer.Option(help="How many entries, newest first.")] = 50,
     person: Annotated[str, typer.Option(help="Only this person's entries.")] = "",
+    approvals: Annotated[
+        bool, typer.Option("--approvals", help="Only the approvals: who asked for which call, and its outcome.")
+    ] = False,
     data: DataOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Tool calls (allowed, denied, asked, approved, denied-by-owner, expired) and registry changes."""
+    """Tool calls (allowed, denied, asked, approved, denied-by-owner, expired, interrupted), registry
+    changes, and the approvals with their outcomes (kept across restarts)."""
+    from homeagent_core.agent.approval_store import ApprovalStore
+
     with _registry(data) as people:
         rows = [r.to_dict() for r in people.audit_rows(limit, person=person)]
+        store = ApprovalStore(people.path)
+        try:
+            asked = [r.to_dict() for r in store.rows(limit)]
+        finally:
+            store.close()
+    if person:
+        asked = [a for a in asked if a["person"] == person]
     if as_json:
-        echo_json(rows)
+        echo_json(asked if approvals else rows)
         return
     import time
 
-    for row in rows:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["ts"]))
-        detail = f"  {row['detail']}" if row["detail"] else ""
-        typer.echo(f"{when}  {row['person']:<12} {row['door']:<10} {row['action']:<20} {row['outcome']}{detail}")
+    def when(ts: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+    if not approvals:
+        for row in rows:
+            detail = f"  {row['detail']}" if row["detail"] else ""
+            who = f"{row['person']:<12} {row['door']:<10}"
+            typer.echo(f"{when(row['ts'])}  {who} {row['action']:<20} {row['outcome']}{detail}")
+        if not asked:
+            return
+        typer.echo("\napprovals (newest first):")
+    for a in asked:
+        arguments = json.dumps(a["arguments"], ensure_ascii=False)
+        arguments = arguments if len(arguments) <= 80 else arguments[:77] + "..."
+        decided = f" by {a['decided_by']} at {when(a['decided_at'])}" if a["decided_by"] else ""
+        asked_at = f"#{a['id']:<5} {when(a['created'])}"
+        typer.echo(f"{asked_at}  {a['person']:<12} {a['tool']} {arguments}  {a['status']}{decided}")
 
 
 def _ask_daemon(data: Path | None, command: str) -> str:
@@ -262,7 +303,10 @@ def _ask_daemon(data: Path | None, command: str) -> str:
     except DaemonRefused as exc:
         raise fail(str(exc)) from None
     if answer is None:
-        raise fail("no daemon runs on this data dir; approvals exist only while `homeagent serve` runs")
+        raise fail(
+            "no daemon runs on this data dir; approvals wait and are decided only while `homeagent serve` runs "
+            "(`homeagent people audit --approvals` shows their history)"
+        )
     return answer
 
 

@@ -16,6 +16,12 @@ graph records in the same transaction. If the process dies between a graph commi
 raw-file rewrite, the records are distilled again after restart, but the graph recognises their
 ids and writes nothing: no mention is counted twice. Recorded ids older than the retention are
 pruned (a record that old expires instead of being distilled).
+
+"我" is the speaker: each record keeps who said it (``speaker``, the entity "我" names — their
+registry name), whose item it is (``person``) and its ``visibility``, and its triples are
+committed with them, so "我叫李梅" said by the mother is a relation of her entity, private to
+her. A record without a speaker (library use, or written before there were people) uses the
+distiller's ``subject`` ("用户").
 """
 
 from __future__ import annotations
@@ -142,6 +148,11 @@ class RawRecord(NamedTuple):
     ts: float
     session: str
     text: str
+    speaker: str = ""
+    """The entity "我" names ("" for the distiller's default subject)."""
+    person: str = ""
+    """Whose item the distilled relations are ("" = the owner's, see ``GraphStore.claim_for_owner``)."""
+    visibility: str = "private"
 
 
 @dataclass(slots=True)
@@ -210,14 +221,17 @@ class RuleDistiller:
         records: list[tuple[RawRecord, Path]] = []
         for path in sorted(self.raw_dir.glob("raw_*.tsv")):
             for line in path.read_text(encoding="utf-8").splitlines():
-                parts = line.split("\t", 3)
-                if len(parts) != 4:
+                parts = line.split("\t")
+                if len(parts) not in (4, 7):  # 4: written before there were people
                     continue
                 try:
                     ts = float(parts[1])
                 except ValueError:
                     continue
-                records.append((RawRecord(parts[0], ts, _unescape(parts[2]), _unescape(parts[3])), path))
+                marks = [_unescape(p) for p in parts[4:]] or ["", "", "private"]
+                records.append(
+                    (RawRecord(parts[0], ts, _unescape(parts[2]), _unescape(parts[3]), *marks), path)
+                )
         records.sort(key=lambda rp: rp[0].ts)
         for record, path in records[-self.max_load :]:
             self._queue.append(record)
@@ -227,14 +241,27 @@ class RuleDistiller:
         with self._lock:
             return len(self._queue)
 
-    def add(self, text: str, session: str = "", ts: float | None = None) -> RawRecord | None:
-        """Buffer one raw record (blank text is ignored); persisted by the next :meth:`flush`."""
+    def add(
+        self,
+        text: str,
+        session: str = "",
+        ts: float | None = None,
+        *,
+        speaker: str = "",
+        person: str = "",
+        visibility: str = "private",
+    ) -> RawRecord | None:
+        """Buffer one raw record (blank text is ignored); persisted by the next :meth:`flush`.
+
+        ``speaker`` is the entity "我" names ("" for :attr:`subject`); ``person`` and
+        ``visibility`` are recorded on what the record's triples write.
+        """
         if not text.strip():
             return None
         with self._lock:
             self._seq += 1
             now = self._clock() if ts is None else ts
-            record = RawRecord(f"{time.time_ns()}-{self._seq}", now, session, text)
+            record = RawRecord(f"{time.time_ns()}-{self._seq}", now, session, text, speaker, person, visibility)
             self._pending.append(record)
             self._queue.append(record)
             return record
@@ -245,7 +272,11 @@ class RuleDistiller:
             if not self._pending:
                 return 0
             path = self.raw_dir / f"raw_{time.time_ns()}.tsv"
-            lines = [f"{r.id}\t{r.ts!r}\t{_escape(r.session)}\t{_escape(r.text)}\n" for r in self._pending]
+            lines = [
+                f"{r.id}\t{r.ts!r}\t{_escape(r.session)}\t{_escape(r.text)}"
+                f"\t{_escape(r.speaker)}\t{_escape(r.person)}\t{_escape(r.visibility)}\n"
+                for r in self._pending
+            ]
             _atomic_write(path, lines)
             for r in self._pending:
                 self._file_of[r.id] = path
@@ -288,9 +319,15 @@ class RuleDistiller:
                 return report
             self.graph.prune_batches(self.retention_s)
             for record in batch:
-                triples = extract_triples(record.text, self.subject)
+                triples = extract_triples(record.text, record.speaker or self.subject)
                 if triples:
-                    result = self.graph.commit(triples, record.session, batch_id=f"distill:{record.id}")
+                    result = self.graph.commit(
+                        triples,
+                        record.session,
+                        batch_id=f"distill:{record.id}",
+                        person=record.person,
+                        visibility=record.visibility,
+                    )
                     report.replayed += result.duplicate
                     report.triples += result.added + result.refreshed
                     report.skipped.extend(result.skipped)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.memory.graph.privacy import graph_marks, graph_reader
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.errors import HomeAgentError, ProviderError, UsageError
 from homeagent_sdk.types import Doc, Entity, MediaAttachment, Relation, TextEvent, Triple
+from homeagent_sdk.visibility import Audience
 
 if TYPE_CHECKING:
     from homeagent_core.memory.system import MemorySystem
@@ -36,20 +38,29 @@ def _relation_dict(rel: dict[str, Any]) -> dict[str, Any]:
 
 
 class MemoryFacade:
-    """The memory graph, the conversation log (append only) and the working context (read only)."""
+    """The memory graph, the conversation log (append only) and the working context (read only).
+
+    The graph is read as the audience of the turn running now (the system's
+    ``current_principal``; outside a turn: the owner) and written with its person and visibility.
+    """
 
     def __init__(self, system: MemorySystem) -> None:
         self._m = system
 
-    async def recall(self, keywords: list[str], depth: int = 2) -> dict[str, Any]:
-        """``{seeds, entities, relations}``; never null arrays.
+    def _reader(self) -> Audience:
+        return graph_reader(self._m.current_principal(), self._m.owner_name)
+
+    async def recall(self, keywords: list[str], depth: int = 2, audience: Audience | None = None) -> dict[str, Any]:
+        """``{seeds, entities, relations}``; never null arrays. Read as ``audience`` (default: the current reader).
 
         Each relation carries the graph's ``source/target/type`` and the SDK ``Relation`` keys
         ``source_name/target_name/relation_type``.
         """
         if isinstance(keywords, str):
             keywords = [keywords]
-        result = (await self._m.graph.arecall([str(k) for k in keywords], depth=int(depth))).to_dict()
+        reader = audience if audience is not None else self._reader()
+        found = await self._m.graph.arecall([str(k) for k in keywords], depth=int(depth), audience=reader)
+        result = found.to_dict()
         result["entities"] = list(result.get("entities") or [])
         result["relations"] = [_relation_dict(r) for r in result.get("relations") or []]
         return result
@@ -61,13 +72,19 @@ class MemoryFacade:
             TypeError: an item is neither a ``Triple`` nor a dict with subject/relation/object.
         """
         items = [t if isinstance(t, Triple) else Triple.from_dict(t) for t in triples]
-        result = await self._m.graph.acommit(items)
+        person, visibility = graph_marks(self._m.current_principal(), self._m.owner_name)
+        result = await self._m.graph.acommit(items, person=person, visibility=visibility)
         return result.to_dict()
 
-    def _entity_rows(self) -> list[Any]:
+    def _entity_rows(self, audience: Audience | None = None) -> list[Any]:
+        """The entities ``audience`` (default: the current reader) may see: those a visible relation touches."""
         cache = self._m.graph.cache
+        audience = audience if audience is not None else self._reader()
         with cache.lock:
-            return list(cache.entities.values())
+            if audience.everything:
+                return list(cache.entities.values())
+            seen = cache.compact.visible_entities(cache.compact.scope_codes(audience))
+            return [e for e in cache.entities.values() if e.id < len(seen) and seen[e.id]]
 
     async def entities(self, query: str = "", limit: int = 50) -> list[Entity]:
         """Entities whose name contains ``query`` (all when empty), most mentioned first."""
@@ -79,7 +96,7 @@ class MemoryFacade:
 
     async def relations(self, entity: str) -> list[Relation]:
         """The active relations that start or end at ``entity`` (empty when unknown)."""
-        result = await self._m.graph.arecall([entity], depth=1, max_relations=500)
+        result = await self._m.graph.arecall([entity], depth=1, max_relations=500, audience=self._reader())
         name = entity.strip()
         return [
             Relation(r.source, r.target, r.type, r.confidence)
@@ -89,7 +106,7 @@ class MemoryFacade:
 
     async def introspect(self) -> dict[str, Any]:
         """Counts, top entities, relation types and vector coverage of the graph."""
-        return await self._m.graph.aintrospect()
+        return await self._m.graph.aintrospect(self._reader())
 
     async def merge(self, source: str, target: str) -> dict[str, int]:
         """Fold entity ``source`` into ``target`` (the original's argument order).
@@ -112,7 +129,7 @@ class MemoryFacade:
         """
         if mode not in PURGE_MODES:
             raise UsageError(f"purge mode must be 'soft' or 'hard', got {mode!r}")
-        return await self._m.graph.apurge(dict(criteria), mode)
+        return await self._m.graph.apurge(dict(criteria), mode, audience=self._reader())
 
     async def append_text(self, event: TextEvent | dict[str, Any], *, source: str = "") -> str:
         """Append one record to the conversation log (durable on return); returns its id.
@@ -141,19 +158,25 @@ class MemoryFacade:
             attachments=list(event.attachments) or None,
         )
 
-    async def graph_snapshot(self, limit: int = 200) -> dict[str, Any]:
-        """The most mentioned entities and the relations among them, for a picture."""
+    async def graph_snapshot(self, limit: int = 200, audience: Audience | None = None) -> dict[str, Any]:
+        """The most mentioned entities and the relations among them, for a picture.
+
+        Only what ``audience`` (default: the current turn's, the owner's outside a turn) may
+        see: its relations and the entities they touch.
+        """
+        audience = audience if audience is not None else self._reader()
         cache = self._m.graph.cache
         with cache.lock:
-            top = sorted(cache.entities.values(), key=lambda r: (-r.mention_count, r.name))[:limit]
+            entities = self._entity_rows(audience)
+            top = sorted(entities, key=lambda r: (-r.mention_count, r.name))[:limit]
             ids = {r.id for r in top}
             edges = [
-                {"source": r.source_id, "target": r.target_id, "type": r.type}
+                {"source": r.source_id, "target": r.target_id, "type": r.type, "visibility": r.visibility}
                 for r in cache.relations.values()
-                if r.source_id in ids and r.target_id in ids
+                if r.source_id in ids and r.target_id in ids and audience.sees(r.person, r.visibility)
             ]
         nodes = [{"id": r.id, "name": r.name, "type": r.type, "mention_count": r.mention_count} for r in top]
-        return {"nodes": nodes, "edges": edges, "total_entities": len(cache.entities)}
+        return {"nodes": nodes, "edges": edges, "total_entities": len(entities)}
 
     async def threads(self, person: str) -> list[dict[str, Any]]:
         """The conversation threads of ``person`` (``{id, person, title, created, updated}``), newest first."""

@@ -17,6 +17,11 @@ Jobs (each a callable for a heartbeat, each making no LLM call when it has nothi
   their source sentence by the LLM; wrong ones are dropped or re-typed. An answer that does not
   parse (or leaves a relation out) reviews nothing: those relations are asked about again, at
   most ``max_attempts`` (3) times per change.
+
+These jobs are maintenance: they read every person's items (the unfiltered view,
+:data:`homeagent_sdk.visibility.EVERYONE`) and keep each source item's person and visibility on
+what they derive — triples from a cold document carry the document's, a reviewed relation keeps
+its own, and a merge never folds one person's relation into another's.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from homeagent_core.aio import call_maybe_async
 from homeagent_core.memory.graph.store import Changes
 from homeagent_core.memory.keywords import bigram_jaccard, bigrams
 from homeagent_sdk.types import Doc, Triple
+from homeagent_sdk.visibility import PRIVATE
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph.store import GraphStore
@@ -293,6 +299,17 @@ ARCHIVE_PROMPT = (
     "Extract long-term facts as a JSON array of triples; output [] if there are none.\n\n"
     "文档标题: {title}\n文档内容:\n{content}"
 )
+#: Added to :data:`ARCHIVE_PROMPT` when the document is a known person's: "我" is that person.
+SPEAKER_NOTE = "\n文档里的“我”是 {name}，三元组里用 {name} 作这个人的名字。\n\"I\" in the document is {name}.\n"
+#: Subjects a model may still write for the speaker; replaced by the speaker's name.
+_SELF_WORDS = frozenset({"我", "用户", "i", "me", "user"})
+
+
+def _speaker_of(doc: Any) -> str:
+    """The registry name "我" stands for in ``doc`` ("" when it is no one person's: a guest's
+    thread, a group's, or a document from before there were people)."""
+    person = str(getattr(doc, "person", "") or "")
+    return "" if ":" in person else person
 
 
 class ArchiveJob:
@@ -321,7 +338,11 @@ class ArchiveJob:
         docs = await self.documents.cold_documents(self.cold_after_s, self.max_reads, self.batch)
         report = {"documents": 0, "triples": 0, "unparsed": 0}
         for doc in docs:
-            answer = await self.ask_llm(ARCHIVE_PROMPT.format(title=doc.title, content=doc.content[:4000]))
+            speaker = _speaker_of(doc)
+            prompt = ARCHIVE_PROMPT.format(title=doc.title, content=doc.content[:4000])
+            if speaker:
+                prompt += SPEAKER_NOTE.format(name=speaker)
+            answer = await self.ask_llm(prompt)
             items = _json_array(answer)
             if items is None:
                 report["unparsed"] += 1
@@ -330,7 +351,7 @@ class ArchiveJob:
                 continue
             triples = [
                 Triple(
-                    str(i["subject"]),
+                    speaker if speaker and str(i["subject"]).strip().lower() in _SELF_WORDS else str(i["subject"]),
                     str(i["relation"]),
                     str(i["object"]),
                     confidence=0.7,
@@ -340,7 +361,14 @@ class ArchiveJob:
                 if isinstance(i, dict) and {"subject", "relation", "object"} <= i.keys()
             ]
             if triples:
-                result = await self.graph.acommit(triples, f"archive:{doc.id}")
+                # the relations keep the document's person and visibility (an older document
+                # without them is the owner's: person "" is claimed for the owner)
+                result = await self.graph.acommit(
+                    triples,
+                    f"archive:{doc.id}",
+                    person=str(getattr(doc, "person", "") or ""),
+                    visibility=str(getattr(doc, "visibility", "") or PRIVATE),
+                )
                 report["triples"] += result.added + result.refreshed
             await self.documents.remove_document(doc.id)
             report["documents"] += 1

@@ -8,7 +8,9 @@ The result is one line in the original's format::
     【记忆索引】 关联 N 个记忆实体，高频：a、b、c 索引: e1, e2(Type), … | 需更多细节请用 memory_recall 查询
 
 Relations are left out on purpose (tokens); the model calls ``memory_recall`` for them.
-Entities a tool already fetched this turn (:meth:`mark_recalled`) are kept out of the next
+The walk reads as the turn's audience (:class:`~homeagent_sdk.visibility.Audience`): what
+the speaker may not see is never seeded, walked or counted. Entities a tool already fetched
+this turn (:meth:`mark_recalled`) are kept out of the next
 injection so the prompt does not repeat what the model has just read.
 """
 
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from homeagent_core.memory.graph.cache import RecallResult
 from homeagent_core.memory.keywords import extract_keywords, warm_up
+from homeagent_sdk.visibility import EVERYONE, Audience
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph.store import GraphStore
@@ -75,7 +78,7 @@ class MemoryIndexer:
         with self._lock:
             self._recalled.update(names)
 
-    async def recall(self, text: str) -> RecallResult:
+    async def recall(self, text: str, audience: Audience = EVERYONE) -> RecallResult:
         """Keyword + vector recall for ``text`` (jieba loads in a worker thread the first time)."""
         if not self._warm:
             await asyncio.to_thread(warm_up)
@@ -90,10 +93,11 @@ class MemoryIndexer:
             max_entities=self.max_entities,
             max_relations=0,
             exclude=exclude,
+            audience=audience,
         )
 
-    async def build_context(self, text: str) -> str:
-        """The ``【记忆索引】`` line for a user input, or "" when the graph knows nothing of it."""
+    async def build_context(self, text: str, audience: Audience = EVERYONE) -> str:
+        """The ``【记忆索引】`` line for a user input, or "" when the graph knows nothing ``audience`` may see of it."""
         if not text.strip():
             return ""
-        return format_index(await self.recall(text), salient=self.graph.analytics.salient_names)
+        return format_index(await self.recall(text, audience), salient=self.graph.analytics.salient_names)

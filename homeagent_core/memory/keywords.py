@@ -2,6 +2,9 @@
 
 * :func:`extract_keywords` picks at most five search words from a user message (jieba words of
   the Chinese parts, Latin words, stop words removed) — the keyword half of automatic recall.
+  Queries and entity names are normalised the way the document store's lexical path normalises
+  text (:func:`homeagent_core.memory.documents.lexical.terms.normalize`), and its stop words are
+  never seeds: one scheme for what a written word is, across documents and graph.
 * :func:`name_terms` is how an entity name is indexed in the in-memory keyword index (the
   shared TF-IDF tokenizer plus the whole lower-cased name), replacing SQL ``LIKE``;
   :func:`terms_fingerprint` identifies the tokenizer, so terms stored next to each entity are
@@ -17,6 +20,8 @@ import hashlib
 import re
 
 from homeagent_core.embeddings.tfidf import load_jieba, tokenize
+from homeagent_core.memory.documents.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
+from homeagent_core.memory.documents.lexical.terms import normalize
 
 __all__ = [
     "STOP_WORDS",
@@ -45,7 +50,8 @@ _STOP_EN = (
     "could would should will shall may might must about as into than then there here please "
     "tell remember know just also very so if"
 )
-STOP_WORDS: frozenset[str] = frozenset(_STOP_ZH.split()) | frozenset(_STOP_EN.split())
+STOP_WORDS: frozenset[str] = frozenset(_STOP_ZH.split()) | frozenset(_STOP_EN.split()) | DOCUMENT_STOP_WORDS
+"""Words never used as seeds: the document store's Chinese stop words, and more (a seed must name something)."""
 
 _CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK = re.compile(f"[{_CJK_CLASS}]")
@@ -57,8 +63,11 @@ _PIECE = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 def extract_keywords(text: str, limit: int = 5) -> list[str]:
     """Up to ``limit`` distinct search words of ``text``, in order of appearance.
 
-    Words are jieba words of the Chinese parts (two characters or more) and lower-cased Latin
-    words or numbers; stop words are dropped. A text of only stop words gives ``[]``.
+    Words are jieba words of the Chinese parts (two characters or more) and Latin words or
+    numbers, of the text normalised as the document store normalises it (NFKC: full-width forms
+    become half-width; lower case; traditional characters simplified when opencc is installed),
+    so "臺北" and "ＧＰＴ４" seed the entities "台北" and "gpt4"; stop words are dropped. A text
+    of only stop words gives ``[]``.
     """
     out: list[str] = []
     seen: set[str] = set()
@@ -74,7 +83,7 @@ def extract_keywords(text: str, limit: int = 5) -> list[str]:
 
 def _words(text: str) -> list[str]:
     words: list[str] = []
-    for match in _PIECE.finditer(text.lower()):
+    for match in _PIECE.finditer(normalize(text)):
         piece = match.group(0)
         if _CJK.match(piece):
             words.extend(w for w in load_jieba().lcut(piece) if _CJK_WORD.match(w))
@@ -91,16 +100,18 @@ def warm_up() -> None:
 
 @functools.lru_cache(maxsize=4096)
 def name_terms(name: str) -> frozenset[str]:
-    """Index terms of an entity name: tokenizer terms plus the whole lower-cased name."""
+    """Index terms of an entity name: tokenizer terms plus the whole name, normalised as
+    :func:`extract_keywords` normalises a query."""
+    name = normalize(name)
     terms = set(tokenize(name))
-    whole = name.strip().lower()
+    whole = name.strip()
     if whole:
         terms.add(whole)
     return frozenset(terms)
 
 
 # Bump when name_terms changes in a way the probes below might not notice.
-TERMS_VERSION = 1
+TERMS_VERSION = 2
 _TERMS_PROBES = (
     "小王住在杭州市西湖区",
     "中华人民共和国",

@@ -147,7 +147,11 @@ class MemoryPlugin:
             return ScratchMemory(folder / "graph.db", embedder=embedder)
 
         async def reclaim(triples: list[Triple]) -> int:
-            result = await system.graph.acommit(triples, "resident")
+            # a resident runs with its creator's rights: what it reclaims is its creator's
+            from homeagent_core.memory.graph.privacy import graph_marks
+
+            person, visibility = graph_marks(system.current_principal(), system.owner_name)
+            result = await system.graph.acommit(triples, "resident", person=person, visibility=visibility)
             return result.added + result.refreshed
 
         kernel.residents.use_memory(scratch, reclaim)

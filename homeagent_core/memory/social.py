@@ -4,11 +4,19 @@ A person is a graph entity of type ``person``. Relations between people are ordi
 relations (so recall finds them); traits (``age``, ``birthday``, ``likes``) are key/value pairs
 in the ``person_traits`` table of the same database, one value per trait, because values such
 as ``25`` are not valid entity names. Plugins get this layer read-only.
+
+People of the person registry are persons here too: what someone says about themselves ("我叫…")
+is distilled with their registry name as the subject, an entity of type ``person``. A relation
+between people records who said it and its visibility like any other relation, and the reads
+take the reader's audience: the mother's private relations do not show in the child's
+``person_query``. A kinship word ("妈妈") said by one person is not linked to another person's
+entity unless someone stated that relation — nothing is invented.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import unicodedata
 from collections import deque
@@ -17,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from homeagent_core.memory.graph.store import Changes, check_name
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE, PRIVATE, Audience
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph.store import GraphStore
@@ -118,32 +127,43 @@ class SocialGraph:
         )
         return str(row[0]) if row else None
 
-    def relate(self, person: str, relation: str, other: str, session: str = "") -> None:
-        """Record ``person --relation--> other`` between two people."""
+    def relate(
+        self, person: str, relation: str, other: str, session: str = "", *, by: str = "", visibility: str = PRIVATE
+    ) -> None:
+        """Record ``person --relation--> other`` between two people, said by ``by`` with ``visibility``."""
         a, b = _person_name(person), _person_name(other)
         relation = _clean(relation, "relation", 50)
         if a == b:
             raise MemoryStoreError("a person cannot be related to themself; name two people")
-        result = self.graph.commit([Triple(a, relation, b, subject_type=PERSON_TYPE, object_type=PERSON_TYPE)], session)
+        result = self.graph.commit(
+            [Triple(a, relation, b, subject_type=PERSON_TYPE, object_type=PERSON_TYPE)],
+            session,
+            person=by,
+            visibility=visibility,
+        )
         if result.skipped:
             raise MemoryStoreError(result.skipped[0])
 
     # --------------------------------------------------------------- reads
 
-    def get_person(self, name: str) -> dict[str, Any] | None:
-        """``{name, type, mention_count, traits, relations[{person, relation, direction}]}``."""
+    def get_person(self, name: str, audience: Audience = EVERYONE) -> dict[str, Any] | None:
+        """``{name, type, mention_count, traits, relations[{person, relation, direction}]}``.
+
+        Only relations ``audience`` may see are listed; a person no visible relation touches is
+        unknown to it (None).
+        """
         row = self.graph.cache.entity(name.strip())
-        if row is None:
+        if row is None or not self.graph.cache.visible_entity(row.id, audience):
             return None
         traits = self.traits(row.name)
         relations: list[dict[str, str]] = []
         cache = self.graph.cache
         with cache.lock:
-            for _u, v, key in cache.out_edges(row.id):
+            for _u, v, key in cache.out_edges(row.id, audience):
                 relations.append(
                     {"person": cache.entities[v].name, "relation": cache.relations[key].type, "direction": "out"}
                 )
-            for u, _v, key in cache.in_edges(row.id):
+            for u, _v, key in cache.in_edges(row.id, audience):
                 relations.append(
                     {"person": cache.entities[u].name, "relation": cache.relations[key].type, "direction": "in"}
                 )
@@ -169,12 +189,16 @@ class SocialGraph:
     def get_trait(self, name: str, trait: str) -> str | None:
         return self.traits(name).get(trait.strip())
 
-    def list_persons(self) -> list[str]:
+    def list_persons(self, audience: Audience = EVERYONE) -> list[str]:
         cache = self.graph.cache
         with cache.lock:
-            return sorted(e.name for e in cache.entities.values() if e.type == PERSON_TYPE)
+            return sorted(
+                e.name
+                for e in cache.entities.values()
+                if e.type == PERSON_TYPE and (audience.everything or cache.visible_entity(e.id, audience))
+            )
 
-    def network(self, name: str, depth: int = 2) -> dict[str, Any]:
+    def network(self, name: str, depth: int = 2, audience: Audience = EVERYONE) -> dict[str, Any]:
         """People reachable from ``name`` within ``depth`` hops over relations between people.
 
         Returns ``{center, people[{name, distance}], relations[{source, relation, target}]}``.
@@ -185,8 +209,9 @@ class SocialGraph:
         cache = self.graph.cache
         with cache.lock:
             start = cache.entity(name.strip())
-            if start is None or start.type != PERSON_TYPE:
-                raise MemoryStoreError(f"unknown person {name!r}; known people: {', '.join(self.list_persons()[:20])}")
+            if start is None or start.type != PERSON_TYPE or not cache.visible_entity(start.id, audience):
+                known = ", ".join(self.list_persons(audience)[:20])
+                raise MemoryStoreError(f"unknown person {name!r}; known people: {known}")
             dist = {start.id: 0}
             queue = deque([start.id])
             rels: dict[int, tuple[int, int]] = {}
@@ -194,7 +219,7 @@ class SocialGraph:
                 node = queue.popleft()
                 if dist[node] >= depth:
                     continue
-                edges = cache.out_edges(node) + cache.in_edges(node)
+                edges = cache.out_edges(node, audience) + cache.in_edges(node, audience)
                 for u, v, key in edges:
                     other = v if u == node else u
                     if cache.entities[other].type != PERSON_TYPE:
@@ -225,8 +250,12 @@ class SocialGraph:
     async def aset_trait(self, person: str, trait: str, value: str) -> None:
         await asyncio.to_thread(self.set_trait, person, trait, value)
 
-    async def arelate(self, person: str, relation: str, other: str, session: str = "") -> None:
-        await asyncio.to_thread(self.relate, person, relation, other, session)
+    async def arelate(
+        self, person: str, relation: str, other: str, session: str = "", *, by: str = "", visibility: str = PRIVATE
+    ) -> None:
+        await asyncio.to_thread(
+            functools.partial(self.relate, person, relation, other, session, by=by, visibility=visibility)
+        )
 
-    async def aget_person(self, name: str) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.get_person, name)
+    async def aget_person(self, name: str, audience: Audience = EVERYONE) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.get_person, name, audience)

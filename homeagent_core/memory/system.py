@@ -35,7 +35,7 @@ from homeagent_core.memory.textlog import record_thread
 from homeagent_core.workers import pool, run_blocking
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.threads import MAIN_THREAD, thread_of
-from homeagent_sdk.types import MediaAttachment, StageContext, ToolDef, Triple
+from homeagent_sdk.types import MediaAttachment, Principal, StageContext, ToolDef, Triple
 
 if TYPE_CHECKING:
     from homeagent_core.config import ConfigStore
@@ -141,6 +141,15 @@ class MemorySystem:
     tool_lookup: ToolLookup | None = None
     #: The PostgreSQL pool the log, media and knowledge share (None on SQLite); closed after them.
     database: Any = None
+    #: The owner's registry name, set by the app once the person registry is open ("" in library
+    #: use: one user, who reads everything; see :mod:`homeagent_core.memory.graph.privacy`).
+    owner_name: str = ""
+    #: The principal of the turn running now (the kernel's ``CURRENT_PRINCIPAL.get``, handed in by
+    #: the app: memory does not import the kernel); the graph tools read and write as it.
+    current_principal: Callable[[], Principal | None] = field(default=lambda: None)
+    #: Graph relations written before there were people and claimed for the owner at this start
+    #: (:meth:`claim_graph_for_owner`), for the first-start notice.
+    graph_migrated: int = 0
     _current: dict[int, str] = field(default_factory=dict)
     _threads: ThreadContexts | None = None
     _replayed: set[str] = field(default_factory=set)
@@ -317,7 +326,26 @@ class MemorySystem:
             resolve_digest=resolve_digest,
             text_purge=text_purge,
             text_replace=self.textlog.edit,
+            principal=lambda: self.current_principal(),
+            owner=lambda: self.owner_name,
         )
+
+    async def claim_graph_for_owner(self) -> int:
+        """Make the graph rows written before there were people the owner's (private); returns how many relations.
+
+        Called by the app once :attr:`owner_name` is set. Relations, sentences and media blocks
+        with no person become the owner's, and the entity "用户" (the one user the distillers
+        knew) becomes the owner's entity (renamed, or merged into it). Adds the count to
+        :attr:`graph_migrated`; 0 when there was nothing to claim (every later start).
+        """
+        if not self.owner_name:
+            return 0
+        claimed = await self.graph.aclaim_for_owner(self.owner_name, self.distiller.subject)
+        self.graph_migrated += claimed
+        if claimed:
+            log.info("graph memory: %d relations written before there were people are now %s's (private)",
+                     claimed, self.owner_name)
+        return claimed
 
     def tool_defs(self) -> list[ToolDef]:
         """Memory's and the knowledge base's tools bound to these stores, for use without an agent
@@ -379,12 +407,17 @@ class MemorySystem:
         if len(self._current) > 64:  # turns that ended without an output (errors, stops)
             self._current.clear()
         self._current[id(ctx)] = event.id
-        if self.distiller.add(ctx.raw_message, session=ctx.channel) is not None:
+        from homeagent_core.memory.graph.privacy import graph_marks, speaker_name
+
+        speaker = speaker_name(ctx.principal, self.owner_name)
+        marked_person, visibility = graph_marks(ctx.principal, self.owner_name)
+        if self.distiller.add(ctx.raw_message, session=ctx.channel, speaker=speaker, person=marked_person,
+                              visibility=visibility) is not None:
             # On disk before the reply, like the log: a crash must not lose the facts said in it.
             await self.distiller.aflush()
             from homeagent_core.memory.distill import extract_triples
 
-            if extract_triples(ctx.raw_message, self.distiller.subject):
+            if extract_triples(ctx.raw_message, speaker):
                 # Facts said plainly (我叫X, I live in X) reach the graph with this turn, not at the
                 # next heartbeat; the model distiller still runs on the heartbeat.
                 await self.distiller.adistill_once()
@@ -403,7 +436,8 @@ class MemorySystem:
         """
         text = ctx.raw_message
         blocks: list[str] = []
-        for what, block in (("graph index", self._index_block), ("related documents", self._documents_block),
+        index_block = functools.partial(self._index_block, principal=ctx.principal)
+        for what, block in (("graph index", index_block), ("related documents", self._documents_block),
                             ("knowledge", self._knowledge_block)):
             try:
                 found = await block(text)
@@ -415,8 +449,11 @@ class MemorySystem:
                 blocks.append(found)
         return blocks
 
-    async def _index_block(self, text: str) -> str:
-        return await self.indexer.build_context(text)
+    async def _index_block(self, text: str, *, principal: Principal | None = None) -> str:
+        """The graph index line, recalled as the turn's audience (its principal's)."""
+        from homeagent_core.memory.graph.privacy import graph_reader
+
+        return await self.indexer.build_context(text, graph_reader(principal, self.owner_name))
 
     async def _documents_block(self, text: str) -> str:
         hits = await self.documents.query(text, 3, touch=False)  # read-only injection

@@ -17,16 +17,18 @@ result, never failing the whole commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from homeagent_core.memory.distill import DEFAULT_SUBJECT
+from homeagent_core.memory.graph.privacy import graph_marks, graph_reader, speaker_name
 from homeagent_core.memory.graph.store import PURGE_CRITERIA
 from homeagent_sdk.errors import HomeAgentError, MemoryStoreError, ToolError
 from homeagent_sdk.schema import tool_from_function
-from homeagent_sdk.types import ToolDef, ToolOptions, Triple
+from homeagent_sdk.types import Principal, ToolDef, ToolOptions, Triple
+from homeagent_sdk.visibility import Audience
 
 if TYPE_CHECKING:
     from homeagent_core.memory.graph.store import GraphStore
@@ -129,6 +131,11 @@ class GraphBinding:
     id stamped on committed relations. ``text_purge(subject)`` / ``text_replace(old, new)``
     let purges and edits also clean the conversation log; each is a plain (blocking) function
     returning the lines changed.
+
+    ``principal`` returns the principal of the turn a tool runs in (the kernel's
+    ``CURRENT_PRINCIPAL``, handed in by the app: memory does not import the kernel) and
+    ``owner`` the owner's registry name ("" in library use). Every graph tool reads as that
+    principal's audience and writes with its person and visibility.
     """
 
     graph: GraphStore
@@ -138,6 +145,26 @@ class GraphBinding:
     session: Callable[[], str] | None = None
     text_purge: Callable[[str], int] | None = None
     text_replace: Callable[[str, str], int] | None = None
+    principal: Callable[[], Principal | None] | None = None
+    owner: Callable[[], str] | None = None
+
+    def _who(self) -> tuple[Principal | None, str]:
+        return (
+            self.principal() if self.principal is not None else None,
+            self.owner() if self.owner is not None else "",
+        )
+
+    def reader(self) -> Audience:
+        """The audience of the turn running now."""
+        return graph_reader(*self._who())
+
+    def marks(self) -> tuple[str, str]:
+        """``(person, visibility)`` of what the turn running now writes."""
+        return graph_marks(*self._who())
+
+    def speaker(self) -> str:
+        """The entity "我" names in the turn running now."""
+        return speaker_name(*self._who())
 
 
 #: The graph tools in the order the model sees them, with their ``registry.add`` options.
@@ -192,7 +219,7 @@ class GraphTools:
         query = _text(query_intent, "query_intent")
         depth = _int(depth, "depth", 1, 4)
         keywords = [k.strip() for k in _SPLIT.split(query) if k.strip()]
-        result = await b.graph.arecall(keywords, query_text=query, depth=depth)
+        result = await b.graph.arecall(keywords, query_text=query, depth=depth, audience=b.reader())
         if b.indexer is not None:
             b.indexer.mark_recalled(e.name for e in result.entities)
         out = result.to_dict()
@@ -229,8 +256,9 @@ class GraphTools:
         for t in parsed:
             t.sentence_text = sentence
             t.media_digests = list(digests)
+        person, visibility = b.marks()
         try:
-            result = await b.graph.acommit(parsed, self._session())
+            result = await b.graph.acommit(parsed, self._session(), person=person, visibility=visibility)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         if result.added + result.refreshed == 0:
@@ -272,7 +300,7 @@ class GraphTools:
                 lines.append(text_purge(text))
 
         try:
-            count = await b.graph.apurge(criteria, mode, before_commit=purge_text)
+            count = await b.graph.apurge(criteria, mode, before_commit=purge_text, audience=b.reader())
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         except (OSError, HomeAgentError) as exc:
@@ -302,7 +330,8 @@ class GraphTools:
 
         try:
             result = await b.graph.aedit(
-                old_t.subject, old_t.relation, old_t.object, new_t, self._session(), before_commit=edit_text
+                old_t.subject, old_t.relation, old_t.object, new_t, self._session(), before_commit=edit_text,
+                audience=b.reader(),
             )
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
@@ -324,7 +353,7 @@ class GraphTools:
 
     async def memory_introspect(self) -> dict[str, Any]:
         """查看记忆统计 / graph memory statistics."""
-        return await self.bound.graph.aintrospect()
+        return await self.bound.graph.aintrospect(self.bound.reader())
 
     def _block_digest(self, value: Any, name: str) -> str:
         prefix = _text(value, name).lower()
@@ -353,9 +382,10 @@ class GraphTools:
         """查询一个人的特征和关系 / a person's traits and relations."""
         social = self.bound.social
         name = _text(name, "name")
-        profile = await social.aget_person(name)
+        audience = self.bound.reader()
+        profile = await social.aget_person(name, audience)
         if profile is None:
-            known = social.list_persons()[:20]
+            known = social.list_persons(audience)[:20]
             raise ToolError(f"no person named {name!r} in memory; known people: {', '.join(known) or 'none'}")
         return profile
 
@@ -373,7 +403,8 @@ class GraphTools:
         person, relation = _text(person, "person"), _text(relation, "relation")
         other = _text(other, "other")
         try:
-            await self.bound.social.arelate(person, relation, other, self._session())
+            by, visibility = self.bound.marks()
+            await self.bound.social.arelate(person, relation, other, self._session(), by=by, visibility=visibility)
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
         return {"related": f"{person} -{relation}-> {other}"}
@@ -383,11 +414,11 @@ class GraphTools:
         b = self.bound
         name, depth = _text(name, "name"), _int(depth, "depth", 1, 4)
         try:
-            out = b.social.network(name, depth)
+            out = b.social.network(name, depth, b.reader())
         except MemoryStoreError as exc:
             raise ToolError(str(exc)) from None
-        try:  # "how do I know them?": the chain from the user to this person
-            steps = b.graph.analytics.path(DEFAULT_SUBJECT, name)
+        try:  # "how do I know them?": the chain from the speaker to this person
+            steps = b.graph.analytics.path(b.speaker(), name, audience=b.reader())
         except KeyError:
             steps = None
         if steps:
@@ -407,7 +438,9 @@ class GraphTools:
         max_hops = _int(max_hops, "max_hops", 1, 10)
         analytics = self.bound.graph.analytics
         try:
-            steps = await asyncio.to_thread(analytics.path, source, target, max_hops=max_hops)
+            steps = await asyncio.to_thread(
+                functools.partial(analytics.path, source, target, max_hops=max_hops, audience=self.bound.reader())
+            )
         except KeyError as exc:
             raise ToolError(str(exc.args[0])) from None
         if steps is None:

@@ -25,8 +25,9 @@ once, checks every hash against the manifest and opens every database (``PRAGMA 
 and the row counts) inside a staging folder next to the target; only when all of it passed is
 the staging folder renamed into place. A non-empty target is refused unless ``force``, which
 moves it aside to ``<target>.before-restore-<time>``.
-PostgreSQL-backed memory stores (``core.memory.store`` set to a URL) are not included yet: a
-backup of such a directory is refused with that reason.
+PostgreSQL-backed memory stores (``core.memory.store`` set to a URL): the tenant's rows of every
+table are copied from one snapshot of the server, taken while the SQLite files are pinned
+(:mod:`homeagent_core.ops.backup_pg`), and restored into the database the restored settings name.
 """
 
 from __future__ import annotations
@@ -154,17 +155,22 @@ def _derived(path: Path, databases: set[Path]) -> bool:
     return any(path.name.startswith(db.name + ".") and path.parent == db.parent for db in databases)
 
 
-def _postgres_in_use(data: Path) -> str | None:
+def _postgres_in_use(data: Path) -> tuple[str, str] | None:
+    """``(url, tenant)`` when the data directory keeps its memory in PostgreSQL (``core.memory.store``)."""
     config = data / "config.db"
     if not config.is_file():
         return None
     try:
         with contextlib.closing(sqlite3.connect(f"file:{config}?mode=ro", uri=True)) as db:
-            row = db.execute("SELECT value FROM config WHERE key = 'core.memory.store'").fetchone()
+            rows = dict(db.execute(
+                "SELECT key, value FROM config WHERE key IN ('core.memory.store', 'core.memory.tenant')"
+            ).fetchall())
     except sqlite3.Error:
         return None
-    value = str(row[0]) if row else ""
-    return value if value.startswith(("postgresql://", "postgres://")) else None
+    value = str(rows.get("core.memory.store") or "")
+    if not value.startswith(("postgresql://", "postgres://")):
+        return None
+    return value, str(rows.get("core.memory.tenant") or "default")
 
 
 # ---------------------------------------------------------------------------------- writing
@@ -326,12 +332,7 @@ def create_backup(
     data = data.expanduser().resolve()
     if not data.is_dir():
         raise BackupError(f"{data} is not a directory; pass the data directory with --data")
-    url = _postgres_in_use(data)
-    if url is not None:
-        raise BackupError(
-            "this data directory keeps its memory in PostgreSQL (core.memory.store); PostgreSQL-backed "
-            "stores are not yet included in backups: dump that database with pg_dump, or switch to sqlite"
-        )
+    postgres = _postgres_in_use(data)
     now = now or datetime.now(UTC)
     if out is None:
         folder = backup_folder(data)
@@ -358,7 +359,7 @@ def create_backup(
             sealed = SealedWriter(raw, passphrase, header) if passphrase is not None else None
             sink: Any = sealed if sealed is not None else raw
             with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                manifest = _write_members(data, tar, stage, header)
+                manifest = _write_members(data, tar, stage, header, postgres)
             if sealed is not None:
                 sealed.finish()
             raw.flush()
@@ -382,7 +383,9 @@ def create_backup(
     return final, manifest
 
 
-def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[str, Any]) -> dict[str, Any]:
+def _write_members(
+    data: Path, tar: tarfile.TarFile, stage: Path, header: dict[str, Any], postgres: tuple[str, str] | None
+) -> dict[str, Any]:
     writer = _Writer(tar)
     writer.add_bytes(HEADER, json.dumps(header, indent=2).encode())
     first = list(_walk(data))
@@ -396,6 +399,11 @@ def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[s
             pin = _pin(path)
             if pin is not None:
                 pins[path] = pin
+        pg = None
+        if postgres is not None:  # the server's snapshot, taken while the SQLite files are pinned
+            from homeagent_core.ops.backup_pg import dump_tenant
+
+            pg = dump_tenant(postgres[0], postgres[1], stage)
         after = list(_walk(data))
         logs: dict[Path, int] = {}
         for path in after:
@@ -423,6 +431,10 @@ def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[s
             stores[rel] = {"kind": "sqlite", "tables": table_counts(copy)}
             writer.add_file(rel, copy, "sqlite")
             copy.unlink()
+        if pg is not None:
+            for rel, path in pg.files:
+                writer.add_file(rel, path, "postgresql")
+                path.unlink()
         for path in after:
             rel = path.relative_to(data).as_posix()
             if rel in writer.members or not path.exists():
@@ -440,6 +452,8 @@ def _write_members(data: Path, tar: tarfile.TarFile, stage: Path, header: dict[s
         "bytes": sum(m["size"] for m in writer.members.values()),
     }
     manifest = {**header, "stores": stores, "counts": counts, "members": writer.members}
+    if pg is not None:
+        manifest["postgresql"] = pg.info
     writer.add_bytes(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False).encode())
     return manifest
 

@@ -203,14 +203,21 @@ def verify_backup(archive: Path, *, passphrase: str | None = None) -> dict[str, 
     return _read(archive, passphrase, None)
 
 
-def restore_backup(archive: Path, target: Path, *, passphrase: str | None = None, force: bool = False) -> RestoreResult:
+def restore_backup(
+    archive: Path, target: Path, *, passphrase: str | None = None, force: bool = False, store: str | None = None
+) -> RestoreResult:
     """Restore ``archive`` into ``target`` (absent or empty; with ``force`` the old one is kept aside).
 
-    Nothing is changed at ``target`` unless the whole archive checked out.
+    Nothing is changed at ``target`` unless the whole archive checked out. An archive of a data
+    directory whose memory is in PostgreSQL loads that memory into ``store`` (a
+    ``postgresql://`` URL, saved as the restored ``core.memory.store``) or else the server the
+    archived settings name; a tenant that already has memory there is replaced only with
+    ``force``.
 
     Raises:
         BackupError: as :func:`verify_backup`, or ``target`` is not empty (without ``force``),
-            or it is the data directory of the daemon running now.
+            or it is the data directory of the daemon running now, or the PostgreSQL part
+            cannot be restored (then nothing is changed at ``target``).
     """
     from homeagent_core.datadir import running_data_dir
 
@@ -236,6 +243,11 @@ def restore_backup(archive: Path, target: Path, *, passphrase: str | None = None
     aside: Path | None = None
     try:
         manifest = _read(archive, passphrase, staging)
+        if "postgresql" in manifest:
+            _restore_postgresql(manifest, staging, archive, store=store, force=force)
+        elif store is not None:
+            raise BackupError(f"{archive} keeps its memory in SQLite files; --store applies only to an archive "
+                              "of a data directory whose memory was in PostgreSQL")
         if occupied:
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             aside = target.parent / f"{target.name}.before-restore-{stamp}"
@@ -249,3 +261,25 @@ def restore_backup(archive: Path, target: Path, *, passphrase: str | None = None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return RestoreResult(target, aside, manifest)
+
+
+def _restore_postgresql(manifest: dict[str, Any], staging: Path, archive: Path, *, store: str | None,
+                        force: bool) -> None:
+    """Load the archive's PostgreSQL rows (now files under ``staging``) into their server."""
+    from homeagent_core.ops.backup_pg import PG_PREFIX, check_versions, restore_tenant
+
+    info = manifest["postgresql"]
+    check_versions(info, archive)
+    config = staging / "config.db"
+    with contextlib.closing(sqlite3.connect(str(config))) as db:
+        if store is not None:
+            if not store.startswith(("postgresql://", "postgres://")):
+                raise BackupError(f"--store must be a postgresql:// URL, not {store.split(':', 1)[0]!r}")
+            with db:
+                db.execute("UPDATE config SET value = ? WHERE key = 'core.memory.store'", (store,))
+        row = db.execute("SELECT value FROM config WHERE key = 'core.memory.store'").fetchone()
+    url = str(row[0]) if row else ""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise BackupError(f"{archive} holds PostgreSQL memory but its settings name no server; pass --store URL")
+    restore_tenant(url, str(info["tenant"]), info, staging, force=force)
+    shutil.rmtree(staging / PG_PREFIX.rstrip("/"), ignore_errors=True)

@@ -58,6 +58,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.cli_socket",
     "homeagent_core.builtin.timer",
     "homeagent_core.builtin.reminders",
+    "homeagent_core.builtin.calendar",
     "homeagent_core.builtin.cmd",
     "homeagent_core.builtin.files",
     "homeagent_core.builtin.agentcli",
@@ -67,6 +68,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "homeagent_core.builtin.web",
     "homeagent_core.builtin.senses",
     "homeagent_core.builtin.browser",
+    "homeagent_core.builtin.approvals_chat",
     "homeagent_core.builtin.webui",
 )
 

@@ -105,6 +105,18 @@ class WebUI:
                                description="Most HTTP connections open at once from one client address; "
                                            "more are answered 503 with Retry-After."))
 
+        registry.add(ConfigDef(key="push_timeout", type="duration", default="10s", min=1, max=120,
+                               description="How long one Web Push request may take; a push service that does "
+                                           "not answer in time is given up on (the subscription stays)."))
+        registry.add(ConfigDef(key="push_subject", type="string", default="",
+                               description="The contact sent to push services with each notification (VAPID "
+                                           "subject): mailto:you@example.com or an https URL. Empty: "
+                                           "mailto:homeagent@localhost."))
+        registry.add(ConfigDef(key="push_allow_private", type="string", default="",
+                               description="Private hosts a push subscription may point at (host:port, network), "
+                                           "like plugin.web.allow_private; push services are public hosts, so "
+                                           "this is normally empty."))
+
     @hookimpl
     def register_input_channels(self, registry: ChannelRegistry) -> None:
         registry.add(ChannelDef(name="webui", description="the web UI's chat"))

@@ -9,6 +9,7 @@ from starlette.routing import Route
 from homeagent_core.builtin.webui import agent_port
 from homeagent_core.builtin.webui.common import ApiError, UIState, json_body, ok, require_api
 from homeagent_sdk.errors import HomeAgentError
+from homeagent_sdk.visibility import Audience
 
 __all__ = ["routes"]
 
@@ -22,6 +23,13 @@ def _service(request: Request, name: str) -> object:
     if service is None:
         raise ApiError(503, f"{name} is not running in this agent")
     return service
+
+
+def _reader(request: Request) -> Audience | None:
+    """Whose graph memory the request reads: a person's login or key reads as that person; the
+    owner's (None) as the owner, which the memory service knows."""
+    person = getattr(request.state, "person", None)
+    return Audience(person=person) if person else None
 
 
 def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -40,14 +48,15 @@ async def memory_recall(request: Request) -> Response:
     depth = _int(request, "depth", 2, 1, 4)
     if not keywords:
         raise ApiError(400, "q is required: comma-separated keywords")
-    return ok(await memory.recall(keywords, depth))  # type: ignore[attr-defined]
+    return ok(await memory.recall(keywords, depth, audience=_reader(request)))  # type: ignore[attr-defined]
 
 
 @require_api
 async def memory_graph(request: Request) -> Response:
     memory = _service(request, "memory")
     limit = _int(request, "limit", 200, 1, 5000)
-    return ok({"success": True, "data": await memory.graph_snapshot(limit)})  # type: ignore[attr-defined]
+    snapshot = await memory.graph_snapshot(limit, audience=_reader(request))  # type: ignore[attr-defined]
+    return ok({"success": True, "data": snapshot})
 
 
 @require_api

@@ -184,7 +184,8 @@ async def people_role(request: Request) -> Response:
 async def people_link(request: Request) -> Response:
     ui = _ui(request)
     data = await json_body(request, required={"platform": str, "account": str})
-    person = await _call(_people(ui).link, _target(request), data["platform"], data["account"], by=_by(request))
+    change = _people(ui).unlink if request.method == "DELETE" else _people(ui).link
+    person = await _call(change, _target(request), data["platform"], data["account"], by=_by(request))
     return ok(_person_row(ui, person))
 
 
@@ -256,6 +257,11 @@ async def approvals_list(request: Request) -> Response:
     rights = _ui(request).services.rights
     if rights is None:
         raise ApiError(503, "approvals exist only while the agent kernel runs")
+    if request.query_params.get("history", "") not in ("", "0"):
+        raw = request.query_params.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            raise ApiError(400, f"limit must be a whole number from 1 to 1000, got {raw!r}")
+        return ok({"approvals": await rights.approvals.history(int(raw))})
     return ok({"approvals": [a.to_dict() for a in rights.approvals.list()]})
 
 
@@ -270,7 +276,7 @@ async def approvals_decide(request: Request) -> Response:
         raise ApiError(400, f"an approval id is a number, got {raw!r}")
     data = await json_body(request, required={"approve": bool})
     try:
-        decided = rights.approvals.decide(int(raw), data["approve"], by=_by(request))
+        decided = await rights.approvals.decide(int(raw), data["approve"], by=_by(request))
     except HomeAgentError as exc:  # ApprovalError: unknown, decided already, expired, its turn stopped
         raise ApiError(409, str(exc)) from None
     return ok(decided.to_dict())
@@ -330,7 +336,7 @@ routes = [
     Route("/api/v1/people/audit", people_audit, methods=["GET"]),
     Route("/api/v1/people/{name}", people_remove, methods=["DELETE"]),
     Route("/api/v1/people/{name}/role", people_role, methods=["PUT"]),
-    Route("/api/v1/people/{name}/link", people_link, methods=["POST"]),
+    Route("/api/v1/people/{name}/link", people_link, methods=["POST", "DELETE"]),
     Route("/api/v1/people/{name}/key", people_key, methods=["POST"]),
     Route("/api/v1/people/{name}/password", people_password, methods=["POST"]),
     Route("/api/v1/people/{name}/sessions", people_sessions_end, methods=["DELETE"]),

@@ -24,6 +24,7 @@ from homeagent_core.builtin.webui import (
     api_pairing,
     api_people,
     api_plugins,
+    api_push,
     api_residents,
     i18n_routes,
     openai_compat,
@@ -40,6 +41,7 @@ from homeagent_core.builtin.webui.common import (
 from homeagent_core.builtin.webui.events import EventHub
 from homeagent_core.builtin.webui.guard import RequestGuard, parse_allowed_hosts
 from homeagent_core.builtin.webui.history import ChatHistory
+from homeagent_core.builtin.webui.push import PUSH_DB, VAPID_FILE, Pusher, PushKeys, PushStore
 from homeagent_core.plugins.registries import PluginRoutes
 from homeagent_sdk.errors import InputQueueFull, PluginLoadError
 
@@ -64,6 +66,8 @@ class _State(UIState):
     async def aclose(self) -> None:
         for stop in self.unsubscribe:
             stop()
+        if self.pusher is not None:
+            await self.pusher.aclose()
         if self.logins is not None:
             self.logins.close()
         await self.history.aclose()
@@ -101,8 +105,26 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         started_at=time.time(),
         logins=Logins(sdk.data_dir / LOGINS_DB),
     )
-    state.unsubscribe = (services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),)
+    state.pusher = Pusher(
+        PushKeys.load_or_create(sdk.data_dir / VAPID_FILE),
+        PushStore(sdk.data_dir / PUSH_DB),
+        sdk.settings.get,
+        lambda: _owners(services),
+    )
+    state.unsubscribe = (
+        services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),
+        services.bus.subscribe(
+            state.pusher.handle, "reminder_due", "approval_requested", "resident", label="webui-push"
+        ),
+    )
     return state, secrets
+
+
+def _owners(services: Any) -> set[str]:
+    """Who gets the owner's notifications: the admin login ("") and every person with the owner role."""
+    rights = services.rights
+    people = rights.people.list() if rights is not None else []
+    return {""} | {p.name for p in people if p.role == "owner"}
 
 
 async def login_page(request: Request) -> Response:
@@ -164,6 +186,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         *api_residents.routes,
         *api_pairing.routes,
         *api_people.routes,
+        *api_push.routes,
         *openai_compat.routes,
         *_plugin_routes(state),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

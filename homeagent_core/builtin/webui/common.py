@@ -72,6 +72,7 @@ class UIState:
     started_at: float = 0.0
     dedup: dict[str, Any] = field(default_factory=dict)
     logins: Logins | None = None
+    pusher: Any = None  # push.Pusher: Web Push to people's devices (None until started)
 
     @property
     def kernel(self) -> KernelAccess:

@@ -42,6 +42,7 @@ __all__ = [
     "SMOOTH_POOL",
     "FusionWeights",
     "best_fused",
+    "cover_words",
     "rank",
 ]
 
@@ -66,6 +67,9 @@ class FusionWeights:
     dense: float = 0.5
     lexical: float = 0.5
     neighbour: float = 0.2
+    coverage: float = 0.6
+    """How much a document's new question words count when the best ``top_k`` are chosen
+    (:func:`cover_words`); 0 keeps the plain score order."""
 
 
 @dataclass(slots=True)
@@ -164,13 +168,48 @@ def rank(
     while True:
         pool = best_fused(total.copy(), table.alive, min(size, table.count), order, weights.neighbour, refine=refine)
         prints = lex.fingerprints(np.asarray([slot for slot, _ in pool], dtype=np.int64))
-        kept, twins = collapse_repeats(pool, prints, k)
-        if len(kept) >= k or len(pool) < min(size, table.count) or size >= table.count:
+        distinct, twins = collapse_repeats(pool, prints, len(pool))
+        if len(distinct) >= k or len(pool) < min(size, table.count) or size >= table.count:
             break
         size *= 4  # repeats filled the pool: look deeper
+    kept = distinct[:k]
+    if weights.lexical > 0 and weights.coverage > 0 and len(distinct) > k:
+        slots = np.asarray([slot for slot, _ in distinct], dtype=np.int64)
+        kept = cover_words(distinct, lex.word_coverage(text, slots), k, weights.coverage)
     if collapsed is not None:
-        collapsed.update(twins)
+        collapsed.update({slot: twins[slot] for slot, _ in kept if slot in twins})
     return kept
+
+
+def cover_words(
+    pool: list[tuple[int, float]], holds: npt.NDArray[np.bool_], k: int, weight: float
+) -> list[tuple[int, float]]:
+    """``k`` of ``pool`` (best first) chosen so that together they hold the question's words.
+
+    "王芳和李强谁的年龄更大？" needs a message about each; ranked by score alone, the ten best
+    may all be about 王芳. Picked one at a time, each candidate's score (relative to the best)
+    gains ``weight`` times the share of the question's words it adds to those already held —
+    a word's share is ``1 / (candidates holding it)``, so a word few candidates hold counts
+    most. ``holds`` is :meth:`LexicalIndex.word_coverage` of the pool. Scores are kept as ranked.
+    """
+    if not len(pool) or holds.shape[1] == 0:
+        return pool[:k]
+    held_by = holds.sum(axis=0)
+    share = np.where(held_by > 0, 1.0 / np.maximum(held_by, 1), 0.0)
+    share = share / share.sum() if share.sum() > 0 else share
+    top = pool[0][1] if pool[0][1] > 0 else 1.0
+    base = np.asarray([score for _, score in pool], dtype=np.float64) / top
+    covered = np.zeros(holds.shape[1], dtype=bool)
+    left = np.ones(len(pool), dtype=bool)
+    chosen: list[int] = []
+    while len(chosen) < k and left.any():
+        gain = base + weight * (holds & ~covered) @ share
+        gain[~left] = -np.inf
+        best = int(np.argmax(gain))
+        chosen.append(best)
+        left[best] = False
+        covered |= holds[best]
+    return [pool[i] for i in chosen]
 
 
 REPEAT_POOL = 16

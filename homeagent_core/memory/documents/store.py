@@ -341,7 +341,9 @@ class DocumentStore(BaseDocumentStore):
         qvec: npt.NDArray[np.float32] | None,
         collapsed: dict[int, list[int]] | None = None,
     ) -> list[tuple[int, float]]:
-        weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
+        weights = doc_ranking.FusionWeights(
+            self.dense_weight, self.lexical_weight, self.neighbour_weight, self.coverage_weight
+        )
         return doc_ranking.rank(
             text, top_k, qvec, weights=weights, table=self._table, dense=self._dense, lex=self._lex,
             order=self._time, collapsed=collapsed,

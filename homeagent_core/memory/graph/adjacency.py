@@ -20,13 +20,19 @@ distance (dropped when a write touches the id). :meth:`CompactGraph.export` and
 :meth:`CompactGraph.load_saved` are the form saved in the mirror file; :class:`RelationRows`
 reads relation rows from the columns, so the mirror keeps no row object per relation.
 
+Each relation also records whom it came from (``person``) and who may see it (``visibility``,
+:mod:`homeagent_sdk.visibility`), and a small integer *scope* per relation names the pair for
+the walk: 0 is ``household``, and every private person and every group has its own code. A
+reader's :class:`~homeagent_sdk.visibility.Audience` is a handful of codes
+(:meth:`CompactGraph.scope_codes`), so filtering a walk level is one vectorised comparison on the
+edges it gathered — the filter runs inside the walk, not on its result.
+
 networkx is not kept next to it: :meth:`CompactGraph.to_networkx` builds a ``MultiDiGraph`` on
-demand, for code that wants one.
+demand, for code that wants one (its edges carry ``person`` and ``visibility``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -34,17 +40,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.graph.model import RelationRow
+from homeagent_core.memory.graph.packing import build_multidigraph, decode_strings, encode_strings
+from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE, Audience
 
 if TYPE_CHECKING:
     import networkx as nx
     import numpy.typing as npt
 
-__all__ = ["CompactGraph", "RelationRows", "build_multidigraph", "decode_strings", "encode_strings"]
+__all__ = ["CompactGraph", "RelationRows", "build_multidigraph", "decode_strings", "encode_strings", "scope_key"]
 
 IntArray = "npt.NDArray[np.int64]"
 _I = np.int64
 _NO_SENTENCE = -1
 BUILT_DEPTH = 3  # recalled rows are kept for distances 0, 1 and 2 (the default recall depth)
+_NO_SCOPE = -1  # a code no relation holds (an audience's scope nobody wrote in)
+
+
+def scope_key(person: str, visibility: str) -> str:
+    """What decides who sees a relation: its visibility, and for a private one its person."""
+    return f"{PRIVATE}\x00{person}" if visibility == PRIVATE else visibility
 
 
 def _grown(arr: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
@@ -64,43 +78,6 @@ def _grown_rows(arr: npt.NDArray[Any], size: int) -> npt.NDArray[Any]:
     out = np.empty((max(size, 2 * len(arr), 16), arr.shape[1]), dtype=object)
     out[: len(arr)] = arr
     return out
-
-
-def build_multidigraph(nodes: Iterable[int], edges: Iterable[tuple[int, int, int]]) -> nx.MultiDiGraph[int]:
-    """A networkx ``MultiDiGraph`` with ``nodes`` and keyed ``edges`` ``(u, v, key)``, built in bulk.
-
-    ``add_edges_from`` costs ~30 µs per edge on a multigraph (it builds views per edge); this
-    fills the graph's adjacency dicts directly, in the exact shape ``add_edge`` leaves them
-    (``succ[u][v]`` and ``pred[v][u]`` share one key dict), when the graph uses plain dicts;
-    otherwise it falls back to the public methods.
-    """
-    import networkx as nx
-
-    g: nx.MultiDiGraph[int] = nx.MultiDiGraph()
-    factories = ("node_attr_dict", "adjlist_inner_dict", "edge_key_dict", "edge_attr_dict")
-    plain = all(getattr(g, f + "_factory", None) is dict for f in factories)
-    if not plain or getattr(g, "_adj", None) is not getattr(g, "_succ", 0):
-        g.add_nodes_from(nodes)
-        g.add_edges_from(edges)
-        return g
-    node, succ, pred = g._node, g._succ, g._pred
-    for n in nodes:
-        node[n] = {}
-        succ[n] = {}
-        pred[n] = {}
-    for u, v, key in edges:
-        try:
-            out, inc = succ[u], pred[v]
-        except KeyError:  # an endpoint not among ``nodes``: add it as add_edge would
-            for n in (u, v):
-                if n not in succ:
-                    node[n], succ[n], pred[n] = {}, {}, {}
-            out, inc = succ[u], pred[v]
-        keys = out.get(v)
-        if keys is None:
-            keys = out[v] = inc[u] = {}  # one key dict shared by both directions
-        keys[key] = {}
-    return g
 
 
 class CompactGraph:
@@ -128,6 +105,11 @@ class CompactGraph:
         self.sentence = np.zeros(0, dtype=_I)
         self.rcreated = np.zeros(0, dtype=np.float64)
         self.rupdated = np.zeros(0, dtype=np.float64)
+        # whom each relation came from and who may see it; ``scope`` codes the pair for the walk
+        self.person = np.empty(0, dtype=object)
+        self.visibility = np.empty(0, dtype=object)
+        self.scope = np.full(0, _NO_SCOPE, dtype=np.int32)
+        self.scopes: dict[str, int] = {HOUSEHOLD: 0}
         # rank orders: ``erank[e]`` is entity e's place in the order recall ranks by (mentions
         # desc, recency desc, id), ``eorder`` the inverse; the same for relations (confidence
         # desc, recency desc, id). An id whose keys changed since they were computed holds -1.
@@ -173,7 +155,8 @@ class CompactGraph:
         self,
         entities: tuple[list[int], list[str], list[str], list[int], list[float]],
         relations: tuple[
-            list[int], list[int], list[int], list[str], list[float], list[str], list[Any], list[float], list[float]
+            list[int], list[int], list[int], list[str], list[float], list[str], list[Any], list[float], list[float],
+            list[str], list[str],
         ],
         *,
         build: bool = True,
@@ -191,7 +174,7 @@ class CompactGraph:
         self.type[ids] = etype
         self.mentions[ids] = mentions
         self.updated[ids] = updated
-        rid, src, dst, rtype, conf, session, sentence, rcreated, rupdated = relations
+        rid, src, dst, rtype, conf, session, sentence, rcreated, rupdated, person, visibility = relations
         rids = np.asarray(rid, dtype=_I)
         size = int(rids.max()) + 1 if len(rids) else 0
         self._grow_relations(size)
@@ -204,6 +187,9 @@ class CompactGraph:
         self.sentence[rids] = [_NO_SENTENCE if s is None else s for s in sentence]
         self.rcreated[rids] = rcreated
         self.rupdated[rids] = rupdated
+        self.person[rids] = person
+        self.visibility[rids] = visibility
+        self.scope[rids] = self._codes(person, visibility)
         self.n_live = len(rids)
         if build:
             self.merge()
@@ -238,9 +224,54 @@ class CompactGraph:
         self.confidence = _grown(self.confidence, size, 0.0)
         self.sentence = _grown(self.sentence, size, _NO_SENTENCE)
         self.rupdated = _grown(self.rupdated, size, 0.0)
+        self.person = _grown(self.person, size, None)
+        self.visibility = _grown(self.visibility, size, None)
+        self.scope = _grown(self.scope, size, _NO_SCOPE)
         self.in_csr = _grown(self.in_csr, size, False)
         self.dead = _grown(self.dead, size, False)
         self.relation_stamp = _grown(self.relation_stamp, size, 0)
+
+    def _code(self, person: str, visibility: str) -> int:
+        key = scope_key(person, visibility)
+        code = self.scopes.get(key)
+        if code is None:
+            code = self.scopes[key] = len(self.scopes)
+        return code
+
+    def _codes(self, person: Iterable[str], visibility: Iterable[str]) -> list[int]:
+        code = self._code
+        return [code(p, v) for p, v in zip(person, visibility, strict=True)]
+
+    def scope_codes(self, audience: Audience) -> npt.NDArray[np.int32] | None:
+        """The scope codes of the relations ``audience`` may see; None when it sees everything."""
+        if audience.everything:
+            return None
+        codes = [0]
+        if audience.person:
+            codes.append(self.scopes.get(scope_key(audience.person, PRIVATE), _NO_SCOPE))
+        if audience.group:
+            codes.append(self.scopes.get(f"group:{audience.group}", _NO_SCOPE))
+        return np.asarray(codes, dtype=np.int32)
+
+    def visible(self, rels: npt.NDArray[np.int64], allowed: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        """Which of the relations ``rels`` have a scope in ``allowed`` (at most three codes)."""
+        scope = self.scope[rels]
+        mask: npt.NDArray[np.bool_] = scope == allowed[0]
+        for code in allowed[1:].tolist():
+            if code != _NO_SCOPE:
+                mask |= scope == code
+        return mask
+
+    def visible_entities(self, allowed: npt.NDArray[np.int32] | None) -> npt.NDArray[np.bool_]:
+        """Per entity id: whether a relation ``allowed`` may see touches it (every present one for None)."""
+        if allowed is None:
+            return self.present.copy()
+        rids = self.live_relations()
+        rids = rids[self.visible(rids, allowed)]
+        out = np.zeros(len(self.present), dtype=bool)
+        out[self.src[rids]] = True
+        out[self.dst[rids]] = True
+        return out
 
     def merge(self) -> None:
         """Rebuild the CSR from the live relation columns; the delta becomes empty."""
@@ -312,7 +343,12 @@ class CompactGraph:
             "rrank": self.rrank[:nr],
             "rorder": self.rorder,
         }
-        strings = {"rtype": self.rtype[:nr], "session": self.session[:nr]}
+        strings = {
+            "rtype": self.rtype[:nr],
+            "session": self.session[:nr],
+            "person": self.person[:nr],
+            "visibility": self.visibility[:nr],
+        }
         return {k: v.copy() for k, v in numeric.items()}, {k: v.copy() for k, v in strings.items()}
 
     def load_saved(self, entities: tuple[list[int], list[str], list[str], list[int], list[float]], saved: Any) -> None:
@@ -341,9 +377,11 @@ class CompactGraph:
         rtype, session = decode_strings(a["rtype_codes"], a["rtype_vocab"]), decode_strings(
             a["session_codes"], a["session_vocab"]
         )
-        if len(rtype) != nr or len(session) != nr:
+        person = decode_strings(a["person_codes"], a["person_vocab"])
+        visibility = decode_strings(a["visibility_codes"], a["visibility_vocab"])
+        if len(rtype) != nr or len(session) != nr or len(person) != nr or len(visibility) != nr:
             raise ValueError("string columns do not fit the relation columns")
-        self.load(entities, ([], [], [], [], [], [], [], [], []), build=False)
+        self.load(entities, ([], [], [], [], [], [], [], [], [], [], []), build=False)
         self._grow_relations(nr)
         self._grow_entities(ne)
         self.live[:nr] = live
@@ -351,6 +389,9 @@ class CompactGraph:
             getattr(self, name)[:nr] = a[name]
         self.rtype[:nr] = rtype
         self.session[:nr] = session
+        self.person[:nr] = person
+        self.visibility[:nr] = visibility
+        self.scope[rids] = self._codes(person[rids].tolist(), visibility[rids].tolist())
         self.n_live = len(rids)
         self.indptr = np.full(len(self.present) + 1, a["indptr"][-1], dtype=_I)
         self.indptr[: ne + 1] = a["indptr"]
@@ -411,6 +452,8 @@ class CompactGraph:
         sentence: int | None,
         created: float,
         updated: float,
+        person: str = "",
+        visibility: str = PRIVATE,
     ) -> None:
         """Add or update an active relation (an endpoint change moves its edges)."""
         self._grow_relations(rid + 1)
@@ -433,6 +476,9 @@ class CompactGraph:
         self.sentence[rid] = _NO_SENTENCE if sentence is None else sentence
         self.rcreated[rid] = created
         self.rupdated[rid] = updated
+        self.person[rid] = person
+        self.visibility[rid] = visibility
+        self.scope[rid] = self._code(person, visibility)
         self.rbuilt[rid] = None
         self._maybe_merge()
 
@@ -454,6 +500,9 @@ class CompactGraph:
             self.n_delta -= 1
         self.rtype[rid] = None
         self.session[rid] = None
+        self.person[rid] = None
+        self.visibility[rid] = None
+        self.scope[rid] = _NO_SCOPE
         self.rbuilt[rid] = None
         self.rrank[rid] = -1
         self._maybe_merge()
@@ -473,8 +522,13 @@ class CompactGraph:
 
     # ------------------------------------------------------------------- reads
 
-    def expand(self, nodes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Every live edge at ``nodes``: ``(relation ids, other endpoints)``, CSR part first."""
+    def expand(
+        self, nodes: npt.NDArray[np.int64], allowed: npt.NDArray[np.int32] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every live edge at ``nodes``: ``(relation ids, other endpoints)``, CSR part first.
+
+        ``allowed`` (:meth:`scope_codes`) keeps only the edges of relations that audience may see.
+        """
         indptr, csr = self.indptr, self.csr
         if len(nodes) <= 16:  # a few slices beat the vectorised gather's dozen numpy calls
             ptr = self._ptr
@@ -502,21 +556,23 @@ class CompactGraph:
                     extra += more.items()
             if extra:
                 edges = np.concatenate([edges, np.asarray(extra, dtype=_I)])
+        if allowed is not None and len(edges):
+            edges = edges[self.visible(edges[:, 0], allowed)]
         rels, nbrs = edges[:, 0], edges[:, 1]
         return rels, nbrs
 
-    def incident(self, node: int) -> list[tuple[int, int]]:
-        """``(other endpoint, relation id)`` of every live edge at ``node``, by relation id."""
-        rels, nbrs = self.expand(np.asarray([node], dtype=_I))
+    def incident(self, node: int, allowed: npt.NDArray[np.int32] | None = None) -> list[tuple[int, int]]:
+        """``(other endpoint, relation id)`` of every live edge at ``node`` (that ``allowed`` sees), by relation id."""
+        rels, nbrs = self.expand(np.asarray([node], dtype=_I), allowed)
         return sorted(zip(nbrs.tolist(), rels.tolist(), strict=True), key=lambda p: p[1])
 
-    def out_edges(self, node: int) -> list[tuple[int, int, int]]:
+    def out_edges(self, node: int, allowed: npt.NDArray[np.int32] | None = None) -> list[tuple[int, int, int]]:
         """``(node, target, relation id)`` of the live relations leaving ``node``, by relation id."""
-        return [(node, other, rid) for other, rid in self.incident(node) if int(self.src[rid]) == node]
+        return [(node, other, rid) for other, rid in self.incident(node, allowed) if int(self.src[rid]) == node]
 
-    def in_edges(self, node: int) -> list[tuple[int, int, int]]:
+    def in_edges(self, node: int, allowed: npt.NDArray[np.int32] | None = None) -> list[tuple[int, int, int]]:
         """``(source, node, relation id)`` of the live relations entering ``node``, by relation id."""
-        return [(other, node, rid) for other, rid in self.incident(node) if int(self.dst[rid]) == node]
+        return [(other, node, rid) for other, rid in self.incident(node, allowed) if int(self.dst[rid]) == node]
 
     def next_stamp(self) -> int:
         """A fresh visit mark for a walk (the stamp arrays are cleared when the counter wraps)."""
@@ -545,34 +601,25 @@ class CompactGraph:
             for rid, other in more.items():
                 yield n, other, rid
 
-    def to_networkx(self) -> nx.MultiDiGraph[int]:
-        """A fresh networkx ``MultiDiGraph``: nodes = entity ids, edges = live relations keyed by id."""
+    def to_networkx(self, allowed: npt.NDArray[np.int32] | None = None) -> nx.MultiDiGraph[int]:
+        """A fresh networkx ``MultiDiGraph``: nodes = entity ids, edges = live relations keyed by id,
+        each with its ``person`` and ``visibility``.
+
+        With ``allowed`` (:meth:`scope_codes`) only the relations that audience sees are edges, and
+        only entities they touch are nodes.
+        """
         rids = self.live_relations()
+        if allowed is None:
+            nodes = np.flatnonzero(self.present).tolist()
+        else:
+            rids = rids[self.visible(rids, allowed)]
+            nodes = np.flatnonzero(self.visible_entities(allowed)).tolist()
         edges = zip(self.src[rids].tolist(), self.dst[rids].tolist(), rids.tolist(), strict=True)
-        return build_multidigraph(np.flatnonzero(self.present).tolist(), edges)
-
-
-def encode_strings(column: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint8]]:
-    """An object column of strings (None where no row) as codes and a JSON-encoded vocabulary."""
-    vocab: dict[str, int] = {}
-    code = vocab.setdefault
-    values = (-1 if v is None else code(v, len(vocab)) for v in column.tolist())
-    codes = np.fromiter(values, dtype=np.int32, count=len(column))
-    return codes, np.frombuffer(json.dumps(list(vocab)).encode(), dtype=np.uint8)
-
-
-def decode_strings(codes: npt.NDArray[Any], vocab: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """The object column :func:`encode_strings` encoded (the same string objects shared per value)."""
-    words = json.loads(vocab.tobytes().decode())
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise ValueError("string vocabulary is not a list of strings")
-    table = np.empty(len(words) + 1, dtype=object)
-    table[: len(words)] = words  # code -1 picks the last slot: None
-    codes = codes.astype(np.int64)
-    if len(codes) and (codes.min() < -1 or codes.max() >= len(words)):
-        raise ValueError("string codes outside their vocabulary")
-    out: npt.NDArray[Any] = table[codes]
-    return out
+        attrs = (
+            {"person": p, "visibility": v}
+            for p, v in zip(self.person[rids].tolist(), self.visibility[rids].tolist(), strict=True)
+        )
+        return build_multidigraph(nodes, edges, attrs)
 
 
 class RelationRows(Mapping[int, RelationRow]):
@@ -604,6 +651,8 @@ class RelationRows(Mapping[int, RelationRow]):
             "active",
             float(g.rcreated[rid]),
             float(g.rupdated[rid]),
+            g.person[rid],
+            g.visibility[rid],
         )
 
     def __contains__(self, rid: object) -> bool:
@@ -634,5 +683,7 @@ class RelationRows(Mapping[int, RelationRow]):
             repeat("active"),
             g.rcreated[rids].tolist(),
             g.rupdated[rids].tolist(),
+            g.person[rids].tolist(),
+            g.visibility[rids].tolist(),
         )
         return list(map(RelationRow._make, columns))

@@ -38,8 +38,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from homeagent_core.memory.keywords import bigrams
+from homeagent_sdk.visibility import EVERYONE, Audience
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from homeagent_core.memory.graph.cache import GraphCache
 
 __all__ = ["GraphAnalytics", "PathStep", "pagerank"]
@@ -216,11 +219,14 @@ class GraphAnalytics:
 
     # ------------------------------------------------------------------ paths
 
-    def path(self, source: str, target: str, *, max_hops: int = 6) -> list[PathStep] | None:
+    def path(
+        self, source: str, target: str, *, max_hops: int = 6, audience: Audience = EVERYONE
+    ) -> list[PathStep] | None:
         """The shortest chain of relations between two entities (either direction), or ``None``.
 
         A breadth-first search over the compact adjacency (relations in id order), at most
         ``max_hops`` deep; between two entities on the chain the most confident relation is shown.
+        Only relations ``audience`` may see are walked.
 
         Raises:
             KeyError: an entity name is unknown (the message lists close names).
@@ -235,19 +241,20 @@ class GraphAnalytics:
             assert a is not None and b is not None
             if a == b:
                 return []
-            nodes = self._shortest(a, b, max_hops)
+            allowed = cache.compact.scope_codes(audience)
+            nodes = self._shortest(a, b, max_hops, allowed)
             if nodes is None:
                 return None
             steps: list[PathStep] = []
             for u, v in itertools.pairwise(nodes):
-                rid, forward = self._best_edge(u, v)
+                rid, forward = self._best_edge(u, v, allowed)
                 row = cache.relations[rid]
                 src, dst = (u, v) if forward else (v, u)
                 sentence = cache.sentences.get(row[6], "") if row[6] is not None else ""
                 steps.append(PathStep(cache.entities[src].name, row[3], cache.entities[dst].name, sentence))
             return steps
 
-    def _shortest(self, a: int, b: int, max_hops: int) -> list[int] | None:
+    def _shortest(self, a: int, b: int, max_hops: int, allowed: npt.NDArray[np.int32] | None) -> list[int] | None:
         """Entity ids of a shortest chain ``a`` … ``b`` (at most ``max_hops`` relations), or ``None``."""
         g = self.cache.compact
         parent = {a: a}
@@ -255,7 +262,7 @@ class GraphAnalytics:
         for _ in range(max_hops):
             nxt: list[int] = []
             for node in level:
-                for other, _rid in g.incident(node):
+                for other, _rid in g.incident(node, allowed):
                     if other in parent:
                         continue
                     parent[other] = node
@@ -270,10 +277,14 @@ class GraphAnalytics:
             level = nxt
         return None
 
-    def _best_edge(self, u: int, v: int) -> tuple[int, bool]:
+    def _best_edge(self, u: int, v: int, allowed: npt.NDArray[np.int32] | None) -> tuple[int, bool]:
         """The most confident relation between ``u`` and ``v`` and whether it points u → v."""
         g = self.cache.compact
-        options = [(-float(g.confidence[rid]), rid, int(g.src[rid]) == u) for other, rid in g.incident(u) if other == v]
+        options = [
+            (-float(g.confidence[rid]), rid, int(g.src[rid]) == u)
+            for other, rid in g.incident(u, allowed)
+            if other == v
+        ]
         _, rid, forward = min(options)
         return rid, forward
 

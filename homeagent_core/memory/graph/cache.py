@@ -26,6 +26,12 @@ or takes the relation columns, CSR and rank orders from a checked mirror file
 :meth:`GraphCache.snapshot` cross-checks every derived structure against the rows, so the
 property test comparing the mirror with SQLite covers them all.
 
+Every read a turn makes takes its :class:`~homeagent_sdk.visibility.Audience` (default: the
+unfiltered maintenance view): keyword and vector seeds are drawn only from entities a visible
+relation touches (vector searches mask the rest *before* taking the top k), the walk crosses
+only visible relations, and media blocks are searched among those a visible edge or the block's
+own marks let the reader see.
+
 All mutation and recall happen under one lock, held only for in-memory work (microseconds),
 because store writes run in worker threads while recall runs on the event loop.
 """
@@ -44,8 +50,10 @@ import numpy as np
 
 from homeagent_core.memory.graph import recall as graph_recall
 from homeagent_core.memory.graph.adjacency import CompactGraph, RelationRows, build_multidigraph
+from homeagent_core.memory.graph.adjacency import scope_key as graph_scope_key
 from homeagent_core.memory.graph.model import (
     BLOCK_COLUMNS,
+    EDGE_COLUMNS,
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
     BlockRow,
@@ -60,6 +68,7 @@ from homeagent_core.memory.graph.model import (
     decode_vector,
 )
 from homeagent_core.memory.keywords import name_terms
+from homeagent_sdk.visibility import EVERYONE, Audience
 
 if TYPE_CHECKING:
     import sqlite3
@@ -148,7 +157,7 @@ class GraphCache:
         self.file_refused = ""  # why a mirror file handed to load was set aside
         self.sentences: dict[int, str] = {}
         self.blocks: dict[int, BlockRow] = {}
-        self.block_edges: dict[int, tuple[int, int, str]] = {}
+        self.block_edges: dict[int, tuple[int, int, str, str, str]] = {}
         self.blocks_of_sentence: defaultdict[int, set[int]] = defaultdict(set)
         # keyword term -> entity id, or a set of ids once two or more names share the term: most
         # terms belong to one name, and a set each would cost ~200 bytes and an allocation apiece
@@ -241,7 +250,7 @@ class GraphCache:
                 cache.sentences[sid] = text
             for row in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks"):
                 cache.upsert_block(BlockRow(*row))
-            for edge in conn.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges"):
+            for edge in conn.execute(f"SELECT {EDGE_COLUMNS} FROM memory_block_edges"):
                 cache.upsert_block_edge(*edge)
         return cache
 
@@ -254,12 +263,15 @@ class GraphCache:
         """Read the active relations and build the compact form from them and ``entities``."""
         rows = conn.execute(f"SELECT {RELATION_COLUMNS} FROM relations WHERE status = 'active'").fetchall()
         # column-wise: one C-level transpose, then every column in bulk (no per-row Python loop)
-        rid, src, dst, rtype, conf, session, sid, _status, created, updated = (
-            map(list, zip(*rows, strict=True)) if rows else ([] for _ in range(10))
+        rid, src, dst, rtype, conf, session, sid, _status, created, updated, person, visibility = (
+            map(list, zip(*rows, strict=True)) if rows else ([] for _ in range(12))
         )
         del rows
         rtype, session = list(map(share, rtype, rtype)), list(map(share, session, session))
-        self.compact.load(entities, (rid, src, dst, rtype, conf, session, sid, created, updated))
+        person, visibility = list(map(share, person, person)), list(map(share, visibility, visibility))
+        self.compact.load(
+            entities, (rid, src, dst, rtype, conf, session, sid, created, updated, person, visibility)
+        )
 
     # --------------------------------------------------------------- mutation
 
@@ -337,6 +349,8 @@ class GraphCache:
                 row.sentence_id,
                 row.created_at,
                 row.updated_at,
+                row.person,
+                row.visibility,
             )
 
     def remove_relation(self, relation_id: int) -> None:
@@ -374,10 +388,12 @@ class GraphCache:
             for edge_id in [e for e, v in self.block_edges.items() if v[1] == block_id]:
                 self.remove_block_edge(edge_id)
 
-    def upsert_block_edge(self, edge_id: int, sentence_id: int, block_id: int, etype: str) -> None:
+    def upsert_block_edge(
+        self, edge_id: int, sentence_id: int, block_id: int, etype: str, person: str = "", visibility: str = "private"
+    ) -> None:
         with self.lock:
             self.remove_block_edge(edge_id)
-            self.block_edges[edge_id] = (sentence_id, block_id, etype)
+            self.block_edges[edge_id] = (sentence_id, block_id, etype, person, visibility)
             self.blocks_of_sentence[sentence_id].add(block_id)
 
     def remove_block_edge(self, edge_id: int) -> None:
@@ -385,7 +401,7 @@ class GraphCache:
             old = self.block_edges.pop(edge_id, None)
             if old is None:
                 return
-            sid, bid, _ = old
+            sid, bid = old[0], old[1]
             if not any(v[0] == sid and v[1] == bid for v in self.block_edges.values()):
                 self.blocks_of_sentence[sid].discard(bid)
                 if not self.blocks_of_sentence[sid]:
@@ -427,8 +443,19 @@ class GraphCache:
             eid = self.ids_by_name.get(name)
             return None if eid is None else self.entities[eid]
 
-    def keyword_seeds(self, keywords: list[str], limit: int = 10) -> list[int]:
+    def visible_entity(self, entity_id: int, audience: Audience) -> bool:
+        """Whether a relation ``audience`` may see touches the entity (any present one for everyone)."""
+        with self.lock:
+            if audience.everything:
+                return entity_id in self.entities
+            allowed = self.compact.scope_codes(audience)
+            rels, _ = self.compact.expand(np.asarray([entity_id], dtype=np.int64), allowed)
+            return len(rels) > 0
+
+    def keyword_seeds(self, keywords: list[str], limit: int = 10, audience: Audience = EVERYONE) -> list[int]:
         """Entity ids whose names match ``keywords``, best first.
+
+        Only entities a relation ``audience`` may see touches are candidates (before the limit).
 
         A keyword matches a name when every term of the keyword is a term of the name (the
         keyword is inside the name) or every term of the name is a term of the keyword (the
@@ -458,24 +485,59 @@ class GraphCache:
                         terms = _split(self._terms_of[eid])
                         if eid not in inside and kterms.issuperset(terms):
                             scores[eid] = scores.get(eid, 0.0) + len(terms) / k
+            if not audience.everything:
+                allowed = self.compact.scope_codes(audience)
+                expand = self.compact.expand
+                scores = {
+                    e: v for e, v in scores.items() if len(expand(np.asarray([e], dtype=np.int64), allowed)[0])
+                }
             ranked = heapq.nlargest(
                 limit, scores.items(), key=lambda kv: (kv[1], self.entities[kv[0]].mention_count, -kv[0])
             )
             return [eid for eid, _ in ranked]
 
-    def vector_seeds(self, query: npt.NDArray[np.float32], fingerprint: str, k: int = 5) -> list[tuple[int, float]]:
-        """Entity ids nearest to ``query`` among vectors of the same space only."""
+    def vector_seeds(
+        self, query: npt.NDArray[np.float32], fingerprint: str, k: int = 5, audience: Audience = EVERYONE
+    ) -> list[tuple[int, float]]:
+        """Entity ids nearest to ``query`` among vectors of the same space only.
+
+        With an ``audience``, entities no visible relation touches are masked out before the
+        top ``k`` is taken (k visible entities when there are that many).
+        """
         with self.lock:
             index = self._entity_vectors.get((fingerprint, int(query.shape[-1])))
-            return [] if index is None else index.search(query, k)
+            if index is None:
+                return []
+            if audience.everything:
+                return index.search(query, k)
+            return index.search(query, k, self.compact.visible_entities(self.compact.scope_codes(audience)))
 
-    def search_blocks(self, query: npt.NDArray[np.float32], fingerprint: str, k: int = 5) -> list[tuple[str, float]]:
-        """Media digests nearest to ``query`` among block vectors of the same space only."""
+    def visible_blocks(self, audience: Audience) -> npt.NDArray[np.bool_]:
+        """Per block id: whether ``audience`` may see the block (its own marks or one of its edges')."""
+        with self.lock:
+            size = max(self.blocks, default=-1) + 1
+            out = np.zeros(size, dtype=bool)
+            for bid, row in self.blocks.items():
+                if audience.sees(row.person, row.visibility):
+                    out[bid] = True
+            for _sid, bid, _type, person, visibility in self.block_edges.values():
+                if bid < size and not out[bid] and audience.sees(person, visibility):
+                    out[bid] = True
+            return out
+
+    def search_blocks(
+        self, query: npt.NDArray[np.float32], fingerprint: str, k: int = 5, audience: Audience = EVERYONE
+    ) -> list[tuple[str, float]]:
+        """Media digests nearest to ``query`` among block vectors of the same space only.
+
+        Blocks ``audience`` may not see are masked out before the top ``k`` is taken.
+        """
         with self.lock:
             index = self._block_vectors.get((fingerprint, int(query.shape[-1])))
             if index is None:
                 return []
-            return [(self.blocks[bid].digest, score) for bid, score in index.search(query, k)]
+            mask = None if audience.everything else self.visible_blocks(audience)
+            return [(self.blocks[bid].digest, score) for bid, score in index.search(query, k, mask)]
 
     def recall(
         self,
@@ -486,6 +548,8 @@ class GraphCache:
         max_relations: int = 50,
         max_visit: int = 2000,
         exclude: set[str] | None = None,
+        audience: Audience = EVERYONE,
+        seeds_visible: bool = False,
     ) -> RecallResult:
         """Breadth-first walk (both edge directions) from ``seeds`` up to ``depth`` hops.
 
@@ -500,30 +564,41 @@ class GraphCache:
         entity and relation found, so the result is the same as walking the full depth and
         cutting the ranked lists. Each list is then sorted by one int64 key per item (see
         :mod:`~homeagent_core.memory.graph.recall`), and only the rows that make the cut are built.
+
+        ``audience`` filters inside the walk: seeds no visible relation touches are dropped (unless
+        ``seeds_visible`` says the caller drew them for this audience already) and only visible
+        relations are crossed.
         """
         with self.lock:
-            return graph_recall.recall(self, seeds, depth, max_entities, max_relations, max_visit, exclude)
+            allowed = self.compact.scope_codes(audience)
+            if allowed is not None and not seeds_visible:
+                expand = self.compact.expand
+                seeds = [
+                    s for s in seeds if s in self.entities and len(expand(np.asarray([s], dtype=np.int64), allowed)[0])
+                ]
+            return graph_recall.recall(self, seeds, depth, max_entities, max_relations, max_visit, exclude, allowed)
 
-    def to_networkx(self) -> nx.MultiDiGraph[int]:
+    def to_networkx(self, audience: Audience = EVERYONE) -> nx.MultiDiGraph[int]:
         """A networkx ``MultiDiGraph`` of the active graph, built now (nodes = entity ids, edges keyed by
-        relation id); a copy, so later writes do not show in it."""
+        relation id, carrying ``person`` and ``visibility``); a copy, so later writes do not show in it.
+        With an ``audience``, only what it may see."""
         with self.lock:
-            return self.compact.to_networkx()
+            return self.compact.to_networkx(self.compact.scope_codes(audience))
 
-    def out_edges(self, entity_id: int) -> list[tuple[int, int, int]]:
+    def out_edges(self, entity_id: int, audience: Audience = EVERYONE) -> list[tuple[int, int, int]]:
         """``(entity_id, target, relation id)`` of the active relations leaving an entity."""
         with self.lock:
-            return self.compact.out_edges(entity_id)
+            return self.compact.out_edges(entity_id, self.compact.scope_codes(audience))
 
-    def in_edges(self, entity_id: int) -> list[tuple[int, int, int]]:
+    def in_edges(self, entity_id: int, audience: Audience = EVERYONE) -> list[tuple[int, int, int]]:
         """``(source, entity_id, relation id)`` of the active relations entering an entity."""
         with self.lock:
-            return self.compact.in_edges(entity_id)
+            return self.compact.in_edges(entity_id, self.compact.scope_codes(audience))
 
-    def neighbours(self, entity_id: int) -> set[int]:
+    def neighbours(self, entity_id: int, audience: Audience = EVERYONE) -> set[int]:
         """Entities related to ``entity_id`` in either direction (itself too, for a self-loop)."""
         with self.lock:
-            return {other for other, _ in self.compact.incident(entity_id)}
+            return {other for other, _ in self.compact.incident(entity_id, self.compact.scope_codes(audience))}
 
     def digests(self, sentence_id: int | None) -> list[str]:
         """Digests of the media blocks a sentence contains, sorted."""
@@ -553,6 +628,9 @@ class GraphCache:
             raise AssertionError("compact adjacency disagrees with the relation rows")
         if set(g.live_relations().tolist()) != set(self.relations) or g.n_live != len(self.relations):
             raise AssertionError("compact relation columns disagree with the relation rows")
+        scope_key = graph_scope_key
+        if any(g.scope[r.id] != g.scopes.get(scope_key(r.person, r.visibility)) for r in self.relations.values()):
+            raise AssertionError("a relation's scope code disagrees with its person and visibility")
         if not all(g.present[r.source_id] and g.present[r.target_id] for r in self.relations.values()):
             raise AssertionError("a relation's endpoint is not an entity of the mirror")
         if set(np.flatnonzero(g.present).tolist()) != set(self.entities):
@@ -607,7 +685,7 @@ class GraphCache:
             if vec_ids != expected:
                 raise AssertionError("entity vector index disagrees with entity rows")
             blocks_of: dict[int, set[int]] = {}
-            for sid, bid, _ in self.block_edges.values():
+            for sid, bid, *_ in self.block_edges.values():
                 blocks_of.setdefault(sid, set()).add(bid)
             if dict(self.blocks_of_sentence) != blocks_of:
                 raise AssertionError("sentence-to-block map disagrees with block edges")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BLOCK_COLUMNS",
+    "EDGE_COLUMNS",
     "ENTITY_COLUMNS",
     "RELATION_COLUMNS",
     "BlockRow",
@@ -53,6 +54,8 @@ class RelationRow(NamedTuple):
     status: str
     created_at: float
     updated_at: float
+    person: str = ""
+    visibility: str = "private"
 
 
 class BlockRow(NamedTuple):
@@ -62,11 +65,17 @@ class BlockRow(NamedTuple):
     vector: bytes | None
     vec_model: str
     created_at: float
+    person: str = ""
+    visibility: str = "private"
 
 
 ENTITY_COLUMNS = "id, name, type, mention_count, vector, vec_model, created_at, updated_at"
-RELATION_COLUMNS = "id, source_id, target_id, type, confidence, session, sentence_id, status, created_at, updated_at"
-BLOCK_COLUMNS = "id, digest, mime, vector, vec_model, created_at"
+RELATION_COLUMNS = (
+    "id, source_id, target_id, type, confidence, session, sentence_id, status, created_at, updated_at,"
+    " person, visibility"
+)
+BLOCK_COLUMNS = "id, digest, mime, vector, vec_model, created_at, person, visibility"
+EDGE_COLUMNS = "id, sentence_id, block_id, type, person, visibility"
 
 
 class RecalledEntity(NamedTuple):
@@ -122,7 +131,8 @@ class ChangedRows:
     relations: dict[int, RelationRow] = field(default_factory=dict)
     sentences: dict[int, str] = field(default_factory=dict)
     blocks: dict[int, BlockRow] = field(default_factory=dict)
-    block_edges: dict[int, tuple[int, int, str]] = field(default_factory=dict)
+    block_edges: dict[int, tuple[int, int, str, str, str]] = field(default_factory=dict)
+    """edge id -> (sentence id, block id, type, person, visibility)."""
 
 
 _ENTITY_FIELDS = RecalledEntity._fields
@@ -198,15 +208,30 @@ class VectorIndex:
             self._ids[row] = -1
             self._free.append(row)
 
-    def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The ``k`` ids most similar to ``query`` (cosine; rows are L2-normalised)."""
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` ids most similar to ``query`` (cosine; rows are L2-normalised).
+
+        ``allowed`` (indexed by id; ids past its end count as not allowed) masks rows out
+        *before* the top ``k`` is taken, so the result is the ``k`` best allowed ids.
+        """
         import numpy as np
 
         if not self._row_of or k <= 0:
             return []
         scores = self._mat[: self._high] @ query.astype(np.float32, copy=False)
-        scores[self._ids[: self._high] < 0] = -np.inf
-        k = min(k, len(self._row_of))
+        ids = self._ids[: self._high]
+        gone = ids < 0
+        if allowed is not None:
+            inside = (ids >= 0) & (ids < len(allowed))
+            ok = np.zeros(len(ids), dtype=bool)
+            ok[inside] = allowed[ids[inside]]
+            gone |= ~ok
+        scores[gone] = -np.inf
+        k = min(k, int(len(ids) - np.count_nonzero(gone)))
+        if k <= 0:
+            return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(self._ids[r]), float(scores[r])) for r in top]

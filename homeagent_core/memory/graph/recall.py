@@ -18,6 +18,11 @@ The rows that make the cut are named tuples of immutable values, so the compact 
 each one built (per id and distance, ``ebuilt``/``rbuilt``) and later recalls share it; a
 write to an entity or relation drops its kept rows, and so does a rename of an endpoint or a
 change to the sentence a relation cites. Only rows not kept yet are built, column by column.
+
+A reader's audience (its scope codes, :meth:`CompactGraph.scope_codes`) filters every level's
+edges as they are gathered: the walk never crosses a relation the reader may not see, so an
+entity reachable only through such relations is never found, and the limits are filled with
+visible items only.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ def recall(
     max_relations: int,
     max_visit: int,
     exclude: set[str] | None,
+    allowed: npt.NDArray[np.int32] | None = None,
 ) -> RecallResult:
     """Walk from ``seeds`` up to ``depth`` hops and rank what was found (see ``GraphCache.recall``).
 
@@ -101,7 +107,7 @@ def recall(
             n_rel = sum(len(np.unique(r)) for r in rel_levels)  # exact, only when it decides
             if n_rel >= max_relations:
                 break
-        rels, nbrs = g.expand(level)
+        rels, nbrs = g.expand(level, allowed)
         if rel_levels:  # at the seeds nothing is marked yet
             rels = rels[rstamp[rels] != mark]
         nbrs = nbrs[estamp[nbrs] != mark]
@@ -117,7 +123,7 @@ def recall(
             nxt = nbrs[np.concatenate(([True], nbrs[1:] != nbrs[:-1]))]
             room = max_visit - seen
             if len(nxt) > room:  # keep the entities reached first
-                nxt, first = np.unique(g.expand(level)[1], return_index=True)
+                nxt, first = np.unique(g.expand(level, allowed)[1], return_index=True)
                 nxt = nxt[np.argsort(first, kind="stable")]
                 nxt = nxt[estamp[nxt] != mark][: max(room, 0)]
         else:

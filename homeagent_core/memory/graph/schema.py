@@ -31,6 +31,7 @@ __all__ = [
     "PURGE_CRITERIA",
     "RELATION_MAX",
     "SCHEMA_VERSION",
+    "add_person_visibility",
     "backfill_terms",
     "check_name",
     "check_relation",
@@ -152,6 +153,73 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+#: Tables whose rows record whom they came from and who may see them.
+MARKED_TABLES = ("relations", "sentences", "memory_blocks", "memory_block_edges")
+
+_RELATIONS_WITH_MARKS = """CREATE TABLE relations_marked (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    target_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    confidence REAL NOT NULL DEFAULT 1.0,
+    session TEXT NOT NULL DEFAULT '',
+    sentence_id INTEGER REFERENCES sentences(id) ON DELETE SET NULL,
+    status TEXT NOT NULL DEFAULT 'active',
+    reviewed_at REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    review_attempts INTEGER NOT NULL DEFAULT 0,
+    review_attempted_at REAL,
+    person TEXT NOT NULL DEFAULT '',
+    visibility TEXT NOT NULL DEFAULT 'private',
+    UNIQUE (source_id, target_id, type, session, person, visibility))"""
+
+
+def add_person_visibility(conn: sqlite3.Connection) -> bool:
+    """Give relations, sentences, media blocks and block edges a ``person`` and a ``visibility``.
+
+    The step that brings a graph written before there were people up to date (idempotent: a
+    database that has the columns is left alone; returns whether anything changed). Existing
+    rows get ``person`` "" — the owner's, claimed under the owner's name by
+    :func:`~homeagent_core.memory.graph.writes.claim_for_owner` once the person registry is
+    open — and ``visibility`` ``private``. A relation is then unique per (source, target,
+    type, session, person, visibility): one person's private statement never refreshes
+    another's row. SQLite cannot change a table's UNIQUE constraint in place, so ``relations``
+    is rebuilt (ids kept). Runs in one transaction.
+    """
+    have = {r[1] for r in conn.execute("PRAGMA table_info(relations)")}
+    if "person" in have and "visibility" in have:
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table in MARKED_TABLES[1:]:
+            cols = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            if "person" not in cols:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN person TEXT NOT NULL DEFAULT ''")
+            if "visibility" not in cols:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN visibility TEXT NOT NULL DEFAULT 'private'")
+        conn.execute("DROP TABLE IF EXISTS relations_marked")
+        conn.execute(_RELATIONS_WITH_MARKS)
+        columns = (
+            "id, source_id, target_id, type, confidence, session, sentence_id, status, reviewed_at,"
+            " created_at, updated_at, review_attempts, review_attempted_at"
+        )
+        conn.execute(f"INSERT INTO relations_marked ({columns}) SELECT {columns} FROM relations")
+        conn.execute("DROP TABLE relations")
+        conn.execute("ALTER TABLE relations_marked RENAME TO relations")
+        conn.execute("CREATE INDEX relations_target ON relations(target_id)")
+        conn.execute("CREATE INDEX relations_sentence ON relations(sentence_id)")
+        conn.execute("CREATE INDEX relations_person ON relations(person, visibility)")
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mirror_stamp'").fetchone():
+            # the rebuild fires no trigger: a mirror file saved before it must not match
+            conn.execute("UPDATE mirror_stamp SET generation = generation + 1")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return True
 
 
 def encode_terms(terms: set[str] | frozenset[str]) -> str:

@@ -24,6 +24,7 @@ from homeagent_core.memory.graph import mirror_file
 from homeagent_core.memory.graph.cache import GraphCache
 from homeagent_core.memory.graph.model import (
     BLOCK_COLUMNS,
+    EDGE_COLUMNS,
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
     BlockRow,
@@ -32,8 +33,16 @@ from homeagent_core.memory.graph.model import (
     EntityRow,
     RelationRow,
 )
-from homeagent_core.memory.graph.schema import SCHEMA_VERSION, backfill_terms, decode_terms, marks, migrate
+from homeagent_core.memory.graph.schema import (
+    SCHEMA_VERSION,
+    add_person_visibility,
+    backfill_terms,
+    decode_terms,
+    marks,
+    migrate,
+)
 from homeagent_sdk.errors import MemoryStoreError
+from homeagent_sdk.visibility import EVERYONE, Audience, sql_filter
 
 __all__ = ["GraphSQL", "SQLiteGraphSQL", "count_rows", "snapshot_rows"]
 
@@ -107,6 +116,7 @@ class SQLiteGraphSQL(GraphSQL):
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             migrate(self._conn, self.path)
+            add_person_visibility(self._conn)
             with self._tx() as conn:
                 backfill_terms(conn)
                 mirror_file.ensure_identity(conn)
@@ -218,9 +228,9 @@ class SQLiteGraphSQL(GraphSQL):
                 ).items()
             },
             block_edges={
-                eid: (row[1], row[2], row[3])
+                eid: (row[1], row[2], row[3], row[4], row[5])
                 for eid, row in rows(
-                    "SELECT id, sentence_id, block_id, type FROM memory_block_edges WHERE id IN ({marks})",
+                    f"SELECT {EDGE_COLUMNS} FROM memory_block_edges WHERE id IN ({{marks}})",
                     ch.block_edges,
                 ).items()
             },
@@ -238,40 +248,61 @@ def snapshot_rows(conn: Any) -> dict[str, Any]:
         "sentences": dict(conn.execute("SELECT id, text FROM sentences").fetchall()),
         "blocks": {r[0]: BlockRow(*r) for r in conn.execute(f"SELECT {BLOCK_COLUMNS} FROM memory_blocks")},
         "block_edges": {
-            r[0]: (r[1], r[2], r[3])
-            for r in conn.execute("SELECT id, sentence_id, block_id, type FROM memory_block_edges")
+            r[0]: (r[1], r[2], r[3], r[4], r[5])
+            for r in conn.execute(f"SELECT {EDGE_COLUMNS} FROM memory_block_edges")
         },
     }
 
 
-def count_rows(conn: Any, path: str) -> dict[str, Any]:
-    """The figures of :meth:`GraphSQL.counts`, read through ``conn``."""
+def count_rows(conn: Any, path: str, audience: Audience = EVERYONE) -> dict[str, Any]:
+    """The figures of :meth:`GraphSQL.counts`, read through ``conn`` (``?`` parameters).
 
-    def one(sql: str) -> Any:
-        row = conn.execute(sql).fetchone()
+    With an ``audience`` every figure counts only what it may see: its relations, the entities
+    they touch, the sentences they cite and the blocks those contain (the filter is in the SQL).
+    """
+    where, args = sql_filter(audience)
+    rel = f"FROM relations WHERE {where}"
+    if audience.everything:
+        ents, sents, blocks = "entities", "sentences", "memory_blocks"
+        eargs: list[str] = []
+    else:
+        ents = (
+            f"(SELECT * FROM entities WHERE id IN (SELECT source_id {rel} AND status='active')"
+            f" OR id IN (SELECT target_id {rel} AND status='active')) e"
+        )
+        eargs = [*args, *args]
+        sents = f"(SELECT * FROM sentences WHERE id IN (SELECT sentence_id {rel} AND status='active')) s"
+        blocks = (
+            "(SELECT * FROM memory_blocks WHERE id IN (SELECT block_id FROM memory_block_edges WHERE"
+            f" sentence_id IN (SELECT sentence_id {rel} AND status='active'))) b"
+        )
+
+    def one(sql: str, params: list[str]) -> Any:
+        row = conn.execute(sql, params).fetchone()
         return row[0] if row else 0
 
     return {
         "path": path,
         "schema_version": SCHEMA_VERSION,
-        "entities": one("SELECT count(*) FROM entities"),
-        "relations_active": one("SELECT count(*) FROM relations WHERE status='active'"),
-        "relations_deleted": one("SELECT count(*) FROM relations WHERE status!='active'"),
-        "sentences": one("SELECT count(*) FROM sentences"),
-        "media_blocks": one("SELECT count(*) FROM memory_blocks"),
+        "entities": one(f"SELECT count(*) FROM {ents}", eargs),
+        "relations_active": one(f"SELECT count(*) {rel} AND status='active'", args),
+        "relations_deleted": one(f"SELECT count(*) {rel} AND status!='active'", args),
+        "sentences": one(f"SELECT count(*) FROM {sents}", [] if audience.everything else args),
+        "media_blocks": one(f"SELECT count(*) FROM {blocks}", [] if audience.everything else args),
         "top_entities": [
             {"name": n, "type": t, "mention_count": c}
             for n, t, c in conn.execute(
-                "SELECT name, type, mention_count FROM entities ORDER BY mention_count DESC, updated_at DESC LIMIT 10"
+                f"SELECT name, type, mention_count FROM {ents} ORDER BY mention_count DESC, updated_at DESC LIMIT 10",
+                eargs,
             )
         ],
         "relation_types": dict(
             conn.execute(
-                "SELECT type, count(*) FROM relations WHERE status='active'"
-                " GROUP BY type ORDER BY count(*) DESC LIMIT 10"
+                f"SELECT type, count(*) {rel} AND status='active' GROUP BY type ORDER BY count(*) DESC LIMIT 10",
+                args,
             ).fetchall()
         ),
         "entity_vector_spaces": dict(
-            conn.execute("SELECT vec_model, count(*) FROM entities GROUP BY vec_model").fetchall()
+            conn.execute(f"SELECT vec_model, count(*) FROM {ents} GROUP BY vec_model", eargs).fetchall()
         ),
     }

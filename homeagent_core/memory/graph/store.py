@@ -15,6 +15,13 @@ operation sequences and after a reopen). Media are ``memory_blocks`` rows linked
 ``sentence --contains--> block``; blocks and entity names carry their own vector and the
 fingerprint of its space (``vec_model``).
 
+Every relation, sentence, media block and block edge records the ``person`` it came from and
+its ``visibility`` (:mod:`homeagent_sdk.visibility`); reads take the reader's
+:class:`~homeagent_sdk.visibility.Audience` and filter inside the walk and the SQL (see
+:mod:`~homeagent_core.memory.graph.cache`). The default audience of these methods is the
+unfiltered maintenance view (:data:`~homeagent_sdk.visibility.EVERYONE`); a turn's code passes
+its own (:func:`homeagent_core.memory.audience.audience_of`).
+
 The methods are synchronous (they block on the database); the ``a``-prefixed twins run them in
 a worker thread so the event loop never waits on disk. Recall reads only the mirror.
 
@@ -48,12 +55,13 @@ from homeagent_core.memory.graph.schema import (
     check_name,
     purge_where,
 )
-from homeagent_core.memory.graph.sql import GraphSQL, SQLiteGraphSQL
+from homeagent_core.memory.graph.sql import GraphSQL, SQLiteGraphSQL, count_rows
 from homeagent_core.memory.graph.writes import CommitResult
 from homeagent_core.workers import run_blocking
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE, PRIVATE, Audience, sql_filter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,6 +108,8 @@ class GraphStore:
         save_mirror_from: int = 20_000,
     ) -> None:
         self.embedder = embedder
+        #: The owner's name once known (:meth:`claim_for_owner`): what a write with no person is stored under.
+        self.owner = ""
         self._clock = clock
         self._write_lock = threading.Lock()
         self.sql: GraphSQL = sql if sql is not None else SQLiteGraphSQL(path)
@@ -215,8 +225,13 @@ class GraphStore:
         *,
         mimes: Mapping[str, str] | None = None,
         batch_id: str | None = None,
+        person: str = "",
+        visibility: str = PRIVATE,
     ) -> CommitResult:
         """Upsert the triples' entities and relations; invalid triples are skipped with reasons.
+
+        What is written records ``person`` (whom it came from; "" is the owner's: stored under
+        :attr:`owner` once known, else as "" until :meth:`claim_for_owner`) and ``visibility``.
 
         ``triple.media_digests`` must be full sha256 digests (resolve short ones first);
         ``mimes`` optionally maps a digest to its MIME type for new blocks. ``batch_id`` makes
@@ -225,9 +240,23 @@ class GraphStore:
         (a writer replaying its input after a crash counts no mention twice).
         """
         items = list(triples)
+        person = person or self.owner
         return self.write(
-            lambda conn, ch: graph_writes.commit(conn, ch, items, session, mimes or {}, batch_id, self._clock)
+            lambda conn, ch: graph_writes.commit(
+                conn, ch, items, session, mimes or {}, batch_id, self._clock, person, visibility
+            )
         )
+
+    def claim_for_owner(self, owner: str, alias: str = "用户") -> int:
+        """Make the rows written before there were people ``owner``'s; returns the relations claimed.
+
+        See :func:`~homeagent_core.memory.graph.writes.claim_for_owner`: rows without a person
+        become ``owner``'s (private), and the entity ``alias`` becomes the owner's entity.
+        """
+        if not owner:
+            return 0
+        self.owner = owner
+        return self.write(lambda conn, ch: graph_writes.claim_for_owner(conn, ch, owner, alias, self._clock))
 
     def prune_batches(self, older_than_s: float) -> int:
         """Forget batch ids recorded more than ``older_than_s`` seconds ago; returns how many."""
@@ -250,8 +279,11 @@ class GraphStore:
         mode: str = "soft",
         *,
         before_commit: Callable[[int], object] | None = None,
+        audience: Audience = EVERYONE,
     ) -> int:
         """Soft- (``mode="soft"``) or hard- (``"hard"``) delete relations matching ``criteria``.
+
+        Only relations ``audience`` may see are purged.
 
         Criteria keys are :data:`PURGE_CRITERIA`; all given criteria must match. Returns how
         many relations were purged (0 when nothing matched). ``before_commit(count)`` runs
@@ -263,6 +295,9 @@ class GraphStore:
             MemoryStoreError: no criteria, an unknown key, a bad value, or an unknown mode.
         """
         where, args = purge_where(criteria)
+        if not audience.everything:
+            cond, extra = sql_filter(audience)
+            where, args = f"{where} AND {cond}", [*args, *extra]
         if mode not in ("soft", "hard"):
             raise MemoryStoreError(f"purge mode must be 'soft' or 'hard', got {mode!r}")
         return self.write(
@@ -278,8 +313,11 @@ class GraphStore:
         session: str = "",
         *,
         before_commit: Callable[[CommitResult], object] | None = None,
+        audience: Audience = EVERYONE,
     ) -> CommitResult:
         """Replace the relation ``subject -relation-> obj`` (every session) with ``new``.
+
+        Only relations ``audience`` may see are replaced; each keeps its person and visibility.
 
         ``before_commit(result)`` runs inside the transaction after the replacement; if it
         raises, the relation is left as it was.
@@ -288,7 +326,10 @@ class GraphStore:
             MemoryStoreError: the old relation does not exist, or ``new`` is invalid.
         """
         old = (subject, relation, obj)
-        return self.write(lambda conn, ch: graph_writes.edit(conn, ch, old, new, session, before_commit, self._clock))
+        visible = sql_filter(audience, person_col="r.person", visibility_col="r.visibility")
+        return self.write(
+            lambda conn, ch: graph_writes.edit(conn, ch, old, new, session, before_commit, self._clock, visible)
+        )
 
     def delete_entity(self, name: str) -> int:
         """Delete an entity with all its relations and traits; returns the relations removed.
@@ -318,14 +359,16 @@ class GraphStore:
         max_entities: int = 30,
         max_relations: int = 50,
         exclude: set[str] | None = None,
+        audience: Audience = EVERYONE,
     ) -> RecallResult:
         """Recall from the mirror: keyword seeds + vector seeds (top 5) → BFS to ``depth``.
 
-        Never touches SQLite; safe and cheap to call on the event loop.
+        ``audience`` filters the seeds (before their limits) and the walk: what it may not see
+        is never found. Never touches SQLite; safe and cheap to call on the event loop.
         """
-        seeds = self.cache.keyword_seeds(keywords)
+        seeds = self.cache.keyword_seeds(keywords, audience=audience)
         if query_vector is not None and fingerprint:
-            for eid, score in self.cache.vector_seeds(query_vector, fingerprint, 5):
+            for eid, score in self.cache.vector_seeds(query_vector, fingerprint, 5, audience):
                 if score > 0 and eid not in seeds:
                     seeds.append(eid)
         return self.cache.recall(
@@ -334,6 +377,8 @@ class GraphStore:
             max_entities=max_entities,
             max_relations=max_relations,
             exclude=exclude,
+            audience=audience,
+            seeds_visible=True,  # both seed searches drew them for this audience
         )
 
     async def arecall(
@@ -345,6 +390,7 @@ class GraphStore:
         max_entities: int = 30,
         max_relations: int = 50,
         exclude: set[str] | None = None,
+        audience: Audience = EVERYONE,
     ) -> RecallResult:
         """:meth:`recall`, adding vector seeds from ``query_text`` when an embedder is set."""
         vector, fingerprint = await self.embed_query(query_text)
@@ -356,6 +402,7 @@ class GraphStore:
             max_entities=max_entities,
             max_relations=max_relations,
             exclude=exclude,
+            audience=audience,
         )
 
     async def embed_query(self, text: str) -> tuple[npt.NDArray[np.float32] | None, str]:
@@ -365,11 +412,16 @@ class GraphStore:
         matrix = await self.embedder.embed_texts([text])
         return matrix[0], self.embedder.info.fingerprint
 
-    def introspect(self) -> dict[str, Any]:
-        """Counts, the most-mentioned entities, relation types and vector coverage."""
-        out = self.read(lambda _conn: self.sql.counts())
+    def introspect(self, audience: Audience = EVERYONE) -> dict[str, Any]:
+        """Counts, the most-mentioned entities, relation types and vector coverage.
+
+        With an ``audience``, the figures count only what it may see (relations, and the
+        entities, sentences and blocks they reach); the mirror's own sizes are left out.
+        """
+        out = self.read(lambda conn: count_rows(conn, self.path, audience))
         out["embedder"] = self.embedder.info.fingerprint if self.embedder else None
-        out["mirror"] = self.cache.stats()
+        if audience.everything:
+            out["mirror"] = self.cache.stats()
         return out
 
     def sql_snapshot(self) -> dict[str, Any]:
@@ -408,13 +460,20 @@ class GraphStore:
         *,
         mimes: Mapping[str, str] | None = None,
         batch_id: str | None = None,
+        person: str = "",
+        visibility: str = PRIVATE,
     ) -> CommitResult:
         """:meth:`commit` in a ``memory`` pool thread, then embed new entity names (if an embedder)."""
-        commit = functools.partial(self.commit, list(triples), session, mimes=mimes, batch_id=batch_id)
+        commit = functools.partial(
+            self.commit, list(triples), session, mimes=mimes, batch_id=batch_id, person=person, visibility=visibility
+        )
         result = await run_blocking("memory", commit)
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
         return result
+
+    async def aclaim_for_owner(self, owner: str, alias: str = "用户") -> int:
+        return await run_blocking("memory", self.claim_for_owner, owner, alias)
 
     async def amerge(self, keep: str, drop: str) -> dict[str, int]:
         return await run_blocking("memory", self.merge, keep, drop)
@@ -425,9 +484,12 @@ class GraphStore:
         mode: str = "soft",
         *,
         before_commit: Callable[[int], object] | None = None,
+        audience: Audience = EVERYONE,
     ) -> int:
         """:meth:`purge` in a worker thread (``before_commit`` runs there too)."""
-        return await run_blocking("memory", functools.partial(self.purge, criteria, mode, before_commit=before_commit))
+        return await run_blocking(
+            "memory", functools.partial(self.purge, criteria, mode, before_commit=before_commit, audience=audience)
+        )
 
     async def aedit(
         self,
@@ -438,10 +500,14 @@ class GraphStore:
         session: str = "",
         *,
         before_commit: Callable[[CommitResult], object] | None = None,
+        audience: Audience = EVERYONE,
     ) -> CommitResult:
         """:meth:`edit` in a worker thread (``before_commit`` runs there too), then embed new names."""
         result = await run_blocking(
-            "memory", functools.partial(self.edit, subject, relation, obj, new, session, before_commit=before_commit)
+            "memory",
+            functools.partial(
+                self.edit, subject, relation, obj, new, session, before_commit=before_commit, audience=audience
+            ),
         )
         if self.embedder is not None and result.entity_ids:
             await self.embed_entities(result.entity_ids, self.embedder)
@@ -453,5 +519,5 @@ class GraphStore:
     async def amerge_blocks(self, keep: str, drop: str) -> int:
         return await run_blocking("memory", self.merge_blocks, keep, drop)
 
-    async def aintrospect(self) -> dict[str, Any]:
-        return await run_blocking("memory", self.introspect)
+    async def aintrospect(self, audience: Audience = EVERYONE) -> dict[str, Any]:
+        return await run_blocking("memory", self.introspect, audience)

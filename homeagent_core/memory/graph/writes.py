@@ -10,8 +10,13 @@ Rules kept from the original:
 * entity names are trimmed and must be 2–50 characters, contain a letter, a CJK character,
   ``-`` or ``_``, and no control characters; triples breaking this are skipped with a reason;
 * committing an entity again counts a mention (``mention_count + 1``); a relation is unique on
-  (source, target, type, session): the same triple again in the same session only refreshes
-  its confidence and timestamp;
+  (source, target, type, session, person, visibility): the same triple again in the same session
+  from the same person with the same visibility only refreshes its confidence and timestamp —
+  one person's private statement never touches another's row;
+* every relation, sentence, media block and block edge records the ``person`` it came from and
+  its ``visibility`` (:mod:`homeagent_sdk.visibility`); entities are shared names. A sentence,
+  block or block edge already stored keeps the marks of its first writer (what is shown is
+  decided by the relations citing them);
 * ``purge`` soft-deletes (``status = 'deleted'``, kept on disk, gone from recall) or hard-deletes
   relations matching criteria; ``edit`` is a hard delete of the old triple plus a commit of the
   new one, in one transaction;
@@ -30,12 +35,14 @@ from homeagent_core.memory.graph.model import Changes
 from homeagent_core.memory.graph.schema import DEFAULT_TYPE, NAME_MAX, check_name, check_relation, marks
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import HOUSEHOLD, PRIVATE, valid_visibility
 
 __all__ = [
     "Changes",
     "CommitResult",
     "PlannedTriple",
     "TripleWriter",
+    "claim_for_owner",
     "commit",
     "commit_triples",
     "delete_entity",
@@ -84,6 +91,8 @@ def commit(
     mimes: Mapping[str, str],
     batch_id: str | None,
     clock: Callable[[], float],
+    person: str = "",
+    visibility: str = PRIVATE,
 ) -> CommitResult:
     """Commit triples at most once per ``batch_id`` (recorded in the same transaction)."""
     if batch_id is not None:
@@ -94,7 +103,7 @@ def commit(
         ).fetchall()
         if not fresh:
             return CommitResult(duplicate=True)
-    return commit_triples(conn, ch, items, session, mimes, clock)
+    return commit_triples(conn, ch, items, session, mimes, clock, person, visibility)
 
 
 def prune_batches(conn: sqlite3.Connection, older_than_s: float, clock: Callable[[], float]) -> int:
@@ -129,7 +138,14 @@ class TripleWriter(Protocol):
     """
 
     def write_triples(
-        self, ch: Changes, planned: list[PlannedTriple], session: str, mimes: Mapping[str, str], now: float
+        self,
+        ch: Changes,
+        planned: list[PlannedTriple],
+        session: str,
+        mimes: Mapping[str, str],
+        now: float,
+        person: str,
+        visibility: str,
     ) -> CommitResult: ...
 
 
@@ -179,18 +195,28 @@ def commit_triples(
     session: str,
     mimes: Mapping[str, str],
     clock: Callable[[], float],
+    person: str = "",
+    visibility: str = PRIVATE,
 ) -> CommitResult:
     """Upsert each valid triple's entities, sentence, relation and media links (the body of a commit).
 
-    A connection that is a :class:`TripleWriter` writes them itself (PostgreSQL: a few
-    statements per commit instead of several per triple).
+    Every row written records ``person`` and ``visibility``. A connection that is a
+    :class:`TripleWriter` writes them itself (PostgreSQL: a few statements per commit instead of
+    several per triple).
+
+    Raises:
+        MemoryStoreError: ``visibility`` is not a visibility (private, household, group:<thread>).
     """
+    if not valid_visibility(visibility):
+        raise MemoryStoreError(
+            f"unknown visibility {visibility!r}; use {PRIVATE!r}, {HOUSEHOLD!r} or 'group:<thread>'"
+        )
     now = clock()
     planned, skipped = plan_triples(triples)
     if isinstance(conn, TripleWriter):
-        res = conn.write_triples(ch, planned, session, mimes, now)
+        res = conn.write_triples(ch, planned, session, mimes, now, person, visibility)
     else:
-        res = _write_each(conn, ch, planned, session, mimes, now)
+        res = _write_each(conn, ch, planned, session, mimes, now, person, visibility)
     res.skipped = skipped
     return res
 
@@ -202,6 +228,8 @@ def _write_each(
     session: str,
     mimes: Mapping[str, str],
     now: float,
+    person: str,
+    visibility: str,
 ) -> CommitResult:
     """Write the planned triples one statement at a time (SQLite: no round trips)."""
     res = CommitResult()
@@ -212,13 +240,14 @@ def _write_each(
             if eid not in ch.entities:
                 res.entity_ids.append(eid)
                 ch.entities.add(eid)
-        sentence_id = _upsert_sentence(conn, t.sentence, session, now) if t.sentence else None
+        sentence_id = _upsert_sentence(conn, t.sentence, session, now, person, visibility) if t.sentence else None
         if sentence_id is not None:
             ch.sentences.add(sentence_id)
             res.sentence_ids.append(sentence_id)
         row = conn.execute(
-            "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ? AND session = ?",
-            (sid, oid, t.relation, session),
+            "SELECT id FROM relations WHERE source_id = ? AND target_id = ? AND type = ? AND session = ?"
+            " AND person = ? AND visibility = ?",
+            (sid, oid, t.relation, session, person, visibility),
         ).fetchone()
         if row is not None:
             rid = row[0]
@@ -231,8 +260,8 @@ def _write_each(
         else:
             rid = conn.execute(
                 "INSERT INTO relations (source_id, target_id, type, confidence, session,"
-                " sentence_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (sid, oid, t.relation, t.confidence, session, sentence_id, now, now),
+                " sentence_id, created_at, updated_at, person, visibility) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (sid, oid, t.relation, t.confidence, session, sentence_id, now, now, person, visibility),
             ).lastrowid
             assert rid is not None
             res.added += 1
@@ -240,7 +269,7 @@ def _write_each(
         res.relation_ids.append(rid)
         for digest in t.digests:
             assert sentence_id is not None
-            _link_block(conn, ch, sentence_id, digest, mimes.get(digest, ""), now)
+            _link_block(conn, ch, sentence_id, digest, mimes.get(digest, ""), now, person, visibility)
             if digest not in res.block_digests:
                 res.block_digests.append(digest)
     return res
@@ -258,28 +287,40 @@ def _upsert_entity(conn: sqlite3.Connection, name: str, etype: str, now: float) 
     return int(row[0])
 
 
-def _upsert_sentence(conn: sqlite3.Connection, text: str, session: str, now: float) -> int:
+def _upsert_sentence(
+    conn: sqlite3.Connection, text: str, session: str, now: float, person: str, visibility: str
+) -> int:
     row = conn.execute("SELECT id FROM sentences WHERE text = ? AND session = ?", (text, session)).fetchone()
     if row is not None:
         return int(row[0])
     rid = conn.execute(
-        "INSERT INTO sentences (text, session, created_at) VALUES (?, ?, ?)",
-        (text, session, now),
+        "INSERT INTO sentences (text, session, created_at, person, visibility) VALUES (?, ?, ?, ?, ?)",
+        (text, session, now, person, visibility),
     ).lastrowid
     assert rid is not None
     return rid
 
 
-def _link_block(conn: sqlite3.Connection, ch: Changes, sentence_id: int, digest: str, mime: str, now: float) -> None:
+def _link_block(
+    conn: sqlite3.Connection,
+    ch: Changes,
+    sentence_id: int,
+    digest: str,
+    mime: str,
+    now: float,
+    person: str,
+    visibility: str,
+) -> None:
     conn.execute(
-        "INSERT INTO memory_blocks (digest, mime, created_at) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING",
-        (digest, mime, now),
+        "INSERT INTO memory_blocks (digest, mime, created_at, person, visibility) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (digest) DO NOTHING",
+        (digest, mime, now, person, visibility),
     )
     (bid,) = conn.execute("SELECT id FROM memory_blocks WHERE digest = ?", (digest,)).fetchone()
     conn.execute(
-        "INSERT INTO memory_block_edges (sentence_id, block_id, type, created_at)"
-        " VALUES (?, ?, 'contains', ?) ON CONFLICT DO NOTHING",
-        (sentence_id, bid, now),
+        "INSERT INTO memory_block_edges (sentence_id, block_id, type, created_at, person, visibility)"
+        " VALUES (?, ?, 'contains', ?, ?, ?) ON CONFLICT DO NOTHING",
+        (sentence_id, bid, now, person, visibility),
     )
     (eid,) = conn.execute(
         "SELECT id FROM memory_block_edges WHERE sentence_id = ? AND block_id = ? AND type = 'contains'",
@@ -307,11 +348,11 @@ def merge(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str, clock: Ca
     now = clock()
     moved = deduplicated = removed = 0
     rows = conn.execute(
-        "SELECT id, source_id, target_id, type, session, confidence, status FROM relations"
+        "SELECT id, source_id, target_id, type, session, confidence, status, person, visibility FROM relations"
         " WHERE source_id = ? OR target_id = ?",
         (did, did),
     ).fetchall()
-    for rid, s, t, rtype, session, conf, status in rows:
+    for rid, s, t, rtype, session, conf, status, person, visibility in rows:
         ch.relations.add(rid)
         ns, nt = (kid if s == did else s), (kid if t == did else t)
         if ns == nt:
@@ -320,8 +361,8 @@ def merge(conn: sqlite3.Connection, ch: Changes, keep: str, drop: str, clock: Ca
             continue
         dup = conn.execute(
             "SELECT id, confidence, status FROM relations WHERE source_id = ? AND"
-            " target_id = ? AND type = ? AND session = ? AND id != ?",
-            (ns, nt, rtype, session, rid),
+            " target_id = ? AND type = ? AND session = ? AND person = ? AND visibility = ? AND id != ?",
+            (ns, nt, rtype, session, person, visibility, rid),
         ).fetchone()
         if dup is not None:
             active = "active" if "active" in (status, dup[2]) else dup[2]
@@ -363,7 +404,8 @@ def purge(
     before_commit: Callable[[int], object] | None,
     clock: Callable[[], float],
 ) -> int:
-    """Soft- or hard-delete the relations matching ``where`` (a :func:`purge_where` condition)."""
+    """Soft- or hard-delete the relations matching ``where`` (a :func:`purge_where` condition,
+    AND-ed with an audience's condition when a turn purges only what it may see)."""
     if mode == "soft":
         rows = conn.execute(
             f"UPDATE relations SET status = 'deleted', updated_at = ? WHERE status = 'active' AND {where} RETURNING id",
@@ -385,18 +427,23 @@ def edit(
     session: str,
     before_commit: Callable[[CommitResult], object] | None,
     clock: Callable[[], float],
+    visible: tuple[str, list[Any]] = ("(1=1)", []),
 ) -> CommitResult:
-    """Replace the relation ``old`` = (subject, relation, object), every session, with ``new``."""
+    """Replace the relation ``old`` = (subject, relation, object), every session, with ``new``.
+
+    Only relations matching ``visible`` (an audience's SQL condition over ``r.person`` and
+    ``r.visibility``) are replaced; the new triple keeps each replaced relation's person and
+    visibility.
+    """
     subject, relation, obj = old
-    ids = [
-        r[0]
-        for r in conn.execute(
-            "SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id"
-            " JOIN entities t ON t.id = r.target_id"
-            " WHERE s.name = ? AND r.type = ? AND t.name = ? AND r.status = 'active'",
-            (subject.strip(), relation.strip(), obj.strip()),
-        )
-    ]
+    where, args = visible
+    found = conn.execute(
+        "SELECT r.id, r.person, r.visibility FROM relations r JOIN entities s ON s.id = r.source_id"
+        " JOIN entities t ON t.id = r.target_id"
+        f" WHERE s.name = ? AND r.type = ? AND t.name = ? AND r.status = 'active' AND {where}",
+        (subject.strip(), relation.strip(), obj.strip(), *args),
+    ).fetchall()
+    ids = [r[0] for r in found]
     if not ids:
         raise MemoryStoreError(
             f"no relation {subject!r} -{relation}-> {obj!r} to edit; use memory_recall"
@@ -404,12 +451,48 @@ def edit(
         )
     conn.execute(f"DELETE FROM relations WHERE id IN ({marks(ids)})", ids)
     ch.relations.update(ids)
-    result = commit_triples(conn, ch, [new], session, {}, clock)
-    if result.skipped:
-        raise MemoryStoreError(f"the new triple is invalid: {result.skipped[0]}")
+    result = CommitResult()
+    for person, visibility in dict.fromkeys((r[1], r[2]) for r in found):
+        part = commit_triples(conn, ch, [new], session, {}, clock, person, visibility)
+        if part.skipped:
+            raise MemoryStoreError(f"the new triple is invalid: {part.skipped[0]}")
+        result.added += part.added
+        result.refreshed += part.refreshed
+        result.entity_ids += [e for e in part.entity_ids if e not in result.entity_ids]
+        result.relation_ids += part.relation_ids
+        result.sentence_ids += part.sentence_ids
     if before_commit is not None:
         before_commit(result)
     return result
+
+
+def claim_for_owner(conn: sqlite3.Connection, ch: Changes, owner: str, alias: str, clock: Callable[[], float]) -> int:
+    """Give the rows written before there were people (``person`` "") to ``owner``; returns the relations claimed.
+
+    Relations, sentences, media blocks and block edges with no person become ``owner``'s (their
+    visibility stays ``private``). The entity ``alias`` ("用户", the subject the distillers used
+    for the one user there was) then becomes the owner's entity: renamed to ``owner``, or folded
+    into it when the owner already has one (:func:`merge`). Idempotent: nothing is left to
+    claim the second time.
+    """
+    rows = conn.execute("UPDATE relations SET person = ? WHERE person = '' RETURNING id", (owner,)).fetchall()
+    ch.relations.update(r[0] for r in rows)
+    marked = (("sentences", ch.sentences), ("memory_blocks", ch.blocks), ("memory_block_edges", ch.block_edges))
+    for table, kind in marked:
+        claimed = conn.execute(f"UPDATE {table} SET person = ? WHERE person = '' RETURNING id", (owner,))
+        kind.update(r[0] for r in claimed)
+    if alias and alias != owner and check_name(owner) is None:
+        old = conn.execute("SELECT id FROM entities WHERE name = ?", (alias,)).fetchone()
+        if old is not None:
+            if conn.execute("SELECT 1 FROM entities WHERE name = ?", (owner,)).fetchone() is None:
+                conn.execute(
+                    "UPDATE entities SET name = ?, terms = '', type = 'person', updated_at = ? WHERE id = ?",
+                    (owner, clock(), old[0]),
+                )
+                ch.entities.add(int(old[0]))
+            else:
+                merge(conn, ch, owner, alias, clock)
+    return len(rows)
 
 
 def delete_entity(conn: sqlite3.Connection, ch: Changes, name: str) -> int:

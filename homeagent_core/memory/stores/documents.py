@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from homeagent_sdk.embeddings import EmbeddingProvider
 
-__all__ = ["BaseDocumentStore", "off_loop"]
+__all__ = ["COVERAGE_WEIGHT", "BaseDocumentStore", "off_loop"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -47,6 +47,10 @@ async def off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> 
     dense leg to: a query never waits for a thread its own pool holds.
     """
     return await run_blocking("documents", functools.partial(fn, *args, **kwargs))
+
+
+COVERAGE_WEIGHT = 0.6
+"""Default weight of question words a document adds to the chosen ones (measured, docs/BENCHMARKS.md)."""
 
 
 class BaseDocumentStore(ABC):
@@ -87,6 +91,9 @@ class BaseDocumentStore(ABC):
         self.lexical_weight = lexical_weight
         self.neighbour_weight = neighbour_weight
         self.neighbour_window = neighbour_window
+        #: How much a document's new question words count when the best are chosen
+        #: (:func:`homeagent_core.memory.documents.ranking.cover_words`); 0 = plain score order.
+        self.coverage_weight = COVERAGE_WEIGHT
         self._fingerprint = embedder.info.fingerprint if embedder else ""
         self._dim = embedder.info.dimension if embedder else 0
         self._stale = 0

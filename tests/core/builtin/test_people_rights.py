@@ -117,13 +117,13 @@ async def test_an_adults_cmd_run_waits_for_the_owner_and_runs_after_approve(harn
     assert requested[0]["tool"] == "cmd_run" and requested[0]["person"] == "mum"
     approvals = h.app.rights.approvals
     assert [a.id for a in approvals.list()] == [1]
-    approvals.decide(1, True)
+    await approvals.decide(1, True)
     await wait_for(lambda: any("[审批 #1]" in str(r["messages"][-1]["content"]) for r in model.requests))
     follow_up = next(r for r in model.requests if "[审批 #1]" in str(r["messages"][-1]["content"]))
     assert "approved-run" in follow_up["messages"][-1]["content"]
     assert len(h.plugin("cmd").history) == 1
     with pytest.raises(ApprovalError, match="already approved"):
-        approvals.decide(1, False)
+        await approvals.decide(1, False)
     outcomes = [(r.person, r.action, r.outcome) for r in h.app.people.audit_rows(10)]
     assert ("mum", "cmd_run", "asked") in outcomes and ("mum", "cmd_run", "approved") in outcomes
 
@@ -141,7 +141,7 @@ async def test_an_adults_cmd_run_fails_when_the_owner_denies_or_never_answers(ha
     h = await harness([CMD], {**CMD_ON, "core.people.approval_timeout": "1s"}, model=model)
     h.app.people.add("mum", "adult")
     await h.kernel.ask("run it", options=as_("mum"))
-    h.app.rights.approvals.decide(1, False)
+    await h.app.rights.approvals.decide(1, False)
 
     def told(text: str) -> bool:
         return any(text in str(r["messages"][-1]["content"]) for r in model.requests)
@@ -151,9 +151,9 @@ async def test_an_adults_cmd_run_fails_when_the_owner_denies_or_never_answers(ha
     await wait_for(lambda: told("no answer in 1s"))
     assert len(h.plugin("cmd").history) == 0
     with pytest.raises(ApprovalError, match="already expired"):
-        h.app.rights.approvals.decide(2, True)
+        await h.app.rights.approvals.decide(2, True)
     with pytest.raises(ApprovalError, match="there is no approval #9"):
-        h.app.rights.approvals.decide(9, True)
+        await h.app.rights.approvals.decide(9, True)
     outcomes = {r.outcome for r in h.app.people.audit_rows(20) if r.action == "cmd_run"}
     assert {"asked", "denied-by-owner", "expired"} <= outcomes
 
@@ -324,7 +324,7 @@ async def test_an_approval_of_a_stopped_turn_is_refused_and_nothing_runs(harness
     h.kernel.stop()
     await asyncio.wait_for(asyncio.shield(asking), 10)
     with pytest.raises(ApprovalError, match="turn that was stopped"):
-        h.app.rights.approvals.decide(1, True)
+        await h.app.rights.approvals.decide(1, True)
     assert len(h.plugin("cmd").history) == 0
     assert h.app.rights.approvals.get(1).status == "withdrawn"
 

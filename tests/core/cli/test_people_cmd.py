@@ -107,3 +107,37 @@ def test_doctor_warns_about_running_as_root(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         findings = json.loads(runner.invoke(app, ["doctor", "--json", "--data", str(tmp_path / "e")]).output)
         assert any("running as root" in f["message"] for f in findings)
+
+
+def test_audit_lists_the_approvals_and_their_outcomes(tmp_path: Path) -> None:
+    from homeagent_core.agent.approval_store import ApprovalStore
+    from homeagent_sdk.types import Principal, ToolCall
+
+    run(tmp_path, "add", "mum", "--role", "adult")
+    store = ApprovalStore(tmp_path / "people.db")
+    try:
+        mum = Principal(person="mum", role="adult", door="webui")
+        first = store.insert(mum, ToolCall("c1", "cmd_run", {"command": "ls /"}), "webui", 1.0)
+        second = store.insert(mum, ToolCall("c2", "plugin_install", {"name": "x"}), "webui", 2.0)
+        assert store.finish(first, "denied", by="owner (web)", at=3.0)
+        assert not store.finish(first, "approved", by="owner (cli)", at=4.0)  # decided already: unchanged
+    finally:
+        store.close()
+    code, out = run(tmp_path, "audit", "--approvals", "--json")
+    rows = {r["id"]: r for r in json.loads(out)}
+    assert code == 0 and rows[first]["status"] == "denied" and rows[first]["decided_by"] == "owner (web)"
+    assert rows[second]["status"] == "pending" and rows[second]["arguments"] == {"name": "x"}
+    code, out = run(tmp_path, "audit")
+    assert code == 0 and "approvals (newest first):" in out
+    assert 'mum          cmd_run {"command": "ls /"}  denied by owner (web)' in out
+
+
+def test_unlink_revokes_a_link(tmp_path: Path) -> None:
+    run(tmp_path, "add", "kid", "--role", "child")
+    assert run(tmp_path, "link", "kid", "qq", "10001")[0] == 0
+    code, out = run(tmp_path, "unlink", "kid", "qq", "10001")
+    assert code == 0 and "unlinked qq 10001 from kid" in out
+    code, out = run(tmp_path, "unlink", "kid", "qq", "10001")
+    assert code == 1 and "is not linked to 'kid'" in out
+    code, out = run(tmp_path, "list", "--json")
+    assert next(p for p in json.loads(out) if p["name"] == "kid")["identities"] == []

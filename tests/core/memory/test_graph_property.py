@@ -5,6 +5,11 @@ directions, rank orders, recalled rows kept for later recalls, keyword postings 
 stored per entity, vector indexes) against the rows, so each comparison below covers them;
 after the reopen the keyword terms come from the ``entities.terms`` column instead of the
 tokenizer, and the compact form from the mirror file the close wrote.
+
+Writes carry a person and a visibility (private, household, a group), edits and purges run
+as an audience, and the rows of before there were people are claimed for the owner; the
+snapshots compare both marks of every row, and every audience's recall, neighbours and
+networkx view hold only what it may see.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from homeagent_core.memory.social import SocialGraph
 from homeagent_sdk.errors import MemoryStoreError
 from homeagent_sdk.testing import FakeEmbedder
 from homeagent_sdk.types import Triple
+from homeagent_sdk.visibility import EVERYONE, Audience
+
+MARKS = [("", "private"), ("mother", "private"), ("child", "private"), ("child", "household"),
+         ("guest", "group:qq:group:1")]
+AUDIENCES = [Audience("mother"), Audience("child"), Audience("guest", group="qq:group:1"), Audience(), EVERYONE]
 
 VALID = ["小王", "杭州", "浙江省", "Alice", "Bob"]
 # Valid names dominate so most operations do something; a few break the name rules.
@@ -59,9 +69,14 @@ text_criteria = st.sampled_from(
 criteria = st.lists(text_criteria, min_size=0, max_size=2).map(dict)
 modes = st.sampled_from(["soft", "hard", "soft", "hard", "bogus"])
 pick = st.integers(min_value=0, max_value=50)
+marks = st.sampled_from(MARKS)
+audiences = st.sampled_from(AUDIENCES)
 ops = st.one_of(
-    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS)),
-    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS)),
+    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS), marks),
+    st.tuples(st.just("commit"), st.lists(triples, min_size=1, max_size=4), st.sampled_from(SESSIONS), marks),
+    st.tuples(st.just("purge_as"), criteria, st.sampled_from(["soft", "hard"]), audiences),
+    st.tuples(st.just("edit_as"), pick, triples, audiences),
+    st.tuples(st.just("claim"), st.sampled_from(["owner", "小王"])),
     st.tuples(st.just("merge"), pick, pick),
     st.tuples(st.just("merge"), names, names),
     st.tuples(st.just("purge"), criteria, modes),
@@ -87,7 +102,18 @@ def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
     kind = op[0]
     try:
         if kind == "commit":
-            store.commit(op[1], op[2])
+            store.commit(op[1], op[2], person=op[3][0], visibility=op[3][1])
+        elif kind == "purge_as":
+            store.purge(op[1], op[2], audience=op[3])
+        elif kind == "edit_as":
+            rels = sorted(store.cache.relations.values())
+            if rels:
+                old = rels[op[1] % len(rels)]
+                src = store.cache.entities[old.source_id].name
+                dst = store.cache.entities[old.target_id].name
+                store.edit(src, old.type, dst, op[2], audience=op[3])
+        elif kind == "claim":
+            store.claim_for_owner(op[1], alias="小王")
         elif kind == "merge":
             store.merge(existing_name(store, op[1]), existing_name(store, op[2]))
         elif kind == "purge":
@@ -120,9 +146,23 @@ def apply(store: GraphStore, op: tuple[Any, ...]) -> None:
 
 
 def recall_from_each(store: GraphStore) -> None:
-    """Recall from every entity, so rows are kept (per id and distance) that later writes must drop."""
-    for eid in list(store.cache.entities):
-        store.cache.recall([eid], depth=3)
+    """Recall from every entity, so rows are kept (per id and distance) that later writes must drop.
+
+    Also as each audience: what it recalls, its neighbours and its networkx view touch only
+    relations it may see.
+    """
+    cache = store.cache
+    for eid in list(cache.entities):
+        cache.recall([eid], depth=3)
+    for audience in AUDIENCES[:-1]:
+        graph = cache.to_networkx(audience)
+        assert all(audience.sees(d["person"], d["visibility"]) for _u, _v, d in graph.edges(data=True))
+        visible = {cache.entities[n].name for n in graph.nodes}
+        for eid in list(cache.entities):
+            found = cache.recall([eid], depth=3, audience=audience)
+            assert {e.name for e in found.entities} <= visible
+            for other in cache.neighbours(eid, audience):
+                assert graph.has_edge(eid, other) or graph.has_edge(other, eid)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -89,3 +89,31 @@ async def test_vector_seeds_find_entities_keywords_miss(tmp_path: Path, open_gra
     assert "寺庙灵隐" in line and "山林深处" in line
     assert await MemoryIndexer(open_graph(tmp_path / "plain.db")).build_context(query) == ""
     graph.close()
+
+
+async def test_full_width_and_mixed_case_queries_seed_the_entity_as_documents_would_find_it(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
+    graph = open_graph(tmp_path / "g.db")
+    await graph.acommit([Triple("GPT4", "是", "语言模型"), Triple("小王", "用", "GPT4")])
+    assert extract_keywords("ＧＰＴ４是什么？") == ["gpt4"]
+    line = await MemoryIndexer(graph).build_context("ＧＰＴ４是什么？")
+    assert "GPT4" in line and "语言模型" in line
+    graph.close()
+
+
+async def test_a_traditional_query_seeds_a_simplified_entity(
+    tmp_path: Path, open_graph: Callable[..., GraphStore]
+) -> None:
+    pytest.importorskip("opencc")
+    graph = open_graph(tmp_path / "g.db")
+    await graph.acommit([Triple("小王", "住在", "台湾", subject_type="person")])
+    line = await MemoryIndexer(graph).build_context("小王還住在臺灣嗎")
+    assert "台湾" in line
+    graph.close()
+
+
+def test_the_document_stores_stop_words_are_never_seeds() -> None:
+    from homeagent_core.memory.documents.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
+
+    assert not set(extract_keywords("是不是 有没有 那么 这么 还是 就是 已经 都是")) & DOCUMENT_STOP_WORDS

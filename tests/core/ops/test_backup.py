@@ -322,16 +322,22 @@ def test_a_backup_that_cannot_be_written_says_so_and_leaves_no_archive(tmp_path:
     assert list(out.iterdir()) == []
 
 
-def test_postgresql_backed_memory_is_refused_with_the_reason(tmp_path: Path):
+def test_an_unreachable_postgresql_memory_fails_the_backup_clearly_and_leaves_no_archive(tmp_path: Path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     data = tmp_path / "data"
     data.mkdir()
     with closing(sqlite3.connect(data / "config.db")) as db:
         db.execute("CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        db.execute("INSERT INTO config VALUES ('core.memory.store', 'postgresql://ha:pw@db.lan/ha')")
+        db.execute(f"INSERT INTO config VALUES ('core.memory.store', 'postgresql://ha:topsecret@127.0.0.1:{port}/ha')")
         db.commit()
-    with pytest.raises(BackupError, match="PostgreSQL-backed stores are not yet included"):
+    with pytest.raises(BackupError, match=r"postgresql://ha:\*\*\*@127\.0\.0\.1.* cannot be reached") as info:
         create_backup(data, tmp_path)
-    assert list(tmp_path.glob("*.tar")) == []
+    assert "topsecret" not in str(info.value)
+    assert list(tmp_path.glob("*.tar")) == [] and list(tmp_path.glob(".*partial*")) == []
 
 
 def test_retention_keeps_the_newest_of_seven_days_and_four_weeks_before_them(tmp_path: Path):

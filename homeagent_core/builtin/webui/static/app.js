@@ -686,10 +686,12 @@ function settingInput(key, meta, value) {
     input = el("textarea", {rows: 3});
     input.value = value ?? "";
   } else {
-    input = el("input", {type: type === "password" ? "password" : type === "int" || type === "float" ? "number" : "text"});
+    // A secret (a password, or a JSON setting such as plugin.calendar.passwords) is never shown: typing replaces it.
+    const hidden = type === "password" || Boolean(meta.secret);
+    input = el("input", {type: hidden ? "password" : type === "int" || type === "float" ? "number" : "text"});
     if (type === "float") input.step = meta.step || "any";
-    input.value = type === "password" ? "" : value ?? "";
-    if (type === "password") input.placeholder = value ? t("settings.password_set") : t("settings.password_unset");
+    input.value = hidden ? "" : typeof value === "object" && value !== null ? JSON.stringify(value) : value ?? "";
+    if (hidden) input.placeholder = value ? t("settings.password_set") : t("settings.password_unset");
   }
   input.dataset.key = key;
   input.addEventListener("change", async () => {

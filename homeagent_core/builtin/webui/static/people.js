@@ -1,6 +1,6 @@
 "use strict";
 // People (#people, the owner's): persons, roles, linked accounts, API keys, web logins, invite
-// links, the audit log and the calls waiting for the owner's approval. Approvals also pop up as
+// links, the audit log, the calls waiting for the owner's approval and the approval history. Approvals also pop up as
 // notifications with Approve / Deny on every page of the owner's open tabs (pushed over SSE).
 // Account (#account, everyone's): change one's own password. Someone who is not the owner sees
 // only the pages meant for them. Uses api() and el() from app.js.
@@ -94,9 +94,30 @@
     if (!list.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, t("people.nothing_waits"))));
   }
 
+  // Every approval with its outcome, earlier runs of the daemon included (kept in people.db).
+  async function refreshHistory() {
+    let data;
+    try {
+      data = await api("/api/v1/approvals?history=1&limit=50");
+    } catch {
+      return;
+    }
+    const body = $("#people-approval-history tbody");
+    body.replaceChildren(...data.approvals.map((a) => {
+      const [who, tool, args] = describe(a);
+      return el("tr", {"data-history": a.id}, el("td", {}, `#${a.id}`), el("td", {}, who), el("td", {}, tool),
+        el("td", {}, el("code", {}, args)), el("td", {"data-status": a.status}, tStatus(a.status)),
+        el("td", {}, a.decided_by || ""));
+    }));
+    if (!data.approvals.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, t("people.no_history"))));
+  }
+
   function listenForApprovals() {
     const source = new EventSource("/api/v1/events");
-    for (const type of ["approval_requested", "approval_decided"]) source.addEventListener(type, refreshApprovals);
+    for (const type of ["approval_requested", "approval_decided"]) {
+      source.addEventListener(type, refreshApprovals);
+      source.addEventListener(type, () => { if (me && me.owner && !section.hidden) refreshHistory(); });
+    }
     source.addEventListener("sync_required", refreshApprovals);
   }
 
@@ -169,10 +190,17 @@
     $("#people-link-person").replaceChildren(...data.people.map((p) => el("option", {value: p.name}, p.name)));
     $("#people tbody").replaceChildren(...data.people.map((p) => el("tr", {"data-person": p.name},
       el("td", {}, p.name), el("td", {}, roleSelect(p)),
-      el("td", {}, p.identities.map((i) => `${i.platform}:${i.account}`).join(", ") || "-"),
+      el("td", {}, ...(p.identities.length ? p.identities.map((i) => el("span", {class: "identity"}, `${i.platform}:${i.account} `,
+        el("button", {type: "button", class: "secondary", title: t("people.unlink"), "aria-label": t("people.unlink"), "data-unlink": `${p.name}/${i.platform}/${i.account}`,
+          onclick: () => {
+            if (!confirm(t("people.confirm_unlink", {platform: i.platform, account: i.account, name: p.name}))) return;
+            act(t("people.unlinked", {name: p.name, platform: i.platform, account: i.account}), () => post(`/api/v1/people/${enc(p.name)}/link`,
+              {platform: i.platform, account: i.account}, "DELETE"));
+          }}, "✕"))) : ["-"])),
       el("td", {}, p.name === data.me.person && data.me.admin_login ? "admin" : p.web_login ? `✓ (${p.sessions})` : "-"),
       el("td", {}, String(p.api_keys)), personActions(p))));
     refreshApprovals();
+    refreshHistory();
     loadAudit().catch((err) => { result.textContent = t("people.audit_error", {error: err.message}); });
   }
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.terms import piece_grams, pieces, word_grams
+from homeagent_core.memory.documents.lexical.terms import piece_grams, pieces, typed_word_grams
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -29,6 +29,7 @@ __all__ = [
     "encode_terms",
     "query_terms",
     "term_counts",
+    "typed_query_terms",
 ]
 
 BUCKETS = 1 << 20
@@ -42,7 +43,7 @@ def char_ngrams(text: str) -> list[str]:
     character bigrams and whole three- or four-character words. Punctuation never forms
     part of a gram.
     """
-    return [gram for word in word_grams(text) for gram in word]
+    return [gram for word, _ in typed_word_grams(text) for gram in word]
 
 
 @functools.lru_cache(maxsize=1 << 15)
@@ -98,16 +99,26 @@ def decode_many(
 
 def query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Unique buckets of the query's grams, and for each bucket the index of its first word."""
+    unique, words, _ = typed_query_terms(query)
+    return unique, words
+
+
+def typed_query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """:func:`query_terms`, and for each bucket whether its word is CJK."""
     buckets: list[int] = []
     words: list[int] = []
-    for i, grams in enumerate(word_grams(query)):
+    kinds: list[bool] = []
+    for i, (grams, cjk) in enumerate(typed_word_grams(query)):
         for gram in grams:
             buckets.append(zlib.crc32(gram.encode()) & _MASK)
             words.append(i)
+            kinds.append(cjk)
     values = np.asarray(buckets, dtype=np.int64)
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     head = np.ones(len(ordered), dtype=bool)
     head[1:] = ordered[1:] != ordered[:-1]
     unique, first = ordered[head], order[head]  # as np.unique(return_index=True), without numpy.ma
-    return unique, np.asarray(words, dtype=np.int64)[first] if len(words) else first.astype(np.int64)
+    if not len(words):
+        return unique, first.astype(np.int64), np.zeros(0, dtype=bool)
+    return unique, np.asarray(words, dtype=np.int64)[first], np.asarray(kinds, dtype=bool)[first]

@@ -53,8 +53,8 @@ from homeagent_core.memory.documents.lexical.buckets import (
     decode_many,
     decode_terms,
     encode_terms,
-    query_terms,
     term_counts,
+    typed_query_terms,
 )
 from homeagent_core.memory.documents.lexical.forward import TF_MAX, ForwardLists, range_index
 from homeagent_core.memory.documents.lexical.postings import fold_postings
@@ -90,6 +90,30 @@ QUERY_POSTINGS = 1 << 18
 """Postings a query scores for every document before it switches to candidate rescoring."""
 RESCORE = 256
 """Candidates that receive the exact contribution of a query's common buckets."""
+WORD_NORM = 0.5
+"""How the grams of one Chinese query word share its weight (:func:`word_weights`)."""
+
+
+def word_weights(
+    idf: npt.NDArray[np.float64], words: npt.NDArray[np.int64], cjk: npt.NDArray[np.bool_], power: float
+) -> npt.NDArray[np.float32]:
+    """The query buckets' weights: idf, shared among the grams of each Chinese word.
+
+    A Chinese word yields one gram per position and length (2-4), so a three-character name
+    brings five or more grams and a two-character attribute ("年龄") three: summed plainly, the
+    name outweighs every other word of the question, and a message that repeats the name
+    outranks the one holding the asked attribute. Dividing each gram's idf by
+    ``(grams of its word in the index) ** power`` keeps a word's weight growing with its length
+    less than linearly (``power`` 0.5: its square root). Latin words keep plain idf: their
+    grams are how partial forms match, and sharing hurt English recall (LoCoMo).
+    """
+    weights = idf.astype(np.float32)
+    if power <= 0 or not len(words) or not cjk.any():
+        return weights
+    grams = np.bincount(words)[words].astype(np.float32)
+    scale = np.where(cjk, grams**power, np.float32(1.0)).astype(np.float32)
+    shared: npt.NDArray[np.float32] = (weights / scale).astype(np.float32)
+    return shared
 
 
 def _saturate(counts: npt.NDArray[np.integer]) -> npt.NDArray[np.uint8]:
@@ -130,7 +154,7 @@ def score_terms(
     the same texts again keeps their counts)."""
     n = len(docs)
     out = np.zeros(max(64, 1 << n.bit_length()), dtype=np.float32)  # sized as the index's slot arrays
-    qb, _ = query_terms(query)
+    qb, qwords, qcjk = typed_query_terms(query)
     if not n or not len(qb):
         return out[1 : n + 1]
     buckets = np.concatenate([d[0] for d in docs]).astype(np.int64)
@@ -141,7 +165,11 @@ def score_terms(
     if not len(hit):
         return out[1 : n + 1]
     df = np.bincount(at[hit], minlength=len(qb)).astype(np.float64)  # a text lists a bucket once
-    idf = np.log1p((float(n) - df + 0.5) / (df + 0.5)).astype(np.float32)
+    present = df > 0  # as the index: a word's grams are those some text holds
+    weights = np.zeros(len(qb), dtype=np.float32)
+    weights[present] = word_weights(np.log1p((float(n) - df[present] + 0.5) / (df[present] + 0.5)),
+                                    qwords[present], qcjk[present], WORD_NORM)
+    idf = weights
     dl = np.zeros(len(out), dtype=np.float32)
     dl[1 : n + 1] = [d[2] for d in docs]
     factors = length_factors(dl, float(sum(d[2] for d in docs)), n, k1, b)
@@ -174,6 +202,7 @@ class LexicalIndex:
         self.max_postings = max_postings
         self.rescore = rescore
         self.cover_words = True
+        self.word_norm = WORD_NORM
         self._indptr = np.zeros(BUCKETS + 1, dtype=np.int64)
         self._slots: npt.NDArray[np.int32] | FileArray = np.zeros(0, dtype=np.int32)
         self._tfs: npt.NDArray[np.uint8] | FileArray = np.zeros(0, dtype=np.uint8)
@@ -456,14 +485,14 @@ class LexicalIndex:
         out = np.zeros(len(self._alive), dtype=np.float32)
         if self._count == 0:
             return out
-        buckets, words = query_terms(query)
+        buckets, words, cjk = typed_query_terms(query)
         df = self._df[buckets]
         present = df > 0
-        buckets, words, df = buckets[present], words[present], df[present].astype(np.float64)
+        buckets, words, cjk, df = buckets[present], words[present], cjk[present], df[present].astype(np.float64)
         if len(buckets) == 0:
             return out
         n = float(self._count)
-        idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        idf = word_weights(np.log1p((n - df + 0.5) / (df + 0.5)), words, cjk, self.word_norm)
         starts = self._indptr[buckets]
         lens = self._indptr[buckets + 1] - starts
         order = budget_order(lens, words, self.cover_words)
@@ -551,6 +580,35 @@ class LexicalIndex:
             rescore_compiled(kernel, self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
         else:
             rescore_numpy(self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
+
+    def word_coverage(self, query: str, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Which words of ``query`` each of ``slots`` holds: a ``len(slots) × words`` table.
+
+        A document holds a word when it holds at least half of that word's grams (its grams
+        run into the next word, so a word said in other company still counts). Words no
+        document holds are left out of the table's columns; unindexed slots hold nothing.
+        """
+        buckets, words, _ = typed_query_terms(query)
+        present = self._df[buckets] > 0 if len(buckets) else np.zeros(0, dtype=bool)
+        buckets, words = buckets[present], words[present]
+        if not len(buckets) or not len(slots):
+            return np.zeros((len(slots), 0), dtype=bool)
+        _, column = np.unique(words, return_inverse=True)
+        n_words = int(column.max()) + 1
+        grams = np.bincount(column, minlength=n_words)
+        order = np.argsort(slots, kind="stable")
+        cand = slots[order].astype(np.int64)
+        live = (cand > 0) & (cand < len(self._alive))
+        live[live] = self._alive[cand[live]]
+        held = np.zeros((len(slots), n_words), dtype=np.int64)
+        if live.any():
+            tags = np.arange(1, len(buckets) + 1, dtype=np.float32)  # weight = 1 + the bucket's index
+            which, _, weight = self._forward.weigh(cand[live], buckets, tags)
+            rows = order[np.flatnonzero(live)][which]
+            np.add.at(held, (rows, column[weight.astype(np.int64) - 1]), 1)
+        covered: npt.NDArray[np.bool_] = 2 * held >= grams
+        covered &= held > 0
+        return covered
 
     def fingerprints(self, slots: npt.NDArray[np.int64]) -> list[bytes]:
         """Per slot, bytes equal for two documents exactly when their terms and counts are.

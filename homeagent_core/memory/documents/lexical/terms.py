@@ -41,7 +41,7 @@ from typing import Any
 
 from homeagent_core.embeddings.tfidf import load_jieba
 
-__all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "piece_grams", "pieces", "word_grams"]
+__all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "piece_grams", "pieces", "typed_word_grams", "word_grams"]
 
 TERMS_VERSION = "2"
 """Version of the term scheme stored with each document (``store_meta.lex_version``)."""
@@ -138,7 +138,12 @@ def piece_grams(piece: str, cjk: bool) -> list[list[str]]:
 
 def word_grams(text: str) -> list[list[str]]:
     """The grams of ``text`` grouped by word (see the module docstring), in text order."""
-    words: list[list[str]] = []
+    return [grams for grams, _ in typed_word_grams(text)]
+
+
+def typed_word_grams(text: str) -> list[tuple[list[str], bool]]:
+    """:func:`word_grams` with each word's kind: ``(grams, is CJK)``."""
+    words: list[tuple[list[str], bool]] = []
     for piece, cjk in pieces(text):
-        words.extend(piece_grams(piece, cjk))
+        words.extend((grams, cjk) for grams in piece_grams(piece, cjk))
     return words

@@ -417,7 +417,9 @@ class PgDocumentStore(BaseDocumentStore):
         return [document_from_row(r) for r in self.db.call(self._rows(sql, (self.tenant,)))]
 
     def _rank(self, text: str, top_k: int, qvec: npt.NDArray[np.float32] | None) -> list[tuple[int, float]]:
-        weights = doc_ranking.FusionWeights(self.dense_weight, self.lexical_weight, self.neighbour_weight)
+        weights = doc_ranking.FusionWeights(
+            self.dense_weight, self.lexical_weight, self.neighbour_weight, self.coverage_weight
+        )
         return self._mirror.rank(text, top_k, qvec, weights=weights)
 
     async def _hits(self, ranked: list[tuple[int, float]], touch: bool) -> list[DocHit]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from homeagent_core.memory.graph.cache import GraphCache
 from homeagent_core.memory.graph.model import (
     BLOCK_COLUMNS,
+    EDGE_COLUMNS,
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
     BlockRow,
@@ -147,6 +148,33 @@ def _migrations(tenant: str) -> list[list[str]]:
             "ALTER TABLE relations ADD COLUMN review_attempted_at DOUBLE PRECISION",
         ],
     ]
+
+
+def add_person_visibility(conn: psycopg.Connection[Any]) -> bool:
+    """Give relations, sentences, media blocks and block edges a ``person`` and a ``visibility``.
+
+    The PostgreSQL twin of :func:`homeagent_core.memory.graph.schema.add_person_visibility`
+    (idempotent; runs in the caller's transaction, on the tenant's ``search_path``): existing
+    rows get ``person`` "" (claimed for the owner later) and ``visibility`` ``private``, and a
+    relation becomes unique per (source, target, type, session, person, visibility). Returns
+    whether anything changed.
+    """
+    row = conn.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'relations' AND column_name IN ('person', 'visibility')"
+    ).fetchone()
+    if row is not None and int(row[0]) == 2:
+        return False
+    for table in ("relations", "sentences", "memory_blocks", "memory_block_edges"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS person TEXT NOT NULL DEFAULT ''")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS visibility TEXT NOT NULL DEFAULT 'private'")
+    conn.execute("ALTER TABLE relations DROP CONSTRAINT IF EXISTS relations_source_id_target_id_type_session_key")
+    conn.execute(
+        "ALTER TABLE relations ADD CONSTRAINT relations_marked_key"
+        " UNIQUE (source_id, target_id, type, session, person, visibility)"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS relations_person ON relations(person, visibility)")
+    return True
 
 
 def graph_schema_name(tenant: str) -> str:
@@ -347,6 +375,7 @@ class PgGraphSQL(GraphSQL):
                         for statement in steps[version - 1]:
                             conn.execute(statement)
                         conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+                add_person_visibility(conn)
 
     # -- GraphSQL -----------------------------------------------------------------------------
 
@@ -578,7 +607,7 @@ def _rows_queue(conn: PgGraphConnection, ch: Changes) -> Callable[[], ChangedRow
         (f"SELECT {RELATION_COLUMNS} FROM relations WHERE id = ANY(%s)", ch.relations),
         ("SELECT id, text FROM sentences WHERE id = ANY(%s)", ch.sentences),
         (f"SELECT {BLOCK_COLUMNS} FROM memory_blocks WHERE id = ANY(%s)", ch.blocks),
-        ("SELECT id, sentence_id, block_id, type FROM memory_block_edges WHERE id = ANY(%s)", ch.block_edges),
+        (f"SELECT {EDGE_COLUMNS} FROM memory_block_edges WHERE id = ANY(%s)", ch.block_edges),
     ]
     cursors = [conn.raw.execute(sql, (sorted(ids),)) if ids else None for sql, ids in queries]
 
@@ -591,7 +620,7 @@ def _rows_queue(conn: PgGraphConnection, ch: Changes) -> Callable[[], ChangedRow
             relations={rid: RelationRow(*row) for rid, row in relations.items()},
             sentences={sid: row[1] for sid, row in sentences.items()},
             blocks={bid: BlockRow(*row) for bid, row in blocks.items()},
-            block_edges={eid: (row[1], row[2], row[3]) for eid, row in edges.items()},
+            block_edges={eid: (row[1], row[2], row[3], row[4], row[5]) for eid, row in edges.items()},
         )
 
     return collect

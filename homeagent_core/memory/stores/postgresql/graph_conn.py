@@ -81,7 +81,14 @@ class PgGraphConnection:
         """Entities whose keyword terms a write already stored (no backfill needed)."""
 
     def write_triples(
-        self, ch: Changes, planned: list[PlannedTriple], session: str, mimes: Mapping[str, str], now: float
+        self,
+        ch: Changes,
+        planned: list[PlannedTriple],
+        session: str,
+        mimes: Mapping[str, str],
+        now: float,
+        person: str = "",
+        visibility: str = "private",
     ) -> CommitResult:
         """A commit's triples in a few statements, one round trip
         (:mod:`~homeagent_core.memory.stores.postgresql.graph_writes`).
@@ -94,7 +101,7 @@ class PgGraphConnection:
         from homeagent_core.memory.stores.postgresql.graph_writes import write_triples
 
         try:
-            res = write_triples(self.raw, ch, planned, session, mimes, now)
+            res = write_triples(self.raw, ch, planned, session, mimes, now, person, visibility)
         except psycopg.errors.IntegrityError as exc:
             raise sqlite3.IntegrityError(str(exc).strip()) from exc
         self.terms_written.update(res.entity_ids)

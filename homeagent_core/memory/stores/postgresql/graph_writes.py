@@ -41,33 +41,37 @@ _ENTITIES = (
     " RETURNING id, name"
 )
 _SENTENCES = (
-    "WITH added AS (INSERT INTO sentences (text, session, created_at)"
-    " SELECT u.text, %(session)s, %(now)s FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS u(text, ord)"
+    "WITH added AS (INSERT INTO sentences (text, session, created_at, person, visibility)"
+    " SELECT u.text, %(session)s, %(now)s, %(person)s, %(visibility)s"
+    " FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS u(text, ord)"
     " ORDER BY u.ord ON CONFLICT (text, session) DO NOTHING RETURNING id, text)"
     " SELECT id, text FROM added UNION ALL"
     " SELECT id, text FROM sentences WHERE session = %(session)s AND text = ANY(%(texts)s::text[])"
 )
 _RELATIONS = (
-    "INSERT INTO relations (source_id, target_id, type, confidence, session, sentence_id, created_at, updated_at)"
-    " SELECT s.id, o.id, u.type, u.confidence, %(session)s, snt.id, %(now)s, %(now)s"
+    "INSERT INTO relations (source_id, target_id, type, confidence, session, sentence_id, created_at, updated_at,"
+    " person, visibility)"
+    " SELECT s.id, o.id, u.type, u.confidence, %(session)s, snt.id, %(now)s, %(now)s, %(person)s, %(visibility)s"
     " FROM unnest(%(subjects)s::text[], %(objects)s::text[], %(types)s::text[], %(confidences)s::float8[],"
     " %(texts)s::text[]) WITH ORDINALITY AS u(subject, object, type, confidence, text, ord)"
     " JOIN entities s ON s.name = u.subject JOIN entities o ON o.name = u.object"
     " LEFT JOIN sentences snt ON snt.text = u.text AND snt.session = %(session)s"
     " ORDER BY u.ord"
-    " ON CONFLICT (source_id, target_id, type, session) DO UPDATE SET confidence = excluded.confidence,"
+    " ON CONFLICT (source_id, target_id, type, session, person, visibility)"
+    " DO UPDATE SET confidence = excluded.confidence,"
     " updated_at = excluded.updated_at, status = 'active',"
     " sentence_id = COALESCE(excluded.sentence_id, relations.sentence_id)"
     " RETURNING id, source_id, target_id, type, xmax = 0"
 )
 _BLOCKS = (
-    "INSERT INTO memory_blocks (digest, mime, created_at)"
-    " SELECT u.digest, u.mime, %(now)s FROM unnest(%(digests)s::text[], %(mimes)s::text[])"
+    "INSERT INTO memory_blocks (digest, mime, created_at, person, visibility)"
+    " SELECT u.digest, u.mime, %(now)s, %(person)s, %(visibility)s FROM unnest(%(digests)s::text[], %(mimes)s::text[])"
     " WITH ORDINALITY AS u(digest, mime, ord) ORDER BY u.ord ON CONFLICT (digest) DO NOTHING"
 )
 _EDGES = (
-    "INSERT INTO memory_block_edges (sentence_id, block_id, type, created_at)"
-    " SELECT s.id, b.id, 'contains', %(now)s FROM unnest(%(texts)s::text[], %(digests)s::text[])"
+    "INSERT INTO memory_block_edges (sentence_id, block_id, type, created_at, person, visibility)"
+    " SELECT s.id, b.id, 'contains', %(now)s, %(person)s, %(visibility)s"
+    " FROM unnest(%(texts)s::text[], %(digests)s::text[])"
     " WITH ORDINALITY AS u(text, digest, ord)"
     " JOIN sentences s ON s.text = u.text AND s.session = %(session)s JOIN memory_blocks b ON b.digest = u.digest"
     " ORDER BY u.ord ON CONFLICT DO NOTHING"
@@ -86,8 +90,14 @@ def write_triples(
     session: str,
     mimes: Mapping[str, str],
     now: float,
+    person: str = "",
+    visibility: str = "private",
 ) -> CommitResult:
-    """Write a commit's planned triples in the caller's transaction (see the module text)."""
+    """Write a commit's planned triples in the caller's transaction (see the module text).
+
+    Every row written records ``person`` and ``visibility``; a relation is refreshed only when
+    the same person wrote it with the same visibility.
+    """
     res = CommitResult()
     if not planned:
         return res
@@ -108,7 +118,7 @@ def write_triples(
     links = list(dict.fromkeys((t.sentence, d) for t in planned for d in t.digests))
     digests = list(dict.fromkeys(d for _, d in links))
     names = list(mentions)
-    common = {"now": now, "session": session}
+    common = {"now": now, "session": session, "person": person, "visibility": visibility}
     with conn.pipeline(), conn.cursor() as entity_cur, conn.cursor() as sentence_cur, conn.cursor() as relation_cur:
         entity_cur.execute(_ENTITIES, {
             **common, "names": names, "types": [mentions[n][1] for n in names],

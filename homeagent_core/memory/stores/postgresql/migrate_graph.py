@@ -27,14 +27,14 @@ __all__ = ["GraphMigrationReport", "migrate_graph"]
 # table -> (columns, key columns); parents before children, so foreign keys hold in each batch
 TABLES: dict[str, tuple[str, str]] = {
     "entities": ("id, name, type, mention_count, vector, vec_model, created_at, updated_at, terms", "id"),
-    "sentences": ("id, text, session, created_at", "id"),
-    "memory_blocks": ("id, digest, mime, vector, vec_model, created_at", "id"),
+    "sentences": ("id, text, session, created_at, person, visibility", "id"),
+    "memory_blocks": ("id, digest, mime, vector, vec_model, created_at, person, visibility", "id"),
     "relations": (
         "id, source_id, target_id, type, confidence, session, sentence_id, status, reviewed_at, created_at,"
-        " updated_at, review_attempts, review_attempted_at",
+        " updated_at, review_attempts, review_attempted_at, person, visibility",
         "id",
     ),
-    "memory_block_edges": ("id, sentence_id, block_id, type, created_at", "id"),
+    "memory_block_edges": ("id, sentence_id, block_id, type, created_at, person, visibility", "id"),
     "person_traits": ("entity_id, trait, value, updated_at", "entity_id, trait"),
     "applied_batches": ("batch_id, applied_at", "batch_id"),
     "graph_meta": ("key, value", "key"),

@@ -71,6 +71,12 @@ async def test_the_owner_approves_and_denies_an_adults_cmd_run_in_the_browser(
             await wait_for(lambda: follow_up(daemon, 2))
             assert "denied by the owner" in follow_up(daemon, 2)
             assert len(cmd.history) == 1  # the denied call never ran
+            # The history below keeps both outcomes (they are in people.db: a restart keeps them too).
+            await page.locator("#approval-history-box summary").click()
+            await page.locator('#people-approval-history tr[data-history="2"] td[data-status="denied"]').wait_for()
+            approved = page.locator('#people-approval-history tr[data-history="1"] td[data-status="approved"]')
+            await approved.wait_for()
+            assert "(web)" in await page.locator('#people-approval-history tr[data-history="1"]').inner_text()
         outcomes = [(r.person, r.outcome) for r in daemon.app.people.audit_rows(50) if r.action == "cmd_run"]
         assert ("mum", "approved") in outcomes and ("mum", "denied-by-owner") in outcomes
 

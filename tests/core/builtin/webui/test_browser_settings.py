@@ -127,3 +127,29 @@ async def test_the_source_name_pattern_compiles_and_the_browser_enforces_it(daem
         state = await page.eval_on_selector("#source-name", "e => [e.validity.valid, e.validity.patternMismatch]")
         assert state == [valid, not valid], (name, state)
     assert not [text for text in console_errors if "pattern" in text], console_errors
+
+
+async def test_the_calendar_passwords_are_never_shown_and_json_settings_read_as_json(
+    start_daemon: Any, tmp_path: Any, page: Any, login: Any
+) -> None:
+    import json
+
+    async with start_daemon(tmp_path / "data", extra=("homeagent_core.builtin.calendar",)) as daemon:
+        config = daemon.app.config
+        calendars = [{"name": "home", "url": "https://cloud.example.com/dav/alice/family/", "user": "alice"}]
+        config.set("plugin.calendar.calendars", calendars)
+        config.set("plugin.calendar.passwords", {"home": "app-secret-1234"})
+        await login(page, daemon)
+        await page.click("nav a[data-page='settings']")
+        group = page.locator("#settings-form details.settings-group[data-scope='plugin.calendar']")
+        await group.locator("summary").click()
+        secret = group.locator("[data-key='plugin.calendar.passwords']")
+        await secret.wait_for()
+        assert await secret.get_attribute("type") == "password" and await secret.input_value() == ""
+        assert "app-secret-1234" not in await page.content()
+        shown = group.locator("[data-key='plugin.calendar.calendars']")
+        assert json.loads(await shown.input_value()) == calendars
+        await secret.fill(json.dumps({"home": "new-secret"}))
+        await secret.dispatch_event("change")
+        await group.locator(".setting:has([data-key='plugin.calendar.passwords']) .saved:has-text('saved')").wait_for()
+        assert config.get("plugin.calendar.passwords") == {"home": "new-secret"}

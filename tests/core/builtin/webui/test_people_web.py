@@ -163,6 +163,9 @@ async def test_a_removed_persons_sessions_keys_and_password_stop_at_once(daemon:
                 assert exc.status_code == 401
             else:
                 raise AssertionError("a removed person's API key still works")
+        async with httpx.AsyncClient(base_url=daemon.url, headers={"Authorization": f"Bearer {key}"}) as by_key:
+            for path in ("/api/v1/session", "/api/v1/threads", "/api/v1/people"):
+                assert (await by_key.get(path)).status_code == 401, path
         # Someone new called mum does not inherit the old password.
         await owner.post("/api/v1/people", json={"name": "mum", "role": "child"})
         async with httpx.AsyncClient(base_url=daemon.url) as anon:
@@ -172,6 +175,18 @@ async def test_a_removed_persons_sessions_keys_and_password_stop_at_once(daemon:
         assert removed.status_code == 200
         unknown = await owner.delete("/api/v1/people/mum")
         assert unknown.status_code == 400 and "unknown person 'mum'" in unknown.json()["error"]
+
+
+async def test_the_owner_links_and_unlinks_a_chat_account_on_the_api(daemon: WebDaemon):
+    async with daemon.client() as owner:
+        await owner.post("/api/v1/people", json={"name": "kid", "role": "child"})
+        linked = await owner.post("/api/v1/people/kid/link", json={"platform": "QQ", "account": "10001"})
+        assert linked.json()["identities"] == [{"platform": "qq", "account": "10001"}]
+        unlinked = await owner.request("DELETE", "/api/v1/people/kid/link", json={"platform": "qq", "account": "10001"})
+        assert unlinked.status_code == 200 and unlinked.json()["identities"] == []
+        again = await owner.request("DELETE", "/api/v1/people/kid/link", json={"platform": "qq", "account": "10001"})
+        assert again.status_code == 400 and "is not linked to 'kid'" in again.json()["error"]
+    assert daemon.app.people.person_for_identity("qq", "10001") is None
 
 
 async def test_an_invite_works_once_and_not_after_it_expired(daemon: WebDaemon):
@@ -291,6 +306,34 @@ async def decide_two_approvals(daemon: WebDaemon) -> None:
         await wait_for(lambda: any("second-run" in str(r["messages"][-1]["content"]) for r in daemon.model.requests))
         assert not any("first-run" in str(r["messages"][-1]["content"]) for r in daemon.model.requests)
         assert (await owner.get("/api/v1/approvals")).json()["approvals"] == []
+        unknown = await owner.post("/api/v1/approvals/99", json={"approve": True})
+        assert unknown.status_code == 409 and "there is no approval #99" in unknown.json()["error"]
+
+    # A third one: the asker cannot decide it, and two owner's clicks at once decide it once.
+    daemon.model.add(ToolCallReply("cmd_run", {"command": "echo third-run"}), "waits")
+    again = openai.AsyncOpenAI(base_url=daemon.url + "/v1", api_key=key, max_retries=0, timeout=10)
+    async with again:
+        await again.chat.completions.create(model="m", messages=[{"role": "user", "content": "run three"}])
+    async with httpx.AsyncClient(base_url=daemon.url, timeout=10, headers={"Authorization": f"Bearer {key}"}) as mum:
+        refused = await mum.post("/api/v1/approvals/3", json={"approve": True})
+        assert refused.status_code in (401, 403), refused.text
+    async with daemon.client() as owner:
+        both = await asyncio.gather(
+            owner.post("/api/v1/approvals/3", json={"approve": True}),
+            owner.post("/api/v1/approvals/3", json={"approve": False}),
+        )
+        codes = sorted(r.status_code for r in both)
+        assert codes == [200, 409], [r.text for r in both]
+        loser = next(r for r in both if r.status_code == 409)
+        assert "approval #3 (cmd_run for mum) was already" in loser.json()["error"]
+        history = (await owner.get("/api/v1/approvals", params={"history": 1})).json()["approvals"]
+        assert [(a["id"], a["status"]) for a in history][1:] == [(2, "approved"), (1, "denied")]
+        assert history[0]["id"] == 3 and history[0]["status"] == next(r for r in both if r.status_code == 200).json()[
+            "status"
+        ]
+        assert history[1]["decided_by"].endswith("(web)")
+        bad = await owner.get("/api/v1/approvals", params={"history": 1, "limit": "lots"})
+        assert bad.status_code == 400 and "limit must be a whole number" in bad.json()["error"]
 
 
 def test_sessions_stored_before_they_carried_a_person_stay_the_admin_logins(tmp_path: Path):
