@@ -14,7 +14,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: run test screenshots bench lint typecheck clean ha-venv
+.PHONY: run test screenshots screenshots-phone bench lint typecheck clean ha-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: $(VENV)/.installed-dev $(HA_VENV)/.installed
 # (headless Chromium) for a change to the web UI's looks. Review them before committing.
 screenshots: $(VENV)/.installed-dev
 	HOMEAGENT_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/core/builtin/webui/test_browser*.py
+
+# Every page on a 390 px phone in Chinese and in English (docs/screenshots/phone-<page>-<zh|en>.png).
+screenshots-phone: $(VENV)/.installed-dev
+	$(PY) tools/phone_screenshots.py --out $(CURDIR)/docs/screenshots
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/run_all.py

@@ -11,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from homeagent_core.i18n import cli_language, t
 from homeagent_sdk.errors import HomeAgentError
 
 __all__ = ["DataOption", "JsonOption", "echo_json", "fail", "handle_errors"]
@@ -30,8 +31,9 @@ DataOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
-    typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
+def fail(message: str, code: int = 1, *, language: str | None = None) -> typer.Exit:
+    """Print ``Error: message`` to stderr in ``language`` (default: :func:`homeagent_core.i18n.cli_language`)."""
+    typer.secho(t(language or cli_language(), "cli.error", message=message), fg=typer.colors.RED, err=True)
     return typer.Exit(code)
 
 

@@ -70,6 +70,7 @@ from homeagent_sdk.channels import (
     split_text,
 )
 from homeagent_sdk.errors import HomeAgentError, InputQueueFull
+from homeagent_sdk.i18n import SDK, language_of_text
 from homeagent_sdk.pairing import PAIRING_FILE, AccessDecision, PairingStore
 from homeagent_sdk.types import Caps, ChannelDef, ConfigDef, InjectOptions, MediaAttachment, Principal, TextEvent
 
@@ -259,7 +260,7 @@ class ChatBridge(abc.ABC):
             return f"ignored: {decision.reason or 'denied'}"
         if decision.action == "pair":
             if decision.notify:
-                await self._send_pairing_code(conv, decision.code)
+                await self._send_pairing_code(conv, decision.code, message.text)
             return "pairing"
         if message.media:  # only now, for a sender who passed access, is anything fetched
             message = await self._fetch_announced(message)
@@ -288,12 +289,12 @@ class ChatBridge(abc.ABC):
             else:
                 await self.sdk.io.inject_text(line, name, options)
         except InputQueueFull as exc:
-            await self._busy(conv, exc)
+            await self._busy(conv, exc, message.text)
             return "ignored: busy"
         self._busy_noticed.pop(conv.key, None)
         return "injected"
 
-    async def _busy(self, conv: Conversation, exc: InputQueueFull) -> None:
+    async def _busy(self, conv: Conversation, exc: InputQueueFull, said: str = "") -> None:
         """The agent refused a message (queue full): tell the conversation once, log one line."""
         self.busy_refused += 1
         now = time.monotonic()
@@ -304,10 +305,11 @@ class ChatBridge(abc.ABC):
         if len(self._busy_noticed) > 1000:
             self._busy_noticed.pop(next(iter(self._busy_noticed)))
         self.log.warning("%s: a message in %s was not accepted: %s", self.label, conv.key, exc)
-        text = (
-            f"The agent is busy and could not take this message. Please send it again in about "
-            f"{exc.retry_after_header} s."
-        )
+        language = language_of_text(said, default="")
+        if language:
+            text = SDK.text(language, "busy.refused", seconds=exc.retry_after_header)
+        else:
+            text = "\n".join(SDK.both("busy.refused", seconds=exc.retry_after_header).values())
         try:
             await self.send_text(conv, text)
         except Exception as send_error:
@@ -401,16 +403,17 @@ class ChatBridge(abc.ABC):
                 self.label, reason, self.pairing_limited,
             )
 
-    async def _send_pairing_code(self, conv: Conversation, code: str) -> None:
+    async def _send_pairing_code(self, conv: Conversation, code: str, said: str = "") -> None:
         self.sdk.events.publish(
             "pairing_requested", {"plugin": self.sdk.name, "platform": self.platform, "conversation": conv.key,
                                   "code": code},
         )
-        text = (
-            f"Pairing code: {code}\n"
-            "This agent answers approved contacts only. Ask its owner to approve this code on the web UI's "
-            f"Pairing page, or to run: homeagent pairing approve {code}"
-        )
+        # In the language the sender wrote in; both languages when their message had no words.
+        language = language_of_text(said, default="")
+        if language:
+            text = SDK.text(language, "pairing.code", code=code)
+        else:
+            text = "\n\n".join(SDK.both("pairing.code", code=code).values())
         try:
             await self.send_text(conv, text)
         except Exception as exc:

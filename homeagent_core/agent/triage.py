@@ -35,6 +35,7 @@ from homeagent_core.agent.channels import SEND_PREFIX
 from homeagent_core.agent.residents import Residents
 from homeagent_core.agent.scheduler import InputItem, Scheduler
 from homeagent_core.agent.turn import Reply, Turn, TurnHost, who_of
+from homeagent_core.i18n import t
 
 __all__ = [
     "BUSY_MARK",
@@ -97,10 +98,7 @@ def _took(seconds: float, zh: bool) -> str:
 
 def busy_notice(text: str, estimate_s: float) -> str:
     """The busy notice, in the language of ``text``."""
-    if is_zh(text):
-        return f"忙碌中，请稍候：我正在处理另一项任务，预计约 {_minutes(estimate_s)} 分钟后回复你。"
-    minutes = _minutes(estimate_s)
-    return f"Busy right now, please wait: I'm on another task and expect to get to you in about {minutes} min."
+    return t("zh" if is_zh(text) else "en", "notice.busy", minutes=_minutes(estimate_s))
 
 
 class TriageHost(TurnHost, Protocol):

@@ -26,6 +26,7 @@ import typer
 
 from homeagent_core.cli._common import DataOption, fail
 from homeagent_core.datadir import resolve_data_dir
+from homeagent_core.i18n import cli_language, t
 
 __all__ = ["CliClient", "DaemonUnreachable", "ask", "chat"]
 
@@ -163,7 +164,7 @@ def ask(
     if text is None or text == "-":
         text = sys.stdin.read()
     if not text.strip():
-        raise fail("nothing to ask: give the message as an argument or on standard input")
+        raise fail(t(cli_language(), "cli.chat.nothing"))
     stream = sys.stdout.isatty() and not as_json
     try:
         with CliClient(_socket_path(data, sock), api_key=api_key, timeout=timeout) as client:
@@ -174,7 +175,7 @@ def ask(
                     streamed += event["content"]
                     typer.echo(event["content"], nl=False)
                 elif kind == "reset" and stream and streamed:
-                    typer.echo("\n[…restarted]")
+                    typer.echo("\n" + t(cli_language(), "cli.restarted"))
                     streamed = ""
                 elif kind == "message" and not as_json:
                     typer.echo(event["content"])
@@ -225,7 +226,7 @@ class _Renderer:
     def reset(self) -> None:
         self._text = ""
         if not self.markdown:
-            self.console.print("\n[…restarted]", markup=False)
+            self.console.print("\n" + t(cli_language(), "cli.restarted"), markup=False)
 
     def finish(self, content: str) -> None:
         if self._live is not None:
@@ -291,7 +292,7 @@ def chat(
         raise fail(str(exc), EXIT_UNREACHABLE) from None
     except AgentError as exc:
         raise fail(str(exc), EXIT_ERROR) from None
-    render.note("Connected. /help lists commands, /quit leaves.", "dim")
+    render.note(t(cli_language(), "cli.chat.connected"), "dim")
     path = _socket_path(data, sock)
     try:
         while True:
@@ -309,9 +310,9 @@ def chat(
                 break
             if client.closed_by_daemon():  # it restarted while we waited for input: nothing is lost
                 client.close()
-                render.note("waiting for the daemon…", "yellow")
+                render.note(t(cli_language(), "cli.chat.waiting"), "yellow")
                 client = _reconnect(path, api_key, timeout, reconnect_timeout)
-                render.note("daemon restarted, reconnected", "yellow")
+                render.note(t(cli_language(), "cli.chat.reconnected"), "yellow")
             try:
                 for event in client.send(text):
                     kind = event.get("type")
@@ -328,12 +329,12 @@ def chat(
             except (AgentError, OSError) as exc:
                 render.finish("")
                 if isinstance(exc, AgentError) and "closed the connection" not in str(exc):
-                    render.note(f"Error: {exc}", "red")
+                    render.note(t(cli_language(), "cli.error", message=exc), "red")
                     continue
                 client.close()
-                render.note("the daemon went away; waiting for the daemon…", "yellow")
+                render.note(t(cli_language(), "cli.chat.gone"), "yellow")
                 client = _reconnect(path, api_key, timeout, reconnect_timeout)
-                render.note("daemon restarted, reconnected; that message was not answered: send it again", "yellow")
+                render.note(t(cli_language(), "cli.chat.unanswered"), "yellow")
     finally:
         save_history()
         client.close()

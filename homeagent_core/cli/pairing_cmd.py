@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from homeagent_core.cli._common import DataOption, JsonOption, echo_json, fail, handle_errors
+from homeagent_core.i18n import cli_language, t
 from homeagent_sdk.pairing import PairingRequest, PairingStore, pairing_files
 
 __all__ = ["app", "pairing_stores"]
@@ -34,9 +35,22 @@ def _find(data: Path | None, code: str) -> tuple[str, PairingStore]:
     for plugin, store in stores.items():
         if any(r.code == wanted for r in store.list()):
             return plugin, store
+    language = _language(data)
     if not stores:
-        raise fail("no chat bridge has pairing requests in this data dir (is a bridge plugin installed and started?)")
-    raise fail(f"no pairing request with code {wanted!r}; `homeagent pairing list` shows the codes")
+        raise fail(t(language, "cli.pairing.no_bridges"), language=language)
+    raise fail(t(language, "cli.pairing.no_code", code=repr(wanted)), language=language)
+
+
+def _language(data: Path | None) -> str:
+    from homeagent_core.datadir import resolve_data_dir
+
+    return cli_language(resolve_data_dir(data))
+
+
+def _said(key: str, plugin: str, request: PairingRequest, data: Path | None, linked: str = "") -> str:
+    language = _language(data)
+    return t(language, key, platform=request.platform, account=request.account,
+             name=request.name or t(language, "cli.pairing.no_name"), plugin=plugin, linked=linked)
 
 
 def _row(plugin: str, request: PairingRequest) -> dict[str, object]:
@@ -54,13 +68,14 @@ def list_(
 ) -> None:
     """List pairing requests of every chat bridge, newest first."""
     if status is not None and status not in ("pending", "approved", "denied"):
-        raise fail(f"--status must be pending, approved or denied, not {status!r}")
+        language = _language(data)
+        raise fail(t(language, "cli.pairing.bad_status", status=repr(status)), language=language)
     rows = [_row(p, r) for p, s in pairing_stores(data).items() for r in s.list(status)]
     if as_json:
         echo_json(rows)
         return
     if not rows:
-        typer.echo("no pairing requests")
+        typer.echo(t(_language(data), "cli.pairing.empty"))
         return
     for row in rows:
         person = f" -> {row['person']}" if row["person"] else ""
@@ -82,8 +97,8 @@ def approve(
     """Approve a sender (or group): the agent answers them from now on."""
     plugin, store = _find(data, code)
     request = store.approve(code, person=person)
-    linked = f", linked to {person}" if person else ""
-    typer.echo(f"approved {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}{linked}")
+    linked = t(_language(data), "cli.pairing.linked", person=person) if person else ""
+    typer.echo(_said("cli.pairing.approved", plugin, request, data, linked))
 
 
 @app.command("deny")
@@ -95,7 +110,7 @@ def deny(
     """Deny a sender (or group): their messages are ignored from now on."""
     plugin, store = _find(data, code)
     request = store.deny(code)
-    typer.echo(f"denied {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}")
+    typer.echo(_said("cli.pairing.denied", plugin, request, data))
 
 
 @app.command("revoke")
@@ -107,4 +122,4 @@ def revoke(
     """Revoke an approved (or denied) sender: forgotten, so their next message gets a new code."""
     plugin, store = _find(data, code)
     request = store.revoke(code)
-    typer.echo(f"revoked {request.platform} {request.account} ({request.name or 'no name'}) on {plugin}")
+    typer.echo(_said("cli.pairing.revoked", plugin, request, data))

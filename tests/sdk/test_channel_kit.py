@@ -169,9 +169,9 @@ async def test_unknown_sender_gets_only_a_code_then_talks_after_approval(agent: 
 
     assert await bridge.handle(wang) == "pairing"
     conv, text = await _next(plugin.sent)
-    assert conv == "private:12345" and "Pairing code" in text
+    assert conv == "private:12345" and "配对码：" in text  # in the language 小王 wrote in
     assert agent.model.requests == []
-    code = text.split("Pairing code: ")[1].split()[0]
+    code = text.split("配对码：")[1].split()[0]
 
     result = CliRunner().invoke(cli_app, ["pairing", "approve", code, "--data", str(agent.data_dir)])
     assert result.exit_code == 0, result.output
@@ -189,7 +189,7 @@ async def test_unknown_sender_gets_only_a_code_then_talks_after_approval(agent: 
     assert "revoked qq 12345" in result.output
     assert await bridge.handle(wang) == "pairing"
     conv, text = await _next(plugin.sent)
-    assert "Pairing code" in text and code not in text
+    assert "配对码：" in text and code not in text
     assert len(agent.model.requests) == 1
 
 

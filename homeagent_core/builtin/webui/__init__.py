@@ -21,9 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.i18n import locale_language, setting_value, t
 from homeagent_sdk import Caps, ChannelDef, ChannelRegistry, ConfigDef, SettingsRegistry, hookimpl
 from homeagent_sdk._net import listen_tcp
 from homeagent_sdk.errors import ChannelSendError, PluginLoadError
+from homeagent_sdk.i18n import SETTING_CHOICES
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -74,6 +76,11 @@ class WebUI:
     def register_settings(self, registry: SettingsRegistry) -> None:
         registry.add(ConfigDef(key="addr", type="string", default="127.0.0.1:8080",
                                description="Listen address host:port.", restart_required=True))
+        registry.add(ConfigDef(key="language", type="select", default="auto", options=list(SETTING_CHOICES),
+                               description="The language of the web UI, the CLI and the messages to chat-app users: "
+                                           "auto (the browser's language; the CLI follows LANG, a chat app the "
+                                           "language a person writes in), zh (Chinese) or en (English). The web "
+                                           "UI's language switch sets it."))
         registry.add(ConfigDef(key="username", type="string", default="admin", description="Admin login name."))
         registry.add(ConfigDef(key="api_key", type="password", default="", secret=True,
                                description="API key to use on first start instead of a generated one."))
@@ -194,10 +201,11 @@ class WebUI:
 
     def _announce(self, secrets: dict[str, str], sdk: ScopedSDK) -> None:
         """Print the generated credentials once, on the terminal only (never into log files)."""
-        lines = ["", "HomeAgent web UI credentials (shown once, stored hashed):"]
+        setting = setting_value(sdk.settings.get("language"))
+        language = setting if setting != "auto" else locale_language()
+        lines = ["", t(language, "cli.credentials")]
         lines += [f"  {k}: {v}" for k, v in secrets.items()]
-        lines += ["  change the password on the web UI's Account page (账户); new secrets: delete "
-                  f"{sdk.data_dir / 'credentials.json'} and restart", ""]
+        lines += ["  " + t(language, "cli.credentials_change", path=sdk.data_dir / "credentials.json"), ""]
         print("\n".join(lines), file=sys.stderr, flush=True)
 
     @hookimpl

@@ -14,7 +14,9 @@ from starlette.routing import Route
 from homeagent_core.builtin.webui import agent_port, api_people
 from homeagent_core.builtin.webui.auth import SESSION_COOKIE
 from homeagent_core.builtin.webui.common import ApiError, UIState, error, json_body, ok, require_api, require_person
+from homeagent_core.builtin.webui.i18n_routes import request_language
 from homeagent_core.builtin.webui.persona import MAX_PERSONA_CHARS, MODES, PersonaFile
+from homeagent_core.i18n import config_description, t
 from homeagent_sdk._version import __version__
 from homeagent_sdk.errors import HomeAgentError
 
@@ -37,7 +39,7 @@ async def login(request: Request) -> Response:
     source = ui.source_of(request)
     wait = ui.limiter.retry_after(source)
     if wait:
-        return error(429, f"登录尝试过于频繁，请 {wait} 秒后再试", {"Retry-After": str(wait)})
+        return error(429, t(request_language(request), "login.too_many", seconds=wait), {"Retry-After": str(wait)})
     try:
         data = await json_body(request, required={"username": str, "password": str})
     except ApiError as exc:
@@ -50,7 +52,7 @@ async def login(request: Request) -> Response:
                 "web UI: repeated failed logins from %s; its next try must wait %d s (a correct login from "
                 "elsewhere is not affected)", source, int(imposed),
             )
-        return error(401, "用户名或密码错误")
+        return error(401, t(request_language(request), "login.wrong"))
     ui.limiter.succeeded(source)
     token = ui.sessions.create(*who)
     response = ok({"status": "ok", "csrf_token": ui.sessions.csrf_token(token)})
@@ -108,11 +110,16 @@ async def settings_get(request: Request) -> Response:
     config = _ui(request).services.config
     prefix = request.query_params.get("prefix", "")
     rows = config.describe(prefix)
+    language = request_language(request)
     meta = {}
     for row in rows:
         definition = config.definition(row["key"])
         if definition is not None:
             d = definition.to_dict()
+            # Shown in the page's language; the search matches both (the other one is sent too).
+            d["description"] = config_description(definition, language)
+            d["description_zh"] = config_description(definition, "zh")
+            d["description_en"] = definition.description
             if d.get("secret") or d.get("type") == "password":
                 d["default"] = None
             meta[row["key"]] = d

@@ -28,6 +28,7 @@ from homeagent_core.builtin.webui import (
     api_push,
     api_reminders,
     api_residents,
+    i18n_routes,
     openai_compat,
 )
 from homeagent_core.builtin.webui.auth import LOGINS_DB, Credentials, LoginLimiter, Logins, Sessions, parse_proxies
@@ -178,6 +179,7 @@ def build_app(state: UIState, *, bound_host: str = "127.0.0.1") -> Starlette:
         Route("/login", login_page, methods=["GET"]),
         Route("/invite", invite_page, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
+        *i18n_routes.routes,
         *api_admin.routes,
         *api_llm.routes,
         *api_plugins.routes,

@@ -161,9 +161,9 @@ async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
     transcript.append("小王 (QQ 12345) -> bot: 你好")
     sent = await fake.next_sent()
     transcript.append(f"bot -> 小王: {text_of(sent)}")
-    assert "Pairing code" in text_of(sent)
+    assert "配对码：" in text_of(sent)  # in the language 小王 wrote in
     assert not any("小王 (QQ 12345): 你好" in str(r["messages"]) for r in model.model.requests)
-    code = text_of(sent).split("Pairing code: ")[1].split()[0]
+    code = text_of(sent).split("配对码：")[1].split()[0]
     listed = await asyncio.to_thread(_cli, env, data, "pairing", "list")
     assert code in listed and "pending" in listed
     await asyncio.to_thread(_cli, env, data, "pairing", "approve", code)

@@ -58,9 +58,9 @@ async def test_stranger_gets_only_a_code_and_an_approved_friend_gets_the_reply(a
     await onebot.private(12345, "小王", [{"type": "text", "data": {"text": "在吗"}}])
     sent = await onebot.next_sent()
     assert sent["action"] == "send_private_msg" and sent["user_id"] == 12345
-    assert "Pairing code" in text_of(sent) and agent.model.requests == []
+    assert "配对码：" in text_of(sent) and agent.model.requests == []  # in the language 小王 wrote in
 
-    code = text_of(sent).split("Pairing code: ")[1].split()[0]
+    code = text_of(sent).split("配对码：")[1].split()[0]
     store = PairingStore(agent.data_dir / "plugin_data" / "onebot" / "pairing.db")
     assert store.approve(code).account == "12345"
     await onebot.private(12345, "小王", "在吗")  # a CQ string this time
@@ -324,7 +324,8 @@ async def test_an_unpaired_senders_media_is_never_fetched(agent: AgentHarness, o
         photo = {"type": "image", "data": {"file": "x.image", "url": media.url("/x.png")}}
         await onebot.private(999, "陌生人", [photo])
         sent = await onebot.next_sent()
-        assert "Pairing code" in text_of(sent)
+        # A photo has no words: the code comes in both languages.
+        assert "配对码：" in text_of(sent) and "Pairing code: " in text_of(sent)
         assert media.requests == 0 and agent.model.requests == []
 
 
@@ -392,7 +393,8 @@ async def test_a_busy_agent_gets_one_notice_per_group_and_the_owner_keeps_a_shar
         while plugin.bridge.busy_refused < 4:
             await asyncio.sleep(0.02)
     notice = await onebot.next_sent()
-    assert notice["group_id"] == 678 and "busy" in text_of(notice) and "send it again in about" in text_of(notice)
+    # In the language the members wrote in.
+    assert notice["group_id"] == 678 and text_of(notice).startswith("助手正忙，没能接收这条消息。请大约 ")
     assert onebot.sent.empty()  # one notice for the group, not one per refused message
     assert len(scheduler) == 3 and plugin.bridge.busy_refused == 4
     assert not [r for r in caplog.records if r.exc_info], "a refused message logged a traceback"

@@ -133,12 +133,12 @@ function bubble(role, text = "") {
 function thinking(node) {
   node.classList.add("streaming", "thinking");
   node.body.textContent = "";
-  node.body.append(el("span", {class: "typing", "aria-label": "正在思考 thinking"}, el("i"), el("i"), el("i")));
+  node.body.append(el("span", {class: "typing", "aria-label": t("chat.thinking")}, el("i"), el("i"), el("i")));
 }
 
 function addTool(node, payload) {
   const status = payload.rejected ? "rejected" : payload.success ? "ok" : "failed";
-  node.tools.append(el("div", {class: "tool"}, `工具 ${payload.name} · ${status}`));
+  node.tools.append(el("div", {class: "tool"}, t("chat.tool", {name: payload.name, status: tStatus(status)})));
 }
 
 function addAttachment(node, att) {
@@ -165,13 +165,13 @@ function showError(node, message) {
   node.classList.add("error");
   node.dataset.done = "1";
   node.body.textContent = "";
-  node.body.append(el("span", {class: "error-text"}, `出错了 Error: ${message}`));
+  node.body.append(el("span", {class: "error-text"}, t("chat.error", {message})));
   if (node.retry) {
     node.body.append(el("button", {type: "button", class: "retry secondary", onclick: () => {
       const retry = node.retry;
       node.remove();
       send(retry.text, retry.file, {redraw: false});
-    }}, "重试 Retry"));
+    }}, t("chat.retry")));
   }
   if (pending === node) pending = null;
   busy(false);
@@ -202,22 +202,22 @@ function renderHistory(data) {
 let currentThread = "";
 let me = "";
 
-function threadLabel(t) {
-  if (t.title) return t.title;
-  if (t.id === "main" || t.id.startsWith("person:")) return "默认对话 · Default chat";
-  if (t.id.startsWith("web:")) return "新对话 · New chat";
-  return t.id;
+function threadLabel(thread) {
+  if (thread.title) return thread.title;
+  if (thread.id === "main" || thread.id.startsWith("person:")) return t("chat.default_thread");
+  if (thread.id.startsWith("web:")) return t("chat.new");
+  return thread.id;
 }
 
 async function loadThreads() {
   const data = await api("/api/v1/threads");
   me = data.person || "";
-  if (!currentThread || !data.threads.some((t) => t.id === currentThread)) currentThread = data.default;
+  if (!currentThread || !data.threads.some((thread) => thread.id === currentThread)) currentThread = data.default;
   const select = $("#thread");
   select.textContent = "";
-  for (const t of data.threads) {
-    const when = t.updated ? ` · ${new Date(t.updated * 1000).toLocaleDateString()}` : "";
-    select.append(el("option", {value: t.id}, threadLabel(t) + when));
+  for (const thread of data.threads) {
+    const when = thread.updated ? ` · ${new Date(thread.updated * 1000).toLocaleDateString()}` : "";
+    select.append(el("option", {value: thread.id}, threadLabel(thread) + when));
   }
   select.value = currentThread;
 }
@@ -349,9 +349,9 @@ async function send(text, file, {redraw = true} = {}) {
       reveal(node, true);
     }
     if (result.skipped) {
-      node.append(el("div", {class: "note"}, "与刚才的消息相同，这是上一次的回答 · Same as your previous message: this is the earlier reply"));
+      node.append(el("div", {class: "note"}, t("chat.same_as_before")));
     }
-    if (!node.raw && !node.classList.contains("error")) setBody(node, "（已停止 · stopped）");
+    if (!node.raw && !node.classList.contains("error")) setBody(node, t("chat.stopped"));
   } catch (err) {
     showError(node, err.message);
   } finally {
@@ -391,12 +391,12 @@ $("#file").addEventListener("change", () => {
 
 $("#export").addEventListener("click", async () => {
   const data = await api(historyPath());
-  const lines = [`# HomeAgent chat — ${new Date().toISOString().slice(0, 10)}`, ""];
+  const lines = [`# ${t("chat.export_heading", {date: new Date().toISOString().slice(0, 10)})}`, ""];
   for (const m of data.messages) {
     if (HIDDEN_CHANNELS.has(m.channel)) continue;
     const when = m.time ? new Date(m.time * 1000).toLocaleString() : "";
     // Each message is labelled with who said it: the person's name, or HomeAgent.
-    const speaker = m.role === "user" ? m.speaker || me || "You" : "HomeAgent";
+    const speaker = m.role === "user" ? m.speaker || me || t("chat.you") : "HomeAgent";
     lines.push(`## ${speaker}${when ? ` · ${when}` : ""}`, "");
     for (const att of m.attachments || []) lines.push(`[${att.name}](/uploads/${encodeURIComponent(att.name)})`, "");
     lines.push(m.content || "", "");
@@ -478,7 +478,7 @@ function showEntity(node) {
   const rel = graphData.edges.filter((e) => e.source === node.id || e.target === node.id);
   const list = el("ul", {class: "list"});
   for (const e of rel) list.append(el("li", {}, `${names.get(e.source) || "?"} —${e.type}→ ${names.get(e.target) || "?"}`));
-  if (!rel.length) list.append(el("li", {class: "empty"}, "没有关系 · No relations"));
+  if (!rel.length) list.append(el("li", {class: "empty"}, t("memory.no_relations")));
   box.append(list);
   document.querySelectorAll("#graph circle").forEach((c) => c.classList.toggle("selected", c.dataset.id === node.id));
 }
@@ -568,14 +568,14 @@ async function loadMemory(query = "") {
     drawGraph(graph.data);
     entities.textContent = "";
     for (const n of graph.data.nodes || []) entities.append(el("li", {class: "entity"}, `${n.name}${n.type ? ` (${n.type})` : ""}`));
-    if (!(graph.data.nodes || []).length) entities.append(el("li", {class: "empty"}, "图谱还是空的 · Nothing learned yet"));
+    if (!(graph.data.nodes || []).length) entities.append(el("li", {class: "empty"}, t("memory.empty_graph")));
   } catch (err) { entities.textContent = err.message; }
   try {
     const docs = await api(`/api/v1/memory/documents?limit=30${query ? `&q=${encodeURIComponent(query)}` : ""}`);
     const list = $("#documents");
     list.textContent = "";
     for (const d of docs.documents) list.append(documentItem(d, () => loadMemory(query)));
-    if (!docs.documents.length) list.append(el("li", {class: "empty"}, query ? "没有找到 · No results" : "还没有文档 · No documents yet"));
+    if (!docs.documents.length) list.append(el("li", {class: "empty"}, query ? t("memory.no_results") : t("memory.no_documents")));
   } catch (err) { $("#documents").textContent = err.message; }
   try {
     const ctx = await api("/api/v1/memory/context");
@@ -598,12 +598,12 @@ $("#memory-form").addEventListener("submit", async (event) => {
     for (const r of result.relations || []) {
       list.append(el("li", {}, `${names.get(r.source) || r.source_name || r.source} —${r.type}→ ${names.get(r.target) || r.target_name || r.target}`));
     }
-    if (!list.children.length) list.append(el("li", {class: "empty"}, `没有找到“${q}” · No results`));
+    if (!list.children.length) list.append(el("li", {class: "empty"}, t("memory.not_found", {query: q})));
     const docs = await api(`/api/v1/memory/documents?limit=30&q=${encodeURIComponent(q)}`);
     const docList = $("#documents");
     docList.textContent = "";
     for (const d of docs.documents) docList.append(documentItem(d, () => loadMemory(q)));
-    if (!docs.documents.length) docList.append(el("li", {class: "empty"}, "没有找到 · No results"));
+    if (!docs.documents.length) docList.append(el("li", {class: "empty"}, t("memory.no_results")));
   } catch (err) { $("#entities").textContent = err.message; }
 });
 
@@ -621,19 +621,19 @@ async function loadPlugins() {
     const contributions = Object.entries(p.contributions || {}).map(([k, v]) => `${k}: ${v.length}`).join(", ");
     const actions = el("td", {});
     actions.append(p.disabled
-      ? el("button", {class: "secondary", onclick: () => toggle(p.name, "enable")}, "启用 Enable")
-      : el("button", {class: "secondary", onclick: () => toggle(p.name, "disable")}, "停用 Disable"));
+      ? el("button", {class: "secondary", onclick: () => toggle(p.name, "enable")}, t("plugins.enable"))
+      : el("button", {class: "secondary", onclick: () => toggle(p.name, "disable")}, t("plugins.disable")));
     if (p.package && !p.disabled && (p.restart_required || p.status === "failed")) {
-      actions.append(el("button", {class: "start", onclick: () => startPlugin(p.name)}, "启动 Start now"));
+      actions.append(el("button", {class: "start", onclick: () => startPlugin(p.name)}, t("plugins.start")));
     }
-    if (p.package) actions.append(el("button", {class: "secondary remove", onclick: () => removePlugin(p.name)}, "删除 Remove"));
-    let label = p.disabled ? (p.package && p.status !== "started" ? "disabled" : "disabled (restart)") : p.status;
-    if (p.restart_required && !p.disabled) label = "installed, not running";
+    if (p.package) actions.append(el("button", {class: "secondary remove", onclick: () => removePlugin(p.name)}, t("plugins.remove")));
+    let label = p.disabled ? (p.package && p.status !== "started" ? tStatus("disabled") : t("plugins.disabled_restart")) : tStatus(p.status);
+    if (p.restart_required && !p.disabled) label = t("plugins.not_running");
     const status = el("td", {class: `status-${p.status}`}, label);
     if (p.error) status.append(el("div", {class: "plugin-error"}, p.error));
     const name = el("td", {}, p.version ? `${p.name} ${p.version}` : p.name);
     if (settingsScopes.has(`plugin.${p.name}`)) {
-      actions.append(el("a", {class: "plugin-settings", href: "#settings", onclick: () => { pendingScope = `plugin.${p.name}`; }}, "设置 Settings"));
+      actions.append(el("a", {class: "plugin-settings", href: "#settings", onclick: () => { pendingScope = `plugin.${p.name}`; }}, t("plugins.settings")));
     }
     body.append(el("tr", {"data-plugin": p.name}, name, el("td", {}, p.kind), status,
       el("td", {}, contributions), actions));
@@ -649,9 +649,9 @@ function installNote(text, failed) {
 async function toggle(name, what) {
   try {
     const result = await api(`/api/v1/plugins/${encodeURIComponent(name)}/${what}`, {method: "POST"});
-    if (result.action === "start_failed") installNote(`enabled ${name}, but it did not start: ${result.start_error}`, true);
-    else if (result.action === "started") installNote(`enabled and started ${name}`, false);
-    else if (result.action === "stopped") installNote(`disabled and stopped ${name}`, false);
+    if (result.action === "start_failed") installNote(t("plugins.enabled_not_started", {name, error: result.start_error}), true);
+    else if (result.action === "started") installNote(t("plugins.enabled_started", {name}), false);
+    else if (result.action === "stopped") installNote(t("plugins.disabled_stopped", {name}), false);
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
 }
@@ -659,7 +659,7 @@ async function toggle(name, what) {
 async function startPlugin(name) {
   try {
     const result = await api(`/api/v1/plugins/${encodeURIComponent(name)}/start`, {method: "POST"});
-    installNote(`${result.status} ${name}; tools: ${result.tools.join(", ") || "none"}`, false);
+    installNote(t("plugins.started_tools", {status: tStatus(result.status), name, tools: result.tools.join(", ") || t("common.none")}), false);
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
 }
@@ -667,7 +667,7 @@ async function startPlugin(name) {
 async function removePlugin(name) {
   try {
     await api(`/api/v1/plugins/${encodeURIComponent(name)}`, {method: "DELETE"});
-    installNote(`removed ${name}`, false);
+    installNote(t("plugins.removed", {name}), false);
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
 }
@@ -676,19 +676,19 @@ $("#install-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const file = $("#hmap").files[0];
   if (!file) {
-    installNote("先选择一个 .hmap 文件 · Choose a .hmap package file first", true);
+    installNote(t("plugins.choose_file"), true);
     return;
   }
   const query = $("#hmap-overwrite").checked ? "?overwrite=true" : "";
   try {
     const result = await api(`/api/v1/plugins${query}`, {method: "POST", headers: {"Content-Type": "application/zip"}, body: file});
     if (result.action === "start_failed") {
-      installNote(`installed ${result.name} ${result.version}, but it did not start: ${result.start_error}`, true);
+      installNote(t("plugins.installed_not_started", {name: result.name, version: result.version, error: result.start_error}), true);
     } else {
-      const after = {started: "started", reloaded: "running the new version", rescanned: "skills rescanned",
-        disabled: "disabled: enable it to start", reload_required: "restart to load it"}[result.action] || result.action;
-      const tools = result.tools && result.tools.length ? `; tools: ${result.tools.join(", ")}` : "";
-      installNote(`installed ${result.name} ${result.version} (${after}${tools})`, false);
+      const known = ["started", "reloaded", "rescanned", "disabled", "reload_required"];
+      const after = known.includes(result.action) ? t(`plugins.after.${result.action}`) : result.action;
+      const tools = result.tools && result.tools.length ? t("plugins.tools_suffix", {tools: result.tools.join(", ")}) : "";
+      installNote(t("plugins.installed", {name: result.name, version: result.version, after, tools}), false);
     }
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
@@ -697,11 +697,11 @@ $("#install-form").addEventListener("submit", async (event) => {
 $("#plugins-reload").addEventListener("click", async () => {
   try {
     const result = await api("/api/v1/plugins/reload", {method: "POST"});
-    const parts = [`reloaded: ${result.reloaded.join(", ") || "none"}`];
-    if ((result.started || []).length) parts.push(`started: ${result.started.join(", ")}`);
+    const parts = [t("plugins.reloaded", {names: result.reloaded.join(", ") || t("common.none")})];
+    if ((result.started || []).length) parts.push(t("plugins.reload_started", {names: result.started.join(", ")}));
     const failed = Object.entries(result.failed || {});
-    for (const [name, why] of failed) parts.push(`${name} did not start: ${why}`);
-    if (result.restart_required.length) parts.push(`restart needed for: ${result.restart_required.join(", ")}`);
+    for (const [name, why] of failed) parts.push(t("plugins.reload_failed", {name, error: why}));
+    if (result.restart_required.length) parts.push(t("plugins.restart_needed", {names: result.restart_required.join(", ")}));
     installNote(parts.join("; "), failed.length > 0);
   } catch (err) { installNote(err.message, true); }
   loadPlugins();
@@ -729,7 +729,7 @@ function settingInput(key, meta, value) {
     input = el("input", {type: hidden ? "password" : type === "int" || type === "float" ? "number" : "text"});
     if (type === "float") input.step = meta.step || "any";
     input.value = hidden ? "" : typeof value === "object" && value !== null ? JSON.stringify(value) : value ?? "";
-    if (hidden) input.placeholder = value ? "(set — type to replace)" : "(not set)";
+    if (hidden) input.placeholder = value ? t("settings.password_set") : t("settings.password_unset");
   }
   input.dataset.key = key;
   input.addEventListener("change", async () => {
@@ -739,12 +739,12 @@ function settingInput(key, meta, value) {
     try {
       const result = await api("/api/v1/settings", {method: "PUT", headers: {"Content-Type": "application/json"},
         body: JSON.stringify({key, value: v})});
-      out.textContent = `${key} saved${result.restart_required ? " (restart to apply)" : ""}`;
+      out.textContent = t("settings.saved_key", {key}) + (result.restart_required ? t("settings.restart_note") : "");
       out.className = "";
       const row = input.closest(".setting");
       if (row) {
         row.querySelector(".saved")?.remove();
-        row.append(el("span", {class: "saved"}, result.restart_required ? "✓ 已保存，重启后生效 saved (restart to apply)" : "✓ 已保存 saved"));
+        row.append(el("span", {class: "saved"}, result.restart_required ? t("settings.saved_restart") : t("settings.saved")));
       }
     } catch (err) {
       out.textContent = err.message;
@@ -776,7 +776,7 @@ function renderSettings() {
   let shown = 0;
   for (const [key, value] of Object.entries(settingsData.settings)) {
     const meta = settingsData.meta[key] || {type: "string"};
-    const text = `${key} ${meta.display_name || ""} ${meta.description || ""}`.toLowerCase();
+    const text = `${key} ${meta.display_name || ""} ${meta.description_en || ""} ${meta.description_zh || meta.description || ""}`.toLowerCase();
     if (filter && !text.includes(filter)) continue;
     const scope = settingScope(key);
     if (!groups.has(scope)) groups.set(scope, []);
@@ -788,8 +788,8 @@ function renderSettings() {
   for (const [scope, rows] of groups) {
     if (!rows.length) continue;
     const group = el("details", {class: "settings-group", id: `settings-${scope}`, "data-scope": scope},
-      el("summary", {}, el("span", {class: "group-name"}, scope === "core" ? "核心 core" : scope.slice(7)),
-        el("span", {class: "group-count"}, `${rows.length} ${rows.length === 1 ? "setting" : "settings"}`)),
+      el("summary", {}, el("span", {class: "group-name"}, scope === "core" ? t("settings.core") : scope.slice(7)),
+        el("span", {class: "group-count"}, rows.length === 1 ? t("settings.count_one") : t("settings.count", {n: rows.length}))),
       el("div", {class: "group-body"}, ...rows));
     group.open = Boolean(filter) || openGroups.has(scope);
     group.addEventListener("toggle", () => {
@@ -797,8 +797,8 @@ function renderSettings() {
     });
     form.append(group);
   }
-  $("#settings-count").textContent = filter ? `${shown} match` : "";
-  if (!shown) form.append(el("p", {class: "empty"}, `没有匹配的设置 · No settings match “${filter}”`));
+  $("#settings-count").textContent = filter ? t("settings.matches", {n: shown}) : "";
+  if (!shown) form.append(el("p", {class: "empty"}, t("settings.no_match", {filter})));
 }
 
 function revealSettingsGroup(scope) {
@@ -825,7 +825,7 @@ function editSource(row) {
   $("#source-model").value = row.model;
   $("#source-adapter").value = row.adapter;
   $("#source-key").value = "";
-  $("#source-key").placeholder = row.has_api_key ? "api_key: •••••• set (type to replace)" : "api_key (not set)";
+  $("#source-key").placeholder = row.has_api_key ? t("sources.key_set") : t("sources.key_unset");
   $("#source-default").checked = row.default;
   $("#source-url").focus();
 }
@@ -833,16 +833,16 @@ function editSource(row) {
 function clearSourceForm() {
   $("#source-form").reset();
   $("#source-name").readOnly = false;
-  $("#source-key").placeholder = "api_key (optional for local servers)";
+  $("#source-key").placeholder = t("sources.key_ph");
 }
 
 async function testSource(name) {
-  sourceNote(`testing ${name}…`, false);
+  sourceNote(t("sources.testing", {name}), false);
   const result = await api(`/api/v1/llm/sources/${encodeURIComponent(name)}/test`, {method: "POST"});
   if (result.ok) {
-    sourceNote(`${name} answers: “${result.reply}” (${result.seconds} s)`, false);
+    sourceNote(t("sources.answers", {name, reply: result.reply, seconds: result.seconds}), false);
     $("#first-run").hidden = true;
-  } else sourceNote(`${name} does not answer: ${result.error}`, true);
+  } else sourceNote(t("sources.no_answer", {name, error: result.error}), true);
   return result.ok;
 }
 
@@ -851,19 +851,19 @@ async function loadSources() {
   const body = $("#sources tbody");
   body.textContent = "";
   for (const row of data.sources) {
-    const state = row.disabled ? `disabled: ${row.disabled}` : row.last_error ? `error: ${row.last_error}`
-      : row.available === false ? "cooling down" : "ready";
+    const state = row.disabled ? t("sources.disabled", {reason: row.disabled}) : row.last_error ? t("sources.error", {error: row.last_error})
+      : tStatus(row.available === false ? "cooling down" : "ready");
     const actions = el("td", {class: "actions"},
-      el("button", {type: "button", class: "secondary", onclick: () => editSource(row)}, "编辑 Edit"),
-      el("button", {type: "button", class: "secondary test", onclick: () => testSource(row.name).catch((e) => sourceNote(e.message, true))}, "测试 Test"),
+      el("button", {type: "button", class: "secondary", onclick: () => editSource(row)}, t("sources.edit")),
+      el("button", {type: "button", class: "secondary test", onclick: () => testSource(row.name).catch((e) => sourceNote(e.message, true))}, t("sources.test")),
       el("button", {type: "button", class: "secondary remove", onclick: async () => {
-        if (!confirm(`Remove the LLM source ${row.name}?`)) return;
+        if (!confirm(t("sources.confirm_remove", {name: row.name}))) return;
         try {
           await api(`/api/v1/llm/sources/${encodeURIComponent(row.name)}`, {method: "DELETE"});
-          sourceNote(`removed ${row.name}`, false);
+          sourceNote(t("sources.removed", {name: row.name}), false);
         } catch (err) { sourceNote(err.message, true); }
         loadSources();
-      }}, "删除 Remove"));
+      }}, t("sources.remove")));
     body.append(el("tr", {"data-source": row.name},
       el("td", {}, row.default ? `${row.name} ★` : row.name), el("td", {}, row.model),
       el("td", {class: "url"}, row.base_url), el("td", {}, row.has_api_key ? "••••••" : "—"),
@@ -879,7 +879,7 @@ $("#source-form").addEventListener("submit", async (event) => {
   try {
     await api(`/api/v1/llm/sources/${encodeURIComponent(name)}`, {method: "PUT",
       headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
-    sourceNote(`saved ${name}`, false);
+    sourceNote(t("sources.saved", {name}), false);
     clearSourceForm();
     await loadSources();
     await testSource(name);

@@ -7,16 +7,16 @@
   const errorBox = document.getElementById("invite-error");
   const button = document.getElementById("invite-button");
   if (!token) {
-    who.textContent = "这个链接不完整 / This link is incomplete: copy the whole link you were given.";
+    who.textContent = t("invite.incomplete");
     return;
   }
   const check = await fetch(`/api/v1/invite?token=${encodeURIComponent(token)}`);
   const info = await check.json().catch(() => ({error: check.statusText}));
   if (!check.ok) {
-    who.textContent = info.error || "this invite link cannot be used";
+    who.textContent = info.error || t("invite.unusable");
     return;
   }
-  who.textContent = `你好 ${info.person}，请设置你的网页登录密码 / Hello ${info.person}, choose your web UI password.`;
+  who.textContent = t("invite.hello", {person: info.person});
   document.getElementById("invite-username").value = info.person;
   button.disabled = false;
   document.getElementById("invite-form").addEventListener("submit", async (event) => {
@@ -24,7 +24,7 @@
     errorBox.textContent = "";
     const password = document.getElementById("invite-password").value;
     if (password !== document.getElementById("invite-repeat").value) {
-      errorBox.textContent = "两次输入的密码不一致 / The two passwords differ.";
+      errorBox.textContent = t("invite.differ");
       return;
     }
     const response = await fetch("/api/v1/invite", {
@@ -34,7 +34,7 @@
     });
     const body = await response.json().catch(() => ({error: response.statusText}));
     if (!response.ok) {
-      errorBox.textContent = body.error || "failed";
+      errorBox.textContent = body.error || t("invite.failed");
       return;
     }
     history.replaceState(null, "", "/invite");

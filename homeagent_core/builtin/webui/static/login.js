@@ -18,5 +18,5 @@ document.getElementById("login-form").addEventListener("submit", async (event) =
     return;
   }
   const body = await response.json().catch(() => ({error: response.statusText}));
-  errorBox.textContent = body.error || "login failed";
+  errorBox.textContent = body.error || t("login.failed");
 });

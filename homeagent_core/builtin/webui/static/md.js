@@ -44,7 +44,7 @@ const Markdown = (() => {
     const copy = document.createElement("button");
     copy.type = "button";
     copy.className = "copy";
-    copy.textContent = "复制 Copy";
+    copy.textContent = t("chat.copy");
     copy.addEventListener("click", async () => {
       try {
         await navigator.clipboard.writeText(code);
@@ -56,8 +56,8 @@ const Markdown = (() => {
         document.execCommand("copy");
         area.remove();
       }
-      copy.textContent = "已复制 Copied";
-      setTimeout(() => { copy.textContent = "复制 Copy"; }, 1500);
+      copy.textContent = t("chat.copied");
+      setTimeout(() => { copy.textContent = t("chat.copy"); }, 1500);
     });
     bar.append(label, copy);
     const pre = document.createElement("pre");
@@ -99,7 +99,9 @@ const Markdown = (() => {
           node.target = "_blank";
           node.rel = "noopener noreferrer";
           if (/^\/(files|uploads)\//.test(href)) node.className = "file";
-          inline(m[9] ?? m[11], node);
+          // A bare URL is its own text (inlining it again would match it again, without end).
+          if (m[9] !== undefined) inline(m[9], node);
+          else node.textContent = m[11];
         } else node = document.createTextNode(m[0]);
       }
       parent.append(node);

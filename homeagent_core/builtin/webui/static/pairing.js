@@ -14,14 +14,14 @@
 
   function age(seconds) {
     const s = Math.max(0, Math.round(Date.now() / 1000 - seconds));
-    if (s < 60) return "<1 分 min";
-    if (s < 3600) return `${Math.floor(s / 60)} 分 min`;
-    if (s < 86400) return `${Math.floor(s / 3600)} 小时 h`;
-    return `${Math.floor(s / 86400)} 天 d`;
+    if (s < 60) return t("pairing.under_minute");
+    if (s < 3600) return t("pairing.minutes", {n: Math.floor(s / 60)});
+    if (s < 86400) return t("pairing.hours", {n: Math.floor(s / 3600)});
+    return t("pairing.days", {n: Math.floor(s / 86400)});
   }
 
   function sender(r) {
-    const who = r.account.startsWith("group:") ? `群 group ${r.account.slice(6)}` : `${r.platform} ${r.account}`;
+    const who = r.account.startsWith("group:") ? t("pairing.group", {id: r.account.slice(6)}) : `${r.platform} ${r.account}`;
     return r.name && !r.account.startsWith("group:") ? `${r.name} (${who})` : who;
   }
 
@@ -33,10 +33,10 @@
         method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
       });
       const linked = answer.person ? ` → ${answer.person}` : "";
-      const done = {approve: "已批准 approved", deny: "已拒绝 denied", revoke: "已撤销 revoked"}[action];
+      const done = tStatus({approve: "approved", deny: "denied", revoke: "revoked"}[action]);
       result.textContent = `${done}: ${sender({...answer, plugin: r.plugin})}${linked}`;
     } catch (err) {
-      result.textContent = `失败 / failed: ${err.message}`;
+      result.textContent = t("common.failed", {error: err.message});
     }
     load();
   }
@@ -46,14 +46,14 @@
     try {
       data = await api("/api/v1/pairing");
     } catch (err) {
-      result.textContent = `无法读取 / cannot load: ${err.message}`;
+      result.textContent = t("common.cannot_load", {error: err.message});
       return;
     }
     // Redraw only when something changed, so a person being typed in is not wiped; ages tick.
     const state = JSON.stringify([data.bridges, data.people, data.requests.map((r) => [r.plugin, r.code, r.status, r.person])]);
     if (state === shownState) {
       section.querySelectorAll("[data-since]").forEach((cell) => {
-        cell.textContent = cell.dataset.suffix ? `${age(+cell.dataset.since)} ${cell.dataset.suffix}` : age(+cell.dataset.since);
+        cell.textContent = cell.dataset.ago ? t("pairing.ago", {age: age(+cell.dataset.since)}) : age(+cell.dataset.since);
       });
       return;
     }
@@ -64,13 +64,12 @@
     pending.replaceChildren();
     decided.replaceChildren();
     if (!waiting.length) {
-      const hint = data.bridges.length ? "没有待批准的请求 / nothing waiting"
-        : "还没有聊天渠道 / no chat bridge has pairing requests yet (install one, e.g. homeagent-plugin-telegram)";
+      const hint = data.bridges.length ? t("pairing.nothing") : t("pairing.no_bridge");
       pending.append(el("tr", {}, el("td", {colspan: "6"}, hint)));
     }
     for (const r of waiting) {
-      const person = el("input", {class: "person", list: "pairing-people", placeholder: "可选 optional",
-        "aria-label": `link ${r.code} to a person`});
+      const person = el("input", {class: "person", list: "pairing-people", placeholder: t("pairing.optional"),
+        "aria-label": t("pairing.link_aria", {code: r.code})});
       pending.append(el("tr", {"data-code": r.code},
         el("td", {}, r.plugin),
         el("td", {class: "sender"}, sender(r)),
@@ -78,24 +77,24 @@
         el("td", {"data-since": String(r.created_at)}, age(r.created_at)),
         el("td", {}, person),
         el("td", {},
-          el("button", {class: "approve", onclick: () => act("approve", r, person.value.trim())}, "批准 Approve"),
+          el("button", {class: "approve", onclick: () => act("approve", r, person.value.trim())}, t("pairing.approve")),
           el("button", {class: "secondary deny", onclick: () => {
-            if (confirm(`拒绝 ${sender(r)}？之后的消息会被忽略 / Deny? Their messages are ignored from now on.`)) {
+            if (confirm(t("pairing.confirm_deny", {sender: sender(r)}))) {
               act("deny", r);
             }
-          }}, "拒绝 Deny"))));
+          }}, t("pairing.deny")))));
     }
     if (!others.length) decided.append(el("tr", {}, el("td", {colspan: "6"}, "—")));
     for (const r of others) {
       decided.append(el("tr", {"data-code": r.code},
         el("td", {}, r.plugin),
         el("td", {class: "sender"}, sender(r)),
-        el("td", {class: "status"}, r.status === "approved" ? "已批准 approved" : "已拒绝 denied"),
+        el("td", {class: "status"}, tStatus(r.status === "approved" ? "approved" : "denied")),
         el("td", {}, r.person || "—"),
-        el("td", {"data-since": String(r.updated_at), "data-suffix": "前 ago"}, `${age(r.updated_at)} 前 ago`),
+        el("td", {"data-since": String(r.updated_at), "data-ago": "1"}, t("pairing.ago", {age: age(r.updated_at)})),
         el("td", {},
-          el("button", {class: "secondary revoke", title: "forget: their next message gets a new code",
-            onclick: () => act("revoke", r)}, "撤销 Revoke"))));
+          el("button", {class: "secondary revoke", title: t("pairing.revoke_title"),
+            onclick: () => act("revoke", r)}, t("pairing.revoke")))));
     }
   }
 

@@ -22,7 +22,7 @@
 
   function age(seconds) {
     const s = Math.max(0, Math.round(Date.now() / 1000 - seconds));
-    return s < 60 ? `${s} 秒 s` : `${Math.floor(s / 60)} 分 min`;
+    return s < 60 ? t("people.seconds", {n: s}) : t("people.minutes", {n: Math.floor(s / 60)});
   }
 
   function showSecret(title, value, note) {
@@ -36,7 +36,7 @@
       const answer = await run();
       result.textContent = `${label}: ${answer && answer.status ? answer.status : "ok"}`;
     } catch (err) {
-      result.textContent = `失败 / failed: ${err.message}`;
+      result.textContent = t("common.failed", {error: err.message});
     }
     load();
   }
@@ -46,9 +46,9 @@
   async function decide(id, approve) {
     try {
       const answer = await post(`/api/v1/approvals/${id}`, {approve});
-      result.textContent = `#${id} ${answer.status === "approved" ? "已批准 approved" : "已拒绝 denied"}`;
+      result.textContent = `#${id} ${tStatus(answer.status === "approved" ? "approved" : "denied")}`;
     } catch (err) {
-      result.textContent = `#${id} 失败 / failed: ${err.message}`;
+      result.textContent = `#${id} ${t("common.failed", {error: err.message})}`;
     }
     refreshApprovals();
   }
@@ -59,8 +59,8 @@
 
   function buttons(a) {
     return el("span", {class: "actions"},
-      el("button", {type: "button", "data-approve": a.id, onclick: () => decide(a.id, true)}, "批准 Approve"),
-      el("button", {type: "button", class: "deny", "data-deny": a.id, onclick: () => decide(a.id, false)}, "拒绝 Deny"));
+      el("button", {type: "button", "data-approve": a.id, onclick: () => decide(a.id, true)}, t("pairing.approve")),
+      el("button", {type: "button", class: "deny", "data-deny": a.id, onclick: () => decide(a.id, false)}, t("pairing.deny")));
   }
 
   let shownIds = "";
@@ -79,7 +79,7 @@
       toasts.replaceChildren(...list.map((a) => {
         const [who, tool, args] = describe(a);
         return el("div", {class: "toast", "data-approval": a.id},
-          el("strong", {}, `审批 #${a.id} · ${who}`), el("div", {}, `${tool} `, el("code", {}, args)), buttons(a));
+          el("strong", {}, t("people.approval", {id: a.id, who})), el("div", {}, `${tool} `, el("code", {}, args)), buttons(a));
       }));
       if (document.hidden && "Notification" in window && Notification.permission === "granted") {
         for (const a of fresh) new Notification("HomeAgent", {body: `#${a.id} ${a.person}: ${a.tool}`, tag: `approval-${a.id}`});
@@ -91,12 +91,10 @@
       return el("tr", {}, el("td", {}, `#${a.id}`), el("td", {}, who), el("td", {}, tool),
         el("td", {}, el("code", {}, args)), el("td", {}, age(a.created)), el("td", {}, buttons(a)));
     }));
-    if (!list.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, "没有待审批 · nothing waits")));
+    if (!list.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, t("people.nothing_waits"))));
   }
 
   // Every approval with its outcome, earlier runs of the daemon included (kept in people.db).
-  const OUTCOMES = {pending: "等待 pending", approved: "已批准 approved", denied: "已拒绝 denied",
-    expired: "超时 expired", withdrawn: "已撤回 withdrawn", interrupted: "重启中断 interrupted (restart)"};
   async function refreshHistory() {
     let data;
     try {
@@ -108,10 +106,10 @@
     body.replaceChildren(...data.approvals.map((a) => {
       const [who, tool, args] = describe(a);
       return el("tr", {"data-history": a.id}, el("td", {}, `#${a.id}`), el("td", {}, who), el("td", {}, tool),
-        el("td", {}, el("code", {}, args)), el("td", {"data-status": a.status}, OUTCOMES[a.status] || a.status),
+        el("td", {}, el("code", {}, args)), el("td", {"data-status": a.status}, tStatus(a.status)),
         el("td", {}, a.decided_by || ""));
     }));
-    if (!data.approvals.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, "还没有审批 · none yet")));
+    if (!data.approvals.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "hint"}, t("people.no_history"))));
   }
 
   function listenForApprovals() {
@@ -126,7 +124,7 @@
   // ---------------------------------------------------------------- people
 
   function roleSelect(person) {
-    const select = el("select", {"aria-label": `role of ${person.name}`, "data-role-of": person.name});
+    const select = el("select", {"aria-label": t("people.role_of", {name: person.name}), "data-role-of": person.name});
     for (const r of roles) select.append(el("option", {value: r.name}, r.name));
     select.value = person.role;
     select.addEventListener("change", () => act(`${person.name} → ${select.value}`,
@@ -138,32 +136,32 @@
     const name = enc(p.name);
     const button = (label, run, attrs = {}) => el("button", {type: "button", class: "secondary", ...attrs, onclick: run}, label);
     return el("td", {class: "actions"},
-      button("邀请链接 Invite link", async () => {
+      button(t("people.invite"), async () => {
         try {
           const made = await post(`/api/v1/people/${name}/invite`);
-          showSecret(`${p.name} 的邀请链接 · invite link`, made.url, "Works once, for 24 hours. Send it to them privately; it is not shown again.");
-        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+          showSecret(t("people.invite_title", {name: p.name}), made.url, t("people.invite_note"));
+        } catch (err) { result.textContent = t("common.failed", {error: err.message}); }
       }, {"data-invite": p.name}),
-      button("重置密码 Reset password", async () => {
-        if (!confirm(`Reset ${p.name}'s web password and log them out everywhere?`)) return;
+      button(t("people.reset"), async () => {
+        if (!confirm(t("people.confirm_reset", {name: p.name}))) return;
         try {
           const reset = await post(`/api/v1/people/${name}/password`);
-          showSecret(`${p.name} 的新密码 · new password`, reset.password, "Shown once. They can change it on their Account page.");
-        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+          showSecret(t("people.reset_title", {name: p.name}), reset.password, t("people.reset_note"));
+        } catch (err) { result.textContent = t("common.failed", {error: err.message}); }
         load();
       }),
-      button("注销会话 End sessions", () => act(`${p.name}: sessions ended`,
+      button(t("people.end_sessions"), () => act(t("people.sessions_ended", {name: p.name}),
         () => api(`/api/v1/people/${name}/sessions`, {method: "DELETE"}))),
-      button("新密钥 New API key", async () => {
+      button(t("people.new_key"), async () => {
         try {
           const made = await post(`/api/v1/people/${name}/key`);
-          showSecret(`${p.name} 的 API 密钥 · API key`, made.api_key, "Shown once; only its hash is kept.");
-        } catch (err) { result.textContent = `失败 / failed: ${err.message}`; }
+          showSecret(t("people.key_title", {name: p.name}), made.api_key, t("people.key_note"));
+        } catch (err) { result.textContent = t("common.failed", {error: err.message}); }
         load();
       }),
-      button("删除 Remove", () => {
-        if (confirm(`Remove ${p.name}? Their accounts, keys, password and sessions stop now.`)) {
-          act(`${p.name} removed`, () => api(`/api/v1/people/${name}`, {method: "DELETE"}));
+      button(t("people.remove"), () => {
+        if (confirm(t("people.confirm_remove", {name: p.name}))) {
+          act(t("people.removed", {name: p.name}), () => api(`/api/v1/people/${name}`, {method: "DELETE"}));
         }
       }, {class: "deny", "data-remove": p.name}));
   }
@@ -181,7 +179,7 @@
     try {
       data = await api("/api/v1/people");
     } catch (err) {
-      result.textContent = `无法读取 / cannot load: ${err.message}`;
+      result.textContent = t("common.cannot_load", {error: err.message});
       return;
     }
     roles = data.roles;
@@ -193,23 +191,23 @@
     $("#people tbody").replaceChildren(...data.people.map((p) => el("tr", {"data-person": p.name},
       el("td", {}, p.name), el("td", {}, roleSelect(p)),
       el("td", {}, ...(p.identities.length ? p.identities.map((i) => el("span", {class: "identity"}, `${i.platform}:${i.account} `,
-        el("button", {type: "button", class: "secondary", title: "取消关联 Unlink", "data-unlink": `${p.name}/${i.platform}/${i.account}`,
+        el("button", {type: "button", class: "secondary", title: t("people.unlink"), "aria-label": t("people.unlink"), "data-unlink": `${p.name}/${i.platform}/${i.account}`,
           onclick: () => {
-            if (!confirm(`Unlink ${i.platform} ${i.account} from ${p.name}? Its next message is a guest's.`)) return;
-            act(`${p.name}: ${i.platform} ${i.account} unlinked`, () => post(`/api/v1/people/${enc(p.name)}/link`,
+            if (!confirm(t("people.confirm_unlink", {platform: i.platform, account: i.account, name: p.name}))) return;
+            act(t("people.unlinked", {name: p.name, platform: i.platform, account: i.account}), () => post(`/api/v1/people/${enc(p.name)}/link`,
               {platform: i.platform, account: i.account}, "DELETE"));
           }}, "✕"))) : ["-"])),
       el("td", {}, p.name === data.me.person && data.me.admin_login ? "admin" : p.web_login ? `✓ (${p.sessions})` : "-"),
       el("td", {}, String(p.api_keys)), personActions(p))));
     refreshApprovals();
     refreshHistory();
-    loadAudit().catch((err) => { result.textContent = `审计 audit: ${err.message}`; });
+    loadAudit().catch((err) => { result.textContent = t("people.audit_error", {error: err.message}); });
   }
 
   $("#people-add").addEventListener("submit", (event) => {
     event.preventDefault();
     const name = $("#people-name").value.trim();
-    act(`${name} added`, async () => {
+    act(t("people.added", {name}), async () => {
       await post("/api/v1/people", {name, role: $("#people-role").value});
       $("#people-name").value = "";
     });
@@ -217,7 +215,7 @@
   $("#people-link").addEventListener("submit", (event) => {
     event.preventDefault();
     const person = $("#people-link-person").value;
-    act(`${person} linked`, () => post(`/api/v1/people/${enc(person)}/link`, {
+    act(t("people.linked", {name: person}), () => post(`/api/v1/people/${enc(person)}/link`, {
       platform: $("#people-link-platform").value.trim(), account: $("#people-link-account").value.trim(),
     }));
   });
@@ -231,11 +229,11 @@
     out.textContent = "";
     try {
       await post("/api/v1/me/password", {current: $("#account-current").value, new: $("#account-new").value}, "PUT");
-      out.textContent = "已修改 · Password changed; your other sessions were logged out.";
+      out.textContent = t("account.changed");
       $("#account-current").value = "";
       $("#account-new").value = "";
     } catch (err) {
-      out.textContent = `失败 / failed: ${err.message}`;
+      out.textContent = t("common.failed", {error: err.message});
     }
   });
 
@@ -262,7 +260,7 @@
 
   (async function start() {
     me = await sessionReady;
-    $("#account-who").textContent = `账户 · ${me.person} (${me.role})`;
+    $("#account-who").textContent = t("account.who", {person: me.person, role: me.role});
     $("#account-username").value = me.person;
     if (!me.owner) {
       // Only the pages meant for everyone (app.js shows their chat); the owner's pages answer 403 anyway.

@@ -3,19 +3,18 @@
 // logged in get reminders, approval requests and residents' reports on this device while the
 // page is closed (Account page → Notifications). Uses api() from app.js.
 
-// Every user-visible string of this module, for the message catalogues.
+// Every user-visible string of this module, from the message catalogue (i18n.js).
 const PUSH_TEXT = {
-  title: "通知 · Notifications",
-  enable: "在此设备接收通知 / Notify this device",
-  disable: "停止此设备的通知 / Stop notifications here",
-  test: "发送测试通知 / Send a test",
-  on: "此设备会收到提醒、审批请求和助手汇报 / This device gets reminders, approval requests and reports",
-  off: "此设备未开启通知 / Notifications are off on this device",
-  unsupported: "此浏览器不支持推送通知（iPhone 需先“添加到主屏幕”）/ This browser cannot receive push "
-    + "notifications (on an iPhone, add the app to the home screen first)",
-  denied: "通知权限被拒绝，请在浏览器设置中允许 / Notifications are blocked; allow them in the browser's settings",
-  failed: "失败 / Failed: ",
-  sent: "已发送 / Sent",
+  title: t("push.title"),
+  enable: t("push.enable"),
+  disable: t("push.disable"),
+  test: t("push.test"),
+  on: t("push.on"),
+  off: t("push.off"),
+  unsupported: t("push.unsupported"),
+  denied: t("push.denied"),
+  failed: t("common.failed", {error: ""}),
+  sent: t("push.sent"),
 };
 
 const pushSupported = "serviceWorker" in navigator && "PushManager" in window;

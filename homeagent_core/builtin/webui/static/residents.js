@@ -13,7 +13,7 @@
       const answer = await api(path, {method});
       result.textContent = done(answer);
     } catch (err) {
-      result.textContent = `失败 / failed: ${err.message}`;
+      result.textContent = t("common.failed", {error: err.message});
     }
     load();
   }
@@ -23,31 +23,31 @@
     try {
       data = await api("/api/v1/residents");
     } catch (err) {
-      result.textContent = `无法读取 / cannot load: ${err.message}`;
+      result.textContent = t("common.cannot_load", {error: err.message});
       return;
     }
     body.replaceChildren();
     if (!data.residents.length) {
-      body.append(el("tr", {}, el("td", {colspan: "7"}, "还没有常驻助手 / no resident sub-agents yet (the agent creates them with resident_agents)")));
+      body.append(el("tr", {}, el("td", {colspan: "7"}, t("residents.none"))));
     }
     for (const r of data.residents) {
       const name = encodeURIComponent(r.name);
       body.append(el("tr", {"data-name": r.name},
         el("td", {}, r.name),
         el("td", {}, r.role),
-        el("td", {class: "status"}, r.status),
+        el("td", {class: "status"}, tStatus(r.status)),
         el("td", {}, r.current || "—"),
         el("td", {}, String(r.queued.length)),
         el("td", {class: "last"}, r.last_output || "—"),
         el("td", {},
           el("button", {class: "secondary stop", onclick: () => act(`/api/v1/residents/${name}/stop`, "POST",
-            (a) => `已停止 ${a.name} / stopped, ${a.dropped} dropped`)}, "停止 Stop"),
+            (a) => t("residents.stopped", {name: a.name, dropped: a.dropped}))}, t("residents.stop")),
           el("button", {class: "secondary destroy", onclick: () => {
-            if (confirm(`销毁 ${r.name}？/ Destroy ${r.name}?`)) {
+            if (confirm(t("residents.confirm_destroy", {name: r.name}))) {
               act(`/api/v1/residents/${name}?residual=keep`, "DELETE",
-                (a) => `已销毁 ${a.name} / destroyed, ${a.handed_to_main} handed to the main agent`);
+                (a) => t("residents.destroyed", {name: a.name, handed: a.handed_to_main}));
             }
-          }}, "销毁 Destroy"))));
+          }}, t("residents.destroy")))));
     }
   }
 

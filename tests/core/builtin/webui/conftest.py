@@ -173,6 +173,29 @@ async def page() -> AsyncIterator[object]:
         await browser.close()
 
 
+@contextlib.asynccontextmanager
+async def open_page(*, viewport: dict[str, int], locale: str = "en-US") -> AsyncIterator[Any]:
+    """A page in a fresh headless Chromium with this screen size and browser language."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        context = await browser.new_context(viewport=viewport, locale=locale)
+        try:
+            yield await context.new_page()
+        finally:
+            await context.close()
+            await browser.close()
+
+
+@pytest.fixture
+def browser_page() -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
+    """``async with browser_page(viewport={...}, locale="zh-CN") as page``: a page of its own."""
+    return open_page
+
+
 async def browser_login(page: Any, daemon: WebDaemon) -> None:
     """Log ``page`` in to ``daemon``'s web UI and wait for the chat page."""
     await page.goto(daemon.url + "/")

@@ -72,7 +72,7 @@ async def test_login_failures_are_rate_limited_per_source_with_retry_after(daemo
     async with daemon.client(key=False) as client:
         for _ in range(5):
             bad = await client.post("/api/v1/login", json={"username": "admin", "password": "guess"})
-            assert bad.status_code == 401 and bad.json() == {"error": "用户名或密码错误"}
+            assert bad.status_code == 401 and bad.json() == {"error": "Wrong user name or password"}
         limited = await client.post("/api/v1/login", json={"username": "admin", "password": daemon.password})
         assert limited.status_code == 429
         assert int(limited.headers["retry-after"]) >= 1

@@ -29,7 +29,7 @@ async def login(page, daemon) -> None:
     await page.wait_for_url("**/login")
     await page.fill("#password", "wrong password")
     await page.click("#login-button")
-    await page.wait_for_selector("#login-error:has-text('用户名或密码错误')")
+    await page.wait_for_selector("#login-error:has-text('Wrong user name or password')")
     await page.fill("#password", daemon.password)
     await page.click("#login-button")
     await page.wait_for_selector("#chat-form")

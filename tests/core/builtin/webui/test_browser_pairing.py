@@ -90,8 +90,8 @@ async def _code_for(fake: FakeOneBot, user_id: int, name: str, text: str, transc
     transcript.append(f"{name} (QQ {user_id}) -> bot: {text}")
     sent = await fake.next_sent()
     transcript.append(f"bot -> {name}: {text_of(sent)}")
-    assert sent["user_id"] == user_id and "Pairing code: " in text_of(sent)
-    return text_of(sent).split("Pairing code: ")[1].split()[0]
+    assert sent["user_id"] == user_id and "配对码：" in text_of(sent)  # in the language they wrote in
+    return text_of(sent).split("配对码：")[1].split()[0]
 
 
 async def test_owner_approves_denies_and_revokes_qq_senders_on_the_pairing_page(

@@ -77,10 +77,10 @@ async def test_the_residents_panel_shows_them_and_its_buttons_stop_and_destroy(d
             assert await row.locator(".last").inner_text() == "清单：牛奶"
             assert await row.locator(".status").inner_text() == "idle"
             await row.locator("button.stop").click()
-            await page.wait_for_selector("#residents-result:has-text('已停止 shop')")
+            await page.wait_for_selector("#residents-result:has-text('stopped shop')")
             page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
             await row.locator("button.destroy").click()
-            await page.wait_for_selector("#residents-result:has-text('已销毁 shop')")
+            await page.wait_for_selector("#residents-result:has-text('destroyed shop')")
             await row.wait_for(state="detached", timeout=10_000)
             assert list(daemon.app.kernel.residents.agents) == ["remind"]
             await page.click("nav a[data-page='chat']")
