@@ -439,6 +439,8 @@ class MemorySystem:
 
         speaker = speaker_name(ctx.principal, self.owner_name)
         marked_person, visibility = graph_marks(ctx.principal, self.owner_name)
+        if marks[1] == HOUSEHOLD:  # "告诉全家": the facts it states are the household's too
+            visibility = HOUSEHOLD
         if self.distiller.add(ctx.raw_message, session=ctx.channel, speaker=speaker, person=marked_person,
                               visibility=visibility) is not None:
             # On disk before the reply, like the log: a crash must not lose the facts said in it.

@@ -406,3 +406,26 @@ async def test_a_doc_query_move_a_crash_cut_in_a_persons_window_is_finished_on_f
     finally:
         await memory.aclose()
         config.close()
+
+
+async def test_a_fact_said_for_the_whole_household_reaches_everyones_graph_recall(tmp_path):
+    from homeagent_core.config import ConfigStore
+    from homeagent_core.memory.system import MemorySystem
+    from homeagent_sdk.types import StageContext
+
+    config = ConfigStore(tmp_path / "config.db")
+    memory = await MemorySystem.open(tmp_path, config, embedder=FakeEmbedder(8), owner="dad")
+    memory.owner_name = "dad"
+    try:
+        mum = Principal(person="mum", role="adult", door="webui")
+        for text in ("我住在杭州", "告诉全家，我喜欢游泳"):
+            await memory.record_input(StageContext(raw_message=text, channel="webui", source="webui", principal=mum),
+                                      None)
+        kid = Audience(person="kid")
+        seen = {(r.source, r.type, r.target) for r in memory.graph.recall(["mum"], audience=kid).relations}
+        assert seen == {("mum", "喜欢", "游泳")}, seen  # the household fact; not her private 住在 杭州
+        mine = {(r.source, r.type, r.target) for r in memory.graph.recall(["mum"], audience=Audience("mum")).relations}
+        assert mine == {("mum", "喜欢", "游泳"), ("mum", "住在", "杭州")}, mine
+    finally:
+        await memory.aclose()
+        config.close()
