@@ -65,14 +65,20 @@ def test_the_mothers_private_remark_is_in_no_request_of_the_childs_turn(
         assert found, "".join(proc.seen)
         url = found.group(1).rstrip("/")
 
+        transcript: list[str] = []
+
         def say(who: str, text: str) -> list[str]:
             """Send ``text`` as ``who``; the bodies of the model requests of that turn."""
             before = len(model.requests)
             answer = httpx.post(f"{url}/api/v1/chat", json={"message": text}, timeout=120,
                                 headers={"Authorization": f"Bearer {keys[who]}"})
             assert answer.status_code == 200, answer.text
-            bodies = [json.dumps(r, ensure_ascii=False) for r in model.requests[before:]]
-            return [b for b in bodies if text in b]  # this turn's (not a heartbeat's)
+            turn = [r for r in model.requests[before:] if text in json.dumps(r, ensure_ascii=False)]
+            remembered = sorted({line.strip() for r in turn for m in r.get("messages", [])
+                                 if m.get("role") == "system" for line in str(m.get("content", "")).splitlines()
+                                 if any(w in line for w in ("医院", "家庭聚餐"))})
+            transcript.append(f"{who}: {text}\n    memory in {who}'s request: {remembered or '(none of it)'}")
+            return [json.dumps(r, ensure_ascii=False) for r in turn]  # this turn's (not a heartbeat's)
 
         assert any(SECRET in b for b in say("mum", SECRET))
         say("mum", FAMILY)
@@ -97,3 +103,4 @@ def test_the_mothers_private_remark_is_in_no_request_of_the_childs_turn(
         shared = json.loads(cli(data, "memory", "share", *ids, "--json"))
         assert shared["documents"] == ids and shared["unknown"] == []
         assert any("医院" in b for b in say("kid", "妈妈下周三到底要去哪里呀？"))
+        print("\n".join(["", "The household, as each person's request saw it:", *transcript]))
