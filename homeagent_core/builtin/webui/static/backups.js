@@ -29,6 +29,7 @@ const BACKUPS_TEXT = {
   state: t("backups.state"),
   complete: t("backups.complete"),
   download: t("backups.download"),
+  actions: t("common.actions"),
   none: t("backups.none"),
   missing: t("backups.missing"),
 };
@@ -47,7 +48,7 @@ const BACKUPS_TEXT = {
     el("h3", {}, T.schedule), scheduleForm, folder,
     el("h3", {}, T.archives),
     el("table", {id: "backup-archives", class: "table"},
-      el("thead", {}, el("tr", {}, ...[T.name, T.created, T.size, T.state, ""].map((word) => el("th", {}, word)))), body));
+      el("thead", {}, el("tr", {}, ...[T.name, T.created, T.size, T.state, T.actions].map((word) => el("th", {}, word)))), body));
   let owner = false;
   let timer = null;
   let creating = false;
@@ -79,7 +80,7 @@ const BACKUPS_TEXT = {
           t("backups.damaged", {reason: a.status.replace(/^damaged:\s*/, "")}))
         : el("td", {"data-status": "complete", "data-label": T.state},
           `${T.complete} · ${a.encrypted ? T.encrypted : T.plain}`);
-      const link = damaged ? el("td", {"data-label": ""}) : el("td", {"data-label": ""}, el("a", {class: "download",
+      const link = damaged ? el("td", {"data-label": T.actions}) : el("td", {"data-label": T.actions}, el("a", {class: "download",
         href: `/plugins/backup/download/${encodeURIComponent(a.name)}`, download: a.name}, T.download));
       return el("tr", {"data-archive": a.name}, el("td", {"data-label": T.name}, a.name),
         el("td", {"data-label": T.created}, local(a.created)), el("td", {"data-label": T.size}, megabytes(a.size)),

@@ -63,7 +63,7 @@
         el("td", {"data-label": t("nodes.last_seen")}, when(n.last_seen)),
         el("td", {"data-label": t("nodes.capabilities")}, n.capabilities.join(", ") || "—"),
         el("td", {"data-label": t("nodes.problem")}, n.problem || "—"),
-        el("td", {"data-label": ""},
+        el("td", {"data-label": t("common.actions")},
           el("button", {class: "secondary revoke", onclick: () => revoke(n.name)}, t("nodes.revoke")))));
     }
   }

@@ -21,6 +21,7 @@ const REMINDERS_TEXT = {
   snoozeBy: t("reminders.snooze_by"),
   snooze: t("reminders.snooze"),
   cancel: t("reminders.cancel"),
+  actions: t("common.actions"),
   weekdays: t("reminders.weekdays").split(" "), // Sunday first
 };
 
@@ -72,7 +73,7 @@ const REMINDERS_TEXT = {
       el("td", {class: "what", "data-label": T.what}, r.text),
       el("td", {class: "due", "data-due": r.due, "data-label": T.due}, when(r.due)),
       el("td", {class: "repeat", "data-label": T.repeat}, r.repeat_words || T.once),
-      el("td", {class: "actions", "data-label": ""}, by,
+      el("td", {class: "actions", "data-label": T.actions}, by,
         el("button", {type: "button", class: "secondary snooze", onclick: () => act(
           () => api(`/api/v1/reminders/${id}/snooze`, {method: "POST", headers: {"Content-Type": "application/json"},
             body: JSON.stringify({by: by.value})}),
@@ -96,7 +97,7 @@ const REMINDERS_TEXT = {
       return;
     }
     zone.textContent = t("reminders.zone", {zone: data.zone});
-    head.replaceChildren(...(data.owner ? [T.who] : []).concat([T.what, T.due, T.repeat, ""]).map((word) => el("th", {}, word)));
+    head.replaceChildren(...(data.owner ? [T.who] : []).concat([T.what, T.due, T.repeat, T.actions]).map((word) => el("th", {}, word)));
     body.replaceChildren(...data.reminders.map((r) => row(r, data.owner)));
     if (!data.reminders.length) body.append(el("tr", {}, el("td", {colspan: data.owner ? "5" : "4"}, T.empty)));
   }
