@@ -60,7 +60,7 @@ PROBLEMS = r"""() => {
             problems.push(`${name(node)} sticks out of the screen (${Math.round(box.left)}..${Math.round(box.right)})`);
         }
     }
-    for (const node of document.querySelectorAll("button, .upload, nav a, .topbar select, a.plugin-settings")) {
+    for (const node of document.querySelectorAll("button, .upload, nav a, .topbar select, a.plugin-settings, a.download")) {
         if (!visible(node)) continue;
         const box = node.getBoundingClientRect();
         if (box.height < 44 || box.width < 44) {

@@ -28,14 +28,14 @@ def give_login(daemon: Any, name: str, role: str, password: str) -> None:
 
 
 async def person_page(page: Any, daemon: Any, name: str, password: str) -> Any:
-    """A page in a browser context of its own, logged in as ``name`` (a non-owner lands on Account)."""
+    """A page in a browser context of its own, logged in as ``name`` (a non-owner lands on their chat)."""
     context = await page.context.browser.new_context(viewport={"width": 1100, "height": 800})
     other = await context.new_page()
     await other.goto(daemon.url + "/login")
     await other.fill("#username", name)
     await other.fill("#password", password)
     await other.click("#login-button")
-    await other.locator("#account-form").wait_for()
+    await other.locator("#chat-form").wait_for()
     return other
 
 
