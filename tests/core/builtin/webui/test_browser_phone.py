@@ -60,7 +60,8 @@ PROBLEMS = r"""() => {
             problems.push(`${name(node)} sticks out of the screen (${Math.round(box.left)}..${Math.round(box.right)})`);
         }
     }
-    for (const node of document.querySelectorAll("button, .upload, nav a, .topbar select, a.plugin-settings, a.download")) {
+    const targets = "button, .upload, nav a, .topbar select, a.plugin-settings, a.download";
+    for (const node of document.querySelectorAll(targets)) {
         if (!visible(node)) continue;
         const box = node.getBoundingClientRect();
         if (box.height < 44 || box.width < 44) {
@@ -120,7 +121,8 @@ async def furnish(daemon: Any, tmp_path: Path) -> None:
         response = await client.post("/api/v1/nodes/pair", json={"name": "living-room-tablet"})
         assert response.status_code == 200, response.text
         await asyncio.to_thread(join, daemon.url, response.json()["code"], tmp_path / "node")
-        response = await client.post("/api/v1/reminders", json={"said": "every weekday at 7 wake the kids up for school"})
+        said = "every weekday at 7 wake the kids up for school"
+        response = await client.post("/api/v1/reminders", json={"said": said})
         assert response.status_code == 201, response.text
         response = await client.post("/plugins/backup/create", timeout=60)
         assert response.status_code == 200, response.text
