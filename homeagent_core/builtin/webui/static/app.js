@@ -4,12 +4,6 @@
 const $ = (selector) => document.querySelector(selector);
 const HIDDEN_CHANNELS = new Set(["_consolidation_", "http"]);
 
-// Words this page shows people who are not the owner, kept together ("中文 English"), keyed
-// the way a message catalogue would name them.
-const TEXT = {
-  "chat.owner_only": "此页面仅限主人使用，这里是你自己的对话 · This page is for the owner only: here are your own conversations",
-};
-
 // A logged-in session must echo its CSRF token on every change (POST/PUT/DELETE); the server
 // hands it out only to this origin (GET /api/v1/session), so other sites cannot forge changes.
 let csrfToken = null;
@@ -63,7 +57,7 @@ function ownerPage(page) {
 const pages = ["chat", "memory", "plugins", "settings"];
 function show(page) {
   if (ownerUI !== true && ownerPage(page)) {
-    $("#owner-only").textContent = TEXT["chat.owner_only"];
+    $("#owner-only").textContent = t("chat.owner_only");
     $("#owner-only").hidden = ownerUI === null;
     page = "chat";
   } else $("#owner-only").hidden = true;
@@ -544,7 +538,8 @@ function documentItem(d, reload) {
   if (d.title) item.append(el("strong", {}, d.title), " ");
   item.append((d.content || "").slice(0, 160));
   const shared = d.visibility === "household";
-  const label = shared ? "全家可见 · household" : d.visibility === "private" ? `仅 ${d.person} · private` : d.visibility;
+  const label = shared ? t("memory.visibility_household")
+    : d.visibility === "private" ? t("memory.visibility_private", {person: d.person}) : d.visibility;
   item.append(" ", el("small", {class: "visibility"}, `[${label}]`), " ", el("button", {
     type: "button",
     class: "share",
@@ -557,7 +552,7 @@ function documentItem(d, reload) {
         reload();
       } catch (err) { item.append(" ", err.message); }
     },
-  }, shared ? "设为私有 · Unshare" : "告诉全家 · Share"));
+  }, shared ? t("memory.unshare") : t("memory.share")));
   return item;
 }
 

@@ -5,43 +5,33 @@
 // routes (/plugins/backup/...) and /api/v1/settings; both answer 403 to anyone but the owner,
 // whose nav entry is hidden for them (people.js). Uses api() and el() from app.js.
 
-// Every user-visible string of this module, for the message catalogues.
+// Every fixed user-visible string of this module, from the message catalogue (i18n.js).
 const BACKUPS_TEXT = {
-  last: "上次备份 · Last backup",
-  never: "还没有备份过 / No backup has run yet",
-  ok: "成功 Succeeded",
-  failedRun: "失败 Failed: ",
-  started: "开始于 Started",
-  took: "用时 Took",
-  seconds: " 秒 s",
-  archive: "归档 Archive",
-  running: "正在备份… / Writing a backup…",
-  schedule: "计划 · Schedule",
-  scheduleKey: "自动备份 Automatic backup",
-  daily: "每天 daily",
-  off: "关闭 off",
-  hour: "几点开始 From hour (0-23, local)",
-  keepDaily: "保留最近几天 Keep the newest of this many days",
-  keepWeekly: "再保留几周 Also keep this many weeks before those",
-  folder: "存放位置 Folder: ",
-  encrypted: "加密 Encrypted",
-  plain: "未加密 Not encrypted",
-  saved: "✓ 已保存 saved",
-  now: "立即备份 Back up now",
-  done: "备份完成 Backup written: ",
-  busy: "已有备份在进行 / A backup is being written now",
-  archives: "备份文件 · Archives",
-  name: "文件 File",
-  created: "时间 Created",
-  size: "大小 Size",
-  state: "状态 Status",
-  complete: "完好 Complete",
-  damaged: "已损坏，不能用来恢复 / Damaged, cannot be restored: ",
-  download: "下载 Download",
-  none: "还没有备份文件 / No archives yet",
-  missing: "备份插件没有运行 / The backup built-in is not running (homeagent plugins enable backup)",
-  loadFailed: "无法读取 / Cannot load: ",
-  failed: "失败 / Failed: ",
+  last: t("backups.last"),
+  never: t("backups.never"),
+  ok: t("backups.ok"),
+  running: t("backups.running"),
+  schedule: t("backups.schedule"),
+  scheduleKey: t("backups.schedule_key"),
+  daily: t("backups.daily"),
+  off: t("backups.off"),
+  hour: t("backups.hour"),
+  keepDaily: t("backups.keep_daily"),
+  keepWeekly: t("backups.keep_weekly"),
+  encrypted: t("backups.encrypted"),
+  plain: t("backups.plain"),
+  saved: t("backups.saved"),
+  now: t("backups.now"),
+  archives: t("backups.archives"),
+  name: t("backups.name"),
+  created: t("backups.created"),
+  size: t("backups.size"),
+  state: t("backups.state"),
+  complete: t("backups.complete"),
+  download: t("backups.download"),
+  actions: t("common.actions"),
+  none: t("backups.none"),
+  missing: t("backups.missing"),
 };
 
 (() => {
@@ -58,7 +48,7 @@ const BACKUPS_TEXT = {
     el("h3", {}, T.schedule), scheduleForm, folder,
     el("h3", {}, T.archives),
     el("table", {id: "backup-archives", class: "table"},
-      el("thead", {}, el("tr", {}, ...[T.name, T.created, T.size, T.state, ""].map((t) => el("th", {}, t)))), body));
+      el("thead", {}, el("tr", {}, ...[T.name, T.created, T.size, T.state, T.actions].map((word) => el("th", {}, word)))), body));
   let owner = false;
   let timer = null;
   let creating = false;
@@ -74,9 +64,9 @@ const BACKUPS_TEXT = {
       parts.push(el("p", {class: "hint"}, T.never));
     } else {
       parts.push(el("p", {"data-ok": String(Boolean(last.ok)), class: last.ok ? "saved" : "error"},
-        last.ok ? T.ok : T.failedRun + (last.error || "")));
-      parts.push(el("p", {}, `${T.started}: ${local(last.started)} · ${T.took}: ${last.duration_s ?? "—"}${T.seconds}`));
-      if (last.path) parts.push(el("p", {}, `${T.archive}: ${last.path.split("/").pop()}`));
+        last.ok ? T.ok : t("backups.failed_run", {error: last.error || ""})));
+      parts.push(el("p", {}, t("backups.started_took", {started: local(last.started), seconds: last.duration_s ?? "—"})));
+      if (last.path) parts.push(el("p", {}, t("backups.archive", {name: last.path.split("/").pop()})));
     }
     lastBox.replaceChildren(...parts);
   }
@@ -87,10 +77,10 @@ const BACKUPS_TEXT = {
       // data-label: the column's name, shown above the value where a table is drawn as cards (phones).
       const state = damaged
         ? el("td", {class: "error", "data-status": "damaged", "data-label": T.state},
-          T.damaged + a.status.replace(/^damaged:\s*/, ""))
+          t("backups.damaged", {reason: a.status.replace(/^damaged:\s*/, "")}))
         : el("td", {"data-status": "complete", "data-label": T.state},
           `${T.complete} · ${a.encrypted ? T.encrypted : T.plain}`);
-      const link = damaged ? el("td", {"data-label": ""}) : el("td", {"data-label": ""}, el("a", {class: "download",
+      const link = damaged ? el("td", {"data-label": T.actions}) : el("td", {"data-label": T.actions}, el("a", {class: "download",
         href: `/plugins/backup/download/${encodeURIComponent(a.name)}`, download: a.name}, T.download));
       return el("tr", {"data-archive": a.name}, el("td", {"data-label": T.name}, a.name),
         el("td", {"data-label": T.created}, local(a.created)), el("td", {"data-label": T.size}, megabytes(a.size)),
@@ -136,18 +126,18 @@ const BACKUPS_TEXT = {
     try {
       status = await api("/plugins/backup/status");
     } catch (err) {
-      lastBox.replaceChildren(el("p", {class: "error"}, err.message === "not found" ? T.missing : T.loadFailed + err.message));
+      lastBox.replaceChildren(el("p", {class: "error"}, err.message === "not found" ? T.missing : t("common.cannot_load", {error: err.message})));
       return;
     }
     showLast(status);
     showArchives(status.archives);
-    folder.textContent = T.folder + status.folder;
+    folder.textContent = t("backups.folder", {folder: status.folder});
     if (!creating) nowButton.disabled = Boolean(status.running);
     if (schedule) {
       try {
         showSchedule((await api("/api/v1/settings?prefix=plugin.backup.")).settings);
       } catch (err) {
-        scheduleForm.replaceChildren(el("p", {class: "error"}, T.loadFailed + err.message));
+        scheduleForm.replaceChildren(el("p", {class: "error"}, t("common.cannot_load", {error: err.message})));
       }
     }
   }
@@ -157,16 +147,16 @@ const BACKUPS_TEXT = {
     nowButton.disabled = true;
     const began = Date.now();
     const tick = setInterval(() => {
-      progress.textContent = `${T.running} ${Math.round((Date.now() - began) / 1000)}${T.seconds}`;
+      progress.textContent = t("backups.running_for", {seconds: Math.round((Date.now() - began) / 1000)});
     }, 500);
     progress.className = "";
     progress.textContent = T.running;
     try {
       const done = await api("/plugins/backup/create", {method: "POST"});
-      progress.textContent = `${T.done}${done.path.split("/").pop()} (${done.duration_s}${T.seconds})`;
+      progress.textContent = t("backups.done", {name: done.path.split("/").pop(), seconds: done.duration_s});
       progress.className = "saved";
     } catch (err) {
-      progress.textContent = T.failed + err.message;
+      progress.textContent = t("common.failed", {error: err.message});
       progress.className = "error";
     } finally {
       clearInterval(tick);

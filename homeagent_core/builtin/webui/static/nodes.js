@@ -22,24 +22,23 @@
         method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name}),
       });
       const until = new Date(answer.expires * 1000).toLocaleTimeString();
-      codeLine.textContent = `配对码 code ${answer.code} (until ${until}, once) — on the device: ` +
-        `homeagent node join ${location.origin} ${answer.code}`;
+      codeLine.textContent = t("nodes.code", {code: answer.code, until, origin: location.origin});
       $("#node-name").value = "";
     } catch (err) {
-      codeLine.textContent = `失败 / failed: ${err.message}`;
+      codeLine.textContent = t("common.failed", {error: err.message});
     }
     load();
   });
 
   async function revoke(name) {
-    if (!confirm(`撤销 ${name}？它的令牌立即失效 / Revoke ${name}? Its token stops working now.`)) return;
+    if (!confirm(t("nodes.confirm_revoke", {name}))) return;
     try {
       const answer = await api("/api/v1/nodes/revoke", {
         method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({name}),
       });
       result.textContent = answer.message;
     } catch (err) {
-      result.textContent = `失败 / failed: ${err.message}`;
+      result.textContent = t("common.failed", {error: err.message});
     }
     load();
   }
@@ -49,21 +48,23 @@
     try {
       nodes = await api("/api/v1/nodes");
     } catch (err) {
-      result.textContent = `无法读取 / cannot load: ${err.message}`;
+      result.textContent = t("common.cannot_load", {error: err.message});
       return;
     }
     rows.replaceChildren();
     if (!nodes.length) {
-      rows.append(el("tr", {}, el("td", {colspan: "6"}, "还没有设备 / no nodes paired yet: pair one above")));
+      rows.append(el("tr", {}, el("td", {colspan: "6"}, t("nodes.empty"))));
     }
     for (const n of nodes) {
+      // data-label: the column's name, shown above the value where a table is drawn as cards (phones).
       rows.append(el("tr", {"data-node": n.name},
-        el("td", {}, n.name),
-        el("td", {class: "state"}, n.online ? "在线 online" : "离线 offline"),
-        el("td", {}, when(n.last_seen)),
-        el("td", {}, n.capabilities.join(", ") || "—"),
-        el("td", {}, n.problem || "—"),
-        el("td", {}, el("button", {class: "secondary revoke", onclick: () => revoke(n.name)}, "撤销 Revoke"))));
+        el("td", {"data-label": t("nodes.name")}, n.name),
+        el("td", {class: "state", "data-label": t("nodes.state")}, n.online ? t("nodes.online") : t("nodes.offline")),
+        el("td", {"data-label": t("nodes.last_seen")}, when(n.last_seen)),
+        el("td", {"data-label": t("nodes.capabilities")}, n.capabilities.join(", ") || "—"),
+        el("td", {"data-label": t("nodes.problem")}, n.problem || "—"),
+        el("td", {"data-label": t("common.actions")},
+          el("button", {class: "secondary revoke", onclick: () => revoke(n.name)}, t("nodes.revoke")))));
     }
   }
 

@@ -4,39 +4,32 @@
 // repeat rule in words; add one in the words people say ("明天早上7点 吃药"), cancel, snooze.
 // Uses api() and el() from app.js; refreshes every 15 s while shown.
 
-// Every user-visible string of this module, for the message catalogues.
+// Every fixed user-visible string of this module, from the message catalogue (i18n.js).
 const REMINDERS_TEXT = {
-  placeholder: "什么时候提醒什么，例如“明天早上7点 吃药” / When and what, e.g. “tomorrow 9am call mum”",
-  add: "添加 Add",
-  hint: "也可以说“每个工作日早上7点提醒我叫孩子起床”、“周六下午3点 去游泳”、“in 2 hours take the tea out” · "
-    + "Repeats work too: “every weekday at 7 wake the kids”",
-  cannotRead: "没看懂 · I could not read that",
-  askBack: "你是指什么时候？请换个说法再试 / When did you mean? Please say it another way.",
-  zone: "时间按家里的时区显示 / Times are in the household's time zone: ",
-  who: "谁 Who",
-  what: "提醒 What",
-  due: "下次 Next due",
-  repeat: "重复 Repeats",
-  once: "一次 Once",
-  nobody: "（未指定 nobody）",
-  empty: "还没有提醒 / No reminders yet",
-  snoozeBy: "推迟多久 snooze by (10m, 1h, 明天早上8点)",
-  snooze: "推迟 Snooze",
-  cancel: "取消 Cancel",
-  confirmCancel: "取消这个提醒？/ Cancel this reminder? ",
-  added: "已添加 Added: ",
-  cancelled: "已取消 Cancelled: ",
-  snoozed: "已推迟到 Snoozed until ",
-  failed: "失败 / Failed: ",
-  loadFailed: "无法读取 / Cannot load: ",
-  weekdays: ["周日 Sun", "周一 Mon", "周二 Tue", "周三 Wed", "周四 Thu", "周五 Fri", "周六 Sat"],
+  placeholder: t("reminders.placeholder"),
+  add: t("reminders.add"),
+  hint: t("reminders.hint"),
+  cannotRead: t("reminders.cannot_read"),
+  askBack: t("reminders.ask_back"),
+  who: t("reminders.who"),
+  what: t("reminders.what"),
+  due: t("reminders.due"),
+  repeat: t("reminders.repeat"),
+  once: t("reminders.once"),
+  nobody: t("reminders.nobody"),
+  empty: t("reminders.empty"),
+  snoozeBy: t("reminders.snooze_by"),
+  snooze: t("reminders.snooze"),
+  cancel: t("reminders.cancel"),
+  actions: t("common.actions"),
+  weekdays: t("reminders.weekdays").split(" "), // Sunday first
 };
 
 (() => {
   const T = REMINDERS_TEXT;
   const section = $("#page-reminders");
   const snoozeOptions = el("datalist", {id: "reminder-snooze-options"},
-    ...["10m", "30m", "1h", "明天早上8点", "tomorrow 9am"].map((v) => el("option", {value: v})));
+    ...t("reminders.snooze_examples").split(" ").map((v) => el("option", {value: v})));
   const said = el("input", {id: "reminder-said", placeholder: T.placeholder, autocomplete: "off", maxlength: "500",
     "aria-label": T.placeholder});
   const form = el("form", {id: "reminder-form", class: "row"}, said, el("button", {type: "submit"}, T.add));
@@ -49,7 +42,7 @@ const REMINDERS_TEXT = {
     el("table", {id: "reminders", class: "table"}, el("thead", {}, head), body), result, snoozeOptions);
   let timer = null;
 
-  // "2026-12-08T07:00:00+08:00" (already in the household's zone) → "2026-12-08 07:00 周二 Tue".
+  // "2026-12-08T07:00:00+08:00" (already in the household's zone) → "2026-12-08 07:00 Tue" (周二 in Chinese).
   function when(iso) {
     const [day, rest] = iso.split("T");
     const [y, m, d] = day.split("-").map(Number);
@@ -66,7 +59,7 @@ const REMINDERS_TEXT = {
     try {
       result.textContent = done(await run());
     } catch (err) {
-      result.textContent = T.failed + err.message;
+      result.textContent = t("common.failed", {error: err.message});
     }
     load();
   }
@@ -80,14 +73,14 @@ const REMINDERS_TEXT = {
       el("td", {class: "what", "data-label": T.what}, r.text),
       el("td", {class: "due", "data-due": r.due, "data-label": T.due}, when(r.due)),
       el("td", {class: "repeat", "data-label": T.repeat}, r.repeat_words || T.once),
-      el("td", {class: "actions", "data-label": ""}, by,
+      el("td", {class: "actions", "data-label": T.actions}, by,
         el("button", {type: "button", class: "secondary snooze", onclick: () => act(
           () => api(`/api/v1/reminders/${id}/snooze`, {method: "POST", headers: {"Content-Type": "application/json"},
             body: JSON.stringify({by: by.value})}),
-          (a) => T.snoozed + when(a.reminder.due))}, T.snooze),
+          (a) => t("reminders.snoozed", {due: when(a.reminder.due)}))}, T.snooze),
         el("button", {type: "button", class: "secondary cancel", onclick: () => {
-          if (confirm(T.confirmCancel + r.text)) {
-            act(() => api(`/api/v1/reminders/${id}`, {method: "DELETE"}), () => T.cancelled + r.text);
+          if (confirm(t("reminders.confirm_cancel", {text: r.text}))) {
+            act(() => api(`/api/v1/reminders/${id}`, {method: "DELETE"}), () => t("reminders.cancelled", {text: r.text}));
           }
         }}, T.cancel)),
     ];
@@ -100,11 +93,11 @@ const REMINDERS_TEXT = {
     try {
       data = await api("/api/v1/reminders");
     } catch (err) {
-      result.textContent = T.loadFailed + err.message;
+      result.textContent = t("common.cannot_load", {error: err.message});
       return;
     }
-    zone.textContent = T.zone + data.zone;
-    head.replaceChildren(...(data.owner ? [T.who] : []).concat([T.what, T.due, T.repeat, ""]).map((t) => el("th", {}, t)));
+    zone.textContent = t("reminders.zone", {zone: data.zone});
+    head.replaceChildren(...(data.owner ? [T.who] : []).concat([T.what, T.due, T.repeat, T.actions]).map((word) => el("th", {}, word)));
     body.replaceChildren(...data.reminders.map((r) => row(r, data.owner)));
     if (!data.reminders.length) body.append(el("tr", {}, el("td", {colspan: data.owner ? "5" : "4"}, T.empty)));
   }
@@ -119,7 +112,7 @@ const REMINDERS_TEXT = {
       const answer = await api("/api/v1/reminders", {method: "POST", headers: {"Content-Type": "application/json"},
         body: JSON.stringify({said: text})});
       said.value = "";
-      result.textContent = `${T.added}${answer.reminder.text} · ${when(answer.reminder.due)}`;
+      result.textContent = t("reminders.added", {text: answer.reminder.text, due: when(answer.reminder.due)});
     } catch (err) {
       showProblem(err.message);
     }

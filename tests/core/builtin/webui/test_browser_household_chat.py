@@ -131,10 +131,10 @@ async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path
                 await mum_tab.goto(daemon.url + "/")
             await mum_tab.locator("#chat-form").wait_for(timeout=WAIT_MS)
 
-            # Their own menu: the chat and their account, nothing of the owner's.
+            # Their own menu: the chat, their reminders and their account, nothing of the owner's.
             for page in (mum, kid):
                 shown = [await a.get_attribute("data-page") for a in await page.locator("nav a:visible").all()]
-                assert shown == ["chat", "account"], shown
+                assert shown == ["chat", "reminders", "account"], shown
                 assert await page.locator("#thread").input_value() in ("person:mum", "person:kid")
 
             # Each chats as themselves; the mother's other tab shows her turn live, the child's

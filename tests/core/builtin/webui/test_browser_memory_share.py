@@ -37,7 +37,7 @@ async def test_the_owner_shares_a_private_document_from_the_memory_page(daemon, 
     await login(page, daemon)
     await page.click("nav a[data-page='memory']")
     item = page.locator("#documents li", has_text="the plumber comes on monday")
-    await item.locator("small.visibility:has-text('仅 mum')").wait_for()
+    await item.locator("small.visibility:has-text('private to mum')").wait_for()
     await item.locator("button.share").click()
     await page.locator("#documents li", has_text="the plumber comes on monday").locator(
         "small.visibility:has-text('household')"

@@ -10,18 +10,24 @@ languages are checked as a person uses them.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from homeagent_core.node.client import join
 from homeagent_sdk.pairing import PAIRING_FILE, PairingStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 
 PHONE = {"width": 390, "height": 844}
-PAGES = ("chat", "memory", "plugins", "residents", "pairing", "settings", "people", "account")
+PAGES = ("chat", "memory", "plugins", "residents", "pairing", "nodes", "settings", "people", "reminders", "backups",
+         "account")
+#: The built-ins behind the Nodes, Reminders and Backups pages.
+EXTRA = ("homeagent_core.builtin.nodes", "homeagent_core.builtin.reminders", "homeagent_core.builtin.backup")
 LONG_URL = "http://model-gateway.household.example.internal:11434/v1/openai-compatible/endpoint/with/a/long/path"
 
 #: What is wrong with the page as shown, as a list of lines (empty: nothing).
@@ -54,7 +60,8 @@ PROBLEMS = r"""() => {
             problems.push(`${name(node)} sticks out of the screen (${Math.round(box.left)}..${Math.round(box.right)})`);
         }
     }
-    for (const node of document.querySelectorAll("button, .upload, nav a, .topbar select, a.plugin-settings")) {
+    const targets = "button, .upload, nav a, .topbar select, a.plugin-settings, a.download";
+    for (const node of document.querySelectorAll(targets)) {
         if (!visible(node)) continue;
         const box = node.getBoundingClientRect();
         if (box.height < 44 || box.width < 44) {
@@ -103,12 +110,21 @@ PLACEHOLDER_FITS = r"""() => {
 }"""
 
 
-async def furnish(daemon: Any) -> None:
-    """Content that makes the pages wide if anything can: a long URL, people, a reply with a link."""
+async def furnish(daemon: Any, tmp_path: Path) -> None:
+    """Content that makes the pages wide if anything can: a long URL, people, a reply with a link,
+    a paired node, a reminder with a repeat rule, a backup archive."""
     async with daemon.client() as client:
         response = await client.put("/api/v1/llm/sources/gateway", json={
             "base_url": LONG_URL, "model": "qwen2.5-72b-instruct-long-model-name", "adapter": "openai", "api_key": "k",
         })
+        assert response.status_code == 200, response.text
+        response = await client.post("/api/v1/nodes/pair", json={"name": "living-room-tablet"})
+        assert response.status_code == 200, response.text
+        await asyncio.to_thread(join, daemon.url, response.json()["code"], tmp_path / "node")
+        said = "every weekday at 7 wake the kids up for school"
+        response = await client.post("/api/v1/reminders", json={"said": said})
+        assert response.status_code == 201, response.text
+        response = await client.post("/plugins/backup/create", timeout=60)
         assert response.status_code == 200, response.text
     daemon.app.people.add("mum", "adult")
     daemon.app.people.link("mum", "telegram", "123456789012")
@@ -151,6 +167,16 @@ async def walk(page: Any, daemon: Any, shots: Any, language: str) -> dict[str, l
             await page.locator("#pairing-decided tbody tr[data-code]").wait_for()
         if name == "plugins":
             await page.locator("#plugins tbody tr[data-plugin='webui']").wait_for()
+        if name == "nodes":
+            await page.locator("#nodes tbody tr[data-node='living-room-tablet']").wait_for()
+            await page.fill("#node-name", "kitchen")
+            await page.click("#node-pair button[type=submit]")
+            await page.locator("#node-code").filter(has_text="homeagent node join").wait_for()
+        if name == "reminders":
+            await page.locator("#reminders tbody tr[data-reminder]").wait_for()
+        if name == "backups":
+            await page.locator("#backup-archives tbody tr[data-archive]").wait_for()
+            await page.locator("#backup-schedule label.setting").first.wait_for()
         if name == "chat":
             assert await page.locator("#export").is_visible(), "the Export button is hidden on a phone"
             fit = await page.evaluate(PLACEHOLDER_FITS)
@@ -172,8 +198,9 @@ async def walk(page: Any, daemon: Any, shots: Any, language: str) -> dict[str, l
 async def test_every_page_fits_a_390px_phone(
     tmp_path, start_daemon, browser_page, login, shots, locale, language, send_word
 ):
-    async with start_daemon(tmp_path / "data") as daemon, browser_page(viewport=PHONE, locale=locale) as page:
-        await furnish(daemon)
+    async with (start_daemon(tmp_path / "data", extra=EXTRA) as daemon,
+                browser_page(viewport=PHONE, locale=locale) as page):
+        await furnish(daemon, tmp_path)
         await login(page, daemon)
         assert await page.locator("#send").inner_text() == send_word
         found = await walk(page, daemon, shots, language)

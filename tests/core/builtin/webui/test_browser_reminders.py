@@ -19,7 +19,7 @@ BACKUP = "homeagent_core.builtin.backup"
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MUM_PASSWORD = "mums-own-password-1"
 KID_PASSWORD = "kids-own-password-1"
-WEEKDAYS = ("周一 Mon", "周二 Tue", "周三 Wed", "周四 Thu", "周五 Fri", "周六 Sat", "周日 Sun")
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def give_login(daemon: Any, name: str, role: str, password: str) -> None:
@@ -28,14 +28,14 @@ def give_login(daemon: Any, name: str, role: str, password: str) -> None:
 
 
 async def person_page(page: Any, daemon: Any, name: str, password: str) -> Any:
-    """A page in a browser context of its own, logged in as ``name`` (a non-owner lands on Account)."""
+    """A page in a browser context of its own, logged in as ``name`` (a non-owner lands on their chat)."""
     context = await page.context.browser.new_context(viewport={"width": 1100, "height": 800})
     other = await context.new_page()
     await other.goto(daemon.url + "/login")
     await other.fill("#username", name)
     await other.fill("#password", password)
     await other.click("#login-button")
-    await other.locator("#account-form").wait_for()
+    await other.locator("#chat-form").wait_for()
     return other
 
 
@@ -50,7 +50,7 @@ async def test_the_mother_adds_a_reminder_in_words_and_the_child_does_not_see_it
         kid = await person_page(page, daemon, "kid", KID_PASSWORD)
         try:
             await mum.click("nav a[data-page='reminders']")
-            await mum.locator("#reminders td", has_text="还没有提醒").wait_for()
+            await mum.locator("#reminders td", has_text="No reminders yet").wait_for()
 
             await mum.fill("#reminder-said", "下下下周八 吃药")
             await mum.click("#reminder-form button[type=submit]")
@@ -71,7 +71,7 @@ async def test_the_mother_adds_a_reminder_in_words_and_the_child_does_not_see_it
             assert await due.get_attribute("data-due") == expected.isoformat()
             weekday = WEEKDAYS[day.weekday()]
             assert await due.inner_text() == f"{day.isoformat()} 07:00 {weekday}"
-            assert await row.locator("td.repeat").inner_text() == "一次 Once"
+            assert await row.locator("td.repeat").inner_text() == "Once"
             assert "Asia/Shanghai" in await mum.locator("#reminders-zone").inner_text()
             await mum.fill("#reminder-said", "每个工作日早上7点提醒我叫孩子起床")
             await mum.click("#reminder-form button[type=submit]")
@@ -81,9 +81,9 @@ async def test_the_mother_adds_a_reminder_in_words_and_the_child_does_not_see_it
 
             # The child's own page, beside hers: her reminders are not there (a reload shows the same).
             await kid.click("nav a[data-page='reminders']")
-            await kid.locator("#reminders td", has_text="还没有提醒").wait_for()
+            await kid.locator("#reminders td", has_text="No reminders yet").wait_for()
             await kid.reload()
-            await kid.locator("#reminders td", has_text="还没有提醒").wait_for()
+            await kid.locator("#reminders td", has_text="No reminders yet").wait_for()
             assert await kid.locator("#reminders tr[data-reminder]").count() == 0
             assert "吃药" not in await kid.locator("#reminders").inner_text()
             assert not await kid.locator("nav a[data-page='backups']").is_visible()
@@ -99,7 +99,7 @@ async def test_the_mother_adds_a_reminder_in_words_and_the_child_does_not_see_it
             # Snooze and cancel on her page.
             await row.locator("input.snooze-by").fill("1h")
             await row.locator("button.snooze").click()
-            await mum.locator("#reminders-result", has_text="已推迟到 Snoozed until").wait_for()
+            await mum.locator("#reminders-result", has_text="Snoozed until").wait_for()
             mum.on("dialog", lambda dialog: dialog.accept())
             await mum.locator("#reminders tr", has_text="吃药").locator("button.cancel").click()
             await mum.locator("#reminders tr", has_text="吃药").wait_for(state="detached")
@@ -122,15 +122,15 @@ async def test_the_owner_backs_up_from_the_page_and_the_child_cannot_open_it(
         await page.locator("#backup-archives td", has_text="No archives yet").wait_for()
 
         await page.select_option("#backup-schedule-select", "daily")
-        await page.locator("label:has(#backup-schedule-select) .saved", has_text="已保存").wait_for()
+        await page.locator("label:has(#backup-schedule-select) .saved", has_text="saved").wait_for()
         await page.fill("#backup-keep-daily", "5")
         await page.press("#backup-keep-daily", "Enter")
-        await page.locator("label:has(#backup-keep-daily) .saved", has_text="已保存").wait_for()
+        await page.locator("label:has(#backup-keep-daily) .saved", has_text="saved").wait_for()
         assert daemon.app.config.get("plugin.backup.schedule") == "daily"
         assert daemon.app.config.get("plugin.backup.keep_daily") == 5
 
         await page.click("#backup-now")
-        await page.locator("#backup-progress", has_text="备份完成 Backup written").wait_for(timeout=60000)
+        await page.locator("#backup-progress", has_text="Backup written").wait_for(timeout=60000)
         (archive,) = sorted((daemon.app.data_dir / "backups").glob("homeagent-*.tar"))
         row = page.locator(f"#backup-archives tr[data-archive='{archive.name}']")
         await row.locator("td[data-status='complete']").wait_for()
