@@ -30,7 +30,8 @@ from homeagent_sdk.pairing import PAIRING_FILE, PairingStore  # noqa: E402
 from homeagent_sdk.testing import FakeModel  # noqa: E402
 
 PHONE: Any = {"width": 390, "height": 844}
-PAGES = ("chat", "memory", "plugins", "residents", "pairing", "settings", "people", "account")
+PAGES = ("chat", "memory", "plugins", "residents", "pairing", "nodes", "settings", "people", "reminders", "backups",
+         "account")
 LANGUAGES = {"zh": "zh-CN", "en": "en-US"}
 PASSWORD = "screenshots-only-password"
 LONG_URL = "http://model-gateway.household.example.internal:11434/v1/openai-compatible/endpoint"
@@ -125,7 +126,9 @@ async def main(out: Path, chromium: str) -> int:
         os.environ["HOMEAGENT_WEBUI_API_KEY"] = api_key = "screenshots-api-key-0123456789"
         model = FakeModel(default="好的")
         app = App(Path(tmp) / "data", load_entrypoints=False,
-                  builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui"), provider=model)
+                  builtins=("homeagent_core.builtin.cfgmgr", "homeagent_core.builtin.webui",
+                            "homeagent_core.builtin.nodes", "homeagent_core.builtin.reminders",
+                            "homeagent_core.builtin.backup"), provider=model)
         app.services.listen_port = 0
         await app.start()
         try:
