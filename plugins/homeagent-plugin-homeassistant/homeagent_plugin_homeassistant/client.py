@@ -173,10 +173,18 @@ class HAClient:
 
     def _spawn_on_connect(self) -> None:
         async def run() -> None:
-            try:
-                await self._on_connect()
-            except HAError as exc:
-                log.warning("homeassistant: reloading after the reconnect failed: %s", exc)
+            # Home Assistant answers its WebSocket before every integration is loaded again: a
+            # reload that fails is tried again (1 s, doubling, at most 30 s) while connected.
+            delay = 1.0
+            while not self._closing and self.connected.is_set():
+                try:
+                    await self._on_connect()
+                    return
+                except HAError as exc:
+                    log.warning("homeassistant: reloading after the reconnect failed: %s; trying again in %.0f s",
+                                exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(30.0, delay * 2)
 
         self._reload = asyncio.get_running_loop().create_task(run(), name="homeassistant-reload")
 

@@ -261,9 +261,13 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         await home._wait_entities(asyncio.get_running_loop().time() + 60)
         await _wait_for(lambda: "connected again" in "".join(daemon.output), timeout=60)
         # the reload after the reconnect runs in the background: wait until a call goes through
-        async with asyncio.timeout(60):
-            while "工具结果：{" not in (reply := await say("把厨房的灯关掉")):
-                await asyncio.sleep(0.2)
+        reply = ""
+        try:
+            async with asyncio.timeout(120):
+                while "工具结果：{" not in (reply := await say("把厨房的灯关掉")):
+                    await asyncio.sleep(0.5)
+        except TimeoutError:
+            raise AssertionError(f"no call went through after the reconnect; last: {reply}\n{daemon.dump()}") from None
         await home.wait_state("light.kitchen_lights", "off")
     print("\n".join(["", "An evening at home (transcript):", *transcript]))
 
