@@ -24,7 +24,7 @@ from homeagent_core.agent.people import PEOPLE_SCHEMA
 from homeagent_sdk._schema import open_schema
 from homeagent_sdk.types import Principal, ToolCall
 
-__all__ = ["FINAL_STATUSES", "ApprovalRow", "ApprovalStore"]
+__all__ = ["FINAL_STATUSES", "ApprovalRow", "ApprovalStore", "approval_dict"]
 
 #: Statuses an approval never leaves.
 FINAL_STATUSES = frozenset({"approved", "denied", "expired", "withdrawn", "interrupted"})
@@ -51,20 +51,27 @@ class ApprovalRow:
     result: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "person": self.principal.person or "(guest)",
-            "role": self.principal.role,
-            "door": self.principal.door,
-            "tool": self.call.name,
-            "arguments": self.call.arguments,
-            "channel": self.channel,
-            "created": self.created,
-            "status": self.status,
-            "decided_by": self.decided_by,
-            "decided_at": self.decided_at,
-            "result": self.result,
-        }
+        return approval_dict(self.id, self.principal, self.call, self.channel, self.created, self.status,
+                             self.decided_by, self.decided_at, self.result)
+
+
+def approval_dict(id: int, principal: Principal, call: ToolCall, channel: str, created: float, status: str,
+                  decided_by: str, decided_at: float | None, result: str) -> dict[str, Any]:
+    """One approval as the API, the CLI and the audit show it (a pending one and a stored one alike)."""
+    return {
+        "id": id,
+        "person": principal.person or "(guest)",
+        "role": principal.role,
+        "door": principal.door,
+        "tool": call.name,
+        "arguments": call.arguments,
+        "channel": channel,
+        "created": created,
+        "status": status,
+        "decided_by": decided_by,
+        "decided_at": decided_at,
+        "result": result,
+    }
 
 
 def _row(values: tuple[Any, ...]) -> ApprovalRow:

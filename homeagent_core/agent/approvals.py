@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from homeagent_core.agent.approval_store import ApprovalStore
+from homeagent_core.agent.approval_store import ApprovalStore, approval_dict
 from homeagent_core.agent.people import DOOR_PLATFORM, SYSTEM, PeopleRegistry
 from homeagent_core.agent.policy import OWNER_DOORS, Decision, ToolPolicy, door_of, guard_setting
 from homeagent_core.durations import format_duration
@@ -91,19 +91,8 @@ class Approval:
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "person": self.principal.person or "(guest)",
-            "role": self.principal.role,
-            "door": self.principal.door,
-            "tool": self.call.name,
-            "arguments": self.call.arguments,
-            "channel": self.channel,
-            "created": self.created,
-            "status": self.status,
-            "decided_by": self.decided_by,
-            "result": self.result,
-        }
+        return approval_dict(self.id, self.principal, self.call, self.channel, self.created, self.status,
+                             self.decided_by, None, self.result)
 
 
 class Approvals:
