@@ -116,6 +116,7 @@ class Catalog:
         self.extra_aliases = {k: tuple(v) for k, v in (extra_aliases or {}).items()}
         self.entities: dict[str, HomeEntity] = {}
         self.areas: dict[str, tuple[str, ...]] = {}  # area name -> aliases
+        self.skipped: set[str] = set()  # known to the registry, but disabled or hidden by the owner
 
     def load(
         self,
@@ -132,12 +133,14 @@ class Catalog:
         }
         entries = {e["entity_id"]: e for e in registry}
         entities: dict[str, HomeEntity] = {}
+        skipped: set[str] = set()
         for state in states:
             entity_id = str(state.get("entity_id") or "")
             if "." not in entity_id:
                 continue
             entry = entries.get(entity_id, {})
             if entry.get("disabled_by") or entry.get("hidden_by"):
+                skipped.add(entity_id)
                 continue
             attributes = dict(state.get("attributes") or {})
             device_name, device_area = device_of.get(entry.get("device_id") or "", ("", None))
@@ -150,18 +153,24 @@ class Catalog:
                 device_name, str(state.get("last_changed") or ""),
             )
         self.entities = entities
+        self.skipped = skipped
+
+    def knows(self, entity_id: str) -> bool:
+        """Whether the last load saw ``entity_id`` (kept or deliberately left out)."""
+        return entity_id in self.entities or entity_id in self.skipped
 
     def update(self, new_state: Mapping[str, Any] | None, entity_id: str) -> HomeEntity | None:
-        """Apply one ``state_changed``; the entity as it is now (None: gone or unknown)."""
+        """Apply one ``state_changed``; the entity as it is now (None: gone, hidden or not loaded yet).
+
+        An entity the last load did not see is not added here: its area, aliases and whether the
+        owner hid it are in the registries, so the plugin reloads them (:meth:`knows`).
+        """
         entity = self.entities.get(entity_id)
         if new_state is None:
             self.entities.pop(entity_id, None)
             return None
         if entity is None:
-            attributes = dict(new_state.get("attributes") or {})
-            name = str(attributes.get("friendly_name") or entity_id.split(".", 1)[-1])
-            entity = HomeEntity(entity_id, name, aliases=self.extra_aliases.get(entity_id, ()))
-            self.entities[entity_id] = entity
+            return None
         entity.state = str(new_state.get("state", "unknown"))
         entity.attributes = dict(new_state.get("attributes") or {})
         entity.last_changed = str(new_state.get("last_changed") or entity.last_changed)

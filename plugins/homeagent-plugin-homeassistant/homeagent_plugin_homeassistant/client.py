@@ -84,6 +84,7 @@ class HAClient:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._subscriptions: set[int] = set()
+        self._subscribed: set[str] = set()  # event types followed on this connection
         self._runner: asyncio.Task[None] | None = None
         self._reload: asyncio.Task[None] | None = None
         self._closing = False
@@ -163,6 +164,7 @@ class HAClient:
             self.connected.clear()
             self._ws = None
             self._subscriptions.clear()
+            self._subscribed.clear()
             self._fail_pending(HAUnavailable(
                 f"Home Assistant at {self.url} went away; the command may not have run. HomeAgent reconnects "
                 "on its own: try again in a moment"
@@ -259,7 +261,14 @@ class HAClient:
             self._pending.pop(ident, None)
 
     async def subscribe(self, event_type: str) -> None:
-        """Follow ``event_type`` events (they go to ``on_event``)."""
+        """Follow ``event_type`` events (they go to ``on_event``); once per connection.
+
+        Raises:
+            HAUnavailable: not connected, or no answer in time.
+            HAError: Home Assistant refused the subscription.
+        """
+        if event_type in self._subscribed:
+            return
         ident = next(self._ids)
         ws = self._ws
         if ws is None:
@@ -267,8 +276,22 @@ class HAClient:
         self._subscriptions.add(ident)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[ident] = future
-        await ws.send(json.dumps({"id": ident, "type": "subscribe_events", "event_type": event_type}))
-        await asyncio.wait_for(future, self.timeout)
+        try:
+            await ws.send(json.dumps({"id": ident, "type": "subscribe_events", "event_type": event_type}))
+            await asyncio.wait_for(future, self.timeout)
+        except TimeoutError:
+            self._subscriptions.discard(ident)
+            raise HAUnavailable(f"Home Assistant at {self.url} did not confirm following {event_type}") from None
+        except (OSError, _ws_errors()) as exc:
+            self._subscriptions.discard(ident)
+            raise HAUnavailable(f"Home Assistant at {self.url} went away while following {event_type}: "
+                                f"{_reason(exc)}") from None
+        except BaseException:
+            self._subscriptions.discard(ident)
+            raise
+        finally:
+            self._pending.pop(ident, None)
+        self._subscribed.add(event_type)
 
     async def close(self) -> None:
         self._closing = True

@@ -16,7 +16,9 @@ Targets are what people say (:mod:`.matcher <homeagent_plugin_homeassistant.matc
 exposed entities are visible (:class:`~.catalog.Exposure`). A wrong token or an unreachable
 server fails the plugin's start with a message saying which (``homeagent doctor``, the plugins
 page); the daemon runs on. A connection lost later is reopened with backoff, and calls made
-meanwhile fail with a message saying so.
+meanwhile fail with a message saying so. Registry changes (areas, names, aliases, hidden
+entities) and entities that appear after the connection are followed by reloading the
+registries (coalesced, :data:`REGISTRY_SETTLE_S`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ log = logging.getLogger("homeagent.plugin.homeassistant")
 
 NAME = "homeassistant"
 CHANNEL = "home"
+#: Registry changes that move, rename, hide or add entities: the catalog reloads on each.
+REGISTRY_EVENTS = ("entity_registry_updated", "area_registry_updated", "device_registry_updated")
+#: Seconds to wait after a registry change before reloading (a burst becomes one reload).
+REGISTRY_SETTLE_S = 0.5
 #: How long home_call waits for Home Assistant to report the new state.
 SETTLE = 5.0
 _HISTORY_ROWS = 50
@@ -142,6 +148,8 @@ class HomeAssistantPlugin:
         self._remembered = False
         self._seen_at = 0.0  # when the last state_changed event arrived (monotonic)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loading: asyncio.Task[None] | None = None  # a registry reload waiting or running
+        self._arrived: list[tuple[str, dict[str, Any] | None]] | None = None  # state changes during a load
         #: (watch id, seconds from the state change's event to the notification, monotonic time it was sent)
         self.fired: list[tuple[str, float, float]] = []
 
@@ -269,18 +277,11 @@ class HomeAssistantPlugin:
     # ------------------------------------------------------------------ state
 
     async def _reload(self) -> None:
-        """(Re)load the states and registries, subscribe to state changes, re-check the watches."""
+        """After each (re)connect: follow state and registry changes, load everything, re-check the watches."""
         client = self._client()
-        await client.subscribe("state_changed")
-        states = await client.command("get_states")
-        areas = await client.command("config/area_registry/list")
-        devices = await client.command("config/device_registry/list")
-        listed = await client.command("config/entity_registry/list")
-        extended = await client.command("config/entity_registry/get_entries",
-                                        entity_ids=[e["entity_id"] for e in listed]) if listed else {}
-        registry = [e for e in (extended or {}).values() if e]
-        self.catalog.load(states, areas, devices, registry)
-        self.matcher = Matcher(self.catalog.exposed(), self.catalog.areas)
+        for event_type in ("state_changed", *REGISTRY_EVENTS):
+            await client.subscribe(event_type)
+        await self._load()
         if self.watches is not None:
             for watch in list(self.watches.watches.values()):
                 entity = self.catalog.entities.get(watch.entity_id)
@@ -308,12 +309,57 @@ class HomeAssistantPlugin:
         except Exception as exc:
             log.warning("homeassistant: the home could not be put in memory: %s", exc)
 
+    async def _load(self) -> None:
+        """Rebuild the catalog from the registries and the states (state changes meanwhile kept)."""
+        client = self._client()
+        self._arrived = []
+        try:
+            areas = await client.command("config/area_registry/list")
+            devices = await client.command("config/device_registry/list")
+            listed = await client.command("config/entity_registry/list")
+            extended = await client.command("config/entity_registry/get_entries",
+                                            entity_ids=[e["entity_id"] for e in listed]) if listed else {}
+            registry = [e for e in (extended or {}).values() if e]
+            states = await client.command("get_states")
+            self.catalog.load(states, areas, devices, registry)
+            # Changes that arrived while loading: keep those newer than the snapshot.
+            loaded = {str(s.get("entity_id")): str(s.get("last_updated") or "") for s in states}
+            for entity_id, new_state in self._arrived:
+                if new_state is None or str(new_state.get("last_updated") or "") >= loaded.get(entity_id, ""):
+                    self.catalog.update(new_state, entity_id)
+        finally:
+            self._arrived = None
+        self.matcher = Matcher(self.catalog.exposed(), self.catalog.areas)
+
+    def _load_soon(self) -> None:
+        """Reload the registries shortly (coalesced): an area, a name or an entity changed."""
+        if self._loading is not None and not self._loading.done():
+            return
+
+        async def run() -> None:
+            await asyncio.sleep(REGISTRY_SETTLE_S)  # one reload for a burst (integrations load many at once)
+            try:
+                await self._load()
+            except (HAError, ToolError) as exc:
+                log.warning("homeassistant: reloading the registries failed: %s; the next change tries again", exc)
+
+        self._loading = asyncio.get_running_loop().create_task(run(), name="homeassistant-registries")
+        self._tasks.add(self._loading)
+        self._loading.add_done_callback(self._tasks.discard)
+
     def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("event_type") in REGISTRY_EVENTS:
+            self._load_soon()
+            return
         data = event.get("data") or {}
         entity_id = str(data.get("entity_id") or "")
         if not entity_id:
             return
         seen = time.monotonic()
+        if self._arrived is not None:
+            self._arrived.append((entity_id, data.get("new_state")))
+        if data.get("new_state") is not None and not self.catalog.knows(entity_id):
+            self._load_soon()  # a new entity (or one that came back after a restart): its area is in the registry
         entity = self.catalog.update(data.get("new_state"), entity_id)
         if entity is None:
             return

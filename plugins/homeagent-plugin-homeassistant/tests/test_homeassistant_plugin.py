@@ -121,6 +121,36 @@ async def test_watches_fire_persist_and_cancel(agent: tuple[AgentHarness, HomeAs
     assert not again.success and "no watch" in again.result
 
 
+async def test_moves_renames_and_hiding_in_home_assistant_are_followed(
+        agent: tuple[AgentHarness, HomeAssistantPlugin], home: HomeAssistant) -> None:
+    harness, plugin = agent
+    before = await harness.call_tool("home_list", area="厨房")
+    assert before.success and "light.kitchen_lights" in before.result, before.result
+    areas = {a["name"]: a["area_id"] for a in (await home.ws([{"type": "config/area_registry/list"}]))[0]}
+    # The owner moves the kitchen light to the bedroom with a new name, and hides the bed light.
+    await home.ws([
+        {"type": "config/entity_registry/update", "entity_id": "light.kitchen_lights",
+         "area_id": areas["Bedroom"], "aliases": ["厨房灯", "餐桌灯"]},
+        {"type": "config/entity_registry/update", "entity_id": "light.bed_light", "hidden_by": "user"},
+    ])
+
+    def followed() -> bool:
+        moved = plugin.catalog.get("light.kitchen_lights")
+        return moved is not None and moved.area == "Bedroom" and plugin.catalog.get("light.bed_light") is None
+
+    await _until(followed, timeout=30)
+    listed = await harness.call_tool("home_list", area="卧室")
+    assert "light.kitchen_lights" in listed.result and "light.bed_light" not in listed.result, listed.result
+    assert [e.entity_id for e in plugin.matcher.match("餐桌灯").entities] == ["light.kitchen_lights"]
+    # A hidden entity's state changes do not bring it back.
+    await home.rest("POST", "/api/services/light/toggle", {"entity_id": "light.bed_light"})
+    await home.rest("POST", "/api/services/light/turn_off", {"entity_id": "light.ceiling_lights"})
+    await _until(lambda: (e := plugin.catalog.get("light.ceiling_lights")) is not None and e.state == "off")
+    assert plugin.catalog.get("light.bed_light") is None
+    hidden = await harness.call_tool("home_state", target="light.bed_light")
+    assert not hidden.success and "(light.bed_light" not in hidden.result, hidden.result
+
+
 async def test_the_home_is_in_memory(agent: tuple[AgentHarness, HomeAssistantPlugin]) -> None:
     harness, plugin = agent
     await _until(lambda: not plugin._tasks, timeout=30)
