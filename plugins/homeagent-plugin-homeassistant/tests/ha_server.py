@@ -45,6 +45,7 @@ demo:
 onboarding:
 config:
 history:
+input_boolean:
 recorder:
   commit_interval: 0
 logger:

@@ -149,6 +149,13 @@ async def test_moves_renames_and_hiding_in_home_assistant_are_followed(
     assert plugin.catalog.get("light.bed_light") is None
     hidden = await harness.call_tool("home_state", target="light.bed_light")
     assert not hidden.success and "(light.bed_light" not in hidden.result, hidden.result
+    # A device added while the plugin runs is picked up, then placed in its area.
+    await home.ws([{"type": "input_boolean/create", "name": "Guest Mode"}])
+    await _until(lambda: "input_boolean.guest_mode" in plugin.catalog.entities, timeout=30)
+    await home.ws([{"type": "config/entity_registry/update", "entity_id": "input_boolean.guest_mode",
+                    "area_id": areas["Living Room"], "aliases": ["访客模式"]}])
+    await _until(lambda: plugin.catalog.entities["input_boolean.guest_mode"].area == "Living Room", timeout=30)
+    assert "访客模式" in plugin.catalog.entities["input_boolean.guest_mode"].aliases
 
 
 async def test_the_home_is_in_memory(agent: tuple[AgentHarness, HomeAssistantPlugin]) -> None:
