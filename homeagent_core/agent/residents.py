@@ -48,10 +48,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from homeagent_core.agent.loop import InputHost
+from homeagent_core.agent.reply import Reply
 from homeagent_core.agent.scheduler import InputItem, Scheduler
 from homeagent_core.agent.settings import ResidentLimits
 from homeagent_core.agent.tools import ToolRegistry
-from homeagent_core.agent.turn import Reply, Turn, TurnHost
+from homeagent_core.agent.turn import Turn
+from homeagent_core.agent.turn_host import TurnHost
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import UsageError

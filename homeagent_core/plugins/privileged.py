@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from homeagent_core.agent.people import PeopleRegistry
     from homeagent_core.agent.policy import ToolPolicy
     from homeagent_core.agent.prompt import PromptBuilder
+    from homeagent_core.agent.reply import Reply
     from homeagent_core.agent.residents import Residents
     from homeagent_core.agent.scheduler import InputItem
     from homeagent_core.agent.subagents import SubAgents
     from homeagent_core.agent.tools import ToolRegistry
-    from homeagent_core.agent.turn import Reply, Turn
+    from homeagent_core.agent.turn import Turn
     from homeagent_core.plugins.manager import PluginInfo
     from homeagent_sdk.api import IOAPI
     from homeagent_sdk.types import InjectOptions, MediaAttachment, Principal
