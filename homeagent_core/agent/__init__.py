@@ -6,10 +6,12 @@ from homeagent_core.agent.channels import ChannelRegistry, ChannelSendError
 from homeagent_core.agent.kernel import KERNEL_PLUGIN, Kernel, KernelSettings, SourceSwitcher
 from homeagent_core.agent.loop import AgentClosed, KernelIO
 from homeagent_core.agent.prompt import PromptBuilder, Timeline, estimate_tokens
+from homeagent_core.agent.reply import Reply
 from homeagent_core.agent.scheduler import InputItem, InputQueueFull, Scheduler
 from homeagent_core.agent.stages import StageRunner
 from homeagent_core.agent.tools import ToolRegistry, tool_from_function, validate_arguments
-from homeagent_core.agent.turn import Reply, TurnMemory, interrupt_text
+from homeagent_core.agent.turn import interrupt_text
+from homeagent_core.agent.turn_host import TurnMemory
 
 __all__ = [
     "KERNEL_PLUGIN",

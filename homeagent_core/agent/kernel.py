@@ -30,6 +30,7 @@ from homeagent_core.agent.channels import (
 )
 from homeagent_core.agent.loop import AgentClosed, EventLoop, KernelIO
 from homeagent_core.agent.prompt import PromptBuilder, Timeline
+from homeagent_core.agent.reply import Reply
 from homeagent_core.agent.resident_tool import resident_agents_tool
 from homeagent_core.agent.residents import Residents
 from homeagent_core.agent.scheduler import END_OF_STREAM, InputItem, Scheduler
@@ -38,10 +39,12 @@ from homeagent_core.agent.stages import StageRunner
 from homeagent_core.agent.subagents import CHILD_EXCLUDED_TOOLS, CHILD_TOOLS, SubAgents
 from homeagent_core.agent.tools import PluginToolRegistry, ToolRegistry
 from homeagent_core.agent.triage import Triage, is_status_query
-from homeagent_core.agent.turn import RESET, ROUND, Reply, Turn, TurnMemory
+from homeagent_core.agent.turn import Turn
+from homeagent_core.agent.turn_host import TurnMemory
 from homeagent_core.aio import await_me_maybe
 from homeagent_core.events import EventBus
 from homeagent_core.hookhost import HookHost
+from homeagent_core.stream import RESET, ROUND
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.api import ChatProvider
 from homeagent_sdk.errors import PluginError, ToolError, UsageError

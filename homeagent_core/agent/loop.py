@@ -194,7 +194,7 @@ class KernelIO:
     async def inject_input_sync(
         self, text: str, channel: str, options: InjectOptions | None = None, *, timeout: float | None = 300
     ) -> str:
-        """Inject an input and wait for its reply (a :class:`~homeagent_core.agent.turn.Reply`).
+        """Inject an input and wait for its reply (a :class:`~homeagent_core.agent.reply.Reply`).
 
         ``timeout`` None waits as long as it takes.
 

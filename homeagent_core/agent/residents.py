@@ -34,29 +34,34 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import collections
 import contextvars
-import json
 import logging
 import re
-import shutil
-import threading
 import time
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from homeagent_core.agent.loop import InputHost
+from homeagent_core.agent.reply import Reply
+from homeagent_core.agent.resident_scope import (
+    MEMORY_MAINTENANCE_TOOLS,
+    MEMORY_PLUGIN,
+    RESIDENT_EXCLUDED_TOOLS,
+    SCRATCH_MEMORY_TOOLS,
+    ScopedTools,
+)
+from homeagent_core.agent.resident_state import HOUR, Resident, ScratchLike, StateFile, read_states
 from homeagent_core.agent.scheduler import InputItem, Scheduler
 from homeagent_core.agent.settings import ResidentLimits
-from homeagent_core.agent.tools import ToolRegistry
-from homeagent_core.agent.turn import Reply, Turn, TurnHost
-from homeagent_sdk._atomic import atomic_write
+from homeagent_core.agent.turn import Turn
+from homeagent_core.agent.turn_host import TurnHost
 from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import UsageError
-from homeagent_sdk.types import InjectOptions, Principal, ToolCall, ToolDef, ToolResult, Triple
+from homeagent_sdk.types import InjectOptions, Principal, Triple
 
+# The record of one resident and its state file (resident_state.py) and what a resident may call
+# (resident_scope.py) have modules of their own; their public names stay importable from here.
 __all__ = [
     "MEMORY_MAINTENANCE_TOOLS",
     "RESIDENT_CHANNEL",
@@ -72,33 +77,10 @@ log = logging.getLogger(__name__)
 
 #: Channel on which residents report back to the main agent.
 RESIDENT_CHANNEL = "_resident_"
-#: Tools no resident gets, whatever its scope says.
-RESIDENT_EXCLUDED_TOOLS = frozenset(
-    {"resident_agents", "spawn_child", "child_result", "llm_set_source", "persona_set"}
-)
-#: Memory-maintenance tools: only the main agent maintains memory; residents are refused.
-MEMORY_MAINTENANCE_TOOLS = frozenset(
-    {"memory_merge", "memory_purge", "memory_edit", "memory_delete_entity", "memory_block_merge"}
-)
-#: Plugin whose tools a resident's scratch memory replaces.
-MEMORY_PLUGIN = "memory"
-STATE_FILE = "state.json"
-STATE_VERSION = 1
 _NAME = re.compile(r"^[^\W_][\w-]{0,31}$")
-HOUR = 3600.0
 
 #: Set while a resident's own turn runs: residents may not create residents.
 _IN_RESIDENT: contextvars.ContextVar[str] = contextvars.ContextVar("homeagent_resident", default="")
-
-
-class ScratchLike(Protocol):
-    """What a resident needs of its temporary memory (see ``homeagent_core.memory.scratch``)."""
-
-    def tools(self) -> list[ToolDef]: ...
-
-    async def alearned(self) -> list[Triple]: ...
-
-    def close(self) -> None: ...
 
 
 class ResidentHost(TurnHost, InputHost, Protocol):
@@ -107,126 +89,6 @@ class ResidentHost(TurnHost, InputHost, Protocol):
 
     data_dir: Path | None
     started: bool
-
-
-def _maintenance_refusal(name: str) -> str:
-    return (
-        f"常驻子代理不能调用记忆维护工具 {name}（memory-maintenance tools are refused in a resident "
-        "sub-agent）：记忆的合并、清除、修改和删除只能由主代理执行；请在汇报中说明需要维护的内容，"
-        "或用 memory_commit 记录到自己的临时记忆"
-    )
-
-
-class ScopedTools(ToolRegistry):
-    """A resident's tool registry: its scope of the kernel's tools plus its scratch-memory tools.
-
-    Memory-maintenance tools are refused with the explicit message, before anything else.
-    """
-
-    def put(self, tool: ToolDef) -> None:
-        self._tools[tool.name] = tool
-        self.version += 1
-
-    async def execute(
-        self, call: ToolCall, *, timeout: float | None = None, allowed: Collection[str] | None = None
-    ) -> ToolResult:
-        if call.name in MEMORY_MAINTENANCE_TOOLS:
-            log.warning("resident tool call %s refused: memory maintenance", call.name)
-            return ToolResult(call.id, call.name, False, _maintenance_refusal(call.name), MEMORY_PLUGIN)
-        if call.name in RESIDENT_EXCLUDED_TOOLS:
-            log.warning("resident tool call %s refused: not for residents", call.name)
-            text = (
-                f"常驻子代理不能调用 {call.name}（not available to resident sub-agents）：常驻子代理不能创建常驻子代理"
-                "或子代理，也不能切换模型源或修改人格；需要时在汇报中请主代理处理"
-            )
-            return ToolResult(call.id, call.name, False, text, "kernel")
-        return await super().execute(call, timeout=timeout, allowed=allowed)
-
-
-@dataclass
-class Resident:
-    """One resident sub-agent: definition, queue, working context, usage."""
-
-    name: str
-    role: str
-    tools: list[str] | None = None
-    created: float = field(default_factory=time.time)
-    context: list[dict[str, str]] = field(default_factory=list)
-    last_output: str = ""
-    last_task: str = ""
-    done: int = 0
-    failed: int = 0
-    usage: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
-    scheduler: Scheduler = field(default_factory=Scheduler)
-    current: InputItem | None = None
-    activity: str = "idle"
-    waiting_until: float | None = None
-    scratch: ScratchLike | None = None
-    worker: asyncio.Task[None] | None = None
-    registry: ScopedTools | None = None
-    registry_version: int = -1
-    registry_scratch: ScratchLike | None = None
-    stopped: bool = False
-    disk: _StateFile | None = None
-    creator: Principal | None = None  #: the principal of the turn that created it (its reports are theirs)
-
-    @property
-    def status(self) -> str:
-        if self.stopped:
-            return "stopped"
-        if self.waiting_until is not None:
-            return "over budget"
-        return "working" if self.current is not None else "idle"
-
-    def queued(self) -> list[str]:
-        return [item.text for item in self.scheduler.waiting()]
-
-    def used(self, now: float) -> tuple[int, int]:
-        """Messages and tokens in the last hour."""
-        while self.usage and self.usage[0][0] <= now - HOUR:
-            self.usage.popleft()
-        return len(self.usage), sum(tokens for _, tokens in self.usage)
-
-    def summary(self) -> dict[str, Any]:
-        turns, tokens = self.used(time.time())
-        return {
-            "name": self.name,
-            "role": self.role,
-            "tools": self.tools,
-            "status": self.status,
-            "activity": self.activity,
-            "current": self.current.text if self.current is not None else None,
-            "queued": self.queued(),
-            "context_messages": len(self.context),
-            "last_task": self.last_task,
-            "last_output": self.last_output,
-            "done": self.done,
-            "failed": self.failed,
-            "turns_last_hour": turns,
-            "tokens_last_hour": tokens,
-            "waiting_until": self.waiting_until,
-            "created": self.created,
-        }
-
-    def state(self) -> dict[str, Any]:
-        """What is persisted: definition, queue (the message in progress first), context, usage."""
-        queue = [item.text for item in ([self.current] if self.current is not None else [])]
-        queue += self.queued()
-        return {
-            "version": STATE_VERSION,
-            "name": self.name,
-            "role": self.role,
-            "tools": self.tools,
-            "created": self.created,
-            "queue": queue,
-            "context": self.context,
-            "last_output": self.last_output,
-            "last_task": self.last_task,
-            "done": self.done,
-            "failed": self.failed,
-            "usage": [list(u) for u in self.usage],
-            **({"creator": self.creator.to_dict()} if self.creator is not None else {}),
-        }
 
 
 class Residents:
@@ -268,7 +130,7 @@ class Residents:
         root = self.root
         if root is None:
             return
-        states = await asyncio.to_thread(_read_states, root)
+        states = await asyncio.to_thread(read_states, root)
         for state in states:
             try:
                 resident = self._restore(state)
@@ -355,7 +217,7 @@ class Residents:
         if tools is not None and check:
             if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
                 raise UsageError("tools must be a list of tool names")
-            available = set(self.kernel.tools.names()) | _MEMORY_TOOL_NAMES
+            available = set(self.kernel.tools.names()) | SCRATCH_MEMORY_TOOLS
             excluded = sorted(set(tools) & (RESIDENT_EXCLUDED_TOOLS | MEMORY_MAINTENANCE_TOOLS))
             if excluded:
                 raise UsageError(
@@ -491,7 +353,7 @@ class Residents:
         del self.agents[name]
         root = self.root
         if root is not None:
-            disk = resident.disk = resident.disk or _StateFile(root / name)
+            disk = resident.disk = resident.disk or StateFile(root / name)
             await asyncio.to_thread(disk.remove)
         self.kernel.bus.publish("resident", {"type": "destroyed", "name": name, "residual": residual})
         return {"name": name, "residual": residual, "pending": len(left), "handed_to_main": handed}
@@ -628,79 +490,9 @@ class Residents:
         root = self.root
         if root is None or self.agents.get(resident.name) is not resident:
             return
-        disk = resident.disk = resident.disk or _StateFile(root / resident.name)
+        disk = resident.disk = resident.disk or StateFile(root / resident.name)
         # Numbered now, written in a thread: a cancelled caller (destroy cancels the worker) may
         # leave the thread running; the file object orders the writes and refuses them once removed.
         await asyncio.to_thread(disk.write, disk.number(), resident.state())
 
 
-#: Tool names a scratch memory offers (the memory tools bound to the scratch graph).
-_MEMORY_TOOL_NAMES = frozenset(
-    {
-        "memory_recall",
-        "memory_commit",
-        "memory_introspect",
-        "memory_path",
-        "person_query",
-        "person_set_trait",
-        "person_relate",
-        "person_network",
-    }
-)
-
-
-class _StateFile:
-    """One resident's ``state.json``: writes land in order and never after the folder was removed.
-
-    Called from worker threads; a lock makes each write and the removal atomic with respect to
-    each other.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._lock = threading.Lock()
-        self._numbers = 0
-        self._written = 0
-        self.removed = False
-
-    def number(self) -> int:
-        """The number of the next write (taken on the event loop, in the order states were made)."""
-        self._numbers += 1
-        return self._numbers
-
-    def write(self, number: int, state: dict[str, Any]) -> bool:
-        """Write ``state`` unless a newer one was written or the folder was removed; True if written."""
-        with self._lock:
-            if self.removed or number <= self._written:
-                return False
-            _write_state(self.folder / STATE_FILE, state)
-            self._written = number
-            return True
-
-    def remove(self) -> None:
-        """Remove the folder; later writes do nothing."""
-        with self._lock:
-            self.removed = True
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write(path, json.dumps(state, ensure_ascii=False))
-
-
-def _read_states(root: Path) -> list[dict[str, Any]]:
-    states: list[dict[str, Any]] = []
-    if not root.is_dir():
-        return states
-    for path in sorted(root.glob(f"*/{STATE_FILE}")):
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            log.error("resident state %s is unreadable (%s); that resident was not restored", path, exc)
-            continue
-        if isinstance(state, dict) and state.get("version") == STATE_VERSION:
-            states.append(state)
-        else:
-            log.error("resident state %s has an unknown format; that resident was not restored", path)
-    return states

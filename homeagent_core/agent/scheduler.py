@@ -68,7 +68,7 @@ class InputItem:
     """One input waiting for (or running) a turn.
 
     ``level`` 0 = queued input, 1-4 = interrupt. ``reply`` (when set) is resolved with the
-    turn's :class:`~homeagent_core.agent.turn.Reply`; ``sink`` (when set) receives streamed
+    turn's :class:`~homeagent_core.agent.reply.Reply`; ``sink`` (when set) receives streamed
     content deltas. ``result`` holds the turn's reply (or the exception it ended with) once
     it finished. ``message_id`` is the door's id of the message ("" when it has none); a
     re-send of the same id by the same source is a duplicate. ``shared_door`` marks an input

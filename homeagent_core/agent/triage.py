@@ -32,9 +32,12 @@ from collections import deque
 from typing import Protocol
 
 from homeagent_core.agent.channels import SEND_PREFIX
+from homeagent_core.agent.reply import Reply
 from homeagent_core.agent.residents import Residents
 from homeagent_core.agent.scheduler import InputItem, Scheduler
-from homeagent_core.agent.turn import Reply, Turn, TurnHost, who_of
+from homeagent_core.agent.speaker import who_of
+from homeagent_core.agent.turn import Turn
+from homeagent_core.agent.turn_host import TurnHost
 from homeagent_core.i18n import t
 
 __all__ = [

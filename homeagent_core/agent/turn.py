@@ -18,33 +18,26 @@ the in-flight model call and is injected before the next call as a system messag
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any
 
-from homeagent_core.agent.approvals import CURRENT_PRINCIPAL, TRUSTED_DOORS
+from homeagent_core.agent.approvals import CURRENT_PRINCIPAL
 from homeagent_core.agent.channels import SEND_PREFIX
-from homeagent_core.agent.model_answer import add_usage, assistant_message, decode_arguments, merge_fragment, tool_call
-from homeagent_core.agent.policy import Decision, door_of
+from homeagent_core.agent.model_answer import add_usage, assistant_message, read_answer, read_stream
+from homeagent_core.agent.policy import Decision
 from homeagent_core.agent.prompt import estimate_tokens, user_content
+from homeagent_core.agent.reply import Reply
 from homeagent_core.agent.scheduler import InputItem
+from homeagent_core.agent.speaker import speaker, who_of
 from homeagent_core.agent.tools import run_batch
+from homeagent_core.agent.turn_host import TurnHost, TurnMemory
 from homeagent_core.stream import RESET, ROUND
-from homeagent_sdk.threads import door_may_name, thread_of
 from homeagent_sdk.types import Principal, StageContext, ToolCall, ToolResult
 
-if TYPE_CHECKING:
-    from homeagent_core.agent.approvals import Rights
-    from homeagent_core.agent.channels import ChannelRegistry
-    from homeagent_core.agent.prompt import PromptBuilder, Timeline
-    from homeagent_core.agent.settings import KernelSettings
-    from homeagent_core.agent.stages import StageRunner
-    from homeagent_core.agent.tools import ToolRegistry
-    from homeagent_core.events import EventBus
-    from homeagent_sdk.api import ChatProvider
-
+# Reply, TurnHost, TurnMemory, speaker and who_of have modules of their own (reply.py, turn_host.py,
+# speaker.py); they stay importable from here, as before.
 __all__ = [
     "INTERRUPT_PREFIX", "RESET", "ROUND", "Reply", "Turn", "TurnHost", "TurnMemory", "interrupt_text", "speaker",
     "who_of",
@@ -58,160 +51,6 @@ INTERRUPT_PREFIX = "[打断消息]"
 def interrupt_text(item: InputItem) -> str:
     """The system message an interrupt becomes inside a running turn."""
     return f"{INTERRUPT_PREFIX}[来源:{item.source}][输出通道:{item.channel}] {item.text}"
-
-
-class Reply(str):
-    """A turn's reply: ``str(reply)`` is the text; the attributes say how it came about."""
-
-    usage: dict[str, Any]
-    reasoning_content: str
-    channel: str
-    skipped: bool
-    stopped: bool
-    dropped: bool
-    interrupted: bool
-    errors: list[str]
-    tool_results: list[ToolResult]
-    answered_by: str
-
-    def __new__(
-        cls,
-        text: str = "",
-        *,
-        usage: dict[str, Any] | None = None,
-        reasoning_content: str = "",
-        channel: str = "",
-        skipped: bool = False,
-        stopped: bool = False,
-        dropped: bool = False,
-        interrupted: bool = False,
-        errors: list[str] | None = None,
-        tool_results: list[ToolResult] | None = None,
-        answered_by: str = "",
-    ) -> Reply:
-        self = super().__new__(cls, text)
-        self.usage = dict(usage or {})
-        self.reasoning_content = reasoning_content
-        self.channel = channel
-        self.skipped = skipped
-        self.stopped = stopped
-        self.dropped = dropped
-        self.interrupted = interrupted
-        self.errors = list(errors or [])
-        self.tool_results = list(tool_results or [])
-        #: "" for the main agent; "triage" or "status" when answered while the agent was busy.
-        self.answered_by = answered_by
-        return self
-
-    @property
-    def text(self) -> str:
-        return str.__str__(self)
-
-    def as_skipped(self) -> Reply:
-        """The same reply, everything it carries included, marked as the answer to a de-duplicated input."""
-        return Reply(
-            self.text,
-            usage=self.usage,
-            reasoning_content=self.reasoning_content,
-            channel=self.channel,
-            skipped=True,
-            stopped=self.stopped,
-            dropped=self.dropped,
-            interrupted=self.interrupted,
-            errors=self.errors,
-            tool_results=self.tool_results,
-            answered_by=self.answered_by,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "content": self.text,
-            "usage": self.usage,
-            "reasoning_content": self.reasoning_content,
-            "channel": self.channel,
-            "skipped": self.skipped,
-            "stopped": self.stopped,
-        }
-
-
-@runtime_checkable
-class TurnMemory(Protocol):
-    """The memory layers a turn talks to (all optional: the kernel runs without any).
-
-    ``record_input`` must make the input durable before it returns (the turn waits);
-    ``recall`` returns system-prompt blocks (graph index, related documents, knowledge,
-    skills index) in priority order. A memory object may also offer
-    ``timeline(ctx, budget_tokens) -> list[message dict]`` (past messages, oldest first,
-    without the current input) to replace the kernel's own timeline.
-    """
-
-    async def record_input(self, ctx: StageContext, item: InputItem) -> None: ...
-
-    async def recall(self, ctx: StageContext) -> list[str]: ...
-
-    async def record_output(self, ctx: StageContext) -> None: ...
-
-    async def prune(self, ctx: StageContext) -> None: ...
-
-
-class TurnHost(Protocol):
-    """Everything a turn uses of the kernel that runs it: the turn's explicit dependencies.
-
-    The kernel satisfies it; a turn reaches nothing else of the kernel (no scheduler, no plugin
-    host, no sub-agents), so what a turn can touch is read here, not found by searching.
-    """
-
-    bus: EventBus
-    provider: ChatProvider
-    settings: KernelSettings
-    memory: TurnMemory | None
-    tools: ToolRegistry
-    channels: ChannelRegistry
-    stages: StageRunner
-    prompt: PromptBuilder
-    timeline: Timeline
-    own_timeline: bool
-    """Whether the kernel keeps the timeline itself (memory offers none)."""
-    rights: Rights | None
-    """People, tool policy and approvals (None: no person registry, every tool allowed)."""
-
-    def modalities(self) -> frozenset[str] | None:
-        """What the current model takes besides text (None: unknown)."""
-        ...
-
-
-def speaker(kernel: TurnHost, item: InputItem) -> Principal | None:
-    """Who ``item`` comes from, resolved by the person registry (None without one)."""
-    if kernel.rights is None:
-        return None
-    said = kernel.rights.resolve(item.source, item.extra.get("principal"), self_input=item.self_input)
-    return _own_thread_only(kernel.rights, item.source, said)
-
-
-def who_of(kernel: TurnHost, item: InputItem, principal: Principal | None = None) -> dict[str, str]:
-    """``{"person", "thread"}`` of ``item`` for the events about it (``principal``: already resolved).
-
-    Without a person registry the door's own claim still picks the thread.
-    """
-    said = (principal or speaker(kernel, item)) if kernel.rights is not None else item.extra.get("principal")
-    return {"person": said.person if said is not None else "", "thread": thread_of(said)}
-
-
-def _own_thread_only(rights: Rights, source: str, principal: Principal) -> Principal:
-    """``principal`` with a thread a plugin may not name dropped (its person's default is used).
-
-    The core's doors name any thread (they check it is the person's own); a plugin only threads
-    of its own door (:func:`homeagent_sdk.threads.door_may_name`), so it cannot make a turn read
-    someone else's conversation by naming it.
-    """
-    base = door_of(source)
-    if not principal.thread or (base in TRUSTED_DOORS and not rights.is_external(base)):
-        return principal
-    if door_may_name(principal.door, principal.thread):
-        return principal
-    log.warning("input from %s named the thread %r, which is not its own; its default thread is used",
-                source, principal.thread)
-    return dataclasses.replace(principal, thread="")
 
 
 class _Cancelled(Exception):
@@ -682,74 +521,9 @@ class Turn:
         timeout = self.k.settings.llm_timeout
         async with asyncio.timeout(timeout):
             if request["stream"] and hasattr(provider, "chat_stream"):
-                return await self._stream(provider.chat_stream(request), rounds)
+                return await read_stream(provider.chat_stream(request), rounds, self._emit, self._emit_reset)
             raw = await provider.chat(request)
-        content = raw.get("content") or ""
-        reasoning = raw.get("reasoning_content") or ""
-        if reasoning:
-            self._emit("reasoning_delta", reasoning)
-        if content:
-            self._emit("content_delta", content)
-        return {
-            "content": content,
-            "reasoning_content": reasoning,
-            "tool_calls": [
-                tool_call(c, rounds, i) for i, c in enumerate(raw.get("tool_calls") or ()) if c.get("name")
-            ],
-            "usage": dict(raw.get("token_usage") or raw.get("usage") or {}),
-            "finish_reason": raw.get("finish_reason") or "",
-        }
-
-    async def _stream(self, chunks: Any, rounds: int) -> dict[str, Any]:
-        content: list[str] = []
-        reasoning: list[str] = []
-        slots: dict[int, dict[str, Any]] = {}
-        usage: dict[str, Any] = {}
-        finish = ""
-        try:
-            async for chunk in chunks:
-                if chunk.get("reset"):
-                    content.clear()
-                    reasoning.clear()
-                    slots.clear()
-                    self._emit_reset()
-                text = chunk.get("content")
-                if text:
-                    content.append(text)
-                    self._emit("content_delta", text)
-                thought = chunk.get("reasoning_content")
-                if thought:
-                    reasoning.append(thought)
-                    self._emit("reasoning_delta", thought)
-                fragments = chunk.get("tool_calls")
-                if fragments:
-                    for fragment in fragments:
-                        merge_fragment(slots, fragment)
-                if chunk.get("usage"):
-                    usage = dict(chunk["usage"])
-                if chunk.get("finish_reason"):
-                    finish = chunk["finish_reason"]
-                if chunk.get("done"):
-                    break
-        finally:
-            closer = getattr(chunks, "aclose", None)
-            if closer is not None:
-                await closer()
-        calls = []
-        for index in sorted(slots):
-            slot = slots[index]
-            if not slot["name"]:
-                log.warning("streamed tool call without a name dropped (stream_index %s)", index)
-                continue
-            arguments = slot["arguments"] if slot["arguments"] is not None else decode_arguments("".join(slot["raw"]))
-            calls.append(ToolCall(slot["id"] or f"call_{rounds + 1}_{index}", slot["name"], arguments))
-        return {
-            "content": "".join(content),
-            "reasoning_content": "".join(reasoning),
-            "tool_calls": calls,
-            "usage": usage,
-            "finish_reason": finish,
-        }
+        return read_answer(raw, rounds, self._emit)
 
     def _emit(self, name: str, text: str) -> None:
         key = "content" if name == "content_delta" else "reasoning_content"

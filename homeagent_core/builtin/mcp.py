@@ -45,6 +45,7 @@ from homeagent_core.builtin.mcp_connection import (
 from homeagent_core.builtin.mcp_connection import describe_error as _describe
 from homeagent_core.builtin.mcp_extras import prompts_block
 from homeagent_core.builtin.mcp_server import build_server, serve_stdio
+from homeagent_core.builtin.turn_origin import turn_conversation
 from homeagent_core.commands import DataOption, JsonOption, echo_json, fail
 from homeagent_sdk import (
     ChannelDef,
@@ -243,11 +244,7 @@ class MCPPlugin:
 
     def _conversation(self) -> str:
         """The chat conversation (``<channel>:<conversation>``) of the running turn, or ""."""
-        services = self._sdk.services if self._sdk is not None else None
-        kernel = services.kernel if services is not None else None
-        turn = kernel.turn if kernel is not None else None
-        channel = turn.item.channel if turn is not None else ""
-        return channel if ":" in channel else ""
+        return turn_conversation(self._sdk)
 
     @hookimpl
     def pre_action(self, ctx: Any) -> None:

@@ -31,7 +31,6 @@ import contextlib
 import logging
 import os
 import re
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -40,22 +39,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from homeagent_core.builtin.fire_later import cancel_all, deliver, open_store, page
+from homeagent_core.builtin.turn_origin import GUEST, turn_asker, turn_conversation, turn_principal
 from homeagent_core.builtin.when import WhenError, next_occurrence, parse_when
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_sdk import (
     ChannelDef,
     ChannelRegistry,
     ConfigDef,
-    InjectOptions,
-    Principal,
-    Priority,
     SettingsRegistry,
     ToolError,
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
-from homeagent_sdk.errors import AgentClosed, DataFormatError, InputQueueFull
+from homeagent_sdk._schema import StoreSchema, sql_step, version_one_if
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -72,8 +69,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAX_TEXT = 2000
-_PAGE = 20
-_TURN_WAIT = 6 * 3600
 _LATE = 60.0  # a reminder firing more than this after its time says when it was due
 _NAP = 3600.0  # long waits re-read the wall clock at least this often
 
@@ -178,13 +173,7 @@ class ReminderStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        try:
-            open_schema(self._db, path, REMINDERS_SCHEMA)
-        except DataFormatError:
-            self._db.close()
-            raise
+        self._db = open_store(path, REMINDERS_SCHEMA)
 
     def add(
         self, text: str, due: float, zone: str, rrule: str = "", start: str = "", channel: str = "", person: str = ""
@@ -331,13 +320,7 @@ class RemindersPlugin:
 
     @hookimpl
     async def shutdown(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         if self._store is not None:
             await asyncio.to_thread(self._store.close)
             self._store = None
@@ -426,28 +409,10 @@ class RemindersPlugin:
     async def _fire(self, reminder: Reminder, text: str) -> bool:
         """Inject the reminder and wait until the turn handling it ended; False if it must fire again."""
         assert self._sdk is not None
-        principal = Principal(person=reminder.person, door=CHANNEL) if reminder.person else None
-        options = InjectOptions(no_memory=True, priority=Priority.L3, principal=principal)
-        while True:
-            try:
-                await self._sdk.io.inject_input_sync(text, reminder.channel or CHANNEL, options, timeout=_TURN_WAIT)
-                return True
-            except InputQueueFull as exc:
-                log.warning("reminder %s: %s; trying again in %s s", reminder.id, exc, exc.retry_after_header)
-                await asyncio.sleep(float(exc.retry_after_header))
-            except AgentClosed:
-                log.info(
-                    "reminder %s: the agent stopped before its turn ended; it fires after the next start", reminder.id
-                )
-                return False
-            except TimeoutError:
-                log.warning(
-                    "reminder %s: its turn still runs after %d s; counting it as fired", reminder.id, _TURN_WAIT
-                )
-                return True
-            except Exception as exc:
-                log.warning("reminder %s: the turn it started failed (%s: %s)", reminder.id, type(exc).__name__, exc)
-                return True
+        return await deliver(
+            self._sdk, log, f"reminder {reminder.id}", text, door=CHANNEL, channel=reminder.channel,
+            person=reminder.person,
+        )
 
     # ------------------------------------------------------------------ tools
 
@@ -509,38 +474,19 @@ class RemindersPlugin:
             text: what to remind of.
             repeat: optional repeat: 每天, 每周一, 每个工作日, 每个月1号, 每隔一周, every other Tuesday.
         """
-        reminder = await self.create(when, text, repeat, person=self._asker(), channel=self._conversation())
+        # a guest's reminder ("(guest)") must not come back as the owner's
+        asker, conversation = turn_asker(self._sdk), turn_conversation(self._sdk)
+        reminder = await self.create(when, text, repeat, person=asker, channel=conversation)
         repeats = f", repeats {reminder.rrule}" if reminder.rrule else ""
         return f"{reminder.id} set: next due {reminder.due_at().isoformat()}{repeats}"
-
-    def _asker(self) -> str:
-        """The person whose turn sets the reminder; "(guest)" for someone unknown, "" outside a turn."""
-        principal = self._principal()
-        if principal is None:
-            return ""
-        return principal.person or "(guest)"  # a guest's reminder must not come back as the owner's
-
-    def _principal(self) -> Principal | None:
-        services = self._sdk.services if self._sdk is not None else None
-        rights = services.rights if services is not None else None
-        principal: Principal | None = rights.current() if rights is not None else None
-        return principal
 
     def _scope(self) -> str | None:
         """Whose reminders the turn may see and change: None = everyone's (the owner, the system,
         outside a turn), else that person's ("(guest)" for a guest)."""
-        principal = self._principal()
+        principal = turn_principal(self._sdk)
         if principal is None or principal.role in ("owner", "system"):
             return None
-        return principal.person or "(guest)"
-
-    def _conversation(self) -> str:
-        """The chat conversation (``<channel>:<conversation>``) of the turn setting a reminder, or ""."""
-        services = self._sdk.services if self._sdk is not None else None
-        kernel = services.kernel if services is not None else None
-        turn = kernel.turn if kernel is not None else None
-        channel = turn.item.channel if turn is not None else ""
-        return channel if ":" in channel else ""
+        return principal.person or GUEST
 
     async def pending_of(self, person: str | None) -> list[Reminder]:
         """The pending reminders of ``person`` (None = everyone's), soonest first."""
@@ -561,13 +507,8 @@ class RemindersPlugin:
         if offset < 0:
             raise ToolError(f"offset {offset} is negative; start at 0")
         pending = await self.pending_of(self._scope())
-        page = pending[offset : offset + _PAGE]
-        more = offset + len(page) < len(pending)
-        return {
-            "reminders": [r.to_dict() for r in page],
-            "total": len(pending),
-            "next_offset": offset + len(page) if more else None,
-        }
+        shown, next_offset = page(pending, offset)
+        return {"reminders": [r.to_dict() for r in shown], "total": len(pending), "next_offset": next_offset}
 
     async def reminder_cancel(self, reminder_id: str) -> str:
         """Cancel a pending reminder (a repeating one stops repeating).

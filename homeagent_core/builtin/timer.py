@@ -18,7 +18,6 @@ due together enter the input queue one at a time, each after the one before was 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import threading
@@ -27,21 +26,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.builtin.fire_later import cancel_all, deliver, open_store, page
+from homeagent_core.builtin.turn_origin import turn_asker, turn_conversation
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_sdk import (
     ChannelDef,
     ChannelRegistry,
     ConfigDef,
-    InjectOptions,
-    Principal,
-    Priority,
     SettingsRegistry,
     ToolError,
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, table_columns
-from homeagent_sdk.errors import AgentClosed, DataFormatError, InputQueueFull
+from homeagent_sdk._schema import StoreSchema, sql_step, table_columns
 
 if TYPE_CHECKING:
     from homeagent_core.plugins.sdk import ScopedSDK
@@ -54,8 +51,6 @@ __all__ = ["TIMERS_SCHEMA", "TimerPlugin", "TimerStore", "make_plugin"]
 log = logging.getLogger(__name__)
 
 _MAX_MESSAGE = 2000
-_PAGE = 20  # timers one timer_list call returns at most
-_TURN_WAIT = 6 * 3600  # a turn longer than this is not waited for; the timer counts as fired
 
 
 @dataclass(frozen=True)
@@ -104,13 +99,7 @@ class TimerStore:
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        try:
-            open_schema(self._db, path, TIMERS_SCHEMA)
-        except DataFormatError:
-            self._db.close()
-            raise
+        self._db = open_store(path, TIMERS_SCHEMA)
 
     def add(self, fire_at: float, message: str, channel: str = "", person: str = "") -> Timer:
         now = time.time()
@@ -209,13 +198,7 @@ class TimerPlugin:
 
     @hookimpl
     async def shutdown(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -251,26 +234,10 @@ class TimerPlugin:
     async def _fire(self, timer: Timer) -> bool:
         """Inject the timer's interrupt and wait until the turn handling it ended; False if it must fire again."""
         assert self._sdk is not None
-        principal = Principal(person=timer.person, door=CHANNEL) if timer.person else None
-        options = InjectOptions(no_memory=True, priority=Priority.L3, principal=principal)
-        while True:
-            try:
-                await self._sdk.io.inject_input_sync(
-                    f"timer: {timer.message}", timer.channel or CHANNEL, options, timeout=_TURN_WAIT
-                )
-                return True
-            except InputQueueFull as exc:  # busy: fire a little late rather than not at all
-                log.warning("timer %s: %s; trying again in %s s", timer.id, exc, exc.retry_after_header)
-                await asyncio.sleep(float(exc.retry_after_header))
-            except AgentClosed:
-                log.info("timer %s: the agent stopped before its turn ended; it fires after the next start", timer.id)
-                return False
-            except TimeoutError:
-                log.warning("timer %s: its turn still runs after %d s; counting it as fired", timer.id, _TURN_WAIT)
-                return True
-            except Exception as exc:  # the turn it started failed: it fired, do not repeat it
-                log.warning("timer %s: the turn it started failed (%s: %s)", timer.id, type(exc).__name__, exc)
-                return True
+        return await deliver(
+            self._sdk, log, f"timer {timer.id}", f"timer: {timer.message}", door=CHANNEL, channel=timer.channel,
+            person=timer.person,
+        )
 
     # ------------------------------------------------------------------ tools
 
@@ -301,7 +268,7 @@ class TimerPlugin:
             raise ToolError("message is empty; say what the timer is for")
         if len(text) > _MAX_MESSAGE:
             raise ToolError(f"message is {len(text)} characters; keep it under {_MAX_MESSAGE}")
-        conversation = self._conversation()
+        conversation = turn_conversation(self._sdk)
         per_conversation = int(self._sdk.settings.get("max_pending") or 20)
         total = int(self._sdk.settings.get("max_pending_total") or 200)
         if self.store.count(conversation) >= per_conversation:
@@ -310,28 +277,11 @@ class TimerPlugin:
         if self.store.count() >= total:
             raise ToolError(f"{total} timers are pending (plugin.timer.max_pending_total); "
                             "cancel one with timer_cancel first")
-        timer = self.store.add(time.time() + seconds, text, conversation, self._creator())
+        # it fires with the rights of the person who set it ("(guest)" for a guest, never the owner)
+        timer = self.store.add(time.time() + seconds, text, conversation, turn_asker(self._sdk))
         self._schedule(timer)
         when = timer.to_dict(time.time())["fires_at"]
         return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
-
-    def _creator(self) -> str:
-        """The person whose turn sets the timer (it fires with their rights); "" outside a turn."""
-        services = self._sdk.services if self._sdk is not None else None
-        rights = services.rights if services is not None else None
-        principal = rights.current() if rights is not None else None
-        if principal is None:
-            return ""
-        # A guest's timer must not fire as the owner: a name nobody has resolves to a guest.
-        return principal.person or "(guest)"
-
-    def _conversation(self) -> str:
-        """The chat conversation (``<channel>:<conversation>``) of the turn setting a timer, or ""."""
-        services = self._sdk.services if self._sdk is not None else None
-        kernel = services.kernel if services is not None else None
-        turn = kernel.turn if kernel is not None else None
-        channel = turn.item.channel if turn is not None else ""
-        return channel if ":" in channel else ""
 
     def timer_list(self, offset: int = 0) -> dict[str, Any]:
         """The pending timers, soonest first, 20 at a time: id, message, when it fires, time remaining.
@@ -343,10 +293,8 @@ class TimerPlugin:
             raise ToolError(f"offset {offset} is negative; start at 0")
         now = time.time()
         pending = self.store.pending()
-        page = pending[offset : offset + _PAGE]
-        more = offset + len(page) < len(pending)
-        return {"timers": [t.to_dict(now) for t in page], "total": len(pending),
-                "next_offset": offset + len(page) if more else None}
+        shown, next_offset = page(pending, offset)
+        return {"timers": [t.to_dict(now) for t in shown], "total": len(pending), "next_offset": next_offset}
 
     async def timer_cancel(self, timer_id: str) -> str:
         """Cancel a pending timer.

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import re
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,8 +28,8 @@ from typing import Any
 import typer
 from typer.testing import CliRunner
 
-from homeagent_core.plugins.manager import DEFAULT_PLUGINS, PluginHost
-from homeagent_sdk.errors import PluginLoadError, UsageError
+from homeagent_core.cli.reference_pages import builtins_host, print_page, refuse_failed
+from homeagent_sdk.errors import UsageError
 
 __all__ = [
     "WIDTH",
@@ -111,17 +110,9 @@ def _homeagent_app() -> typer.Typer:
     clone = copy.copy(app)
     clone.registered_commands = list(app.registered_commands)
     clone.registered_groups = list(app.registered_groups)
-    host = PluginHost()
-    for module_path in DEFAULT_PLUGINS:
-        host.load_module(module_path)
+    host = builtins_host()
     host.register_commands(clone)
-    failed = [info for info in host.plugins() if info.status == "failed"]
-    if failed:
-        details = "; ".join(f"{info.name}: {info.error}" for info in failed)
-        raise PluginLoadError(
-            f"cannot document the commands of failed plugins ({details}); fix them and regenerate",
-            plugin_name=failed[0].name,
-        )
+    refuse_failed(host, "commands")
     return clone
 
 
@@ -225,13 +216,7 @@ def render_cli_reference(apps: dict[str, typer.Typer] | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the reference to stdout (UTF-8, whatever the locale)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(f"usage: {REGENERATE}", file=sys.stderr)
-        return 2
-    sys.stdout.buffer.write(render_cli_reference().encode("utf-8"))
-    sys.stdout.flush()
-    return 0
+    return print_page(render_cli_reference, REGENERATE, argv)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,16 @@ fails when the committed file and the rendered text differ.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 
+from homeagent_core.cli.reference_pages import builtins_host, print_page, refuse_failed
 from homeagent_core.config import _SOURCE_FIELDS, CORE_DEFS, LLM_API_KEY_ENV, ConfigStore
 from homeagent_core.durations import format_duration
 from homeagent_core.embeddings.clip import DEFAULT_CHINESE_CLIP
-from homeagent_core.plugins.manager import DEFAULT_PLUGINS, PluginHost
+from homeagent_core.plugins.manager import DEFAULT_PLUGINS
 from homeagent_core.plugins.registries import PluginSettings
 from homeagent_core.providers.manager import COOLDOWN_BASE_S, COOLDOWN_MAX_S
-from homeagent_sdk.errors import PluginLoadError, UsageError
+from homeagent_sdk.errors import UsageError
 from homeagent_sdk.types import ConfigDef
 
 __all__ = [
@@ -258,21 +258,13 @@ def collect_plugin_definitions(modules: Sequence[str] = DEFAULT_PLUGINS) -> dict
         PluginLoadError: a module failed to import or its ``register_settings`` raised; the
             reference would silently lack its settings otherwise.
     """
-    host = PluginHost()
-    for module_path in modules:
-        host.load_module(module_path)
+    host = builtins_host(modules)
     store = ConfigStore(":memory:")
     try:
         registries = host.call_register("register_settings", lambda name: PluginSettings(name, store, host))
     finally:
         store.close()
-    failed = [info for info in host.plugins() if info.status == "failed"]
-    if failed:
-        details = "; ".join(f"{info.name}: {info.error}" for info in failed)
-        raise PluginLoadError(
-            f"cannot document the settings of failed plugins ({details}); fix them and regenerate",
-            plugin_name=failed[0].name,
-        )
+    refuse_failed(host, "settings")
     return {name: list(registry.defined) for name, registry in registries.items() if registry.defined}
 
 
@@ -471,13 +463,7 @@ def render_config_reference(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the reference to stdout (UTF-8, whatever the locale)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(f"usage: {REGENERATE}", file=sys.stderr)
-        return 2
-    sys.stdout.buffer.write(render_config_reference().encode("utf-8"))
-    sys.stdout.flush()
-    return 0
+    return print_page(render_config_reference, REGENERATE, argv)
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ def _schemas() -> dict[str, Any]:
 
 def current_versions() -> dict[str, int]:
     """Every store's version as this HomeAgent writes it (what :data:`HISTORY`'s last entry must say)."""
-    from homeagent_core.agent.residents import STATE_VERSION
+    from homeagent_core.agent.resident_state import STATE_VERSION
     from homeagent_core.memory.knowledge.base import INDEX_VERSION
     from homeagent_core.memory.textlog import LOG_FORMAT
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from homeagent_core.agent.loop import InputHost
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -22,22 +24,25 @@ if TYPE_CHECKING:
     from homeagent_core.agent.people import PeopleRegistry
     from homeagent_core.agent.policy import ToolPolicy
     from homeagent_core.agent.prompt import PromptBuilder
+    from homeagent_core.agent.reply import Reply
     from homeagent_core.agent.residents import Residents
-    from homeagent_core.agent.scheduler import InputItem
     from homeagent_core.agent.subagents import SubAgents
     from homeagent_core.agent.tools import ToolRegistry
-    from homeagent_core.agent.turn import Reply, Turn
+    from homeagent_core.agent.turn import Turn
     from homeagent_core.plugins.manager import PluginInfo
     from homeagent_sdk.api import IOAPI
-    from homeagent_sdk.types import InjectOptions, MediaAttachment, Principal
+    from homeagent_sdk.types import InjectOptions, Principal
 
 __all__ = ["KernelAccess", "PluginHostAccess", "RightsAccess", "RunningProcPlugin", "SupervisorAccess"]
 
 R = TypeVar("R")
 
 
-class KernelAccess(Protocol):
-    """The running kernel, as built-ins use it: registries, inputs, turns, sub-agents, status."""
+class KernelAccess(InputHost, Protocol):
+    """The running kernel, as built-ins use it: registries, inputs, turns, sub-agents, status.
+
+    Where inputs go (``make_item``, ``submit``) is the kernel's :class:`InputHost`.
+    """
 
     @property
     def tools(self) -> ToolRegistry: ...
@@ -67,21 +72,6 @@ class KernelAccess(Protocol):
     def modalities(self) -> frozenset[str] | None: ...
 
     def io_for(self, source: str, *, external: bool = False, shared_door: bool = False) -> IOAPI: ...
-
-    def make_item(
-        self,
-        text: str,
-        channel: str,
-        *,
-        source: str,
-        level: int = 0,
-        options: InjectOptions | None = None,
-        attachments: list[MediaAttachment] | None = None,
-        reply: bool = False,
-        sink: asyncio.Queue[Any] | None = None,
-    ) -> InputItem: ...
-
-    def submit(self, item: InputItem) -> InputItem: ...
 
     def submit_self_input(self, text: str) -> asyncio.Future[Reply]: ...
 

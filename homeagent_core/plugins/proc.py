@@ -37,9 +37,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from homeagent_core.plugins.kernel_link import KernelLink
 from homeagent_core.plugins.packages import PROC_ENTRIES, Manifest, PackageError, load_manifest, sha256_file
 from homeagent_core.plugins.proc_transport import PROCESS_EXITED, Connection, plugin_environment
-from homeagent_core.plugins.protocol import CoreMethods, KernelLink, apply_changes
+from homeagent_core.plugins.protocol import CoreMethods, apply_changes
 from homeagent_core.plugins.supervisor import Supervisor
 from homeagent_sdk import hookimpl
 from homeagent_sdk._version import __version__

@@ -1,106 +1,59 @@
-"""The ``core.*`` methods a proc plugin may call, their capability gates, and the kernel link.
+"""The ``core.*`` methods a proc plugin may call, served behind their capability gates.
 
-Every method belongs to ``core`` (always allowed) or to one capability group. A plugin may
-call ``core`` plus the groups its ``plugin.json`` lists; an empty or absent list grants no group
-(least privilege: the original's "unrestricted" default handed every API key to every plugin).
-A denied call gets the original's explicit message naming the missing capability and listing
-all of them — never a silent success. Secret settings (API keys, tokens, passwords) read as
-``****`` through ``settings_cross``; their real value (``settings.getSecret``) and changing
-where they are sent (``settings.setCore`` of a secret or an endpoint key) need ``secrets``.
-Social access is read-only and event publishing does not exist out of process.
+:class:`CoreMethods` answers one plugin's ``core.*`` requests: registrations (tools, stages,
+channels), its own settings, io, events, plugin management, other settings (``settings_cross``)
+and the conversation log; the memory, doc, knowledge, llm and social methods forward to the
+plugin's SDK services (``proc_forwards.py``).
 
-:class:`KernelLink` is the single adapter between proc plugins and the kernel's registries
-(tools, channels, io); without a kernel (tests, ``hmapdev run``) it keeps private registries.
+Every method belongs to ``core`` (always allowed) or to one capability group
+(``proc_capabilities.py``). A plugin may call ``core`` plus the groups its ``plugin.json``
+lists; an empty or absent list grants no group (least privilege: the original's "unrestricted"
+default handed every API key to every plugin). A denied call gets the original's explicit
+message naming the missing capability and listing all of them — never a silent success. Secret
+settings (API keys, tokens, passwords) read as ``****`` through ``settings_cross``; their real
+value (``settings.getSecret``) and changing where they are sent (``settings.setCore`` of a
+secret or an endpoint key) need ``secrets``. Social access is read-only and event publishing
+does not exist out of process.
+
+Where registrations go is :class:`~homeagent_core.plugins.kernel_link.KernelLink`;
+:data:`METHOD_CAPABILITIES`, :func:`denial` and ``KernelLink`` stay importable from here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from homeagent_core.agent.policy import guard_setting
-from homeagent_core.plugins.packages import CAPABILITIES
+from homeagent_core.plugins.kernel_link import KernelLink
+from homeagent_core.plugins.proc_capabilities import (
+    MASK,
+    METHOD_CAPABILITIES,
+    denial,
+    names_a_secret,
+    sends_secrets,
+)
+from homeagent_core.plugins.proc_forwards import FORWARDS, Arguments
+from homeagent_core.plugins.proc_params import inject_options, maybe, params_dict, plain
 from homeagent_sdk.errors import HomeAgentError, PluginValidationError
 from homeagent_sdk.types import (
     STAGES,
     ChannelDef,
     ConfigDef,
-    InjectOptions,
     MediaAttachment,
-    Principal,
-    Priority,
     StageContext,
     TextEvent,
     ToolDef,
     ToolResult,
-    Triple,
 )
 
 if TYPE_CHECKING:
-    from homeagent_core.plugins.privileged import KernelAccess
     from homeagent_core.plugins.proc import ProcPlugin
 
 __all__ = ["METHOD_CAPABILITIES", "STAGES", "CoreMethods", "KernelLink", "apply_changes", "denial"]
 
-_GROUPS: dict[str, tuple[str, ...]] = {
-    "io": (
-        "io.injectText",
-        "io.injectInterrupt",
-        "io.injectTextNoMem",
-        "io.injectInputSync",
-        "io.injectMedia",
-        "io.injectMediaSync",
-        "io.injectInterruptMedia",
-    ),
-    "memory": (
-        "memory.recall",
-        "memory.commit",
-        "memory.introspect",
-        "memory.merge",
-        "memory.purge",
-        "memory.entities",
-        "memory.relations",
-    ),
-    "doc_memory": ("doc.query", "doc.insert", "doc.insertWithMedia", "doc.remove", "doc.stats"),
-    "knowledge": ("knowledge.search", "knowledge.add", "knowledge.list"),
-    "text_memory": ("textmemory.append",),
-    "llm": ("llm.listSources", "llm.setSource", "llm.currentSource", "llm.chat"),
-    "social": ("social.getPerson", "social.getNetwork", "social.getTrait", "social.getRelations", "social.listPersons"),
-    "events": ("events.subscribe", "events.unsubscribe"),
-    "plugin_mgr": ("plugin.reloadOne", "plugin.listLoaded", "plugin.isDisabled"),
-    "settings_cross": (
-        "settings.getCore",
-        "settings.setCore",
-        "settings.listCore",
-        "settings.getPlugin",
-        "settings.setPlugin",
-        "settings.listPlugin",
-        "settings.dump",
-        "settings.plugins",
-    ),
-    "secrets": ("settings.getSecret",),
-}
-#: Last key segments that hold a secret even without a ``secret`` ConfigDef.
-_SECRET_NAME = re.compile(r"(api_?key|token|password|passwd|secret)$", re.IGNORECASE)
-#: Last key segments that decide where secrets are sent (changing one can exfiltrate a key).
-_ROUTE_NAME = re.compile(r"(url|endpoint|adapter|adapter_path|proxy|headers?)$", re.IGNORECASE)
-MASK = "****"
-#: method -> capability group; methods not listed are ``core``.
-METHOD_CAPABILITIES: dict[str, str] = {m: cap for cap, methods in _GROUPS.items() for m in methods}
-
 _CTX_FIELDS = frozenset(StageContext.__dataclass_fields__)
 _READONLY = frozenset({"phase"})
-
-
-def denial(plugin: str, method: str, capability: str) -> str:
-    """The original's denial message, word for word."""
-    return (
-        f'插件 {plugin} 调用 {method} 被拒：缺少 "{capability}" 能力。请在 plugin.json 的 capabilities 数组中声明它'
-        f"（可用能力：{', '.join(CAPABILITIES)}）"
-    )
 
 
 def apply_changes(ctx: StageContext, changed: dict[str, Any]) -> None:
@@ -116,111 +69,7 @@ def apply_changes(ctx: StageContext, changed: dict[str, Any]) -> None:
         setattr(ctx, key, getattr(decoded, key))
 
 
-class KernelLink:
-    """Where a proc plugin's registrations go: the kernel's registries, or private ones."""
-
-    def __init__(self, kernel: Any = None, plugin: str = "") -> None:
-        if kernel is None or getattr(kernel, "tools", None) is None:
-            from homeagent_core.agent.channels import ChannelRegistry
-            from homeagent_core.agent.tools import ToolRegistry
-
-            self.kernel = None
-            self.tools: Any = ToolRegistry()
-            self.channels: Any = ChannelRegistry()
-            self.io: Any = None
-        else:
-            self.kernel = kernel
-            self.tools = kernel.tools
-            self.channels = kernel.channels
-            io_for = getattr(kernel, "io_for", None)
-            # Out-of-process plugins inject as themselves, clamped to interrupt level L3, within a door's share.
-            if callable(io_for) and plugin:
-                self.io = io_for(plugin, external=True, shared_door=True)
-            else:
-                self.io = getattr(kernel, "io", None)
-
-    @classmethod
-    def for_sdk(cls, sdk: Any, plugin: str = "") -> KernelLink:
-        kernel: KernelAccess | None = getattr(getattr(sdk, "services", None), "kernel", None)
-        return cls(kernel, plugin)
-
-    def add_tool(self, tool: ToolDef, plugin: str) -> None:
-        self.tools.add(tool, plugin=plugin)
-
-    def add_output(self, channel: ChannelDef, plugin: str) -> None:
-        stored = self.channels.add_output(channel, plugin)
-        for tool in self.channels.tools_for(stored.name):
-            if tool.name not in self.tools:
-                self.tools.add(tool, plugin=plugin)
-
-    def add_input(self, channel: ChannelDef, plugin: str) -> None:
-        self.channels.add_input(channel, plugin)
-
-    def tool_names(self, plugin: str) -> list[str]:
-        return [t.name for t in self.tools.tools() if t.plugin == plugin]
-
-    def detach(self, plugin: str) -> None:
-        detach = getattr(self.kernel, "detach_plugin", None)
-        if callable(detach):
-            detach(plugin)
-            return
-        self.channels.remove_plugin(plugin)
-        self.tools.remove_plugin(plugin)
-
-
 Handler = Callable[[Any], Awaitable[Any]]
-
-
-def _dict(params: Any, method: str) -> dict[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise ValueError(f"参数解析失败: {method} expects a JSON object, got {type(params).__name__}")
-    return params
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type) and hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def _options(params: dict[str, Any], *, interrupt: bool = False) -> InjectOptions:
-    priority = params.get("priority") or ("L1" if interrupt else None)
-    level = None
-    if priority:
-        try:
-            level = Priority(str(priority).upper())
-        except ValueError:
-            raise ValueError(f"参数解析失败: priority must be L1..L4, got {priority!r}") from None
-        if level is Priority.L4:
-            level = Priority.L3  # L4 is reserved for the kernel
-    return InjectOptions(
-        no_memory=bool(params.get("no_memory", False)),
-        context_policy=str(params.get("context_policy", "") or ""),
-        recall_policy=str(params.get("recall_policy", "") or ""),
-        cleaner_name=str(params.get("cleaner_name", "") or ""),
-        priority=level,
-        message_id=str(params.get("message_id", "") or ""),
-        principal=_principal(params.get("principal")),
-    )
-
-
-def _principal(raw: Any) -> Principal | None:
-    """The sender a chat bridge names (door and account); the kernel decides what it may do."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise ValueError(f"参数解析失败: principal must be an object with door and account, got {raw!r}")
-    return Principal.from_dict(raw)
 
 
 class CoreMethods:
@@ -268,7 +117,7 @@ class CoreMethods:
             "settings.getSecret": self.secret_get,
             "textmemory.append": self.text_append,
         }
-        for method, (service, attr, build, shape) in _FORWARDS.items():
+        for method, (service, attr, build, shape) in FORWARDS.items():
             table[method] = self._forward(method, service, attr, build, shape)
         for method in ("social.setTrait", "social.addRelation", "social.removePerson"):
             table[method] = self._read_only(method)
@@ -281,7 +130,7 @@ class CoreMethods:
         async def handler(params: Any) -> Any:
             if capability is not None and capability not in caps:
                 raise PermissionError(denial(self.p.name, method, capability))
-            return await fn(_dict(params, method))
+            return await fn(params_dict(params, method))
 
         return handler
 
@@ -315,7 +164,7 @@ class CoreMethods:
         method: str,
         service: str,
         attr: str,
-        build: Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]],
+        build: Arguments,
         shape: Callable[[Any], Any],
     ) -> Callable[[dict[str, Any]], Awaitable[Any]]:
         async def handler(params: dict[str, Any]) -> Any:
@@ -324,7 +173,7 @@ class CoreMethods:
                 args, kwargs = build(params)
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"参数解析失败: {method}: {exc}") from None
-            return _plain(shape(await _maybe(fn(*args, **kwargs))))
+            return plain(shape(await maybe(fn(*args, **kwargs))))
 
         return handler
 
@@ -470,9 +319,9 @@ class CoreMethods:
         return self._service(method, "io")
 
     async def io_inject_text(self, params: dict[str, Any]) -> None:
-        await _maybe(
+        await maybe(
             self._io("io.injectText").inject_text(
-                str(params.get("text", "")), str(params.get("channel", "")), _options(params)
+                str(params.get("text", "")), str(params.get("channel", "")), inject_options(params)
             )
         )
 
@@ -481,9 +330,9 @@ class CoreMethods:
 
     async def io_inject_interrupt(self, params: dict[str, Any]) -> None:
         io = self._io("io.injectInterrupt")
-        await _maybe(
+        await maybe(
             io.inject_interrupt(
-                str(params.get("text", "")), str(params.get("channel", "")), _options(params, interrupt=True)
+                str(params.get("text", "")), str(params.get("channel", "")), inject_options(params, interrupt=True)
             )
         )
 
@@ -492,9 +341,9 @@ class CoreMethods:
         kwargs: dict[str, Any] = {}
         if params.get("timeout"):
             kwargs["timeout"] = float(params["timeout"])
-        reply = await _maybe(
+        reply = await maybe(
             io.inject_input_sync(
-                str(params.get("text", "")), str(params.get("channel", "")), _options(params), **kwargs
+                str(params.get("text", "")), str(params.get("channel", "")), inject_options(params), **kwargs
             )
         )
         return {"reply": reply if isinstance(reply, str) else str(getattr(reply, "text", reply))}
@@ -504,16 +353,17 @@ class CoreMethods:
 
     async def io_inject_media(self, params: dict[str, Any]) -> None:
         io = self._io("io.injectMedia")
-        await _maybe(
+        attachments = self._attachments(params)
+        await maybe(
             io.inject_media(
-                str(params.get("text", "")), self._attachments(params), str(params.get("channel", "")), _options(params)
+                str(params.get("text", "")), attachments, str(params.get("channel", "")), inject_options(params)
             )
         )
 
     async def io_inject_interrupt_media(self, params: dict[str, Any]) -> None:
         io = self._io("io.injectInterruptMedia")
-        options = _options(params, interrupt=True)
-        await _maybe(
+        options = inject_options(params, interrupt=True)
+        await maybe(
             io.inject_media(
                 str(params.get("text", "")), self._attachments(params), str(params.get("channel", "")), options
             )
@@ -558,7 +408,7 @@ class CoreMethods:
         definition = self._config.definition(key)
         if definition is not None and (definition.secret or definition.type == "password"):
             return True
-        return bool(_SECRET_NAME.search(key.rsplit(".", 1)[-1]))
+        return names_a_secret(key)
 
     def _masked(self, key: str) -> dict[str, Any]:
         value = self._config.get(key)
@@ -582,7 +432,7 @@ class CoreMethods:
             raise ValueError(f"settings.setCore: {key!r} is not a core.* key")
         if self._secret(key):
             self._need_secrets("settings.setCore", key, "is a secret")
-        elif _ROUTE_NAME.search(key.rsplit(".", 1)[-1]):
+        elif sends_secrets(key):
             self._need_secrets("settings.setCore", key, "decides where secrets are sent")
         guard_setting(key, f"plugin {self.p.name!r} (settings.setCore)")
         self._config.set(key, params.get("value"))
@@ -602,7 +452,7 @@ class CoreMethods:
 
     async def other_set(self, params: dict[str, Any]) -> None:
         key = f"plugin.{params.get('plugin')}.{params.get('key')}"
-        if params.get("plugin") != self.p.name and (self._secret(key) or _ROUTE_NAME.search(key.rsplit(".", 1)[-1])):
+        if params.get("plugin") != self.p.name and (self._secret(key) or sends_secrets(key)):
             self._need_secrets("settings.setPlugin", key, "is a secret or decides where one is sent")
         guard_setting(key, f"plugin {self.p.name!r} (settings.setPlugin)")
         self._config.set(key, params.get("value"))
@@ -640,75 +490,6 @@ class CoreMethods:
             record = TextEvent.from_dict({"timestamp": 0.0, "content": "", **event})
         except TypeError as exc:
             raise ValueError(f"参数解析失败: textmemory.append: {exc}") from None
-        return {"id": await _maybe(append(record, source=self.p.name))}
+        return {"id": await maybe(append(record, source=self.p.name))}
 
 
-def _args(*names: str, **defaults: Any) -> Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Positional arguments from params: ``names`` are required, then each of ``defaults`` in
-    order (a missing or null one takes its default)."""
-
-    def build(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        values = []
-        for name in names:
-            if params.get(name) is None:
-                raise KeyError(f"missing {name!r}")
-            values.append(params[name])
-        for name, default in defaults.items():
-            value = params.get(name)
-            values.append(default if value is None else value)
-        return tuple(values), {}
-
-    return build
-
-
-def _doc_insert(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    doc = params.get("doc")
-    if not isinstance(doc, dict):
-        raise ValueError("doc.insert: 缺少 doc 字段 (the doc field is missing)")
-    return (str(doc.get("title", "")), str(doc.get("content", ""))), {}
-
-
-def _triples(params: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    return ([Triple.from_dict(t) for t in params.get("triples") or []],), {}
-
-
-def _recall_shape(value: Any) -> dict[str, Any]:
-    value = _plain(value) or {}
-    return {
-        "entities": value.get("entities") or [],
-        "relations": value.get("relations") or [],
-        **{k: v for k, v in value.items() if k not in ("entities", "relations")},
-    }
-
-
-def _key(name: str) -> Callable[[Any], dict[str, Any]]:
-    return lambda value: {name: value}
-
-
-_FORWARDS: dict[
-    str, tuple[str, str, Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]], Callable[[Any], Any]]
-] = {
-    "memory.recall": ("memory", "recall", _args("query", depth=2), _recall_shape),
-    "memory.commit": ("memory", "commit", _triples, lambda v: v),
-    "memory.introspect": ("memory", "introspect", _args(), lambda v: v),
-    "memory.merge": ("memory", "merge", _args("source", "target"), lambda v: v),
-    "memory.purge": ("memory", "purge", _args("criteria", mode="soft"), _key("purged")),
-    "memory.entities": ("memory", "entities", _args(query="", limit=50), _key("entities")),
-    "memory.relations": ("memory", "relations", _args("name"), _key("relations")),
-    "doc.query": ("doc", "query", _args("text", top_k=5), _key("docs")),
-    "doc.insert": ("doc", "commit", _doc_insert, _key("id")),
-    "doc.remove": ("doc", "remove", _args("id"), lambda v: None),
-    "doc.stats": ("doc", "stats", _args(), lambda v: v),
-    "knowledge.search": ("knowledge", "search", _args("query", top_k=5), _key("results")),
-    "knowledge.add": ("knowledge", "create", _args("name", "content"), _key("name")),
-    "knowledge.list": ("knowledge", "list", _args(), _key("names")),
-    "llm.chat": ("llm", "chat", lambda p: ((p.get("messages") or [],), dict(p.get("options") or {})), lambda v: v),
-    "llm.listSources": ("llm", "list_sources", _args(), _key("sources")),
-    "llm.currentSource": ("llm", "current_source", _args(), _key("source")),
-    "llm.setSource": ("llm", "set_source", _args("name"), lambda v: None),
-    "social.getPerson": ("social", "person", _args("name"), _key("person")),
-    "social.getNetwork": ("social", "network", _args("name", depth=1), _key("network")),
-    "social.getTrait": ("social", "trait", _args("name", "trait"), lambda v: {"value": v, "found": v is not None}),
-    "social.getRelations": ("social", "relations", _args("name"), _key("relations")),
-    "social.listPersons": ("social", "persons", _args(), _key("persons")),
-}

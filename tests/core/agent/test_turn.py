@@ -374,7 +374,8 @@ async def test_a_turn_runs_on_its_declared_dependencies_alone(make_kernel: Any) 
     """A turn reaches the kernel only through TurnHost: a host holding just those members runs one."""
     import types
 
-    from homeagent_core.agent.turn import Turn, TurnHost
+    from homeagent_core.agent.turn import Turn
+    from homeagent_core.agent.turn_host import TurnHost
 
     class Echo:
         name = "echo"

@@ -16,7 +16,7 @@ import pytest
 from homeagent_core.config import ConfigStore
 from homeagent_core.events import EventBus
 from homeagent_core.plugins.proc import ProcPlugin, discover_proc_plugins
-from homeagent_core.plugins.protocol import METHOD_CAPABILITIES, denial
+from homeagent_core.plugins.proc_capabilities import METHOD_CAPABILITIES, denial
 from homeagent_core.plugins.sdk import ScopedSDK, Services
 from homeagent_core.plugins.supervisor import Supervisor
 from homeagent_sdk.errors import PluginLoadError
