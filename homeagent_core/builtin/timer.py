@@ -190,18 +190,18 @@ class TimerPlugin:
         registry.add(self.timer_cancel)
 
     @hookimpl
-    def startup(self, sdk: ScopedSDK) -> None:
+    async def startup(self, sdk: ScopedSDK) -> None:
         self._sdk = sdk
-        self._store = TimerStore(sdk.data_dir / "timers.db")
-        for timer in self._store.pending():
+        self._store = await asyncio.to_thread(TimerStore, sdk.data_dir / "timers.db")
+        for timer in await asyncio.to_thread(self._store.pending):
             self._schedule(timer)
 
     @hookimpl
     async def shutdown(self) -> None:
         await cancel_all(self._tasks)
         if self._store is not None:
-            self._store.close()
-            self._store = None
+            store, self._store = self._store, None
+            await asyncio.to_thread(store.close)
 
     # ------------------------------------------------------------------ firing
 
@@ -222,7 +222,8 @@ class TimerPlugin:
             async with self._firing:
                 fired = await self._fire(timer)
             if fired:
-                self.store.remove(timer.id)  # after its turn ended: a crash before that fires it again
+                # after its turn ended: a crash before that fires it again
+                await asyncio.to_thread(self.store.remove, timer.id)
                 self.fired.append(timer.id)
         except asyncio.CancelledError:
             raise
@@ -271,19 +272,20 @@ class TimerPlugin:
         conversation = turn_conversation(self._sdk)
         per_conversation = int(self._sdk.settings.get("max_pending") or 20)
         total = int(self._sdk.settings.get("max_pending_total") or 200)
-        if self.store.count(conversation) >= per_conversation:
+        if await asyncio.to_thread(self.store.count, conversation) >= per_conversation:
             raise ToolError(f"this conversation already has {per_conversation} pending timers "
                             "(plugin.timer.max_pending); cancel one with timer_cancel first")
-        if self.store.count() >= total:
+        if await asyncio.to_thread(self.store.count) >= total:
             raise ToolError(f"{total} timers are pending (plugin.timer.max_pending_total); "
                             "cancel one with timer_cancel first")
         # it fires with the rights of the person who set it ("(guest)" for a guest, never the owner)
-        timer = self.store.add(time.time() + seconds, text, conversation, turn_asker(self._sdk))
+        asker = turn_asker(self._sdk)
+        timer = await asyncio.to_thread(self.store.add, time.time() + seconds, text, conversation, asker)
         self._schedule(timer)
         when = timer.to_dict(time.time())["fires_at"]
         return f"{timer.id} set: fires in {format_duration(round(seconds, 3))} ({when})"
 
-    def timer_list(self, offset: int = 0) -> dict[str, Any]:
+    async def timer_list(self, offset: int = 0) -> dict[str, Any]:
         """The pending timers, soonest first, 20 at a time: id, message, when it fires, time remaining.
 
         Args:
@@ -292,7 +294,7 @@ class TimerPlugin:
         if offset < 0:
             raise ToolError(f"offset {offset} is negative; start at 0")
         now = time.time()
-        pending = self.store.pending()
+        pending = await asyncio.to_thread(self.store.pending)
         shown, next_offset = page(pending, offset)
         return {"timers": [t.to_dict(now) for t in shown], "total": len(pending), "next_offset": next_offset}
 
@@ -306,7 +308,7 @@ class TimerPlugin:
         task = self._tasks.pop(timer_id.strip(), None)
         if task is not None:
             task.cancel()
-        if not self.store.remove(timer_id):
+        if not await asyncio.to_thread(self.store.remove, timer_id):
             raise ToolError(f"no pending timer {timer_id!r}; timer_list shows the pending ones")
         return f"{timer_id.strip()} cancelled"
 
