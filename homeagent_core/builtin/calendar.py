@@ -33,9 +33,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from homeagent_core.builtin.calendar_events import CalendarEvent, EventDataError, expand, make_event, shift_event
-from homeagent_core.builtin.calendar_sources import CalDAVCalendar, CalendarError, IcsSubscription, fetch_ics
+from homeagent_core.builtin.calendar_occurrences import (
+    Occurrence,
+    cancel_occurrence,
+    end_series_before,
+    find_occurrence,
+    move_occurrence,
+)
+from homeagent_core.builtin.calendar_sources import (
+    CalDAVCalendar,
+    CalendarError,
+    IcsSubscription,
+    StoredEvent,
+    fetch_ics,
+)
 from homeagent_core.builtin.reminders import RemindersPlugin, household_zone
-from homeagent_core.builtin.when import WhenError, parse_when
+from homeagent_core.builtin.when import WhenError, localize, parse_when
 from homeagent_core.durations import format_duration, parse_duration
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk import ConfigDef, SettingsRegistry, ToolDef, ToolError, ToolRegistryProtocol, hookimpl
@@ -69,6 +82,12 @@ _WEEKS: dict[str, tuple[int, int]] = {
     "周末": (5, 2), "这周末": (5, 2), "本周末": (5, 2), "this weekend": (5, 2), "weekend": (5, 2),
     "下周末": (12, 2), "next weekend": (12, 2),
 }
+#: A time said relative to today (not to the occurrence's own day) when moving one occurrence.
+_RELATIVE = re.compile(
+    r"今天|明天|后天|大后天|今晚|明晚|昨|[这本下上]个?(周|星期|礼拜|月)|[后以之]后|\d\s*(分钟|小时|天)|"
+    r"today|tonight|tomorrow|yesterday|\b(this|next|last|coming)\b|\bin\s+\d|\d{4}-\d{2}-\d{2}|月.*[日号]",
+    re.IGNORECASE,
+)
 _MAX_EVENTS = 200
 _MAX_TITLE = 500
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
@@ -326,39 +345,109 @@ class CalendarPlugin:
                               repeat=parsed.rrule)
         return {"added": event.to_dict(zone)}
 
-    async def calendar_move(self, event_id: str, when: str) -> dict[str, Any]:
-        """Move an event to a new start time (a repeating event moves as a whole series); its length stays.
+    async def calendar_move(
+        self, event_id: str, when: str, occurrence: str = "", following: bool = False
+    ) -> dict[str, Any]:
+        """Move an event to a new start time; its length stays.
+
+        Without occurrence a repeating event moves as a whole series; with occurrence only that one
+        occurrence moves ("把下周二的游泳课改到周三下午四点": occurrence="下周二", when="周三下午四点").
 
         Args:
             event_id: the event's id from calendar_list (calendar/uid).
-            when: the new start: 明天下午4点, 下周五上午10点, next Monday 9am, ISO 8601.
+            when: the new start: 明天下午4点, 下周五上午10点, next Monday 9am, ISO 8601. With occurrence, a time
+                alone (下午五点) or a weekday alone (周三下午四点) is read from the occurrence's own day.
+            occurrence: only for a repeating event: which occurrence, by its start as calendar_list shows it
+                (ISO 8601) or its day as said: 这周四, 下周二, 12月24日, this Sunday, 2026-12-24.
+            following: not supported: moving one occurrence and all after it would split the series.
         """
+        if following:
+            raise ToolError(
+                "moving an occurrence and all following ones would split the series in two, which is not "
+                "supported; move the whole series (leave out occurrence), or move the occurrences one by one"
+            )
         cal, uid = self._locate(event_id)
         zone = self.zone()
+        now = datetime.now(zone)
+        if not str(occurrence).strip():
+            new_start = _read_when(when, now, zone)
+            stored = await self._blocking(cal.read, uid)
+            try:
+                changed, old_start = await self._blocking(
+                shift_event, stored.text, uid, new_start, f"calendar {cal.name!r}"
+            )
+            except EventDataError as exc:
+                raise ToolError(str(exc)) from None
+            await self._blocking(cal.replace, stored, changed)
+            self._wake.set()
+            return {"moved": f"{cal.name}/{uid}", "from": old_start.astimezone(zone).isoformat(),
+                    "to": new_start.isoformat()}
+        stored, found = await self._occurrence(cal, uid, occurrence, now, zone)
+        reference = _midnight(found.start.astimezone(zone))
+        new_start = _read_when(when, now if _RELATIVE.search(str(when)) else max(reference, now), zone)
         try:
-            new_start = parse_when(str(when), datetime.now(zone), zone).at
-        except WhenError as exc:
-            raise ToolError(str(exc)) from None
-        text = await self._blocking(cal.read, uid)
-        try:
-            changed, old_start = shift_event(text, uid, new_start, f"calendar {cal.name!r}")
+            changed = await self._blocking(
+                move_occurrence, stored.text, uid, found, new_start, zone, f"calendar {cal.name!r}"
+            )
         except EventDataError as exc:
             raise ToolError(str(exc)) from None
-        await self._blocking(cal.replace, uid, changed)
+        await self._blocking(cal.replace, stored, changed)
         self._wake.set()
-        return {"moved": f"{cal.name}/{uid}", "from": old_start.astimezone(zone).isoformat(),
-                "to": new_start.isoformat()}
+        shown = _occurrence_dict(found, zone)
+        return {"moved": f"{cal.name}/{uid}", "occurrence": shown["start"], "from": shown["start"],
+                "to": new_start.date().isoformat() if found.all_day else new_start.isoformat()}
 
-    async def calendar_delete(self, event_id: str) -> str:
-        """Delete an event (a repeating event is deleted with all its occurrences).
+    async def calendar_delete(self, event_id: str, occurrence: str = "", following: bool = False) -> str:
+        """Delete an event, or cancel one occurrence of a repeating event.
+
+        Without occurrence a repeating event is deleted with all its occurrences; with occurrence only
+        that one is cancelled ("这周四的钢琴课取消": occurrence="这周四"), the rest stays.
 
         Args:
             event_id: the event's id from calendar_list (calendar/uid).
+            occurrence: only for a repeating event: which occurrence, by its start as calendar_list shows it
+                (ISO 8601) or its day as said: 这周四, 下周二, 12月24日, this Sunday, 2026-12-24.
+            following: with occurrence: also cancel every later occurrence (the series ends before it).
         """
         cal, uid = self._locate(event_id)
-        await self._blocking(cal.delete, uid)
+        if not str(occurrence).strip():
+            if following:
+                raise ToolError("following needs occurrence: from which occurrence on should the series end?")
+            await self._blocking(cal.delete, uid)
+            self._wake.set()
+            return f"{cal.name}/{uid} deleted"
+        zone = self.zone()
+        stored, found = await self._occurrence(cal, uid, occurrence, datetime.now(zone), zone)
+        source = f"calendar {cal.name!r}"
+        try:
+            edit = end_series_before if following else cancel_occurrence
+            changed = await self._blocking(edit, stored.text, uid, found, zone, source)
+        except EventDataError as exc:
+            raise ToolError(str(exc)) from None
+        day = _occurrence_dict(found, zone)["start"]
+        if changed is None:  # from its first occurrence on: nothing is left of the series
+            await self._blocking(cal.delete, uid)
+            answer = f"{cal.name}/{uid} deleted: the series started with the occurrence on {day}"
+        else:
+            await self._blocking(cal.replace, stored, changed)
+            answer = (f"{cal.name}/{uid}: the occurrences from {day} on are cancelled; the earlier ones stay"
+                      if following else f"{cal.name}/{uid}: the occurrence on {day} is cancelled; the rest stays")
         self._wake.set()
-        return f"{cal.name}/{uid} deleted"
+        return answer
+
+    async def _occurrence(
+        self, cal: CalDAVCalendar, uid: str, said: str, now: datetime, zone: ZoneInfo
+    ) -> tuple[StoredEvent, Occurrence]:
+        """The stored series ``uid`` and its occurrence named by ``said``; a clear error when there is not one."""
+        start, end = _read_occurrence(str(said), now, zone)
+        stored = await self._blocking(cal.read, uid)
+        try:
+            found = await self._blocking(
+                find_occurrence, stored.text, uid, start, end, zone, f"calendar {cal.name!r}"
+            )
+        except EventDataError as exc:
+            raise ToolError(str(exc)) from None
+        return stored, found
 
     def _locate(self, event_id: str) -> tuple[CalDAVCalendar, str]:
         name, sep, uid = str(event_id).strip().partition("/")
@@ -533,6 +622,46 @@ def _read_bound(text: str, now: datetime, zone: ZoneInfo, which: str) -> tuple[d
     if is_day:
         return at.replace(hour=0, minute=0, second=0, microsecond=0), True
     return at, False
+
+
+def _read_when(when: str, now: datetime, zone: ZoneInfo) -> datetime:
+    try:
+        return parse_when(str(when), now, zone).at
+    except WhenError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _read_occurrence(said: str, now: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
+    """The window ``[start, end)`` an occurrence is named by: an instant (``start == end``), a day or a week."""
+    text = said.strip()
+    if not text:
+        raise ToolError("occurrence is empty; which occurrence is meant (e.g. 这周四, 2026-12-24)?")
+    week = _WEEKS.get(" ".join(text.lower().split()))
+    if week is not None:
+        monday = _midnight(now) - timedelta(days=now.weekday())
+        return _midnight(monday + timedelta(days=week[0])), _midnight(monday + timedelta(days=week[0] + week[1]))
+    if re.match(r"^\d{4}-\d{2}-\d{2}[T ]\d", text):  # a start as calendar_list shows it; may be past
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ToolError(f"occurrence: {text!r} is not a date and time; give it as calendar_list shows it") from None
+        if moment.tzinfo is None:
+            moment = localize(moment, zone)[0]
+        return moment, moment
+    if _ISO_DAY.match(text):
+        try:
+            day = datetime.fromisoformat(text)
+        except ValueError:
+            raise ToolError(f"occurrence: {text!r} is not a date; which day is meant?") from None
+        start = day.replace(tzinfo=zone)
+        return start, _next_midnight(start, zone)
+    at, is_day = _read_bound(text, now, zone, "occurrence")
+    return (at, _next_midnight(at, zone)) if is_day else (at, at)
+
+
+def _occurrence_dict(found: Occurrence, zone: ZoneInfo) -> dict[str, Any]:
+    start = found.start.astimezone(zone)
+    return {"start": start.date().isoformat() if found.all_day else start.isoformat()}
 
 
 def _midnight(moment: datetime) -> datetime:
