@@ -40,6 +40,14 @@ from homeagent_core.builtin.calendar_occurrences import (
     find_occurrence,
     move_occurrence,
 )
+from homeagent_core.builtin.calendar_said import (
+    RELATIVE,
+    list_window,
+    midnight,
+    read_duration,
+    read_occurrence,
+    read_when,
+)
 from homeagent_core.builtin.calendar_sources import (
     CalDAVCalendar,
     CalendarError,
@@ -48,8 +56,8 @@ from homeagent_core.builtin.calendar_sources import (
     fetch_ics,
 )
 from homeagent_core.builtin.reminders import RemindersPlugin, household_zone
-from homeagent_core.builtin.when import WhenError, localize, parse_when
-from homeagent_core.durations import format_duration, parse_duration
+from homeagent_core.builtin.when import WhenError, parse_when
+from homeagent_core.durations import format_duration
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk import ConfigDef, SettingsRegistry, ToolDef, ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
@@ -69,25 +77,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
-_TIME_OF_DAY = re.compile(
-    r"\d\s*[:：点點时時]|\d\s*(am|pm|h\b)|[零一二两三四五六七八九十]+\s*[点點]|早上|早晨|午|晚|夜|凌晨|"
-    r"morning|noon|afternoon|evening|night|tonight|小时|分钟|hour|minute|T\d",
-    re.IGNORECASE,
-)
-_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-#: Windows said as a week or a weekend: (first day, days) relative to this week's Monday.
-_WEEKS: dict[str, tuple[int, int]] = {
-    "这周": (0, 7), "本周": (0, 7), "这个星期": (0, 7), "this week": (0, 7),
-    "下周": (7, 7), "下个星期": (7, 7), "next week": (7, 7),
-    "周末": (5, 2), "这周末": (5, 2), "本周末": (5, 2), "this weekend": (5, 2), "weekend": (5, 2),
-    "下周末": (12, 2), "next weekend": (12, 2),
-}
-#: A time said relative to today (not to the occurrence's own day) when moving one occurrence.
-_RELATIVE = re.compile(
-    r"今天|明天|后天|大后天|今晚|明晚|昨|[这本下上]个?(周|星期|礼拜|月)|[后以之]后|\d\s*(分钟|小时|天)|"
-    r"today|tonight|tomorrow|yesterday|\b(this|next|last|coming)\b|\bin\s+\d|\d{4}-\d{2}-\d{2}|月.*[日号]",
-    re.IGNORECASE,
-)
 _MAX_EVENTS = 200
 _MAX_TITLE = 500
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
@@ -277,24 +266,7 @@ class CalendarPlugin:
         """
         zone = self.zone()
         now = datetime.now(zone)
-        week = _WEEKS.get(" ".join(from_.lower().split()))
-        start = _read_bound(from_, now, zone, "from")[0] if from_.strip() else now
-        if week is not None and not to.strip():
-            monday = _midnight(now) - timedelta(days=now.weekday())
-            start = max(_midnight(monday + timedelta(days=week[0])), _midnight(now))
-            end = _midnight(monday + timedelta(days=week[0] + week[1]))
-        elif to.strip():
-            end, end_is_day = _read_bound(to, now, zone, "to")
-            if end_is_day:
-                end = _next_midnight(end, zone)
-        elif from_.strip():  # a day, or a time of day: until that day's end
-            end = _next_midnight(start, zone)
-        else:
-            end = start + timedelta(days=7)
-        if end <= start:
-            raise ToolError(f"to ({end.isoformat()}) is not after from ({start.isoformat()}); which window is meant?")
-        if end - start > timedelta(days=366):
-            raise ToolError("the window is longer than a year; ask for a shorter one")
+        start, end = list_window(from_, to, now, zone)
         sources = len(self.calendars()) + len(self.subscriptions())
         if not sources:
             raise ToolError(_NOT_SET_UP)
@@ -337,7 +309,7 @@ class CalendarPlugin:
             parsed = parse_when(str(when), datetime.now(zone), zone, repeat=str(repeat))
         except WhenError as exc:
             raise ToolError(str(exc)) from None
-        length = _read_duration(duration or str(self.sdk.settings.get("default_duration") or "1h"))
+        length = read_duration(duration or str(self.sdk.settings.get("default_duration") or "1h"))
         uid, ical = make_event(body, parsed.at, length, rrule=parsed.rrule, location=" ".join(location.split()))
         await self._blocking(cal.add, ical)
         self._wake.set()
@@ -370,7 +342,7 @@ class CalendarPlugin:
         zone = self.zone()
         now = datetime.now(zone)
         if not str(occurrence).strip():
-            new_start = _read_when(when, now, zone)
+            new_start = read_when(when, now, zone)
             stored = await self._blocking(cal.read, uid)
             try:
                 changed, old_start = await self._blocking(
@@ -383,8 +355,8 @@ class CalendarPlugin:
             return {"moved": f"{cal.name}/{uid}", "from": old_start.astimezone(zone).isoformat(),
                     "to": new_start.isoformat()}
         stored, found = await self._occurrence(cal, uid, occurrence, now, zone)
-        reference = _midnight(found.start.astimezone(zone))
-        new_start = _read_when(when, now if _RELATIVE.search(str(when)) else max(reference, now), zone)
+        reference = midnight(found.start.astimezone(zone))
+        new_start = read_when(when, now if RELATIVE.search(str(when)) else max(reference, now), zone)
         try:
             changed = await self._blocking(
                 move_occurrence, stored.text, uid, found, new_start, zone, f"calendar {cal.name!r}"
@@ -439,7 +411,7 @@ class CalendarPlugin:
         self, cal: CalDAVCalendar, uid: str, said: str, now: datetime, zone: ZoneInfo
     ) -> tuple[StoredEvent, Occurrence]:
         """The stored series ``uid`` and its occurrence named by ``said``; a clear error when there is not one."""
-        start, end = _read_occurrence(str(said), now, zone)
+        start, end = read_occurrence(str(said), now, zone)
         stored = await self._blocking(cal.read, uid)
         try:
             found = await self._blocking(
@@ -596,104 +568,9 @@ def _renamed(tool: ToolDef, **names: str) -> ToolDef:
     )
 
 
-def _read_bound(text: str, now: datetime, zone: ZoneInfo, which: str) -> tuple[datetime, bool]:
-    """A window bound and whether it names a whole day (then it is that day's local midnight)."""
-    said = text.strip()
-    week = _WEEKS.get(" ".join(said.lower().split()))
-    if week is not None:
-        monday = _midnight(now) - timedelta(days=now.weekday())
-        return max(_midnight(monday + timedelta(days=week[0])), _midnight(now)), True
-    if _ISO_DAY.match(said):
-        try:
-            day = datetime.fromisoformat(said)
-        except ValueError:
-            raise ToolError(f"{which}: {said!r} is not a date; which day is meant?") from None
-        return day.replace(tzinfo=zone), True
-    is_day = _TIME_OF_DAY.search(said) is None
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    try:
-        # a day is read from today's midnight, so "今天"/"today" is not "already passed"
-        at = parse_when(said, midnight if is_day else now, zone).at
-    except WhenError as exc:
-        if is_day:
-            with contextlib.suppress(WhenError):
-                return parse_when(said, now, zone).at, False
-        raise ToolError(f"{which}: {exc}") from None
-    if is_day:
-        return at.replace(hour=0, minute=0, second=0, microsecond=0), True
-    return at, False
-
-
-def _read_when(when: str, now: datetime, zone: ZoneInfo) -> datetime:
-    try:
-        return parse_when(str(when), now, zone).at
-    except WhenError as exc:
-        raise ToolError(str(exc)) from None
-
-
-def _read_occurrence(said: str, now: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
-    """The window ``[start, end)`` an occurrence is named by: an instant (``start == end``), a day or a week."""
-    text = said.strip()
-    if not text:
-        raise ToolError("occurrence is empty; which occurrence is meant (e.g. 这周四, 2026-12-24)?")
-    week = _WEEKS.get(" ".join(text.lower().split()))
-    if week is not None:
-        monday = _midnight(now) - timedelta(days=now.weekday())
-        return _midnight(monday + timedelta(days=week[0])), _midnight(monday + timedelta(days=week[0] + week[1]))
-    if re.match(r"^\d{4}-\d{2}-\d{2}[T ]\d", text):  # a start as calendar_list shows it; may be past
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise ToolError(f"occurrence: {text!r} is not a date and time; give it as calendar_list shows it") from None
-        if moment.tzinfo is None:
-            moment = localize(moment, zone)[0]
-        return moment, moment
-    if _ISO_DAY.match(text):
-        try:
-            day = datetime.fromisoformat(text)
-        except ValueError:
-            raise ToolError(f"occurrence: {text!r} is not a date; which day is meant?") from None
-        start = day.replace(tzinfo=zone)
-        return start, _next_midnight(start, zone)
-    at, is_day = _read_bound(text, now, zone, "occurrence")
-    return (at, _next_midnight(at, zone)) if is_day else (at, at)
-
-
 def _occurrence_dict(found: Occurrence, zone: ZoneInfo) -> dict[str, Any]:
     start = found.start.astimezone(zone)
     return {"start": start.date().isoformat() if found.all_day else start.isoformat()}
-
-
-def _midnight(moment: datetime) -> datetime:
-    """Local midnight of ``moment``'s day (in its own zone, DST-correct)."""
-    zone = moment.tzinfo
-    return datetime(moment.year, moment.month, moment.day, tzinfo=zone)
-
-
-def _next_midnight(moment: datetime, zone: ZoneInfo) -> datetime:
-    local = moment.astimezone(zone)
-    day = local.date() + timedelta(days=1)
-    return datetime(day.year, day.month, day.day, tzinfo=zone)
-
-
-def _read_duration(text: str) -> timedelta:
-    said = text.strip()
-    try:
-        seconds = parse_duration(said)
-    except ValueError:
-        seconds = _spoken_span(said)
-    if seconds <= 0 or seconds > 366 * 86400:
-        raise ToolError(f"duration {said!r} must be more than 0 and at most a year; how long is the event?")
-    return timedelta(seconds=seconds)
-
-
-def _spoken_span(said: str) -> float:
-    """A span said in words ("半小时", "2小时", "90 minutes"), read by the reminders parser as "<span>后"."""
-    reference = datetime(2001, 1, 1, tzinfo=ZoneInfo("UTC"))
-    for attempt in (f"{said}后", f"in {said}"):
-        with contextlib.suppress(WhenError):
-            return (parse_when(attempt, reference, ZoneInfo("UTC")).at - reference).total_seconds()
-    raise ToolError(f"duration {said!r} cannot be read; say e.g. 1h, 30m, 1h30m, 半小时 or 2小时")
 
 
 def _before_text(event: CalendarEvent, zone: ZoneInfo, before: float) -> str:
