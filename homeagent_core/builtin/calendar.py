@@ -411,11 +411,11 @@ class CalendarPlugin:
         self, cal: CalDAVCalendar, uid: str, said: str, now: datetime, zone: ZoneInfo
     ) -> tuple[StoredEvent, Occurrence]:
         """The stored series ``uid`` and its occurrence named by ``said``; a clear error when there is not one."""
-        start, end = read_occurrence(str(said), now, zone)
+        start, end, that_day = read_occurrence(str(said), now, zone)
         stored = await self._blocking(cal.read, uid)
         try:
             found = await self._blocking(
-                find_occurrence, stored.text, uid, start, end, zone, f"calendar {cal.name!r}"
+                find_occurrence, stored.text, uid, start, end, zone, f"calendar {cal.name!r}", that_day
             )
         except EventDataError as exc:
             raise ToolError(str(exc)) from None

@@ -122,12 +122,13 @@ def _said(start: datetime, end: datetime, zone: tzinfo) -> str:
 
 
 def find_occurrence(
-    text: str | bytes, uid: str, start: datetime, end: datetime, zone: tzinfo, source: str
+    text: str | bytes, uid: str, start: datetime, end: datetime, zone: tzinfo, source: str, that_day: bool = False
 ) -> Occurrence:
     """The one occurrence of series ``uid`` named by ``[start, end)`` (``start == end``: that instant).
 
     An occurrence shown in the window wins over one whose original start is in it. ``zone`` is
-    the household's, in which the window was said and the messages show times.
+    the household's, in which the window was said and the messages show times. With
+    ``that_day``, an instant nothing starts at names the only occurrence shown on its local day.
 
     Raises:
         EventDataError: ``uid`` is not in ``text`` or does not repeat; no occurrence is there
@@ -148,6 +149,10 @@ def find_occurrence(
         return moment == start if exact else start <= moment < end
 
     hits = [o for o in around if inside(o.start)] or [o for o in around if inside(_instant(o.recurrence_id, zone))]
+    if not hits and exact and that_day:
+        day = start.astimezone(zone).date()
+        same_day = [o for o in around if o.start.astimezone(zone).date() == day]
+        hits = same_day if len(same_day) == 1 else []
     when = _said(start, end, zone)
     if len(hits) == 1:
         return hits[0]

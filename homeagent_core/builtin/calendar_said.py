@@ -109,15 +109,19 @@ def read_when(when: str, now: datetime, zone: ZoneInfo) -> datetime:
         raise ToolError(str(exc)) from None
 
 
-def read_occurrence(said: str, now: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
-    """The window ``[start, end)`` an occurrence is named by: an instant (``start == end``), a day or a week."""
+def read_occurrence(said: str, now: datetime, zone: ZoneInfo) -> tuple[datetime, datetime, bool]:
+    """The window ``[start, end)`` an occurrence is named by: an instant (``start == end``), a day or a week.
+
+    The flag is true for a time of day said in words (周四下午, Thursday 5pm): when no occurrence
+    starts at that very instant, that day's only occurrence is meant.
+    """
     text = said.strip()
     if not text:
         raise ToolError("occurrence is empty; which occurrence is meant (e.g. 这周四, 2026-12-24)?")
     week = WEEKS.get(" ".join(text.lower().split()))
     if week is not None:
         monday = midnight(now) - timedelta(days=now.weekday())
-        return midnight(monday + timedelta(days=week[0])), midnight(monday + timedelta(days=week[0] + week[1]))
+        return midnight(monday + timedelta(days=week[0])), midnight(monday + timedelta(days=week[0] + week[1])), False
     if re.match(r"^\d{4}-\d{2}-\d{2}[T ]\d", text):  # a start as calendar_list shows it; may be past
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -125,16 +129,16 @@ def read_occurrence(said: str, now: datetime, zone: ZoneInfo) -> tuple[datetime,
             raise ToolError(f"occurrence: {text!r} is not a date and time; give it as calendar_list shows it") from None
         if moment.tzinfo is None:
             moment = localize(moment, zone)[0]
-        return moment, moment
+        return moment, moment, False
     if _ISO_DAY.match(text):
         try:
             day = datetime.fromisoformat(text)
         except ValueError:
             raise ToolError(f"occurrence: {text!r} is not a date; which day is meant?") from None
         start = day.replace(tzinfo=zone)
-        return start, next_midnight(start, zone)
+        return start, next_midnight(start, zone), False
     at, is_day = read_bound(text, now, zone, "occurrence")
-    return (at, next_midnight(at, zone)) if is_day else (at, at)
+    return (at, next_midnight(at, zone), False) if is_day else (at, at, True)
 
 
 def midnight(moment: datetime) -> datetime:

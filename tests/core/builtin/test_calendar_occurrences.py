@@ -232,8 +232,11 @@ async def test_occurrences_said_in_words(harness: Any, radicale: Radicale) -> No
     # "下下周四的钢琴课取消"
     cancelled = await h.ok("calendar_delete", event_id=added["id"], occurrence="下下周四")
     assert (next_thursday + timedelta(days=7)).isoformat() in cancelled
-    # "把下周四的钢琴课改到周五下午四点": the Friday after that Thursday
-    moved = json.loads(await h.ok("calendar_move", event_id=added["id"], occurrence="下周四", when="周五下午四点"))
+    # "把下周四下午的钢琴课改到周五下午四点": 下午 is 15:00, the lesson that afternoon is meant; and the
+    # Friday is the one after that Thursday
+    moved = json.loads(await h.ok(
+        "calendar_move", event_id=added["id"], occurrence="下周四下午", when="周五下午四点"
+    ))
     friday = next_thursday + timedelta(days=1)
     assert moved["to"] == f"{friday.isoformat()}T16:00:00+08:00"
     window = await listed(h, next_thursday.isoformat(), (next_thursday + timedelta(days=21)).isoformat())
@@ -308,13 +311,14 @@ async def test_an_edit_by_another_client_in_between_is_not_overwritten(
     for tool, more in (
         ("calendar_delete", {}),
         ("calendar_move", {"when": "2027-03-30T15:00:00+08:00"}),
+        ("calendar_move", {"when": "2027-03-30T15:00:00+08:00", "occurrence": ""}),  # the whole series
     ):
-        message = await h.fails(tool, event_id=f"home/{UID}", occurrence="2027-03-29", **more)
+        message = await h.fails(tool, event_id=f"home/{UID}", **{"occurrence": "2027-03-29", **more})
         assert "changed by someone else" in message and "nothing was changed" in message, message
     monkeypatch.setattr(CalDAVCalendar, "read", read)
     master, overrides = stored(radicale, url, UID)
-    assert str(master["SUMMARY"]) == "Piano (edit 2)" and exdates(master) == [] and overrides == []
+    assert str(master["SUMMARY"]) == "Piano (edit 3)" and exdates(master) == [] and overrides == []
     # read again, the cancel goes through and keeps their change
     await h.ok("calendar_delete", event_id=f"home/{UID}", occurrence="2027-03-29")
     master, _ = stored(radicale, url, UID)
-    assert str(master["SUMMARY"]) == "Piano (edit 2)" and len(exdates(master)) == 1
+    assert str(master["SUMMARY"]) == "Piano (edit 3)" and len(exdates(master)) == 1
