@@ -2,8 +2,11 @@
 
 Tools: ``calendar_list(from, to)`` (the events of every calendar and subscription in a window,
 times in the household's zone — "明天家里有什么安排" is ``calendar_list(from="明天")``),
-``calendar_add(title, when, duration, repeat, location)``, ``calendar_move(id, when)`` and
-``calendar_delete(id)``. ``when`` and ``repeat`` are read like a reminder's
+``calendar_add(title, when, duration, repeat, location)``, ``calendar_move(id, when, occurrence)`` and
+``calendar_delete(id, occurrence, following)``: without ``occurrence`` a repeating event moves or goes
+as a whole series, with it only that occurrence (an override VEVENT or an EXDATE, see
+:mod:`homeagent_core.builtin.calendar_occurrences`); a changed event is written back only if
+nobody changed it since it was read (If-Match). ``when`` and ``repeat`` are read like a reminder's
 (:func:`homeagent_core.builtin.when.parse_when`: 明天早上7点, 每周一早上八点, next Friday 9am,
 ISO 8601) in the household's zone (``plugin.reminders.timezone``); a repeat is stored as the
 event's RRULE with its VTIMEZONE, so other calendar apps show it at the same local time.
