@@ -186,7 +186,7 @@ async def test_one_occurrence_after_the_daylight_saving_change_is_moved_and_one_
     ]
 
 
-async def test_in_the_events_own_zone_the_wall_time_is_kept(harness: Any, radicale: Radicale) -> None:
+async def test_in_the_events_own_zone_the_wall_time_is_kept_and_a_series_move_carries_them(harness: Any, radicale: Radicale) -> None:
     url = new_calendar(radicale, BERLIN_SERIES)
     h = await harness([REMINDERS, CALENDAR], settings(url, radicale, "Europe/Berlin"))
     # 12 April (CEST) to Tuesday 13 April 10:00 Berlin, said as a weekday alone: the occurrence's week
@@ -202,6 +202,14 @@ async def test_in_the_events_own_zone_the_wall_time_is_kept(harness: Any, radica
     assert exdates(master) == [datetime(2027, 3, 22, 9, 0, tzinfo=BERLIN)]
     assert exdates(master)[0].utcoffset() == timedelta(hours=1)  # CET, before the change
     assert override["RECURRENCE-ID"].dt == datetime(2027, 4, 12, 9, 0, tzinfo=BERLIN)
+    # the whole series then moves to Tuesdays: the cancelled and the moved occurrence come along
+    await h.ok("calendar_move", event_id=f"home/{UID}", when="2027-03-23T09:00:00")
+    assert [s for _, s, _ in await listed(h, "2027-03-20", "2027-04-30")] == [
+        "2027-03-30T09:00:00+02:00", "2027-04-06T09:00:00+02:00", "2027-04-13T10:00:00+02:00"
+    ]
+    master, (override,) = stored(radicale, url, UID)
+    assert exdates(master) == [datetime(2027, 3, 23, 9, 0, tzinfo=BERLIN)]
+    assert override["RECURRENCE-ID"].dt == datetime(2027, 4, 13, 9, 0, tzinfo=BERLIN)
 
 
 async def test_an_all_day_series_gets_date_valued_exdate_and_recurrence_id(harness: Any, radicale: Radicale) -> None:
