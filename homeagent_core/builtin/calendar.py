@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
@@ -368,8 +368,8 @@ class CalendarPlugin:
             raise ToolError(str(exc)) from None
         await self._blocking(cal.replace, stored, changed)
         self._wake.set()
-        shown = _occurrence_dict(found, zone)
-        return {"moved": f"{cal.name}/{uid}", "occurrence": shown["start"], "from": shown["start"],
+        return {"moved": f"{cal.name}/{uid}", "occurrence": _shown(found.recurrence_id, zone, found.all_day),
+                "from": _shown(found.start, zone, found.all_day),
                 "to": new_start.date().isoformat() if found.all_day else new_start.isoformat()}
 
     async def calendar_delete(self, event_id: str, occurrence: str = "", following: bool = False) -> str:
@@ -399,7 +399,7 @@ class CalendarPlugin:
             changed = await self._blocking(edit, stored.text, uid, found, zone, source)
         except EventDataError as exc:
             raise ToolError(str(exc)) from None
-        day = _occurrence_dict(found, zone)["start"]
+        day = _shown(found.start, zone, found.all_day)
         if changed is None:  # from its first occurrence on: nothing is left of the series
             await self._blocking(cal.delete, uid)
             answer = f"{cal.name}/{uid} deleted: the series started with the occurrence on {day}"
@@ -571,9 +571,12 @@ def _renamed(tool: ToolDef, **names: str) -> ToolDef:
     )
 
 
-def _occurrence_dict(found: Occurrence, zone: ZoneInfo) -> dict[str, Any]:
-    start = found.start.astimezone(zone)
-    return {"start": start.date().isoformat() if found.all_day else start.isoformat()}
+def _shown(moment: date | datetime, zone: ZoneInfo, all_day: bool) -> str:
+    """An occurrence's start as calendar_list shows it: ISO 8601 in the household's zone, a date when all-day."""
+    if not isinstance(moment, datetime):
+        return moment.isoformat()
+    local = (moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)).astimezone(zone)
+    return local.date().isoformat() if all_day else local.isoformat()
 
 
 def _before_text(event: CalendarEvent, zone: ZoneInfo, before: float) -> str:

@@ -141,6 +141,7 @@ async def test_one_occurrence_after_the_daylight_saving_change_is_moved_and_one_
         "calendar_move", event_id=f"home/{UID}", occurrence="2027-03-29", when="2027-03-31T18:00:00+08:00"
     ))
     assert moved["from"] == "2027-03-29T15:00:00+08:00" and moved["to"] == "2027-03-31T18:00:00+08:00"
+    assert moved["occurrence"] == "2027-03-29T15:00:00+08:00"
     assert await listed(h, "2027-03-20", "2027-04-30") == [
         ("Piano", "2027-03-22T16:00:00+08:00", "2027-03-22T16:45:00+08:00"),
         ("Piano", "2027-03-31T18:00:00+08:00", "2027-03-31T18:45:00+08:00"),  # keeps its 45 minutes
@@ -172,6 +173,7 @@ async def test_one_occurrence_after_the_daylight_saving_change_is_moved_and_one_
         "calendar_move", event_id=f"home/{UID}", occurrence="2027-03-31T18:00:00+08:00", when="下午五点"
     ))
     assert again["to"] == "2027-03-31T17:00:00+08:00"  # a time alone is on the occurrence's own day
+    assert again["occurrence"] == "2027-03-29T15:00:00+08:00" and again["from"] == "2027-03-31T18:00:00+08:00"
     _, (override,) = stored(radicale, url, UID)
     assert override["DTSTART"].dt == datetime(2027, 3, 31, 11, 0, tzinfo=BERLIN)
     assert int(override["SEQUENCE"]) >= 2
@@ -186,7 +188,9 @@ async def test_one_occurrence_after_the_daylight_saving_change_is_moved_and_one_
     ]
 
 
-async def test_in_the_events_own_zone_the_wall_time_is_kept_and_a_series_move_carries_them(harness: Any, radicale: Radicale) -> None:
+async def test_in_the_events_own_zone_the_wall_time_is_kept_and_a_series_move_carries_them(
+    harness: Any, radicale: Radicale
+) -> None:
     url = new_calendar(radicale, BERLIN_SERIES)
     h = await harness([REMINDERS, CALENDAR], settings(url, radicale, "Europe/Berlin"))
     # 12 April (CEST) to Tuesday 13 April 10:00 Berlin, said as a weekday alone: the occurrence's week
@@ -216,7 +220,10 @@ async def test_an_all_day_series_gets_date_valued_exdate_and_recurrence_id(harne
     url = new_calendar(radicale, CLEANING)
     h = await harness([REMINDERS, CALENDAR], settings(url, radicale))
     await h.ok("calendar_delete", event_id="home/cleaning@test", occurrence="2027-03-14")
-    await h.ok("calendar_move", event_id="home/cleaning@test", occurrence="2027-03-21", when="2027-03-20T09:00")
+    moved = json.loads(await h.ok(
+        "calendar_move", event_id="home/cleaning@test", occurrence="2027-03-21", when="2027-03-20T09:00"
+    ))
+    assert (moved["occurrence"], moved["from"], moved["to"]) == ("2027-03-21", "2027-03-21", "2027-03-20")
     answer = json.loads(await h.ok("calendar_list", **{"from": "2027-03-06", "to": "2027-03-28"}))
     assert [(e["start"], e.get("all_day")) for e in answer["events"]] == [
         ("2027-03-07", True), ("2027-03-20", True), ("2027-03-28", True)
