@@ -349,8 +349,8 @@ class CalendarPlugin:
             stored = await self._blocking(cal.read, uid)
             try:
                 changed, old_start = await self._blocking(
-                shift_event, stored.text, uid, new_start, f"calendar {cal.name!r}"
-            )
+                    shift_event, stored.text, uid, new_start, f"calendar {cal.name!r}"
+                )
             except EventDataError as exc:
                 raise ToolError(str(exc)) from None
             await self._blocking(cal.replace, stored, changed)
