@@ -8,9 +8,10 @@ the lexical path alone), once as the owner (every entry) and once as a person wh
 of them. Reported: the open time, query p50/p90 (ms), and the time one ``create`` takes to be
 searchable (its lexical indexing; the file write is the same before and after).
 
-Quality (``--memdaily DIR``): each simulated user's messages (the converted MemDaily layout,
-``items`` and ``questions``; see ``bench/bench_memory_zh.py``) become one knowledge base, one
-entry per message (``"<speaker>: <text>"``), and each question is asked of its lexical path.
+Quality (``--memdaily DIR``, ``--locomo DIR``): each conversation — a simulated user's messages
+in the converted MemDaily layout (``items`` and ``questions``), or a LoCoMo conversation; read
+as ``bench/bench_memory_zh.py`` reads them — becomes one knowledge base, one entry per message
+(``"<speaker>: <text>"``), and each question is asked of its lexical path.
 A question's ``equivalent`` messages are dropped from the ranking before scoring (the filtered
 protocol of ``bench_memory_zh.py``), and evidence recall@5/@10, hit@10 and MRR are reported
 (the keys of ``bench_locomo.py``). Use the development users 00-09 only.
@@ -18,7 +19,7 @@ protocol of ``bench_memory_zh.py``), and evidence recall@5/@10, hit@10 and MRR a
 The script uses only the public ``KnowledgeBase`` API, so the same file measures another
 checkout: copy it into that checkout's ``bench/`` and run it there.
 
-    python bench/bench_knowledge.py [--entries 2000,20000] [--queries 200] [--memdaily DIR] [--json]
+    python bench/bench_knowledge.py [--entries 2000,20000] [--queries 200] [--memdaily DIR] [--locomo DIR] [--json]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_locomo import score  # noqa: E402
+from bench_memory_zh import load  # noqa: E402
 
 from homeagent_core.memory.knowledge.base import KnowledgeBase  # noqa: E402
 from homeagent_sdk.visibility import EVERYONE, HOUSEHOLD, PRIVATE, Audience  # noqa: E402
@@ -159,39 +161,37 @@ async def latency(count: int, queries: list[str]) -> dict[str, Any]:
     return result
 
 
-async def memdaily_recall(folder: Path) -> dict[str, Any]:
+async def lexical_recall(folder: Path) -> dict[str, Any]:
+    """Recall of the lexical path over every conversation of ``folder`` (one knowledge base each)."""
     rows: list[dict[str, Any]] = []
-    users = 0
-    for path in sorted(folder.glob("user_*.json")):
+    conversations = 0
+    for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
-        if "items" not in data:
+        if not isinstance(data, dict) or not ("items" in data or "qa" in data):
             continue
-        users += 1
-        ids = [str(item["id"]) for item in data["items"]]
-        names = {f"m/{i:05d}": item_id for i, item_id in enumerate(ids)}
-        entries = [
-            (name, f"{item['speaker']}: {item['text']}") for name, item in zip(names, data["items"], strict=True)
-        ]
+        conversations += 1
+        turns, questions = load(data)
+        names = {f"m/{i:05d}": dia for i, (dia, _, _) in enumerate(turns)}
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "knowledge"
-            write_folder(root, entries)
+            write_folder(root, [(name, text) for name, (_, text, _) in zip(names, turns, strict=True)])
             kb = KnowledgeBase(root)
-            for qa in data.get("questions", []):
-                if not qa.get("evidence"):
-                    continue
+            for qa in questions:
                 dropped = set(qa.get("equivalent", ()))
-                hits = await kb.search(qa["question"], 10 + len(dropped), audience=EVERYONE)
+                hits = await kb.search(str(qa["question"]), 10 + len(dropped), audience=EVERYONE)
                 ranked = [names[h.entry.name] for h in hits if names[h.entry.name] not in dropped][:10]
-                rows.append({"evidence": qa["evidence"], "retrieved": ranked})
+                rows.append({"evidence": [str(e) for e in qa["evidence"]], "retrieved": ranked})
             kb.close()
-    return {"users": users, **score(rows)}
+    return {"conversations": conversations, **score(rows)}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     queries = synthetic_queries(args.queries)
     out: dict[str, Any] = {"latency": [await latency(int(n), queries) for n in args.entries.split(",") if n]}
     if args.memdaily:
-        out["memdaily_lexical"] = await memdaily_recall(Path(args.memdaily))
+        out["memdaily_lexical"] = await lexical_recall(Path(args.memdaily))
+    if args.locomo:
+        out["locomo_lexical"] = await lexical_recall(Path(args.locomo))
     return out
 
 
@@ -200,6 +200,7 @@ def main() -> None:
     parser.add_argument("--entries", default="2000,20000", help="comma-separated collection sizes")
     parser.add_argument("--queries", type=int, default=200, help="questions asked per size and reader")
     parser.add_argument("--memdaily", default="", help="folder of converted MemDaily users (00-09 only)")
+    parser.add_argument("--locomo", default="", help="folder of LoCoMo conversations (English)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
@@ -210,10 +211,11 @@ def main() -> None:
         print(f"{row['entries']:>6} entries: open {row['open_s']} s, owner p50 {row['owner_p50_ms']} ms "
               f"(p90 {row['owner_p90_ms']}), kid p50 {row['kid_p50_ms']} ms, "
               f"create+search p50 {row['create_then_search_p50_ms']} ms")
-    if "memdaily_lexical" in result:
-        m = result["memdaily_lexical"]
-        print(f"MemDaily lexical ({m['users']} users, {m['questions']} questions): recall@5 {m['recall@5']} "
-              f"recall@10 {m['recall@10']} hit@10 {m['hit@10']} mrr {m['mrr']}")
+    for key, label in (("memdaily_lexical", "MemDaily"), ("locomo_lexical", "LoCoMo")):
+        if key in result:
+            m = result[key]
+            print(f"{label} lexical ({m['conversations']} conversations, {m['questions']} questions): "
+                  f"recall@5 {m['recall@5']} recall@10 {m['recall@10']} hit@10 {m['hit@10']} mrr {m['mrr']}")
 
 
 if __name__ == "__main__":

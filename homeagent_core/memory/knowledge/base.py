@@ -390,6 +390,7 @@ class KnowledgeBase:
                     vectors[name] = vec
             elif known is not None and name in known and known[name][0] == updated_at:
                 vectors[name] = known[name][1]
+        state[3].fold()
         return state
 
     def _index_entry(self, entry: KnowledgeEntry) -> None:
