@@ -584,18 +584,19 @@ class KnowledgeBase:
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
         prefix = normalize_name(category) + "/" if category.strip() else ""
-        names = [n for n, e in self._entries.items() if n.startswith(prefix) and audience.sees(e.person, e.visibility)]
+        snapshot = builtins.list(self._entries.values())  # the worker thread filters a copy
+        names, lexical = await run_blocking("memory", self._lexical_scores, snapshot, prefix, audience, query)
         if not names:
             return []
         scores: dict[str, float] = {}
-        lexical = await run_blocking("memory", self._lexical.scores, query, names)  # only the entries in names
         peak = max(lexical.values(), default=0.0)
         if peak > 0:
             scores = {n: self.lexical_weight * v / peak for n, v in lexical.items()}
         if self.embedder is not None and self.dense_weight > 0 and self.embedder.info.serves(text_language(query)):
             await self._ensure_vectors()
             qvec = (await self.embedder.embed_texts([query]))[0]
-            dense = np.array([max(0.0, float(self._vectors[n] @ qvec)) for n in names])
+            vectors = self._vectors  # an entry deleted meanwhile has none: it scores 0
+            dense = np.array([max(0.0, float(v @ qvec)) if (v := vectors.get(n)) is not None else 0.0 for n in names])
             if dense.max() > 0:
                 for n, v in zip(names, dense / dense.max(), strict=True):
                     if v > 0:
@@ -603,6 +604,14 @@ class KnowledgeBase:
         best = heapq.nsmallest(top_k, ((-score, n) for n, score in scores.items() if score > 0))
         entries = self._entries  # an entry deleted while the search awaited is left out
         return [KnowledgeHit(entries[n], round(-score, 6)) for score, n in best if n in entries]
+
+    def _lexical_scores(
+        self, entries: builtins.list[KnowledgeEntry], prefix: str, audience: Audience, query: str
+    ) -> tuple[builtins.list[str], dict[str, float]]:
+        """The names of ``entries`` under ``prefix`` that ``audience`` may see, and their lexical
+        scores (those sharing a term with ``query``); in a worker thread: a pass over every entry."""
+        names = [e.name for e in entries if e.name.startswith(prefix) and audience.sees(e.person, e.visibility)]
+        return names, (self._lexical.scores(query, names) if names else {})
 
     # -- sync twins for the CLI ------------------------------------------------------------
 
