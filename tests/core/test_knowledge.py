@@ -191,10 +191,12 @@ async def test_a_question_with_two_names_brings_both_entries(tmp_path, open_kb):
 
 
 @pytest.mark.parametrize(("entries", "query", "best"), [
-    ({"people/wang_name": "小王，小王，小王！", "people/wang_age": "小王的年龄是二十八岁，他喜欢打篮球，住在北京朝阳区。"},
+    ({"people/wang_name": "小王，小王，小王！",
+      "people/wang_age": "小王的年龄是二十八岁，他喜欢打篮球，住在北京朝阳区。"},
      "小王的年龄是多少？", "people/wang_age"),
     ({"people/melanie_hi": "Melanie! Melanie, Melanie.",
-      "people/melanie_birthday": "Melanie's birthday is on the third of May; she likes pottery and camping by the lake."},
+      "people/melanie_birthday": "Melanie's birthday is on the third of May; she likes pottery and camping "
+                                 "by the lake."},
      "When is Melanie's birthday?", "people/melanie_birthday"),
 ])
 async def test_a_short_entry_repeating_a_name_does_not_outrank_the_asked_attribute(

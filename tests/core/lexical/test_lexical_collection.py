@@ -11,10 +11,11 @@ from homeagent_core.lexical import collection as collection_module
 from homeagent_core.lexical.bm25 import score_texts
 from homeagent_core.lexical.collection import LexicalCollection
 
-WORDS = (
-    "alpha beta gamma paint painted painting sunrise lake camping melanie caroline pottery guitar "
-    "小王 小李 华为 腾讯 会计 年龄 北京 上海 喜欢 打篮球 住在 工作 生日"
-).split()
+WORDS = [
+    "alpha", "beta", "gamma", "paint", "painted", "painting", "sunrise", "lake", "camping", "melanie",
+    "caroline", "pottery", "guitar", "小王", "小李", "华为", "腾讯", "会计", "年龄", "北京", "上海", "喜欢",
+    "打篮球", "住在", "工作", "生日",
+]
 QUERIES = [
     "who painted the sunrise at the lake",
     "melanie pottery",
