@@ -75,7 +75,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_locomo import DEFAULT_DATA, load_conversation  # noqa: E402
 
-from homeagent_core.memory.documents.lexical.index import char_ngrams  # noqa: E402
+from homeagent_core.lexical.buckets import char_ngrams  # noqa: E402
 from homeagent_core.memory.documents.ranking import DENSE_PREFILTER  # noqa: E402
 from homeagent_core.memory.documents.store import Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.documents.vectors import DenseRows  # noqa: E402

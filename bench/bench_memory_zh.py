@@ -50,6 +50,7 @@ from bench_locomo import make_embedder, parse_date, score  # noqa: E402
 from zh_devset import CATEGORIES, generate  # noqa: E402
 
 from homeagent_core.embeddings.tfidf import TfidfIndex  # noqa: E402
+from homeagent_core.lexical.collection import LexicalCollection  # noqa: E402
 from homeagent_core.memory.documents.store import DocHit, Document, DocumentStore  # noqa: E402
 from homeagent_core.memory.keywords import extract_keywords  # noqa: E402
 from homeagent_sdk.visibility import EVERYONE  # noqa: E402
@@ -162,11 +163,14 @@ async def run_conversation(
     }
     rows: dict[str, list[dict[str, Any]]] = {"store": [], **{name: [] for name in baselines}}
     rows["bm25-bigram-collapsed"] = []  # bigram BM25 with copies collapsed as the store collapses them
-    rows["knowledge-tfidf"] = []  # the knowledge base's lexical leg (jieba words + bigrams, cosine tf-idf)
+    rows["knowledge-tfidf"] = []  # the knowledge base's former lexical leg (jieba words + bigrams, cosine tf-idf)
+    rows["knowledge-bm25"] = []  # its lexical leg now: BM25 on the store's terms, in memory (LexicalCollection)
     rows["keyword-seeds"] = []  # graph recall's keyword seeds: does one occur in an evidence turn?
     knowledge = TfidfIndex()
+    collection = LexicalCollection()
     for dia, text, _ in turns:
         knowledge.add(dia, text)
+        collection.add(dia, text)
     text_of = {dia: text for dia, text, _ in turns}
     latencies = []
     for qa in questions:
@@ -191,6 +195,9 @@ async def run_conversation(
         rows["bm25-bigram-collapsed"].append({**base, "retrieved": first_places(places, dropped, evidence)})
         rows["knowledge-tfidf"].append(
             {**base, "retrieved": kept([d for d, _ in knowledge.search(qa["question"], deep)])}
+        )
+        rows["knowledge-bm25"].append(
+            {**base, "retrieved": kept([d for d, _ in collection.search(qa["question"], deep)])}
         )
         words = extract_keywords(qa["question"])
         seeded = [e for e in qa["evidence"] if any(w in text_of.get(e, "") for w in words)]

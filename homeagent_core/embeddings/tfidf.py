@@ -1,7 +1,8 @@
 """TF-IDF tier: a tokenizer for Chinese and English and an incremental lexical index.
 
 This tier is always available (it needs only jieba and numpy). It is the last fallback of the
-embedding tiers and the lexical half of fused searches (documents, knowledge, graph keywords).
+embedding tiers; its :func:`tokenize` also gives the graph's entity-name terms. The memory tiers'
+lexical search is BM25 on the shared scheme of :mod:`homeagent_core.lexical` instead.
 
 Why it is not an :class:`~homeagent_sdk.embeddings.EmbeddingProvider`: TF-IDF vectors are sparse,
 their dimension is the (growing) vocabulary, and their weights change with every document
@@ -21,7 +22,6 @@ query after a change and cached until the next change.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
 import threading
@@ -29,42 +29,18 @@ from array import array
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from homeagent_core.lexical.segmenter import load_jieba
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["TfidfIndex", "load_jieba", "tokenize", "words"]
+__all__ = ["TfidfIndex", "tokenize", "words"]
 
 _CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_WORD = re.compile(f"^[{_CJK_CHARS}]+$")
 # Any run of letters/digits that is not CJK: Latin words, numbers, accented or Cyrillic words.
 _TOKEN = re.compile(f"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\\W_{_CJK_CHARS}]+)")
-
-_jieba: Any = None
-_jieba_lock = threading.Lock()
-
-
-def load_jieba() -> Any:
-    """A jieba tokenizer, made once, quietly, with its dictionary loaded (first use costs 1–2 s).
-
-    The one loader every Chinese word splitter (this tier, memory keywords, the lexical index)
-    goes through, so the dictionary loads once per process. It is jieba on a compact dictionary
-    (:mod:`homeagent_core.embeddings.jieba_dict`: the same words cut, ~5 MB instead of ~62 MB
-    of a long-running daemon's memory). Thread-safe.
-    """
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                import jieba
-
-                from homeagent_core.embeddings.jieba_dict import CompactTokenizer
-
-                jieba.setLogLevel(logging.WARNING)
-                tokenizer = CompactTokenizer()
-                tokenizer.initialize()
-                _jieba = tokenizer
-    return _jieba
 
 
 @functools.lru_cache(maxsize=65536)

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.index import score_terms, term_counts
+from homeagent_core.lexical.bm25 import score_terms
+from homeagent_core.lexical.buckets import term_counts
 from homeagent_core.memory.documents.store import Document
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from homeagent_sdk.embeddings import EmbeddingProvider
 
     TermCounts = tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint16], int]
-    """What :func:`~homeagent_core.memory.documents.lexical.index.term_counts` returns for one text."""
+    """What :func:`~homeagent_core.lexical.buckets.term_counts` returns for one text."""
 
 __all__ = [
     "ARCHIVE_EXCLUDED_SOURCES",
@@ -247,7 +248,7 @@ def _lexical_similarities(query: str, texts: Sequence[str], counted: dict[str, T
 
     The same scores as the document store's lexical path
     (:class:`~homeagent_core.memory.documents.lexical.index.LexicalIndex`) over the window's
-    few events, scored exactly by :func:`~homeagent_core.memory.documents.lexical.index.score_terms`
+    few events, scored exactly by :func:`~homeagent_core.lexical.bm25.score_terms`
     at a cost that follows the events' lengths (no index is built per prune). ``counted`` keeps
     the texts' term counts between calls (a window is scored again on every turn with one new
     event); it is left holding exactly these texts.

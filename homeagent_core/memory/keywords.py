@@ -3,7 +3,7 @@
 * :func:`extract_keywords` picks at most five search words from a user message (jieba words of
   the Chinese parts, Latin words, stop words removed) — the keyword half of automatic recall.
   Queries and entity names are normalised the way the document store's lexical path normalises
-  text (:func:`homeagent_core.memory.documents.lexical.terms.normalize`), and its stop words are
+  text (:func:`homeagent_core.lexical.terms.normalize`), and its stop words are
   never seeds: one scheme for what a written word is, across documents and graph.
 * :func:`name_terms` is how an entity name is indexed in the in-memory keyword index (the
   shared TF-IDF tokenizer plus the whole lower-cased name), replacing SQL ``LIKE``;
@@ -19,9 +19,10 @@ import functools
 import hashlib
 import re
 
-from homeagent_core.embeddings.tfidf import load_jieba, tokenize
-from homeagent_core.memory.documents.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
-from homeagent_core.memory.documents.lexical.terms import normalize
+from homeagent_core.embeddings.tfidf import tokenize
+from homeagent_core.lexical.segmenter import load_jieba
+from homeagent_core.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
+from homeagent_core.lexical.terms import normalize
 
 __all__ = [
     "STOP_WORDS",

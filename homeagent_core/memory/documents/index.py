@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.index import LexicalIndex, decode_many
+from homeagent_core.lexical.buckets import decode_many
+from homeagent_core.memory.documents.lexical.index import LexicalIndex
 from homeagent_core.memory.documents.lexical.snapshot import SnapshotArrays, remove_partial, write_snapshot
 from homeagent_core.memory.documents.meta_file import DocMeta, read_meta, write_meta
 from homeagent_core.memory.documents.sql import DocumentRecords

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.lexical.buckets import decode_terms, encode_terms, term_counts
+from homeagent_core.lexical.terms import TERMS_VERSION
 from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents import ranking as doc_ranking
 from homeagent_core.memory.documents.index import IndexFiles, SlotTable
-from homeagent_core.memory.documents.lexical.index import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.documents.lexical.snapshot import verify_arrays
-from homeagent_core.memory.documents.lexical.terms import TERMS_VERSION
 from homeagent_core.memory.documents.meta_file import DocMeta
 from homeagent_core.memory.documents.model import DocHit, Document, format_related, new_doc_id
 from homeagent_core.memory.documents.sql import DocumentRecords, SqliteRecords

@@ -4,10 +4,14 @@ Names use ``/`` for hierarchy, are lower-cased and have spaces turned into ``_``
 could escape the root or is ambiguous on disk (empty, ``..``, a segment starting with ``.``,
 ``a//b``, ``a/./b``, backslashes, control characters) is rejected with
 :class:`InvalidKnowledgeName`. The filesystem is the truth; ``<root>/.index.json`` caches, per
-entry, a 200-character preview, the top-20 terms and the entry's vector with its space
-fingerprint, so restarts do not re-embed. Search fuses the dense path (weight 0.5) and the
-TF-IDF lexical path (0.5), each normalised by its own maximum over *all* entries (truncating
-candidates before fusion loses good matches); ties are broken by name.
+entry, a 200-character preview and the entry's vector with its space fingerprint, so restarts
+do not re-embed. Search fuses the dense path (weight 0.5) and the lexical path (0.5), each
+normalised by its own maximum over *all* the entries the reader may see (truncating candidates
+before fusion loses good matches); ties are broken by name. The lexical path is BM25 on the
+scheme every memory tier shares (:mod:`homeagent_core.lexical`: character grams of Latin words,
+CJK grams grouped by jieba word, stop words, saturated tf, length norm, a Chinese word's grams
+sharing its weight), held in memory (:class:`~homeagent_core.lexical.collection.LexicalCollection`)
+and updated entry by entry; its statistics count only the entries the reader may see.
 
 Entries and the cached index are kept by a :class:`KnowledgeStorage`: :class:`DiskKnowledge`
 (the folder tree above, the default) or the tenant's rows on a shared PostgreSQL memory store
@@ -25,12 +29,12 @@ from __future__ import annotations
 
 import base64
 import builtins
+import heapq
 import json
 import logging
 import re
 import shutil
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from homeagent_core.aio import run_sync
-from homeagent_core.embeddings.tfidf import TfidfIndex, tokenize
+from homeagent_core.lexical.collection import LexicalCollection
 from homeagent_core.workers import run_blocking
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk.embeddings import text_language
@@ -274,21 +278,19 @@ class DiskKnowledge(KnowledgeStorage):
 
 
 #: entries, their index metadata, their vectors and the lexical index, as installed together
-_State = tuple[dict[str, "KnowledgeEntry"], dict[str, dict[str, Any]], dict[str, np.ndarray], TfidfIndex]
+_State = tuple[dict[str, "KnowledgeEntry"], dict[str, dict[str, Any]], dict[str, np.ndarray], LexicalCollection]
 
 
-def _index_into(state: _State, entry: KnowledgeEntry) -> None:
-    entries, meta, _vectors, lexical = state
+def _lexical_text(name: str, content: str) -> str:
+    """What the lexical path indexes of an entry: its name's words, then its content."""
+    return f"{name.replace('/', ' ').replace('_', ' ')}\n{content}"
+
+
+def _record(state: _State, entry: KnowledgeEntry) -> None:
+    """Hold ``entry`` and its index metadata (the lexical path is the caller's)."""
+    entries, meta, _vectors, _lexical = state
     entries[entry.name] = entry
-    lexical.remove(entry.name)
-    text = f"{entry.name.replace('/', ' ').replace('_', ' ')}\n{entry.content}"
-    lexical.add(entry.name, text)
-    top = Counter(tokenize(text)).most_common(20)
-    meta[entry.name] = {
-        "preview": entry.content[:200],
-        "features": [t for t, _ in top],
-        "updated_at": entry.updated_at,
-    }
+    meta[entry.name] = {"preview": entry.content[:200], "updated_at": entry.updated_at}
 
 
 class KnowledgeBase:
@@ -321,7 +323,7 @@ class KnowledgeBase:
         self._entries: dict[str, KnowledgeEntry] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._meta: dict[str, dict[str, Any]] = {}
-        self._lexical = TfidfIndex()
+        self._lexical = LexicalCollection()
         self._changed = threading.Event()  # set by another daemon's change; applied at the next call
         self._generation = 0  # bumped by every change made here, so a reload read meanwhile is not installed
         self._load()
@@ -365,7 +367,7 @@ class KnowledgeBase:
     def _read(self, known: dict[str, tuple[float, np.ndarray]] | None) -> _State:
         """Read every entry; a vector comes from the cached index, or from ``known`` (name →
         (updated_at, vector) of the entries held before a reload) when the entry is unchanged."""
-        state: _State = ({}, {}, {}, TfidfIndex())
+        state: _State = ({}, {}, {}, LexicalCollection())
         vectors = state[2]
         cached = self.storage.load_index()
         marks = self.storage.load_marks()
@@ -374,7 +376,8 @@ class KnowledgeBase:
             if not person or person == LIBRARY_OWNER:  # written without a person registry: the owner's
                 person = self.owner
             entry = KnowledgeEntry(name, content, updated_at, person, visibility)
-            _index_into(state, entry)
+            _record(state, entry)
+            state[3].add(name, _lexical_text(name, content))
             meta = cached.get(name, {})
             if (
                 self.embedder is not None
@@ -387,10 +390,11 @@ class KnowledgeBase:
                     vectors[name] = vec
             elif known is not None and name in known and known[name][0] == updated_at:
                 vectors[name] = known[name][1]
+        state[3].fold()
         return state
 
     def _index_entry(self, entry: KnowledgeEntry) -> None:
-        _index_into((self._entries, self._meta, self._vectors, self._lexical), entry)
+        _record((self._entries, self._meta, self._vectors, self._lexical), entry)
         self._generation += 1
 
     def _forget(self, name: str) -> None:
@@ -500,6 +504,7 @@ class KnowledgeBase:
         person = person or self.owner
         await run_blocking("memory", self.storage.write_marks, canon, person, visibility)
         entry = KnowledgeEntry(canon, content, updated_at, person, visibility)
+        await run_blocking("memory", self._lexical.add, canon, _lexical_text(canon, content))
         self._index_entry(entry)
         if self.embedder is not None:
             vec = (await self.embedder.embed_texts([f"{canon.replace('/', ' ')}\n{content}"]))[0]
@@ -579,25 +584,34 @@ class KnowledgeBase:
         if top_k <= 0 or not query.strip() or not self._entries:
             return []
         prefix = normalize_name(category) + "/" if category.strip() else ""
-        names = sorted(n for n in self._entries if n.startswith(prefix) and self._sees(audience, n))
+        snapshot = builtins.list(self._entries.values())  # the worker thread filters a copy
+        names, lexical = await run_blocking("memory", self._lexical_scores, snapshot, prefix, audience, query)
         if not names:
             return []
-        scores = dict.fromkeys(names, 0.0)
-        lexical = dict(self._lexical.search(query, k=len(self._entries)))
-        lex_vals = [lexical.get(n, 0.0) for n in names]
-        peak = max(lex_vals)
+        scores: dict[str, float] = {}
+        peak = max(lexical.values(), default=0.0)
         if peak > 0:
-            for n, v in zip(names, lex_vals, strict=True):
-                scores[n] += self.lexical_weight * v / peak
+            scores = {n: self.lexical_weight * v / peak for n, v in lexical.items()}
         if self.embedder is not None and self.dense_weight > 0 and self.embedder.info.serves(text_language(query)):
             await self._ensure_vectors()
             qvec = (await self.embedder.embed_texts([query]))[0]
-            dense = np.array([max(0.0, float(self._vectors[n] @ qvec)) for n in names])
+            vectors = self._vectors  # an entry deleted meanwhile has none: it scores 0
+            dense = np.array([max(0.0, float(v @ qvec)) if (v := vectors.get(n)) is not None else 0.0 for n in names])
             if dense.max() > 0:
                 for n, v in zip(names, dense / dense.max(), strict=True):
-                    scores[n] += self.dense_weight * float(v)
-        ranked = sorted((n for n in names if scores[n] > 0), key=lambda n: (-scores[n], n))
-        return [KnowledgeHit(self._entries[n], round(scores[n], 6)) for n in ranked[:top_k]]
+                    if v > 0:
+                        scores[n] = scores.get(n, 0.0) + self.dense_weight * float(v)
+        best = heapq.nsmallest(top_k, ((-score, n) for n, score in scores.items() if score > 0))
+        entries = self._entries  # an entry deleted while the search awaited is left out
+        return [KnowledgeHit(entries[n], round(-score, 6)) for score, n in best if n in entries]
+
+    def _lexical_scores(
+        self, entries: builtins.list[KnowledgeEntry], prefix: str, audience: Audience, query: str
+    ) -> tuple[builtins.list[str], dict[str, float]]:
+        """The names of ``entries`` under ``prefix`` that ``audience`` may see, and their lexical
+        scores (those sharing a term with ``query``); in a worker thread: a pass over every entry."""
+        names = [e.name for e in entries if e.name.startswith(prefix) and audience.sees(e.person, e.visibility)]
+        return names, (self._lexical.scores(query, names) if names else {})
 
     # -- sync twins for the CLI ------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import pytest
 
 from homeagent_core.embeddings.common import model_card_languages, parse_languages
 from homeagent_core.embeddings.registry import ProviderRegistry
-from homeagent_core.memory.documents.lexical.index import char_ngrams
-from homeagent_core.memory.documents.lexical.terms import TERMS_VERSION, normalize, word_grams
+from homeagent_core.lexical.buckets import char_ngrams
+from homeagent_core.lexical.terms import TERMS_VERSION, normalize, word_grams
 from homeagent_core.memory.documents.store import Document, DocumentStore
 from homeagent_sdk.embeddings import text_language
 from homeagent_sdk.testing import FakeEmbedder

@@ -137,7 +137,8 @@ async def _kill_while_snapshot_is_written(proc: asyncio.subprocess.Process, part
 
 
 async def test_kill_9_while_a_lexical_snapshot_is_written_loses_nothing(tmp_path, caplog):
-    from homeagent_core.memory.documents.lexical.index import LexicalIndex, decode_many
+    from homeagent_core.lexical.buckets import decode_many
+    from homeagent_core.memory.documents.lexical.index import LexicalIndex
     from homeagent_core.memory.documents.lexical.snapshot import tmp_path as partial_path
 
     script = tmp_path / "writer.py"

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from homeagent_core.memory.documents.lexical.index import char_ngrams
+from homeagent_core.lexical.buckets import char_ngrams
 from homeagent_core.memory.documents.store import Document, DocumentStore, format_related
 from homeagent_sdk.errors import UsageError
 from homeagent_sdk.testing import FakeEmbedder

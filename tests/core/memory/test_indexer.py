@@ -114,6 +114,6 @@ async def test_a_traditional_query_seeds_a_simplified_entity(
 
 
 def test_the_document_stores_stop_words_are_never_seeds() -> None:
-    from homeagent_core.memory.documents.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
+    from homeagent_core.lexical.terms import STOP_WORDS as DOCUMENT_STOP_WORDS
 
     assert not set(extract_keywords("是不是 有没有 那么 这么 还是 就是 已经 都是")) & DOCUMENT_STOP_WORDS

@@ -8,15 +8,10 @@ import zlib
 import numpy as np
 import pytest
 
+from homeagent_core.lexical.bm25 import score_texts
+from homeagent_core.lexical.buckets import BUCKETS, char_ngrams, decode_many, decode_terms, encode_terms, term_counts
 from homeagent_core.memory.documents.lexical import index as lexical
-from homeagent_core.memory.documents.lexical.index import (
-    LexicalIndex,
-    char_ngrams,
-    decode_many,
-    decode_terms,
-    encode_terms,
-    term_counts,
-)
+from homeagent_core.memory.documents.lexical.index import LexicalIndex
 from homeagent_core.memory.documents.lexical.snapshot import (
     SnapshotArrays,
     read_snapshot,
@@ -327,7 +322,7 @@ def _rss_file_mb() -> float:
 
 def _big_snapshot(watermark: int, n: int = 16 << 20) -> SnapshotArrays:
     """A snapshot with ``n`` postings of slot 1 in one bucket (64 MB of slots)."""
-    counts = np.zeros(lexical.BUCKETS, dtype=np.int32)
+    counts = np.zeros(BUCKETS, dtype=np.int32)
     counts[7] = n
     return SnapshotArrays(
         tag="t", watermark=watermark, counts=counts, slots=np.ones(n, dtype=np.int32),
@@ -475,12 +470,12 @@ def test_scoring_a_few_texts_gives_the_scores_of_an_index_holding_them(count):
         index.add(slot, text)
     for query in ("paint the lake", "小王 pottery", "zzz", ""):
         expected = index.scores(query)[1 : count + 1]
-        got = lexical.score_texts(query, texts)
+        got = score_texts(query, texts)
         assert got.dtype == np.float32 and len(got) == count
         assert np.array_equal(got, expected), query
 
 
 def test_scoring_a_few_texts_costs_their_terms_not_an_index():
     texts = random_texts(5, 20)
-    peak = _peak_bytes(lambda: lexical.score_texts("paint the lake at sunrise", texts))
+    peak = _peak_bytes(lambda: score_texts("paint the lake at sunrise", texts))
     assert peak < 256 * 1024, f"scoring 20 texts allocated {peak:,} bytes"

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from homeagent_core.lexical.buckets import term_counts
 from homeagent_core.memory.documents import native
 from homeagent_core.memory.documents.lexical import index as lexical
 from homeagent_core.memory.documents.lexical import scoring as lexical_scoring
-from homeagent_core.memory.documents.lexical.index import LexicalIndex, term_counts
+from homeagent_core.memory.documents.lexical.index import LexicalIndex
 
 _WORD_TEXT = (
     "i painted a sunrise at the lake last weekend melanie caroline went to the support group "

@@ -127,7 +127,7 @@ CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 
 async def test_an_old_documents_db_becomes_the_owners_private_documents_once(tmp_path, caplog):
-    from homeagent_core.memory.documents.lexical.index import encode_terms, term_counts
+    from homeagent_core.lexical.buckets import encode_terms, term_counts
 
     path = tmp_path / "documents.db"
     db = sqlite3.connect(path)
@@ -154,7 +154,7 @@ async def test_an_old_documents_db_becomes_the_owners_private_documents_once(tmp
 
 async def test_memory_says_once_how_many_documents_became_the_owners(tmp_path, caplog):
     from homeagent_core.config import ConfigStore
-    from homeagent_core.memory.documents.lexical.index import encode_terms, term_counts
+    from homeagent_core.lexical.buckets import encode_terms, term_counts
     from homeagent_core.memory.system import MemorySystem
 
     (tmp_path / "memory").mkdir()

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.index import word_weights
+from homeagent_core.lexical.bm25 import word_weights
 from homeagent_core.memory.documents.ranking import cover_words
 from homeagent_core.memory.documents.store import Document
 from homeagent_sdk.visibility import EVERYONE

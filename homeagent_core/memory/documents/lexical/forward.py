@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.buckets import BUCKETS
+from homeagent_core.lexical.buckets import BUCKETS
 from homeagent_core.memory.documents.lexical.snapshot import FileArray, take_ranges, touching_runs
 
 if TYPE_CHECKING:
@@ -37,13 +37,11 @@ if TYPE_CHECKING:
     ListsPart = tuple[Ints, np.ndarray, npt.NDArray[np.uint8], Ints, Ints]
     """What :meth:`ForwardLists.lists` yields per part: candidates (indexes), term ids, counts, starts, lengths."""
 
-__all__ = ["COUNT_ALL", "RUN_SLICES", "TF_MAX", "ForwardLists", "range_index"]
+__all__ = ["COUNT_ALL", "RUN_SLICES", "ForwardLists", "range_index"]
 
 RUN_SLICES = 64
 """Entries a run of touching lists must average before a query copies runs as slices rather
 than gathering entry by entry (a slice costs about as much as gathering 64 entries)."""
-TF_MAX = 255
-"""Largest term count the index keeps; higher counts saturate (BM25's tf factor is flat there)."""
 COUNT_ALL = BUCKETS // 16
 """Unseen postings from which :meth:`ForwardLists.ids` counts them over every bucket (one pass
 over ``2**20`` counters) instead of sorting them: below it, the sort of the batch is cheaper."""

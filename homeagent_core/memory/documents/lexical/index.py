@@ -46,28 +46,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.lexical.bm25 import WORD_NORM, accumulate, length_factors, saturate, word_weights
+from homeagent_core.lexical.buckets import BUCKETS, term_counts, typed_query_terms
 from homeagent_core.memory.documents import native
-from homeagent_core.memory.documents.lexical.bm25 import (
-    WORD_NORM,
-    covered_words,
-    length_factors,
-    saturate,
-    score_terms,
-    score_texts,
-    word_weights,
-)
-from homeagent_core.memory.documents.lexical.buckets import (
-    BUCKETS,
-    char_ngrams,
-    decode_many,
-    decode_terms,
-    encode_terms,
-    term_counts,
-    typed_query_terms,
-)
+from homeagent_core.memory.documents.lexical.coverage import covered_words
 from homeagent_core.memory.documents.lexical.forward import ForwardLists, range_index
 from homeagent_core.memory.documents.lexical.postings import fold_postings
-from homeagent_core.memory.documents.lexical.scoring import accumulate, budget_order, rescore_compiled, rescore_numpy
+from homeagent_core.memory.documents.lexical.scoring import budget_order, rescore_compiled, rescore_numpy
 from homeagent_core.memory.documents.lexical.snapshot import (
     FileArray,
     SnapshotArrays,
@@ -80,19 +65,7 @@ from homeagent_core.memory.documents.top_k import top_indices
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = [
-    "BUCKETS",
-    "LexicalIndex",
-    "char_ngrams",
-    "decode_many",
-    "decode_terms",
-    "encode_terms",
-    "length_factors",
-    "score_terms",
-    "score_texts",
-    "term_counts",
-    "word_weights",
-]
+__all__ = ["LexicalIndex"]
 
 DELTA_MAX = 1 << 17
 """Postings the delta holds before it is folded into the base."""
@@ -513,7 +486,7 @@ class LexicalIndex:
             rescore_numpy(self._forward, out, cand, buckets, idf, self._doc_factors(), self.k1)
 
     def word_coverage(self, query: str, slots: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Which words of ``query`` each of ``slots`` holds (:func:`.bm25.covered_words`)."""
+        """Which words of ``query`` each of ``slots`` holds (:func:`.coverage.covered_words`)."""
         return covered_words(query, slots, self._df, self._alive, self._forward)
 
     def fingerprints(self, slots: npt.NDArray[np.int64]) -> list[bytes]:
@@ -521,7 +494,7 @@ class LexicalIndex:
 
         Texts that differ only in case, full-width forms or which punctuation marks end their
         clauses ("...王芳。" / "...王芳！") index the same terms
-        (:func:`~homeagent_core.memory.documents.lexical.terms.normalize`), so they share a fingerprint.
+        (:func:`~homeagent_core.lexical.terms.normalize`), so they share a fingerprint.
         A slot that is not indexed gets ``b""``.
         """
         out = [b""] * len(slots)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.buckets import BUCKETS
+from homeagent_core.lexical.buckets import BUCKETS
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from homeagent_core.lexical.bm25 import accumulate
 from homeagent_core.memory.documents import native
 from homeagent_core.memory.documents.query_pool import query_pool
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from homeagent_core.memory.documents.lexical.forward import ForwardLists
 
-__all__ = ["SPLIT_ENTRIES", "accumulate", "budget_order", "rescore_compiled", "rescore_numpy"]
+__all__ = ["SPLIT_ENTRIES", "budget_order", "rescore_compiled", "rescore_numpy"]
 
 SPLIT_ENTRIES = 1 << 16
 """Forward entries a rescoring reads before it splits them over two threads (a query on a large
@@ -46,48 +47,6 @@ def budget_order(lens: npt.NDArray[np.int64], words: npt.NDArray[np.int64], cove
     rank = np.empty(len(lens), dtype=np.int64)
     rank[by_word] = np.arange(len(lens)) - np.repeat(starts, np.diff(np.append(starts, len(lens))))
     return np.lexsort((lens, rank))
-
-
-def accumulate(
-    out: npt.NDArray[np.float32],
-    slots: npt.NDArray[np.int32],
-    tfs: npt.NDArray[np.uint8],
-    weights: npt.NDArray[np.float32],
-    factors: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]],
-    k1: float,
-    group: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
-) -> None:
-    """Add ``weight · tf·(k1+1)/(tf+norm)`` of each posting to its slot's score.
-
-    ``factors`` = (norm, unit) per slot (``LexicalIndex._doc_factors``). ``group`` = (ids,
-    cand) says the postings belong to a few slots only (``slots[i] == cand[ids[i]]``, ``cand``
-    unique): sums are then formed per candidate instead of over every slot, with the same
-    arithmetic in the same order (so the same scores).
-    """
-    if not len(slots):
-        return
-    norm, unit = factors
-    ids, size = (slots, len(out)) if group is None else (group[0], len(group[1]))
-    if len(slots) < len(out) // 2:
-        tf = tfs.astype(np.float32)
-        contrib = weights * tf * (k1 + 1.0) / (tf + norm.take(slots))
-        summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
-    else:
-        # many postings: most have tf = 1, whose factor depends on the document only, so
-        # sum the idf weights per document once and scale; the few tf > 1 are weighted by
-        # their factor over the tf = 1 one first (one pass over every slot, not two)
-        scaled = weights.astype(np.float64)  # bincount works in float64 anyway
-        many = np.flatnonzero(tfs > 1)
-        if len(many):
-            tf, near = tfs.take(many).astype(np.float32), norm.take(slots.take(many))
-            scaled[many] *= tf * (1.0 + near) / (tf + near)  # = tf·(k1+1)/(tf+norm) ÷ unit
-        total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
-        total *= unit[: len(out)] if group is None else unit.take(group[1])
-        summed = total.astype(np.float32)
-    if group is None:
-        out += summed
-    else:
-        out[group[1]] += summed
 
 
 def rescore_numpy(

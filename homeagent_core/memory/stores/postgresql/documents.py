@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from homeagent_core.lexical.buckets import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.audience import LIBRARY_OWNER
 from homeagent_core.memory.documents import ranking as doc_ranking
-from homeagent_core.memory.documents.lexical.index import decode_terms, encode_terms, term_counts
 from homeagent_core.memory.documents.model import DOCUMENT_COLUMNS, DocHit, Document, document_from_row
 from homeagent_core.memory.stores.documents import BaseDocumentStore
 from homeagent_core.memory.stores.postgresql.database import PgDatabase

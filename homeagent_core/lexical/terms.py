@@ -39,7 +39,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from homeagent_core.embeddings.tfidf import load_jieba
+from homeagent_core.lexical.segmenter import load_jieba
 
 __all__ = ["STOP_WORDS", "TERMS_VERSION", "normalize", "piece_grams", "pieces", "typed_word_grams", "word_grams"]
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from homeagent_core.embeddings.jieba_dict import CompactTokenizer, cache_path
-from homeagent_core.embeddings.tfidf import load_jieba
+from homeagent_core.lexical.jieba_dict import CompactTokenizer, cache_path
+from homeagent_core.lexical.segmenter import load_jieba
 
 TEXTS = [
     "小王住在杭州市西湖区，周末常去咖啡馆看书。",

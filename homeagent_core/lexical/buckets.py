@@ -1,6 +1,6 @@
 """Hashed terms of the lexical path: grams to buckets, a document's term counts, their stored form.
 
-Every gram of :func:`~homeagent_core.memory.documents.lexical.terms.word_grams` is hashed (crc32) into one
+Every gram of :func:`~homeagent_core.lexical.terms.word_grams` is hashed (crc32) into one
 of :data:`BUCKETS` buckets; a document is indexed as its sorted unique buckets with their
 counts (:func:`term_counts`), stored with it as bytes (:func:`encode_terms`) so the index can be
 rebuilt without re-tokenising. Hashing is cached per run of letters or CJK characters: words
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.terms import piece_grams, pieces, typed_word_grams
+from homeagent_core.lexical.terms import piece_grams, pieces, typed_word_grams
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -37,7 +37,7 @@ _MASK = BUCKETS - 1
 
 
 def char_ngrams(text: str) -> list[str]:
-    """Every index gram of ``text`` (:func:`~homeagent_core.memory.documents.lexical.terms.word_grams`, flattened).
+    """Every index gram of ``text`` (:func:`~homeagent_core.lexical.terms.word_grams`, flattened).
 
     ``"Hi Mel"`` gives ``" h", "hi", "i ", " hi", "hi ", " hi ", " m", ...``; Chinese gives
     character bigrams and whole three- or four-character words. Punctuation never forms

@@ -1,10 +1,15 @@
-"""BM25 arithmetic shared by the lexical index and by scoring a few texts without one.
+"""BM25 arithmetic of the lexical scheme, shared by every index over its terms.
+
+The document store's on-disk index (:mod:`homeagent_core.memory.documents.lexical.index`), the
+knowledge base's in-memory one (:class:`~homeagent_core.lexical.collection.LexicalCollection`)
+and the scoring of a few texts without an index all weigh and sum the same way:
 
 * :func:`word_weights` — a query's bucket weights: idf, shared among the grams of each Chinese word;
+* :func:`saturate` — term counts as indexes keep them (``uint8``, saturating at :data:`TF_MAX`);
 * :func:`length_factors` — BM25's per-document length norm and the tf=1 factor;
+* :func:`accumulate` — the per-posting sums ``weight · tf·(k1+1)/(tf+norm)``;
 * :func:`score_texts` / :func:`score_terms` — the scores a lexical index holding just those texts
-  would give (the working context ranks its few events with them);
-* :func:`covered_words` — which of a query's words each of some documents holds.
+  would give (the working context ranks its few events with them).
 """
 
 from __future__ import annotations
@@ -14,16 +19,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from homeagent_core.memory.documents.lexical.buckets import term_counts, typed_query_terms
-from homeagent_core.memory.documents.lexical.forward import TF_MAX
-from homeagent_core.memory.documents.lexical.scoring import accumulate
+from homeagent_core.lexical.buckets import term_counts, typed_query_terms
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from homeagent_core.memory.documents.lexical.forward import ForwardLists
+__all__ = [
+    "TF_MAX",
+    "WORD_NORM",
+    "accumulate",
+    "length_factors",
+    "saturate",
+    "score_terms",
+    "score_texts",
+    "word_weights",
+]
 
-__all__ = ["WORD_NORM", "covered_words", "length_factors", "saturate", "score_terms", "score_texts", "word_weights"]
+TF_MAX = 255
+"""Largest term count an index keeps; higher counts saturate (BM25's tf factor is flat there)."""
 
 WORD_NORM = 0.5
 """How the grams of one Chinese query word share its weight (:func:`word_weights`)."""
@@ -64,6 +77,48 @@ def length_factors(
     avgdl = total_len / count if total_len > 0 and count else 1.0
     norm = (k1 * (1.0 - b + (b / avgdl) * dl)).astype(np.float32)
     return norm, ((k1 + 1.0) / (1.0 + norm)).astype(np.float32)
+
+
+def accumulate(
+    out: npt.NDArray[np.float32],
+    slots: npt.NDArray[np.int32],
+    tfs: npt.NDArray[np.uint8],
+    weights: npt.NDArray[np.float32],
+    factors: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]],
+    k1: float,
+    group: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None,
+) -> None:
+    """Add ``weight · tf·(k1+1)/(tf+norm)`` of each posting to its slot's score.
+
+    ``factors`` = (norm, unit) per slot (:func:`length_factors`). ``group`` = (ids,
+    cand) says the postings belong to a few slots only (``slots[i] == cand[ids[i]]``, ``cand``
+    unique): sums are then formed per candidate instead of over every slot, with the same
+    arithmetic in the same order (so the same scores).
+    """
+    if not len(slots):
+        return
+    norm, unit = factors
+    ids, size = (slots, len(out)) if group is None else (group[0], len(group[1]))
+    if len(slots) < len(out) // 2:
+        tf = tfs.astype(np.float32)
+        contrib = weights * tf * (k1 + 1.0) / (tf + norm.take(slots))
+        summed = np.bincount(ids, weights=contrib, minlength=size).astype(np.float32)
+    else:
+        # many postings: most have tf = 1, whose factor depends on the document only, so
+        # sum the idf weights per document once and scale; the few tf > 1 are weighted by
+        # their factor over the tf = 1 one first (one pass over every slot, not two)
+        scaled = weights.astype(np.float64)  # bincount works in float64 anyway
+        many = np.flatnonzero(tfs > 1)
+        if len(many):
+            tf, near = tfs.take(many).astype(np.float32), norm.take(slots.take(many))
+            scaled[many] *= tf * (1.0 + near) / (tf + near)  # = tf·(k1+1)/(tf+norm) ÷ unit
+        total = np.bincount(ids, weights=scaled, minlength=size).astype(np.float64, copy=False)
+        total *= unit[: len(out)] if group is None else unit.take(group[1])
+        summed = total.astype(np.float32)
+    if group is None:
+        out += summed
+    else:
+        out[group[1]] += summed
 
 
 def score_texts(query: str, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> npt.NDArray[np.float32]:
@@ -111,38 +166,3 @@ def score_terms(
     accumulate(out, slots[hit], tfs[hit], idf[at[hit]], factors, k1)
     return out[1 : n + 1]
 
-
-def covered_words(
-    query: str,
-    slots: npt.NDArray[np.int64],
-    df: npt.NDArray[np.int32],
-    alive: npt.NDArray[np.bool_],
-    forward: ForwardLists,
-) -> npt.NDArray[np.bool_]:
-    """Which words of ``query`` each of ``slots`` holds: a ``len(slots) × words`` table.
-
-    A document holds a word when it holds at least half of that word's grams (its grams
-    run into the next word, so a word said in other company still counts). Words no
-    document holds are left out of the table's columns; unindexed slots hold nothing.
-    """
-    buckets, words, _ = typed_query_terms(query)
-    present = df[buckets] > 0 if len(buckets) else np.zeros(0, dtype=bool)
-    buckets, words = buckets[present], words[present]
-    if not len(buckets) or not len(slots):
-        return np.zeros((len(slots), 0), dtype=bool)
-    _, column = np.unique(words, return_inverse=True)
-    n_words = int(column.max()) + 1
-    grams = np.bincount(column, minlength=n_words)
-    order = np.argsort(slots, kind="stable")
-    cand = slots[order].astype(np.int64)
-    live = (cand > 0) & (cand < len(alive))
-    live[live] = alive[cand[live]]
-    held = np.zeros((len(slots), n_words), dtype=np.int64)
-    if live.any():
-        tags = np.arange(1, len(buckets) + 1, dtype=np.float32)  # weight = 1 + the bucket's index
-        which, _, weight = forward.weigh(cand[live], buckets, tags)
-        rows = order[np.flatnonzero(live)][which]
-        np.add.at(held, (rows, column[weight.astype(np.int64) - 1]), 1)
-    covered: npt.NDArray[np.bool_] = 2 * held >= grams
-    covered &= held > 0
-    return covered

@@ -142,7 +142,7 @@ def _build_in_child(path: Path) -> bool:
     """
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    code = "import sys; from homeagent_core.embeddings.jieba_dict import write_cache; write_cache(sys.argv[1])"
+    code = "import sys; from homeagent_core.lexical.jieba_dict import write_cache; write_cache(sys.argv[1])"
     try:
         done = subprocess.run(
             [sys.executable, "-c", code, str(path)], env=env, capture_output=True, timeout=300, check=False
