@@ -23,6 +23,7 @@ import pluggy
 from homeagent_sdk import _names
 from homeagent_sdk._version import __version__
 from homeagent_sdk.api import (
+    NOTIFY_EVENT,
     AdapterRegistry,
     ChannelRegistry,
     CommandApp,
@@ -69,6 +70,7 @@ from homeagent_sdk.types import (
 hookimpl = pluggy.HookimplMarker(_names.PROJECT_NAME)
 
 __all__ = [
+    "NOTIFY_EVENT",
     "STAGES",
     "AdapterRegistry",
     "Caps",

@@ -241,6 +241,14 @@ class LLMAPI(Protocol):
     async def set_source(self, name: str) -> None: ...
 
 
+#: The bus event that sends a notification to people's phones (the web UI's Web Push). Data:
+#: ``person`` (a person's name; ``""`` the owner; ``"*"`` the whole household, guests excepted),
+#: ``title``, ``body`` and optionally ``tag`` (a later notification with the same tag replaces it).
+#: It reaches people even when no model answers, so use it for what must not wait on a turn (a
+#: water leak); an in-process plugin publishes it with ``sdk.events.publish(NOTIFY_EVENT, {...})``.
+NOTIFY_EVENT = "notify"
+
+
 class EventsAPI(Protocol):
     """The event bus."""
 

@@ -2,8 +2,11 @@
 
 Tools: ``calendar_list(from, to)`` (the events of every calendar and subscription in a window,
 times in the household's zone — "明天家里有什么安排" is ``calendar_list(from="明天")``),
-``calendar_add(title, when, duration, repeat, location)``, ``calendar_move(id, when)`` and
-``calendar_delete(id)``. ``when`` and ``repeat`` are read like a reminder's
+``calendar_add(title, when, duration, repeat, location)``, ``calendar_move(id, when, occurrence)`` and
+``calendar_delete(id, occurrence, following)``: without ``occurrence`` a repeating event moves or goes
+as a whole series, with it only that occurrence (an override VEVENT or an EXDATE, see
+:mod:`homeagent_core.builtin.calendar_occurrences`); a changed event is written back only if
+nobody changed it since it was read (If-Match). ``when`` and ``repeat`` are read like a reminder's
 (:func:`homeagent_core.builtin.when.parse_when`: 明天早上7点, 每周一早上八点, next Friday 9am,
 ISO 8601) in the household's zone (``plugin.reminders.timezone``); a repeat is stored as the
 event's RRULE with its VTIMEZONE, so other calendar apps show it at the same local time.
@@ -27,16 +30,37 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from homeagent_core.builtin.calendar_events import CalendarEvent, EventDataError, expand, make_event, shift_event
-from homeagent_core.builtin.calendar_sources import CalDAVCalendar, CalendarError, IcsSubscription, fetch_ics
+from homeagent_core.builtin.calendar_occurrences import (
+    Occurrence,
+    cancel_occurrence,
+    end_series_before,
+    find_occurrence,
+    move_occurrence,
+)
+from homeagent_core.builtin.calendar_said import (
+    RELATIVE,
+    list_window,
+    midnight,
+    read_duration,
+    read_occurrence,
+    read_when,
+)
+from homeagent_core.builtin.calendar_sources import (
+    CalDAVCalendar,
+    CalendarError,
+    IcsSubscription,
+    StoredEvent,
+    fetch_ics,
+)
 from homeagent_core.builtin.reminders import RemindersPlugin, household_zone
 from homeagent_core.builtin.when import WhenError, parse_when
-from homeagent_core.durations import format_duration, parse_duration
+from homeagent_core.durations import format_duration
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk import ConfigDef, SettingsRegistry, ToolDef, ToolError, ToolRegistryProtocol, hookimpl
 from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
@@ -56,19 +80,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
-_TIME_OF_DAY = re.compile(
-    r"\d\s*[:：点點时時]|\d\s*(am|pm|h\b)|[零一二两三四五六七八九十]+\s*[点點]|早上|早晨|午|晚|夜|凌晨|"
-    r"morning|noon|afternoon|evening|night|tonight|小时|分钟|hour|minute|T\d",
-    re.IGNORECASE,
-)
-_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-#: Windows said as a week or a weekend: (first day, days) relative to this week's Monday.
-_WEEKS: dict[str, tuple[int, int]] = {
-    "这周": (0, 7), "本周": (0, 7), "这个星期": (0, 7), "this week": (0, 7),
-    "下周": (7, 7), "下个星期": (7, 7), "next week": (7, 7),
-    "周末": (5, 2), "这周末": (5, 2), "本周末": (5, 2), "this weekend": (5, 2), "weekend": (5, 2),
-    "下周末": (12, 2), "next weekend": (12, 2),
-}
 _MAX_EVENTS = 200
 _MAX_TITLE = 500
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
@@ -258,24 +269,7 @@ class CalendarPlugin:
         """
         zone = self.zone()
         now = datetime.now(zone)
-        week = _WEEKS.get(" ".join(from_.lower().split()))
-        start = _read_bound(from_, now, zone, "from")[0] if from_.strip() else now
-        if week is not None and not to.strip():
-            monday = _midnight(now) - timedelta(days=now.weekday())
-            start = max(_midnight(monday + timedelta(days=week[0])), _midnight(now))
-            end = _midnight(monday + timedelta(days=week[0] + week[1]))
-        elif to.strip():
-            end, end_is_day = _read_bound(to, now, zone, "to")
-            if end_is_day:
-                end = _next_midnight(end, zone)
-        elif from_.strip():  # a day, or a time of day: until that day's end
-            end = _next_midnight(start, zone)
-        else:
-            end = start + timedelta(days=7)
-        if end <= start:
-            raise ToolError(f"to ({end.isoformat()}) is not after from ({start.isoformat()}); which window is meant?")
-        if end - start > timedelta(days=366):
-            raise ToolError("the window is longer than a year; ask for a shorter one")
+        start, end = list_window(from_, to, now, zone)
         sources = len(self.calendars()) + len(self.subscriptions())
         if not sources:
             raise ToolError(_NOT_SET_UP)
@@ -318,7 +312,7 @@ class CalendarPlugin:
             parsed = parse_when(str(when), datetime.now(zone), zone, repeat=str(repeat))
         except WhenError as exc:
             raise ToolError(str(exc)) from None
-        length = _read_duration(duration or str(self.sdk.settings.get("default_duration") or "1h"))
+        length = read_duration(duration or str(self.sdk.settings.get("default_duration") or "1h"))
         uid, ical = make_event(body, parsed.at, length, rrule=parsed.rrule, location=" ".join(location.split()))
         await self._blocking(cal.add, ical)
         self._wake.set()
@@ -326,39 +320,109 @@ class CalendarPlugin:
                               repeat=parsed.rrule)
         return {"added": event.to_dict(zone)}
 
-    async def calendar_move(self, event_id: str, when: str) -> dict[str, Any]:
-        """Move an event to a new start time (a repeating event moves as a whole series); its length stays.
+    async def calendar_move(
+        self, event_id: str, when: str, occurrence: str = "", following: bool = False
+    ) -> dict[str, Any]:
+        """Move an event to a new start time; its length stays.
+
+        Without occurrence a repeating event moves as a whole series; with occurrence only that one
+        occurrence moves ("把下周二的游泳课改到周三下午四点": occurrence="下周二", when="周三下午四点").
 
         Args:
             event_id: the event's id from calendar_list (calendar/uid).
-            when: the new start: 明天下午4点, 下周五上午10点, next Monday 9am, ISO 8601.
+            when: the new start: 明天下午4点, 下周五上午10点, next Monday 9am, ISO 8601. With occurrence, a time
+                alone (下午五点) or a weekday alone (周三下午四点) is read from the occurrence's own day.
+            occurrence: only for a repeating event: which occurrence, by its start as calendar_list shows it
+                (ISO 8601) or its day as said: 这周四, 下周二, 12月24日, this Sunday, 2026-12-24.
+            following: not supported: moving one occurrence and all after it would split the series.
         """
+        if following:
+            raise ToolError(
+                "moving an occurrence and all following ones would split the series in two, which is not "
+                "supported; move the whole series (leave out occurrence), or move the occurrences one by one"
+            )
         cal, uid = self._locate(event_id)
         zone = self.zone()
+        now = datetime.now(zone)
+        if not str(occurrence).strip():
+            new_start = read_when(when, now, zone)
+            stored = await self._blocking(cal.read, uid)
+            try:
+                changed, old_start = await self._blocking(
+                    shift_event, stored.text, uid, new_start, f"calendar {cal.name!r}"
+                )
+            except EventDataError as exc:
+                raise ToolError(str(exc)) from None
+            await self._blocking(cal.replace, stored, changed)
+            self._wake.set()
+            return {"moved": f"{cal.name}/{uid}", "from": old_start.astimezone(zone).isoformat(),
+                    "to": new_start.isoformat()}
+        stored, found = await self._occurrence(cal, uid, occurrence, now, zone)
+        reference = midnight(found.start.astimezone(zone))
+        new_start = read_when(when, now if RELATIVE.search(str(when)) else max(reference, now), zone)
         try:
-            new_start = parse_when(str(when), datetime.now(zone), zone).at
-        except WhenError as exc:
-            raise ToolError(str(exc)) from None
-        text = await self._blocking(cal.read, uid)
-        try:
-            changed, old_start = shift_event(text, uid, new_start, f"calendar {cal.name!r}")
+            changed = await self._blocking(
+                move_occurrence, stored.text, uid, found, new_start, zone, f"calendar {cal.name!r}"
+            )
         except EventDataError as exc:
             raise ToolError(str(exc)) from None
-        await self._blocking(cal.replace, uid, changed)
+        await self._blocking(cal.replace, stored, changed)
         self._wake.set()
-        return {"moved": f"{cal.name}/{uid}", "from": old_start.astimezone(zone).isoformat(),
-                "to": new_start.isoformat()}
+        return {"moved": f"{cal.name}/{uid}", "occurrence": _shown(found.recurrence_id, zone, found.all_day),
+                "from": _shown(found.start, zone, found.all_day),
+                "to": new_start.date().isoformat() if found.all_day else new_start.isoformat()}
 
-    async def calendar_delete(self, event_id: str) -> str:
-        """Delete an event (a repeating event is deleted with all its occurrences).
+    async def calendar_delete(self, event_id: str, occurrence: str = "", following: bool = False) -> str:
+        """Delete an event, or cancel one occurrence of a repeating event.
+
+        Without occurrence a repeating event is deleted with all its occurrences; with occurrence only
+        that one is cancelled ("这周四的钢琴课取消": occurrence="这周四"), the rest stays.
 
         Args:
             event_id: the event's id from calendar_list (calendar/uid).
+            occurrence: only for a repeating event: which occurrence, by its start as calendar_list shows it
+                (ISO 8601) or its day as said: 这周四, 下周二, 12月24日, this Sunday, 2026-12-24.
+            following: with occurrence: also cancel every later occurrence (the series ends before it).
         """
         cal, uid = self._locate(event_id)
-        await self._blocking(cal.delete, uid)
+        if not str(occurrence).strip():
+            if following:
+                raise ToolError("following needs occurrence: from which occurrence on should the series end?")
+            await self._blocking(cal.delete, uid)
+            self._wake.set()
+            return f"{cal.name}/{uid} deleted"
+        zone = self.zone()
+        stored, found = await self._occurrence(cal, uid, occurrence, datetime.now(zone), zone)
+        source = f"calendar {cal.name!r}"
+        try:
+            edit = end_series_before if following else cancel_occurrence
+            changed = await self._blocking(edit, stored.text, uid, found, zone, source)
+        except EventDataError as exc:
+            raise ToolError(str(exc)) from None
+        day = _shown(found.start, zone, found.all_day)
+        if changed is None:  # from its first occurrence on: nothing is left of the series
+            await self._blocking(cal.delete, uid)
+            answer = f"{cal.name}/{uid} deleted: the series started with the occurrence on {day}"
+        else:
+            await self._blocking(cal.replace, stored, changed)
+            answer = (f"{cal.name}/{uid}: the occurrences from {day} on are cancelled; the earlier ones stay"
+                      if following else f"{cal.name}/{uid}: the occurrence on {day} is cancelled; the rest stays")
         self._wake.set()
-        return f"{cal.name}/{uid} deleted"
+        return answer
+
+    async def _occurrence(
+        self, cal: CalDAVCalendar, uid: str, said: str, now: datetime, zone: ZoneInfo
+    ) -> tuple[StoredEvent, Occurrence]:
+        """The stored series ``uid`` and its occurrence named by ``said``; a clear error when there is not one."""
+        start, end, that_day = read_occurrence(str(said), now, zone)
+        stored = await self._blocking(cal.read, uid)
+        try:
+            found = await self._blocking(
+                find_occurrence, stored.text, uid, start, end, zone, f"calendar {cal.name!r}", that_day
+            )
+        except EventDataError as exc:
+            raise ToolError(str(exc)) from None
+        return stored, found
 
     def _locate(self, event_id: str) -> tuple[CalDAVCalendar, str]:
         name, sep, uid = str(event_id).strip().partition("/")
@@ -507,64 +571,12 @@ def _renamed(tool: ToolDef, **names: str) -> ToolDef:
     )
 
 
-def _read_bound(text: str, now: datetime, zone: ZoneInfo, which: str) -> tuple[datetime, bool]:
-    """A window bound and whether it names a whole day (then it is that day's local midnight)."""
-    said = text.strip()
-    week = _WEEKS.get(" ".join(said.lower().split()))
-    if week is not None:
-        monday = _midnight(now) - timedelta(days=now.weekday())
-        return max(_midnight(monday + timedelta(days=week[0])), _midnight(now)), True
-    if _ISO_DAY.match(said):
-        try:
-            day = datetime.fromisoformat(said)
-        except ValueError:
-            raise ToolError(f"{which}: {said!r} is not a date; which day is meant?") from None
-        return day.replace(tzinfo=zone), True
-    is_day = _TIME_OF_DAY.search(said) is None
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    try:
-        # a day is read from today's midnight, so "今天"/"today" is not "already passed"
-        at = parse_when(said, midnight if is_day else now, zone).at
-    except WhenError as exc:
-        if is_day:
-            with contextlib.suppress(WhenError):
-                return parse_when(said, now, zone).at, False
-        raise ToolError(f"{which}: {exc}") from None
-    if is_day:
-        return at.replace(hour=0, minute=0, second=0, microsecond=0), True
-    return at, False
-
-
-def _midnight(moment: datetime) -> datetime:
-    """Local midnight of ``moment``'s day (in its own zone, DST-correct)."""
-    zone = moment.tzinfo
-    return datetime(moment.year, moment.month, moment.day, tzinfo=zone)
-
-
-def _next_midnight(moment: datetime, zone: ZoneInfo) -> datetime:
-    local = moment.astimezone(zone)
-    day = local.date() + timedelta(days=1)
-    return datetime(day.year, day.month, day.day, tzinfo=zone)
-
-
-def _read_duration(text: str) -> timedelta:
-    said = text.strip()
-    try:
-        seconds = parse_duration(said)
-    except ValueError:
-        seconds = _spoken_span(said)
-    if seconds <= 0 or seconds > 366 * 86400:
-        raise ToolError(f"duration {said!r} must be more than 0 and at most a year; how long is the event?")
-    return timedelta(seconds=seconds)
-
-
-def _spoken_span(said: str) -> float:
-    """A span said in words ("半小时", "2小时", "90 minutes"), read by the reminders parser as "<span>后"."""
-    reference = datetime(2001, 1, 1, tzinfo=ZoneInfo("UTC"))
-    for attempt in (f"{said}后", f"in {said}"):
-        with contextlib.suppress(WhenError):
-            return (parse_when(attempt, reference, ZoneInfo("UTC")).at - reference).total_seconds()
-    raise ToolError(f"duration {said!r} cannot be read; say e.g. 1h, 30m, 1h30m, 半小时 or 2小时")
+def _shown(moment: date | datetime, zone: ZoneInfo, all_day: bool) -> str:
+    """An occurrence's start as calendar_list shows it: ISO 8601 in the household's zone, a date when all-day."""
+    if not isinstance(moment, datetime):
+        return moment.isoformat()
+    local = (moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)).astimezone(zone)
+    return local.date().isoformat() if all_day else local.isoformat()
 
 
 def _before_text(event: CalendarEvent, zone: ZoneInfo, before: float) -> str:

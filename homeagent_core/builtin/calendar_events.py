@@ -192,10 +192,41 @@ def _rrule_dict(rrule: str) -> dict[str, list[str]]:
     return parts
 
 
+def _carry_exceptions(cal: Any, master: Any, uid: str, old: datetime, new_start: datetime) -> None:
+    """Move the series' EXDATEs and its overrides' RECURRENCE-IDs along with its first start.
+
+    An occurrence ``d`` after the old first start (wall-clock, in the old zone) is the same
+    distance after the new one (in the new zone), so a cancelled occurrence stays cancelled
+    and a moved one keeps replacing the occurrence it replaced; a moved one keeps its own time.
+    """
+    old_zone = old.tzinfo or new_start.tzinfo
+    zone = new_start.tzinfo
+    assert old_zone is not None and zone is not None
+
+    def carried(value: date | datetime) -> date | datetime:
+        if not isinstance(value, datetime):
+            return value
+        wall = _instant(value, old_zone).astimezone(old_zone).replace(tzinfo=None)
+        return (new_start.replace(tzinfo=None) + (wall - old.replace(tzinfo=None))).replace(tzinfo=zone)
+
+    raw = master.get("EXDATE")
+    if raw is not None:
+        values = [d.dt for group in (raw if isinstance(raw, list) else [raw]) for d in group.dts]
+        del master["EXDATE"]
+        for value in values:
+            master.add("EXDATE", carried(value))
+    for override in cal.walk("VEVENT"):
+        if str(override.get("UID", "")) == uid and override.get("RECURRENCE-ID") is not None:
+            rid = carried(override["RECURRENCE-ID"].dt)
+            del override["RECURRENCE-ID"]
+            override.add("RECURRENCE-ID", rid)
+
+
 def shift_event(text: str | bytes, uid: str, new_start: datetime, source: str) -> tuple[str, datetime]:
     """Move the event ``uid`` in ``text`` so it starts at ``new_start`` (a series moves as a whole).
 
-    The duration is kept; the start is written in ``new_start``'s zone. Returns the new
+    The duration is kept; the start is written in ``new_start``'s zone, and so are the series'
+    cancelled (EXDATE) and moved (RECURRENCE-ID) occurrences, carried along. Returns the new
     iCalendar text and the old start.
 
     Raises:
@@ -223,6 +254,8 @@ def shift_event(text: str | bytes, uid: str, new_start: datetime, source: str) -
             del master[key]
     master.add("DTSTART", new_start)
     master.add("DTEND", new_start + length)
+    if isinstance(old, datetime):
+        _carry_exceptions(cal, master, uid, old, new_start)
     rule = master.get("RRULE")
     if rule is not None and len(rule.get("BYDAY", [])) == 1 and isinstance(old, datetime):
         moved = old_start.astimezone(zone).weekday() != new_start.weekday()

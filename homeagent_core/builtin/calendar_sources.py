@@ -23,7 +23,7 @@ import httpx
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.ssrf import AddressPolicy, download_capped
 
-__all__ = ["CalDAVCalendar", "CalendarError", "IcsSubscription", "fetch_ics"]
+__all__ = ["CalDAVCalendar", "CalendarError", "IcsSubscription", "StoredEvent", "fetch_ics"]
 
 
 class CalendarError(ToolError):
@@ -94,6 +94,16 @@ def _errors() -> tuple[type[BaseException], ...]:
     from caldav.lib import error as dav_error
 
     return (dav_error.DAVError, niquests.exceptions.RequestException, OSError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One event object as read from a CalDAV calendar: what :meth:`CalDAVCalendar.replace` writes back over."""
+
+    uid: str
+    text: str
+    url: str
+    etag: str  # "" when the server gave none (then the write is not conditional)
 
 
 @dataclass
@@ -169,24 +179,40 @@ class CalDAVCalendar:
 
         self._call("adding the event", run)
 
-    def read(self, uid: str) -> str:
-        """The iCalendar text of the object holding ``uid``."""
+    def read(self, uid: str) -> StoredEvent:
+        """The object holding ``uid``: its iCalendar text, URL and ETag (for :meth:`replace`)."""
 
-        def run() -> str:
+        def run() -> StoredEvent:
             with self._client() as client:
-                return str(self._collection(client).get_event_by_uid(uid).data)
+                obj = self._collection(client).get_event_by_uid(uid)
+                return StoredEvent(uid, str(obj.data), str(obj.url), str(obj.etag or ""))
 
-        text: str = self._call("finding the event", run)
-        return text
+        stored: StoredEvent = self._call("finding the event", run)
+        return stored
 
-    def replace(self, uid: str, ical: str) -> None:
-        """Overwrite the object holding ``uid`` with ``ical``."""
+    def replace(self, stored: StoredEvent, ical: str) -> None:
+        """Overwrite ``stored`` with ``ical``, only if nobody changed it since it was read (If-Match).
+
+        Raises:
+            CalendarError: another client changed or deleted the object in between (HTTP 412);
+                nothing was written, their change stays.
+        """
+        from caldav.calendarobjectresource import Event
+        from caldav.elements import dav
+        from caldav.lib import error as dav_error
 
         def run() -> None:
             with self._client() as client:
-                obj = self._collection(client).get_event_by_uid(uid)
-                obj.data = ical
-                obj.save()
+                props = {dav.GetEtag.tag: stored.etag} if stored.etag else {}
+                obj = Event(client=client, url=stored.url, parent=self._collection(client), props=props)
+                try:
+                    obj.save(raw_data=ical.encode(), precondition="etag")
+                except dav_error.ETagMismatchError:
+                    raise CalendarError(
+                        f"calendar {self.name!r}: the event {stored.uid!r} was changed by someone else (another "
+                        "app or person) after it was read here; nothing was changed and their change stays. "
+                        "Read it again with calendar_list and retry"
+                    ) from None
 
         self._call("saving the event", run)
 

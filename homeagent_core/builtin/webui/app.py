@@ -45,6 +45,7 @@ from homeagent_core.builtin.webui.guard import RequestGuard, parse_allowed_hosts
 from homeagent_core.builtin.webui.history import ChatHistory
 from homeagent_core.builtin.webui.push import PUSH_DB, VAPID_FILE, Pusher, PushKeys, PushStore
 from homeagent_core.plugins.registries import PluginRoutes
+from homeagent_sdk.api import NOTIFY_EVENT
 from homeagent_sdk.errors import InputQueueFull, PluginLoadError
 
 if TYPE_CHECKING:
@@ -112,11 +113,12 @@ def build_state(sdk: ScopedSDK) -> tuple[_State, dict[str, str]]:
         PushStore(sdk.data_dir / PUSH_DB),
         sdk.settings.get,
         lambda: _owners(services),
+        lambda: _household(services),
     )
     state.unsubscribe = (
         services.bus.subscribe(hub.handle, label="webui-sse", maxsize=10000),
         services.bus.subscribe(
-            state.pusher.handle, "reminder_due", "approval_requested", "resident", label="webui-push"
+            state.pusher.handle, "reminder_due", "approval_requested", "resident", NOTIFY_EVENT, label="webui-push"
         ),
     )
     return state, secrets
@@ -127,6 +129,13 @@ def _owners(services: Any) -> set[str]:
     rights = services.rights
     people = rights.people.list() if rights is not None else []
     return {""} | {p.name for p in people if p.role == "owner"}
+
+
+def _household(services: Any) -> set[str]:
+    """Whom a notification for the whole household reaches: the admin login and every person but guests."""
+    rights = services.rights
+    people = rights.people.list() if rights is not None else []
+    return {""} | {p.name for p in people if p.role != "guest"}
 
 
 async def login_page(request: Request) -> Response:

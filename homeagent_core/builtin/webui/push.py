@@ -10,7 +10,11 @@ What is pushed, and to whom (events on the bus):
 - ``reminder_due`` — to the person the reminder belongs to (the owner's devices when it has none;
   none for a guest's);
 - ``approval_requested`` — to the owner's devices;
-- ``resident`` with ``type: output`` (a resident's report) — to the owner's devices.
+- ``resident`` with ``type: output`` (a resident's report) — to the owner's devices;
+- ``notify`` (:data:`homeagent_sdk.NOTIFY_EVENT`, published by a plugin: a home watch that fired,
+  say) — ``person`` is a person's name, ``""`` for the owner, ``"*"`` for the whole household
+  (every person but guests); ``title`` and ``body`` are shown, ``tag`` replaces an earlier
+  notification with the same tag.
 
 Each message is a small JSON object (``title``, ``body``, ``tag``, ``url``) encrypted per
 RFC 8291 (aes128gcm, :mod:`http_ece`) and signed with a VAPID JWT (RFC 8292, :mod:`py_vapid`).
@@ -45,6 +49,7 @@ from py_vapid import Vapid02, VapidException
 from homeagent_core.workers import WorkerPool
 from homeagent_sdk._atomic import atomic_write
 from homeagent_sdk._schema import StoreSchema, open_schema, sql_step, version_one_if
+from homeagent_sdk.api import NOTIFY_EVENT
 from homeagent_sdk.errors import ToolError
 from homeagent_sdk.ssrf import AddressPolicy, GuardedTransport, check_url
 from homeagent_sdk.types import Event
@@ -58,6 +63,9 @@ PUSH_DB = "push.db"
 #: How long a push service keeps an undelivered message (seconds).
 TTL = 24 * 3600
 _MAX_BODY = 3000  # characters of text in one notification (a push message holds ~4 KB)
+_MAX_TITLE = 120
+#: ``notify``'s person for everyone in the household (guests excepted).
+EVERYONE = "*"
 
 
 #: The notification texts, in one place for the message catalogues.
@@ -218,11 +226,13 @@ class Pusher:
         store: PushStore,
         setting: Callable[[str], Any],
         owners: Callable[[], set[str]],
+        household: Callable[[], set[str]] | None = None,
     ) -> None:
         self.keys = keys
         self.store = store
         self._setting = setting
         self._owners = owners
+        self._household = household or owners
         self._tasks: set[asyncio.Task[Any]] = set()
         #: store calls and encryption run here, never on the event loop
         self.pool = WorkerPool("push", 2)
@@ -254,19 +264,39 @@ class Pusher:
             body = TEXTS["approval_body"].format(person=data.get("person", "?"), tool=data.get("tool", "?"))
             return None, {"title": TEXTS["approval"], "body": body, "tag": f"approval-{data.get('id', '')}",
                           "url": "/"}
+        if event.name == NOTIFY_EVENT:
+            return self._notification(event)
         if event.name == "resident" and data.get("type") == "output" and data.get("content"):
             return None, {"title": TEXTS["resident"].format(name=data.get("name", "?")),
                           "body": str(data.get("content", ""))[:_MAX_BODY], "tag": f"resident-{data.get('name')}",
                           "url": "/#residents"}
         return None
 
+    @staticmethod
+    def _notification(event: Event) -> tuple[str | None, dict[str, Any]] | None:
+        """A plugin's ``notify``: whom (a person, the owner, :data:`EVERYONE`) and what; None if malformed."""
+        data = event.data
+        person, title, body = data.get("person", ""), data.get("title"), data.get("body")
+        if not isinstance(person, str) or not isinstance(title, str) or not isinstance(body, str) or not title.strip():
+            log.warning("notify from %s ignored: it needs person (a name, \"\" or \"*\"), title and body as "
+                        "strings", event.source or "?")
+            return None
+        if person == "(guest)":
+            return None
+        tag = str(data.get("tag") or f"notify-{event.source or 'plugin'}")[:120]
+        payload = {"title": " ".join(title.split())[:_MAX_TITLE], "body": body[:_MAX_BODY], "tag": tag, "url": "/"}
+        return person or None, payload
+
     # ------------------------------------------------------------------ sending
 
     def _recipients(self, person: str | None) -> list[Subscription]:
         """Blocking: the subscriptions a notification for ``person`` (None: the owner) goes to.
 
-        The owner's devices are those of the admin login and of every person with the owner role.
+        The owner's devices are those of the admin login and of every person with the owner role;
+        :data:`EVERYONE`'s are every login's but a guest's.
         """
+        if person == EVERYONE:
+            return self.store.of(self._household())
         owners = self._owners()
         return self.store.of(owners if person is None or person in owners else {person})
 

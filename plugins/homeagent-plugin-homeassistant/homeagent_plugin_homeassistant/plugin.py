@@ -37,6 +37,7 @@ from homeagent_plugin_homeassistant.client import HAAuthError, HAClient, HAError
 from homeagent_plugin_homeassistant.match import Matcher
 from homeagent_plugin_homeassistant.watches import Watch, WatchEngine, WatchStore, parse_condition
 from homeagent_sdk import (
+    NOTIFY_EVENT,
     ChannelDef,
     ChannelRegistry,
     ConfigDef,
@@ -50,6 +51,7 @@ from homeagent_sdk import (
     hookimpl,
 )
 from homeagent_sdk.channels import Backoff, reconnect_setting
+from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import PluginError
 
 __all__ = ["CHANNEL", "HomeAssistantPlugin", "make_plugin", "parse_since"]
@@ -65,6 +67,10 @@ REGISTRY_SETTLE_S = 0.5
 #: How long home_call waits for Home Assistant to report the new state.
 SETTLE = 5.0
 _HISTORY_ROWS = 50
+#: What people say for "everyone at home" in a watch's notify list.
+_EVERYONE = frozenset({"全家", "全家人", "家里人", "家人", "大家", "所有人", "everyone", "everybody", "all", "family",
+                       "the family", "household"})
+_ME = frozenset({"我", "me", "myself"})
 _SPAN = re.compile(
     r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|秒|m|min|mins|minutes?|分钟|分|h|hr|hrs|hours?|小时|个小时|d|days?|天)\s*(ago|前|以前|之前)?\s*$"
 )
@@ -132,6 +138,25 @@ def _aliases(raw: Any) -> dict[str, list[str]]:
             '{"lock.front_door": ["前门", "大门"]}', plugin_name=NAME,
         )
     return {str(k): [str(n) for n in v] for k, v in value.items()}
+
+
+#: How a guest's principal is stored as a watch's creator.
+GUEST = "(guest)"
+
+
+def notified(watch: Watch) -> list[str]:
+    """Whose phones a fired watch goes to (``NOTIFY_EVENT`` persons): the people it names ("全家" is
+    everyone, "我" its creator), else its creator; a guest's watch reaches no phone.
+    """
+    if watch.created_by == GUEST:
+        return []
+    out: list[str] = []
+    for name in watch.notify or (watch.created_by,):
+        folded = name.casefold()
+        person = "*" if folded in _EVERYONE else watch.created_by if folded in _ME else name
+        if person not in out:
+            out.append(person)
+    return out
 
 
 class HomeAssistantPlugin:
@@ -374,12 +399,19 @@ class HomeAssistantPlugin:
         entity = self.catalog.entities.get(watch.entity_id)
         name = entity.name if entity is not None else watch.entity_id
         unit = str(entity.attributes.get("unit_of_measurement") or "") if entity is not None else ""
-        who = "、".join(watch.notify) if watch.notify else "设置这个提醒的人"
+        asker = watch.created_by if watch.created_by and watch.created_by != GUEST else ""
+        named = [asker or "设置这个提醒的人" if n.casefold() in _ME else n for n in watch.notify]
+        who = "、".join(named) if named else asker or "设置这个提醒的人"
         since = f"，已持续 {int(held)} 秒" if held else ""
         note = f"（{watch.message}）" if watch.message else ""
         text = (f"[家居提醒] {name}（{watch.entity_id}）现在是 {state}{unit}{since}{note}。"
                 f"请告诉：{who}。[{watch.id}]")
         started = self._seen_at or time.monotonic()
+        # Straight to their phones first: a leak must not wait on a model that may not answer.
+        body = f"{state}{unit}{f' ({int(held)} s)' if held else ''}{f' — {watch.message}' if watch.message else ''}"
+        for person in notified(watch):
+            self.sdk.events.publish(NOTIFY_EVENT, {"person": person, "title": name, "body": body,
+                                                   "tag": f"home-{watch.id}"})
         await self.sdk.io.inject_text(text, CHANNEL, InjectOptions(priority=Priority.L3))
         self.sdk.events.publish("home_watch_fired", {**watch.to_dict(), "state": state, "text": text})
         done = time.monotonic()
@@ -610,8 +642,10 @@ class HomeAssistantPlugin:
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         people = tuple(p.strip() for p in re.split(r"[,，、;；]", str(notify)) if p.strip())
+        principal = CURRENT_PRINCIPAL.get()
+        creator = "" if principal is None else principal.person or GUEST  # "" (no principal): the owner
         watch = await asyncio.to_thread(engine.store.add, entity.entity_id, condition, _duration(duration), people,
-                                        " ".join(str(message).split())[:500], bool(repeat))
+                                        " ".join(str(message).split())[:500], bool(repeat), creator)
         engine.add(watch, entity.state, entity.last_changed)
         return (f"{watch.id} set: when {entity.name} ({entity.entity_id}) is {condition}"
                 f"{f' for {int(watch.duration)} s' if watch.duration else ''}, tell "

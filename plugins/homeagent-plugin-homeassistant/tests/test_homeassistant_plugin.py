@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from ha_server import PLUGIN_ALIASES, HomeAssistant, running_home_assistant
-from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin, parse_since
+from homeagent_plugin_homeassistant.plugin import HomeAssistantPlugin, notified, parse_since
 from homeagent_plugin_homeassistant.watches import Watch, WatchEngine, WatchStore, parse_condition
 from phrases import PHRASES
 
-from homeagent_sdk import ToolError, Triple
+from homeagent_sdk import NOTIFY_EVENT, ToolError, Triple
 from homeagent_sdk.testing import AgentHarness
 
 pytestmark = pytest.mark.timeout(240)
@@ -99,6 +99,8 @@ async def test_read_control_exposure_and_history(agent: tuple[AgentHarness, Home
 async def test_watches_fire_persist_and_cancel(agent: tuple[AgentHarness, HomeAssistantPlugin],
                                                home: HomeAssistant, tmp_path: Path) -> None:
     harness, plugin = agent
+    pushed: list[dict[str, object]] = []
+    harness.app.bus.subscribe(lambda event: pushed.append(event.data), NOTIFY_EVENT, label="test")
     made = await harness.call_tool("home_watch_set", target="走廊窗帘", state="closed", duration="1s",
                                    notify="全家", message="窗帘关了")
     assert made.success and "watch_1 set" in made.result, made.result
@@ -106,6 +108,9 @@ async def test_watches_fire_persist_and_cancel(agent: tuple[AgentHarness, HomeAs
     assert other.success and "watch_2" in other.result
     await home.rest("POST", "/api/services/cover/close_cover", {"entity_id": "cover.hall_window"})
     await _until(lambda: any(fired[0] == "watch_1" for fired in plugin.fired), timeout=30)
+    # straight to the household's phones, whatever the model does with the turn it starts
+    assert pushed[0] == {"person": "*", "title": "Hall Window", "body": "closed (1 s) — 窗帘关了",
+                         "tag": "home-watch_1"}
     listed = json.loads((await harness.call_tool("home_watch_list")).result)["watches"]
     assert [w["id"] for w in listed] == ["watch_2"]  # the one-off is gone
     bad = await harness.call_tool("home_watch_set", target="洗衣机", state="< five")
@@ -164,6 +169,18 @@ async def test_the_home_is_in_memory(agent: tuple[AgentHarness, HomeAssistantPlu
     relations = await harness.memory.relations("Living Room RGBWW Lights")
     located = [r.target_name.casefold() for r in relations if r.relation_type == "located_in"]
     assert "living room" in located, relations
+
+
+def test_whose_phones_a_fired_watch_reaches() -> None:
+    def watch(notify: tuple[str, ...], by: str) -> Watch:
+        return Watch("watch_1", "lock.front_door", parse_condition("unlocked"), 0.0, notify, "", False, by)
+
+    assert notified(watch((), "Mia")) == ["Mia"]  # nobody named: the person who set it
+    assert notified(watch((), "")) == [""]  # set outside any conversation: the owner
+    assert notified(watch(("我", "Dad", "me"), "Mia")) == ["Mia", "Dad"]
+    assert notified(watch(("全家", "Mia"), "Dad")) == ["*", "Mia"]
+    assert notified(watch(("Everyone",), "Dad")) == ["*"]
+    assert notified(watch(("全家",), "(guest)")) == []  # a guest's watch reaches no phone
 
 
 def test_times_conditions_and_errors() -> None:

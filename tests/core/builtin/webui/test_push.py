@@ -125,6 +125,39 @@ async def test_a_persons_reminder_reaches_only_their_devices(daemon: WebDaemon) 
         assert received[1].path == "/push/owner" and received[1].decrypt(owner)["body"] == "reminder: bins"
 
 
+async def test_a_plugins_notification_reaches_the_person_the_owner_or_the_household(daemon: WebDaemon) -> None:
+    from homeagent_core.builtin.webui.push import Subscription
+    from homeagent_sdk import NOTIFY_EVENT
+
+    people = daemon.app.services.rights.people  # type: ignore[union-attr]
+    people.add("kid", role="child")
+    people.add("visitor", role="guest")
+    with push_service() as service:
+        _allow(daemon, service.base)
+        owner, kid, visitor = (Device(service.endpoint(n)) for n in ("owner", "kid", "visitor"))
+        await _subscribe(daemon, owner)  # the admin login: the owner
+        pusher = daemon.plugin.state.pusher  # type: ignore[attr-defined]
+        for device, name in ((kid, "kid"), (visitor, "visitor")):
+            keys = device.subscription()["keys"]
+            await pusher.pool.run(pusher.store.add, Subscription(device.endpoint, keys["p256dh"], keys["auth"], name))
+        bus = daemon.app.bus
+        bus.publish(NOTIFY_EVENT, {"person": "kid", "title": "洗衣机", "body": "洗好了"}, source="homeassistant")
+        (got,) = await service.wait(1)
+        message = got.decrypt(kid)
+        assert got.path == "/push/kid" and message["title"] == "洗衣机" and message["body"] == "洗好了"
+        assert message["tag"] == "notify-homeassistant"
+        bus.publish(NOTIFY_EVENT, {"person": "", "title": "Door", "body": "open 10 min", "tag": "door"})
+        second = (await service.wait(2))[1]
+        assert second.path == "/push/owner" and second.decrypt(owner)["tag"] == "door"
+        bus.publish(NOTIFY_EVENT, {"person": "*", "title": "漏水", "body": "地下室漏水传感器：on"})
+        received = await service.wait(4)
+        assert sorted(r.path for r in received[2:]) == ["/push/kid", "/push/owner"]  # the guest is not told
+        bus.publish(NOTIFY_EVENT, {"person": "kid", "title": 3, "body": None})  # malformed: ignored
+        bus.publish(NOTIFY_EVENT, {"person": "kid", "title": "later", "body": "the next one still arrives"})
+        fifth = (await service.wait(5))[4]
+        assert fifth.decrypt(kid)["title"] == "later"
+
+
 async def test_a_gone_subscription_is_removed_and_a_hanging_service_blocks_nothing(daemon: WebDaemon) -> None:
     daemon.app.config.set("plugin.webui.push_timeout", 1)
     with push_service() as service:
