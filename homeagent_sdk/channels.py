@@ -22,10 +22,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from homeagent_sdk.types import MediaAttachment
+from homeagent_sdk.types import ConfigDef, MediaAttachment
+
+if TYPE_CHECKING:
+    from homeagent_sdk.api import SettingsAPI
 
 __all__ = [
+    "RECONNECT_MAX_S",
     "Backoff",
     "Conversation",
     "IncomingMessage",
@@ -35,6 +40,7 @@ __all__ = [
     "Sender",
     "SlidingWindow",
     "mentions_name",
+    "reconnect_setting",
     "split_text",
 ]
 
@@ -190,6 +196,21 @@ def mentions_name(text: str, names: Iterable[str]) -> bool:
 
 # --------------------------------------------------------------------------- backoff
 
+#: The longest reconnect delay: the ``reconnect_min`` setting doubles up to this many seconds.
+RECONNECT_MAX_S = 60
+
+
+def reconnect_setting(
+    *,
+    minimum: float = 0.05,
+    description: str = "Seconds before the first reconnect after the connection dropped; doubles up to 60 s.",
+) -> ConfigDef:
+    """The ``reconnect_min`` setting (seconds, default 1; ``minimum`` the least accepted) of a
+    plugin that keeps a connection; add it in ``register_settings`` and build the plugin's
+    :class:`Backoff` with :meth:`Backoff.from_settings`."""
+    return ConfigDef(key="reconnect_min", type="float", default=1.0, min=minimum, max=RECONNECT_MAX_S,
+                     category="connection", description=description)
+
 
 class Backoff:
     """Reconnect delays: ``initial`` doubling up to ``maximum``, with ±``jitter`` spread.
@@ -211,6 +232,12 @@ class Backoff:
         self.initial, self.maximum, self.factor, self.jitter = initial, maximum, factor, jitter
         self._rand = rand
         self.attempts = 0
+
+    @classmethod
+    def from_settings(cls, settings: SettingsAPI) -> Backoff:
+        """From the plugin's ``reconnect_min`` setting (:func:`reconnect_setting`) up to
+        :data:`RECONNECT_MAX_S`."""
+        return cls(float(settings.get("reconnect_min", 1.0) or 1.0), float(RECONNECT_MAX_S))
 
     def delay(self) -> float:
         base = min(self.maximum, self.initial * self.factor**self.attempts)

@@ -33,6 +33,20 @@ Fixtures:
 * ``proc_harness`` — runs an out-of-process plugin object over an in-memory protocol
   connection (:class:`ProcHarness`): the real wire format, no subprocess.
 
+End to end, against a real daemon:
+
+* :func:`serve_daemon` — ``async with serve_daemon(data, env, settings=[...]) as daemon``:
+  ``homeagent serve`` in a subprocess on a data directory, once it printed ``HomeAgent
+  running``; :class:`ServedDaemon` gives its ``url``, its ``output`` lines so far, ``await
+  daemon.cli(...)`` and ``await daemon.printed(text)``. SIGTERM at the end (SIGKILL after a
+  bounded wait); it must exit with status 0 without printing any of ``secrets``.
+* :func:`daemon_env` — the environment for it: which plugins load, a ``PYTHONPATH`` entry.
+* :func:`plugin_pythonpath` — installs a plugin project with pip into a folder for
+  ``PYTHONPATH`` unless its entry point is installed already.
+* :func:`run_cli` / :func:`cli_output` — one ``homeagent`` command against a data directory:
+  its stdout (raising :class:`CommandFailed` with the output on an error), or all its output.
+* :func:`free_port` — a free loopback TCP port.
+
 The SDK never imports ``homeagent_core`` by name; the fixtures that need the running core
 resolve it with ``importlib`` when they are used, so ``import homeagent_sdk.testing`` stays
 light and the SDK stays installable on its own.
@@ -54,6 +68,16 @@ import pytest
 import pytest_asyncio
 
 from homeagent_sdk import ChannelRegistry, PluginSDK, SettingsRegistry, ToolRegistryProtocol, hookimpl
+from homeagent_sdk._daemon_harness import (
+    CommandFailed,
+    ServedDaemon,
+    cli_output,
+    daemon_env,
+    free_port,
+    plugin_pythonpath,
+    run_cli,
+    serve_daemon,
+)
 from homeagent_sdk._fake_model import FakeModel, FakeReply, ToolCallReply
 from homeagent_sdk._fake_model_server import FakeModelServer
 from homeagent_sdk._proc_harness import ProcHarness
@@ -67,6 +91,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentHarness",
+    "CommandFailed",
     "FakeEmbedder",
     "FakeModel",
     "FakeModelServer",
@@ -75,8 +100,15 @@ __all__ = [
     "HookRecorder",
     "ModelRequestsForbidden",
     "ProcHarness",
+    "ServedDaemon",
     "ToolCallReply",
+    "cli_output",
+    "daemon_env",
     "forbid_model_requests",
+    "free_port",
+    "plugin_pythonpath",
+    "run_cli",
+    "serve_daemon",
 ]
 
 _WORD = re.compile(r"[a-z0-9]+")

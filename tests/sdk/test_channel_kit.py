@@ -22,6 +22,7 @@ from homeagent_sdk.channels import (
     Sender,
     SlidingWindow,
     mentions_name,
+    reconnect_setting,
     split_text,
 )
 from homeagent_sdk.pairing import PairingStore
@@ -60,6 +61,27 @@ def test_backoff_doubles_to_the_maximum_and_resets():
     assert [backoff.delay() for _ in range(5)] == [1, 2, 4, 8, 8]
     backoff.reset()
     assert backoff.delay() == 1
+
+
+def test_the_reconnect_setting_drives_the_backoff():
+    setting = reconnect_setting(minimum=0.01, description="Seconds before the first retry.")
+    assert (setting.key, setting.type, setting.default, setting.min, setting.max, setting.category) == (
+        "reconnect_min", "float", 1.0, 0.01, 60, "connection")
+    assert setting.description == "Seconds before the first retry." and not setting.restart_required
+    assert reconnect_setting().min == 0.05 and "doubles up to 60 s" in reconnect_setting().description
+
+    class Settings:
+        def __init__(self, values: dict[str, Any]) -> None:
+            self.values = values
+
+        def get(self, key: str, default: Any = None) -> Any:
+            return self.values.get(key, default)
+
+    backoff = Backoff.from_settings(Settings({"reconnect_min": "0.25"}))  # type: ignore[arg-type]
+    backoff.jitter = 0
+    assert [backoff.delay() for _ in range(3)] == [0.25, 0.5, 1.0] and backoff.maximum == 60.0
+    assert Backoff.from_settings(Settings({})).initial == 1.0  # type: ignore[arg-type]
+    assert Backoff.from_settings(Settings({"reconnect_min": None})).initial == 1.0  # type: ignore[arg-type]
 
 
 async def test_rate_limiter_waits_for_tokens_and_sliding_window_drops():

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from homeagent_sdk.channels import Backoff
+from homeagent_sdk.channels import RECONNECT_MAX_S, Backoff
 
 __all__ = ["HAAuthError", "HAClient", "HAError", "HAUnavailable", "websocket_url"]
 
@@ -68,7 +68,7 @@ class HAClient:
         *,
         on_event: Callable[[dict[str, Any]], None],
         on_connect: Callable[[], Awaitable[None]],
-        reconnect_min: float = 1.0,
+        backoff: Backoff | None = None,
         timeout: float = 10.0,
     ) -> None:
         self.url = websocket_url(url)
@@ -76,7 +76,7 @@ class HAClient:
         self._on_event = on_event
         self._on_connect = on_connect
         self.timeout = timeout
-        self.backoff = Backoff(reconnect_min, 60.0)
+        self.backoff = backoff or Backoff(1.0, float(RECONNECT_MAX_S))
         self.version = ""
         self.last_error = ""
         self.connected = asyncio.Event()

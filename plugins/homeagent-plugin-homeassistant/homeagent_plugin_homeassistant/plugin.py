@@ -50,6 +50,7 @@ from homeagent_sdk import (
     Triple,
     hookimpl,
 )
+from homeagent_sdk.channels import Backoff, reconnect_setting
 from homeagent_sdk.current import CURRENT_PRINCIPAL
 from homeagent_sdk.errors import PluginError
 
@@ -191,9 +192,7 @@ class HomeAssistantPlugin:
                       "Long-lived access tokens)."),
             ConfigDef(key="timeout", type="float", default=10.0, min=1, max=120, category="connection",
                       description="Seconds to wait for Home Assistant to answer a command."),
-            ConfigDef(key="reconnect_min", type="float", default=1.0, min=0.05, max=60, category="connection",
-                      description="Seconds before the first reconnect after the connection dropped; doubles up "
-                      "to 60 s."),
+            reconnect_setting(),
             ConfigDef(key="expose_domains", type="string",
                       default="light,switch,climate,cover,media_player,sensor,binary_sensor", category="exposure",
                       restart_required=True,
@@ -250,7 +249,7 @@ class HomeAssistantPlugin:
         )
         try:
             client = HAClient(url, token, on_event=self._on_event, on_connect=self._reload,
-                              reconnect_min=float(settings.get("reconnect_min", 1.0) or 1.0),
+                              backoff=Backoff.from_settings(settings),
                               timeout=float(settings.get("timeout", 10.0) or 10.0))
         except ValueError as exc:
             raise PluginError(f"plugin.homeassistant.url: {exc}", plugin_name=NAME) from None

@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -27,6 +26,8 @@ from typing import Any
 
 import httpx
 import websockets
+
+from homeagent_sdk.testing import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 HA_VENV = Path(os.environ.get("HOMEAGENT_HA_VENV", str(REPO / ".venv-ha")))
@@ -99,12 +100,6 @@ PLACEMENT: dict[str, tuple[str, list[str]]] = {
     "binary_sensor.basement_floor_wet": ("Basement", ["地下室漏水", "漏水传感器"]),
     "binary_sensor.movement_backyard": ("Backyard", ["后院移动", "后院人体感应"]),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -11,10 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
-import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,13 +24,12 @@ from ha_server import PLUGIN_ALIASES, HomeAssistant, running_home_assistant
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "homeagent-plugin-telegram" / "tests"))
 from telegram_fake import FakeBotAPI
 
-from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
+from homeagent_sdk.testing import FakeModel, FakeModelServer, ServedDaemon, ToolCallReply, daemon_env, serve_daemon
 
 pytestmark = pytest.mark.timeout(300)
 
 ADMIN_KEY = "home-e2e-admin-key-0123456789"
 TELEGRAM_TOKEN = "424242:home-e2e-token"
-_URL = re.compile(r"web UI on (http://\S+?)/?$")
 
 #: What the scripted model does with what people say: (words in the message, tool, arguments).
 SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
@@ -67,13 +62,17 @@ def _answer(request: dict[str, Any]) -> Any:
 
 @dataclass
 class Daemon:
-    url: str
-    data: Path
-    env: dict[str, str]
+    served: ServedDaemon
     model: FakeModel
-    proc: asyncio.subprocess.Process
-    output: list[str]
     telegram: FakeBotAPI
+
+    @property
+    def url(self) -> str:
+        return self.served.url
+
+    @property
+    def output(self) -> list[str]:
+        return self.served.output
 
     async def say(self, text: str, *, key: str = ADMIN_KEY) -> str:
         async with httpx.AsyncClient(base_url=self.url, timeout=60) as http:
@@ -101,23 +100,8 @@ class Daemon:
         asked = [json.dumps(r["messages"][-1], ensure_ascii=False)[:300] for r in self.model.requests[-4:]]
         return "\n".join(asked) + "\n" + "".join(self.output)[-3000:]
 
-    def cli(self, *args: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(self.data)],
-                                env=self.env, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stdout + result.stderr
-        return result.stdout
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "HOMEAGENT_LOAD_PLUGINS": "homeassistant,telegram", "HOMEAGENT_WEBUI_API_KEY": ADMIN_KEY,
-            "HOMEAGENT_LLM_API_KEY": "test-key", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def _cli(env: dict[str, str], data: Path, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(data)],
-                            env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    async def cli(self, *args: str) -> str:
+        return await self.served.cli(*args)
 
 
 @contextlib.asynccontextmanager
@@ -125,9 +109,9 @@ async def serve(tmp_path: Path, ha_url: str, token: str, *settings: tuple[str, s
     """``homeagent serve`` with the plugin pointed at ``ha_url`` (and the Telegram door on a loopback
     Bot API); stopped (SIGTERM) at the end."""
     async with FakeModelServer(FakeModel(responder=_answer)) as model, FakeBotAPI(TELEGRAM_TOKEN) as telegram:
-        data = tmp_path / "home"
-        env = _env()
-        for key, value in (
+        env = daemon_env("homeassistant,telegram", HOMEAGENT_WEBUI_API_KEY=ADMIN_KEY, HF_HUB_OFFLINE="1",
+                         TRANSFORMERS_OFFLINE="1")
+        everything = (
             ("plugin.telegram.bot_token", TELEGRAM_TOKEN),
             ("plugin.telegram.api_base", telegram.base),
             ("plugin.telegram.poll_timeout", "2"),
@@ -138,47 +122,11 @@ async def serve(tmp_path: Path, ha_url: str, token: str, *settings: tuple[str, s
             ("plugin.homeassistant.expose_entities", "lock.front_door,lock.kitchen_door"),
             ("plugin.homeassistant.aliases", json.dumps(PLUGIN_ALIASES, ensure_ascii=False)),
             *settings,
-        ):
-            out = await asyncio.to_thread(_cli, env, data, "config", "set", key, value)
-            assert token not in out or not token  # the token is masked
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )
-        assert proc.stdout is not None
-        lines: list[str] = []
-        url = ""
-        try:
-            async with asyncio.timeout(120):
-                while True:
-                    line = (await proc.stdout.readline()).decode(errors="replace")
-                    assert line, "homeagent serve exited:\n" + "".join(lines)
-                    lines.append(line)
-                    found = _URL.search(line.strip())
-                    url = found.group(1) if found else url
-                    if "HomeAgent running" in line:
-                        break
-
-            async def pump() -> None:
-                assert proc.stdout is not None
-                async for raw in proc.stdout:
-                    lines.append(raw.decode(errors="replace"))
-
-            reader = asyncio.get_running_loop().create_task(pump())
-            assert url, "".join(lines)
-            yield Daemon(url, data, env, model.model, proc, lines, telegram)
-        finally:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                async with asyncio.timeout(60):
-                    await proc.wait()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(10):
-                await reader
-    output = "".join(lines)
-    assert proc.returncode == 0, output
-    if token:
-        assert token not in output
+        # secrets: the token is masked by `config set` and never reaches the log
+        async with serve_daemon(tmp_path / "home", env, settings=everything, secrets=[token]) as served:
+            assert served.url, served.text
+            yield Daemon(served, model.model, telegram)
 
 
 @pytest.fixture
@@ -213,13 +161,13 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         assert f'"current_temperature": {heat["attributes"]["current_temperature"]}' in reply
 
         # The owner lets the plugin's inputs (watches firing) speak for them: their web UI shows those turns.
-        owner = json.loads(await asyncio.to_thread(daemon.cli, "people", "list", "--json"))
+        owner = json.loads(await daemon.cli("people", "list", "--json"))
         owner_name = next(p["name"] for p in owner if p["role"] == "owner")
-        await asyncio.to_thread(daemon.cli, "people", "link", owner_name, "door", "homeassistant")
+        await daemon.cli("people", "link", owner_name, "door", "homeassistant")
         # ... and has paired their Telegram chat, where the news is passed on.
         daemon.telegram.private(5551, "Owner", text="hi")
         code = (await daemon.telegram.next_sent(timeout=60))["text"].split("Pairing code: ")[1].split()[0]
-        await asyncio.to_thread(daemon.cli, "pairing", "approve", code, "--person", owner_name)
+        await daemon.cli("pairing", "approve", code, "--person", owner_name)
         reply = await say("地下室漏水就告诉我")
         assert "watch_1 set" in reply
         await home.rest("POST", "/api/states/binary_sensor.basement_floor_wet", {"state": "on", "attributes": {
@@ -244,8 +192,8 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         reply = await say("有哪些提醒")
         assert '"watches": []' in reply  # a one-off watch is gone once it fired
 
-        await asyncio.to_thread(daemon.cli, "people", "add", "Kid", "--role", "child")
-        kid = (await asyncio.to_thread(daemon.cli, "people", "key", "Kid")).split()[-1]
+        await daemon.cli("people", "add", "Kid", "--role", "child")
+        kid = (await daemon.cli("people", "key", "Kid")).split()[-1]
         reply = await say("把前门锁打开", who="Kid", key=kid)
         assert "home_secure_call is not allowed for Kid" in reply, reply
         reply = await say("开前门", who="Kid", key=kid)
@@ -259,7 +207,7 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
         await home.start()
         transcript.append("(Home Assistant is back)")
         await home._wait_entities(asyncio.get_running_loop().time() + 60)
-        await _wait_for(lambda: "connected again" in "".join(daemon.output), timeout=60)
+        await daemon.served.printed("connected again", timeout=60)
         # the reload after the reconnect runs in the background: wait until a call goes through
         reply = ""
         try:
@@ -274,18 +222,13 @@ async def test_an_evening_at_home(home: HomeAssistant, tmp_path: Path) -> None:
 
 async def test_wrong_token_and_unreachable_server_are_plugin_errors(home: HomeAssistant, tmp_path: Path) -> None:
     async with serve(tmp_path / "a", home.url, "not-a-token") as daemon:
-        doctor = await asyncio.to_thread(_doctor, daemon)
+        doctor = await daemon.served.cli_output("doctor")
         assert "plugin homeassistant" in doctor and "refused the access token" in doctor, doctor
         async with httpx.AsyncClient(base_url=daemon.url, headers={"X-API-Key": ADMIN_KEY}) as http:
             listed = (await http.get("/api/v1/plugins")).text  # what the web UI's plugins page shows
         assert "refused the access token" in listed, listed
         assert (await daemon.say("hello")) == "got: hello"  # the daemon runs on
     async with serve(tmp_path / "b", "http://127.0.0.1:9", "some-token") as daemon:
-        doctor = await asyncio.to_thread(_doctor, daemon)
+        doctor = await daemon.served.cli_output("doctor")
         assert "cannot reach Home Assistant at ws://127.0.0.1:9/api/websocket" in doctor, doctor
 
-
-def _doctor(daemon: Daemon) -> str:
-    result = subprocess.run([sys.executable, "-m", "homeagent_core.cli", "doctor", "--data", str(daemon.data)],
-                            env=daemon.env, capture_output=True, text=True, timeout=120)
-    return result.stdout + result.stderr

@@ -44,7 +44,7 @@ from homeagent_sdk import (
     ToolRegistryProtocol,
     hookimpl,
 )
-from homeagent_sdk.channels import Backoff
+from homeagent_sdk.channels import Backoff, reconnect_setting
 from homeagent_sdk.errors import PluginError
 
 __all__ = ["CHANNEL", "MqttPlugin", "Subscription", "make_plugin", "topic_matches"]
@@ -161,9 +161,7 @@ class MqttPlugin:
                       restart_required=True, description="Password at the broker."),
             ConfigDef(key="client_id", type="string", default="homeagent", category="connection",
                       restart_required=True, description="The MQTT client id."),
-            ConfigDef(key="reconnect_min", type="float", default=1.0, min=0.05, max=60, category="connection",
-                      description="Seconds before the first reconnect after the connection dropped; doubles up "
-                      "to 60 s."),
+            reconnect_setting(),
             ConfigDef(key="subscriptions", type="json", default="", category="topics", restart_required=True,
                       description='Topics to follow, JSON: [{"topic": "home/washer/state", "name": "洗衣机", '
                       '"when": "done", "notify": "Owner"}, {"topic": "home/doorbell", "mode": "input"}]. '
@@ -241,7 +239,7 @@ class MqttPlugin:
         import aiomqtt
 
         assert self.sdk is not None
-        backoff = Backoff(float(self.sdk.settings.get("reconnect_min", 1.0) or 1.0), 60.0)
+        backoff = Backoff.from_settings(self.sdk.settings)
         prefix = str(self.sdk.settings.get("discovery_prefix", "") or "").strip().strip("/")
         while True:
             try:

@@ -8,14 +8,10 @@ import contextlib
 import getpass
 import ipaddress
 import json
-import os
-import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,20 +24,21 @@ import pytest
 from homeagent_plugin_mqtt.plugin import _holds, parse_subscriptions, topic_matches
 
 from homeagent_sdk.errors import PluginError
-from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
+from homeagent_sdk.testing import (
+    FakeModel,
+    FakeModelServer,
+    ServedDaemon,
+    ToolCallReply,
+    daemon_env,
+    free_port,
+    serve_daemon,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
 ADMIN_KEY = "mqtt-e2e-admin-key-0123456789"
 USER, PASSWORD = "homeagent", "broker-secret-42"
-_URL = re.compile(r"web UI on (http://\S+?)/?$")
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else "")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -93,7 +90,7 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
     folder.mkdir()
     passwords = folder / "passwd"
     subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), USER, PASSWORD], check=True, timeout=30)
-    port = _free_port()
+    port = free_port()
     config = folder / "mosquitto.conf"
     tls = ""
     ca_file = None
@@ -137,14 +134,11 @@ def _answer(request: dict[str, Any]) -> Any:
 
 @dataclass
 class Daemon:
-    url: str
-    data: Path
-    env: dict[str, str]
+    served: ServedDaemon
     model: FakeModel
-    output: list[str]
 
     async def say(self, text: str) -> str:
-        async with httpx.AsyncClient(base_url=self.url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=self.served.url, timeout=60) as http:
             answer = await http.post("/v1/chat/completions", headers={"Authorization": f"Bearer {ADMIN_KEY}"},
                                      json={"model": "homeagent", "messages": [{"role": "user", "content": text}]})
         assert answer.status_code == 200, answer.text
@@ -158,51 +152,12 @@ class Daemon:
 @contextlib.asynccontextmanager
 async def serve(tmp_path: Path, *settings: tuple[str, str]) -> AsyncIterator[Daemon]:
     async with FakeModelServer(FakeModel(responder=_answer)) as model:
-        data = tmp_path / "home"
-        env = {**os.environ, "HOMEAGENT_LOAD_PLUGINS": "mqtt", "HOMEAGENT_WEBUI_API_KEY": ADMIN_KEY,
-               "HOMEAGENT_LLM_API_KEY": "test-key", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        for key, value in (("core.llm.sources.deepseek.base_url", model.base_url), *settings):
-            result = await asyncio.to_thread(
-                subprocess.run, [sys.executable, "-m", "homeagent_core.cli", "config", "set", key, value, "--data",
-                                 str(data)], env=env, capture_output=True, text=True, timeout=120)
-            assert result.returncode == 0, result.stdout + result.stderr
-            assert PASSWORD not in result.stdout
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-        assert proc.stdout is not None
-        lines: list[str] = []
-        url = ""
-        try:
-            async with asyncio.timeout(120):
-                while True:
-                    line = (await proc.stdout.readline()).decode(errors="replace")
-                    assert line, "homeagent serve exited:\n" + "".join(lines)
-                    lines.append(line)
-                    found = _URL.search(line.strip())
-                    url = found.group(1) if found else url
-                    if "HomeAgent running" in line:
-                        break
-
-            async def pump() -> None:
-                assert proc.stdout is not None
-                async for raw in proc.stdout:
-                    lines.append(raw.decode(errors="replace"))
-
-            reader = asyncio.get_running_loop().create_task(pump())
-            yield Daemon(url, data, env, model.model, lines)
-        finally:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                async with asyncio.timeout(60):
-                    await proc.wait()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(10):
-                await reader
-    output = "".join(lines)
-    assert proc.returncode == 0, output
-    assert PASSWORD not in output
+        env = daemon_env("mqtt", HOMEAGENT_WEBUI_API_KEY=ADMIN_KEY, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        # secrets: the broker password is masked by `config set` and never reaches the log
+        async with serve_daemon(tmp_path / "home", env, settings=(
+            ("core.llm.sources.deepseek.base_url", model.base_url), *settings,
+        ), secrets=[PASSWORD]) as served:
+            yield Daemon(served, model.model)
 
 
 async def _until(predicate: Any, timeout: float = 30.0) -> None:
@@ -247,10 +202,7 @@ async def test_watched_topic_notifies_and_publish_is_limited(broker: Broker, tmp
 
 async def test_wrong_password_is_a_plugin_error(broker: Broker, tmp_path: Path) -> None:
     async with serve(tmp_path, *_connection(broker, "wrong-password")) as daemon:
-        result = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "homeagent_core.cli", "doctor", "--data", str(daemon.data)],
-            env=daemon.env, capture_output=True, text=True, timeout=120)
-        doctor = result.stdout + result.stderr
+        doctor = await daemon.served.cli_output("doctor")
         assert "plugin mqtt" in doctor and "plugin.mqtt.username and plugin.mqtt.password" in doctor, doctor
         assert (await daemon.say("hello")) == "got: hello"
 

@@ -28,7 +28,15 @@ from homeagent_sdk import (
     hookimpl,
 )
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
-from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, MediaRef, OutgoingMedia, Sender
+from homeagent_sdk.channels import (
+    Backoff,
+    Conversation,
+    IncomingMessage,
+    MediaRef,
+    OutgoingMedia,
+    Sender,
+    reconnect_setting,
+)
 from homeagent_sdk.ssrf import AddressPolicy, download_capped
 
 __all__ = ["CHANNEL", "OneBotBridge", "OneBotPlugin", "make_plugin"]
@@ -76,7 +84,7 @@ class OneBotBridge(ChatBridge):
             ws_url=str(settings.get("ws_url", "") or ""),
             listen_host=str(settings.get("listen_host", "127.0.0.1") or "127.0.0.1"),
             listen_port=int(settings.get("listen_port", 6700) or 0),
-            backoff=Backoff(float(settings.get("reconnect_min", 1.0) or 1.0), 60.0),
+            backoff=Backoff.from_settings(settings),
         )
         self.nickname = ""
         self.last_heartbeat = 0.0
@@ -272,9 +280,8 @@ class OneBotPlugin:
             description="The implementation's access token (sent as Authorization: Bearer). Reverse mode "
             "refuses every connection while it is empty.",
         ))
-        registry.add(ConfigDef(
-            key="reconnect_min", type="float", default=1.0, min=0.01, max=60, category="connection",
-            description="Seconds before the first reconnect; doubles up to 60 s.",
+        registry.add(reconnect_setting(
+            minimum=0.01, description="Seconds before the first reconnect; doubles up to 60 s.",
         ))
         for definition in ChatBridge.config_defs(text_limit=TEXT_LIMIT):
             registry.add(definition)

@@ -7,14 +7,7 @@ The plugin is installed the way a user installs it (pip, into a directory on the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import importlib.metadata
-import os
-import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +15,15 @@ from typing import Any
 import pytest
 from onebot_fake import FakeOneBot, png_bytes, text_of
 
-from homeagent_sdk.testing import FakeModel, FakeModelServer, ToolCallReply
+from homeagent_sdk.testing import (
+    FakeModel,
+    FakeModelServer,
+    ServedDaemon,
+    ToolCallReply,
+    daemon_env,
+    plugin_pythonpath,
+    serve_daemon,
+)
 
 TOKEN = "e2e-token"
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
@@ -31,34 +32,7 @@ PLUGIN_DIR = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A PYTHONPATH entry under which the ``onebot`` entry point is installed."""
-    if any(ep.name == "onebot" for ep in importlib.metadata.entry_points(group="homeagent")):
-        yield ""
-        return
-    source = tmp_path_factory.mktemp("src") / PLUGIN_DIR.name
-    shutil.copytree(PLUGIN_DIR, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
-         str(target), str(source)],
-        check=True, timeout=300,
-    )
-    yield str(target)
-
-
-def _env(plugin_path: str) -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [p for p in (plugin_path, env.get("PYTHONPATH", "")) if p]
-    env.update(PYTHONPATH=os.pathsep.join(paths), HOMEAGENT_LOAD_PLUGINS="onebot", HOMEAGENT_LLM_API_KEY="test-key")
-    return env
-
-
-def _cli(env: dict[str, str], data: Path, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "homeagent_core.cli", *args, "--data", str(data)],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    yield plugin_pythonpath(PLUGIN_DIR, "onebot", tmp_path_factory.mktemp("plugin"))
 
 
 def _answer(request: dict[str, Any]) -> Any:
@@ -76,64 +50,29 @@ def _answer(request: dict[str, Any]) -> Any:
     return f"收到：{last}"
 
 
-Daemon = tuple[FakeOneBot, FakeModelServer, Path, dict[str, str], list[str]]
+Daemon = tuple[FakeOneBot, FakeModelServer, ServedDaemon]
 
 
 @contextlib.asynccontextmanager
 async def _serve(tmp_path: Path, plugin_path: str, token: str) -> AsyncIterator[Daemon]:
     """A daemon configured for the fake implementation (its plugin sends ``token``)."""
     fake = await FakeOneBot(access_token=TOKEN).start_server()
-    async with FakeModelServer(FakeModel(responder=_answer)) as model:
-        data = tmp_path / "home"
-        env = _env(plugin_path)
-        for key, value in (
-            ("core.llm.sources.deepseek.base_url", model.base_url),
-            ("core.llm.sources.deepseek.vision", "true"),
-            ("plugin.onebot.ws_url", fake.ws_url),
-            ("plugin.onebot.access_token", token),
-            ("plugin.onebot.reconnect_min", "0.05"),
-        ):
-            await asyncio.to_thread(_cli, env, data, "config", "set", key, value)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "homeagent_core.cli", "serve", "--data", str(data), "--port", "0",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-        assert proc.stdout is not None
-        lines: list[str] = []
-        try:
-            async with asyncio.timeout(90):
-                while True:
-                    line = (await proc.stdout.readline()).decode()
-                    assert line, "homeagent serve exited:\n" + "".join(lines)
-                    lines.append(line)
-                    if "HomeAgent running" in line:
-                        break
-            drain = asyncio.get_running_loop().create_task(_collect(proc.stdout, lines))
-            yield fake, model, data, env, lines
-        finally:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                async with asyncio.timeout(30):
-                    await proc.wait()
-            await fake.close()
-    await drain
-    output = "".join(lines)
-    assert proc.returncode == 0, output
-    assert token not in output  # the access token never reaches the log
-
-
-async def _collect(stream: asyncio.StreamReader, lines: list[str]) -> None:
-    """Append the daemon's output to ``lines`` as it comes, until it exits."""
-    while line := (await stream.readline()).decode(errors="replace"):
-        lines.append(line)
-
-
-async def _printed(lines: list[str], text: str) -> str:
-    """The first line of ``lines`` containing ``text``, waiting (bounded) for the daemon to print it."""
-    async with asyncio.timeout(60):
-        while not any(text in line for line in lines):
-            await asyncio.sleep(0.05)
-    return next(line for line in lines if text in line)
+    try:
+        async with FakeModelServer(FakeModel(responder=_answer)) as model:
+            settings = (
+                ("core.llm.sources.deepseek.base_url", model.base_url),
+                ("core.llm.sources.deepseek.vision", "true"),
+                ("plugin.onebot.ws_url", fake.ws_url),
+                ("plugin.onebot.access_token", token),
+                ("plugin.onebot.reconnect_min", "0.05"),
+            )
+            env = daemon_env("onebot", pythonpath=plugin_path)
+            # secrets: the access token never reaches the log
+            async with serve_daemon(tmp_path / "home", env, settings=settings, secrets=[token],
+                                    start_timeout=90, stop_timeout=30) as daemon:
+                yield fake, model, daemon
+    finally:
+        await fake.close()
 
 
 @pytest.fixture
@@ -144,17 +83,17 @@ async def daemon(tmp_path: Path, plugin_path: str) -> AsyncIterator[Daemon]:
 
 
 async def test_a_wrong_access_token_is_reported_and_the_daemon_keeps_answering(tmp_path: Path, plugin_path: str):
-    async with _serve(tmp_path, plugin_path, "not-the-token") as (fake, _model, data, env, lines):
+    async with _serve(tmp_path, plugin_path, "not-the-token") as (fake, _model, daemon):
         # The connection is made in the background, after the daemon's doors opened.
-        said = await _printed(lines, "refused the access token (HTTP 403)")
+        said = await daemon.printed("refused the access token (HTTP 403)")
         assert "onebot" in said and "plugin.onebot.access_token" in said
-        answer = await asyncio.to_thread(_cli, env, data, "ask", "are you there?")
+        answer = await daemon.cli("ask", "are you there?")
         assert answer.strip() == "收到：are you there?"
         assert fake.rejected and set(fake.rejected) == {403}
 
 
 async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
-    fake, model, data, env, _ = daemon
+    fake, model, served = daemon
     transcript: list[str] = []
 
     await fake.private(12345, "小王", "你好")
@@ -164,12 +103,12 @@ async def test_qq_end_to_end_pairing_reply_photo_and_timer(daemon: Daemon):
     assert "配对码：" in text_of(sent)  # in the language 小王 wrote in
     assert not any("小王 (QQ 12345): 你好" in str(r["messages"]) for r in model.model.requests)
     code = text_of(sent).split("配对码：")[1].split()[0]
-    listed = await asyncio.to_thread(_cli, env, data, "pairing", "list")
+    listed = await served.cli("pairing", "list")
     assert code in listed and "pending" in listed
-    await asyncio.to_thread(_cli, env, data, "pairing", "approve", code)
+    await served.cli("pairing", "approve", code)
     # Approved, 小王 may talk; linked as a child, 小王 may also set timers (an unlinked sender is a guest).
-    await asyncio.to_thread(_cli, env, data, "people", "add", "小王", "--role", "child")
-    await asyncio.to_thread(_cli, env, data, "people", "link", "小王", "qq", "12345")
+    await served.cli("people", "add", "小王", "--role", "child")
+    await served.cli("people", "link", "小王", "qq", "12345")
 
     await fake.private(12345, "小王", "今天吃什么")
     transcript.append("小王 (QQ 12345) -> bot: 今天吃什么")

@@ -36,7 +36,15 @@ from homeagent_sdk import (
     hookimpl,
 )
 from homeagent_sdk.bridge import ChatBridge, pairing_routes
-from homeagent_sdk.channels import Backoff, Conversation, IncomingMessage, MediaRef, OutgoingMedia, Sender
+from homeagent_sdk.channels import (
+    Backoff,
+    Conversation,
+    IncomingMessage,
+    MediaRef,
+    OutgoingMedia,
+    Sender,
+    reconnect_setting,
+)
 from homeagent_sdk.errors import PluginError
 
 __all__ = ["CHANNEL", "TelegramBridge", "TelegramPlugin", "make_plugin"]
@@ -89,7 +97,7 @@ class TelegramBridge(ChatBridge):
             request=self._requests[0],
             get_updates_request=self._requests[1],
         )
-        self.backoff = Backoff(float(settings.get("reconnect_min", 1.0) or 1.0), 60.0)
+        self.backoff = Backoff.from_settings(settings)
         self.username = ""
         self.bot_id = 0
         self.offset: int | None = None
@@ -520,9 +528,8 @@ class TelegramPlugin:
             key="poll_timeout", type="int", default=30, min=0, max=50, category="connection",
             restart_required=True, description="Long-polling timeout of getUpdates in seconds.",
         ))
-        registry.add(ConfigDef(
-            key="reconnect_min", type="float", default=1.0, min=0.01, max=60, category="connection",
-            description="Seconds before the first retry after a failed poll; doubles up to 60 s.",
+        registry.add(reconnect_setting(
+            minimum=0.01, description="Seconds before the first retry after a failed poll; doubles up to 60 s.",
         ))
         for definition in ChatBridge.config_defs(text_limit=TEXT_LIMIT):
             registry.add(definition)
