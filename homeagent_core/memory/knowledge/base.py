@@ -595,8 +595,8 @@ class KnowledgeBase:
         if self.embedder is not None and self.dense_weight > 0 and self.embedder.info.serves(text_language(query)):
             await self._ensure_vectors()
             qvec = (await self.embedder.embed_texts([query]))[0]
-            vectors = self._vectors  # an entry deleted meanwhile has none: it scores 0
-            dense = np.array([max(0.0, float(v @ qvec)) if (v := vectors.get(n)) is not None else 0.0 for n in names])
+            # a pass over every visible entry: in the worker thread, like the lexical one
+            dense = await run_blocking("memory", _dense_scores, names, self._vectors, qvec)
             if dense.max() > 0:
                 for n, v in zip(names, dense / dense.max(), strict=True):
                     if v > 0:
@@ -628,3 +628,13 @@ class KnowledgeBase:
     def close(self) -> None:
         """Close the storage (a database connection on a shared store)."""
         self.storage.close()
+
+
+def _dense_scores(names: builtins.list[str], vectors: dict[str, np.ndarray], qvec: np.ndarray) -> np.ndarray:
+    """Cosine scores of ``names``' vectors against ``qvec`` (negative ones 0; an entry deleted
+    meanwhile has no vector and scores 0); blocking: one matrix product."""
+    found = [(i, v) for i, n in enumerate(names) if (v := vectors.get(n)) is not None]
+    dense = np.zeros(len(names), dtype=np.float64)
+    if found:
+        dense[[i for i, _ in found]] = np.maximum(np.stack([v for _, v in found]) @ qvec, 0.0)
+    return dense
