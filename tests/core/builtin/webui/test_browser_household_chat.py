@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import LAUNCH_ARGS
+from menu import menu_settles_on
 from served import Served, configure, fake_model, served
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -133,8 +134,7 @@ async def test_two_persons_chat_each_in_their_own_threads_and_live_view(tmp_path
 
             # Their own menu: the chat, their reminders and their account, nothing of the owner's.
             for page in (mum, kid):
-                shown = [await a.get_attribute("data-page") for a in await page.locator("nav a:visible").all()]
-                assert shown == ["chat", "reminders", "account"], shown
+                await menu_settles_on(page, ["chat", "reminders", "account"])
                 assert await page.locator("#thread").input_value() in ("person:mum", "person:kid")
 
             # Each chats as themselves; the mother's other tab shows her turn live, the child's

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from menu import menu_settles_on
 
 from homeagent_sdk._fake_model import ToolCallReply
 
@@ -105,8 +106,7 @@ async def test_two_persons_each_see_only_their_own_pages(page: Any, login: Any, 
         await other.fill("#password", MUM_PASSWORD)
         await other.click("#login-button")
         await other.locator("#chat-form").wait_for()  # her own chat first
-        shown = [await a.get_attribute("data-page") for a in await other.locator("nav a:visible").all()]
-        assert shown == ["chat", "reminders", "account"], shown
+        await menu_settles_on(other, ["chat", "reminders", "account"])
         await other.click('nav a[data-page="account"]')
         await other.locator("#account-form").wait_for()
         assert "mum (adult)" in await other.locator("#account-who").inner_text()
