@@ -103,8 +103,21 @@ def query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     return unique, words
 
 
+#: Query terms kept for the most recent queries: one turn derives the same query's terms for the
+#: working context, the document search and its coverage step (and the knowledge base).
+QUERY_CACHE_SIZE = 256
+
+
+@functools.lru_cache(maxsize=QUERY_CACHE_SIZE)
 def typed_query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """:func:`query_terms`, and for each bucket whether its word is CJK."""
+    """:func:`query_terms`, and for each bucket whether its word is CJK (cached: read-only arrays)."""
+    out = _typed_query_terms(query)
+    for array in out:
+        array.flags.writeable = False  # shared by every caller of the same query
+    return out
+
+
+def _typed_query_terms(query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     buckets: list[int] = []
     words: list[int] = []
     kinds: list[bool] = []
